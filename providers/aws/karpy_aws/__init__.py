@@ -1,4 +1,4 @@
-"""karpy's AWS cloud provider: EC2 CreateFleet, launch templates, SSM AMI discovery, SQS interruption.
+"""karpy's AWS cloud provider: CreateFleet, launch templates, SSM AMI discovery, SQS interruption.
 
 Registered under the entry-point group ``karpy.providers``; karpy itself never imports it.
 """

@@ -1,0 +1,429 @@
+"""moto's server on 127.0.0.1, seeded once per session, plus a fault injector in front of it.
+
+AWS code is tested against moto's real HTTP server (never real AWS, never a non-loopback
+address). moto lacks what the provider must survive in production — capacity errors, throttling,
+EKS AMI aliases, pricing — so this file supplies them: AMIs via MOTO_AMIS_PATH, SSM alias
+parameters under a test prefix, and a botocore event hook that answers chosen calls with chosen
+errors before they reach moto (botocore still parses and retries them as if AWS had answered).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import attrs
+import pytest
+from aiobotocore.awsrequest import AioAWSResponse
+from karpy_aws.session import AWSSession, AWSSettings, EventHook
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+REGION = "us-west-2"
+ACCOUNT = "123456789012"
+CLUSTER = "test-cluster"
+DISCOVERY = {"karpenter.sh/discovery": CLUSTER}
+SSM_PREFIX = "/test/aws/service"
+K8S_VERSION = "1.31"
+
+# ------------------------------------------------------------------ seeded AMIs (MOTO_AMIS_PATH)
+
+AMI_IDS = {
+    "al2023x86old": "ami-00000000000000001",
+    "al2023x86new": "ami-00000000000000002",
+    "al2023arm": "ami-00000000000000003",
+    "al2023gpu": "ami-00000000000000004",
+    "al2023neuron": "ami-00000000000000005",
+    "al2x86": "ami-00000000000000006",
+    "al2arm": "ami-00000000000000007",
+    "al2gpu": "ami-00000000000000008",
+    "brx86": "ami-00000000000000009",
+    "brarm": "ami-0000000000000000a",
+    "brnvidia": "ami-0000000000000000b",
+    "custom1": "ami-0000000000000000c",
+    "custom2": "ami-0000000000000000d",
+    "customarm": "ami-0000000000000000e",
+}
+
+
+def _ami(ami_id: str, name: str, arch: str, created: str, owner: str = "amazon") -> dict[str, Any]:
+    return {
+        "ami_id": ami_id,
+        "name": name,
+        "description": name,
+        "architecture": arch,
+        "owner_id": ACCOUNT if owner == "self" else "137112412989",
+        "root_device_name": "/dev/xvda",
+        "root_device_type": "ebs",
+        "virtualization_type": "hvm",
+        "hypervisor": "xen",
+        "state": "available",
+        "creation_date": created,
+        "public": owner != "self",
+    }
+
+
+AMIS = [
+    _ami(
+        AMI_IDS["al2023x86old"],
+        "amazon-eks-node-al2023-x86_64-standard-1.31-v20260101",
+        "x86_64",
+        "2026-01-01T00:00:00.000Z",
+    ),
+    _ami(
+        AMI_IDS["al2023x86new"],
+        "amazon-eks-node-al2023-x86_64-standard-1.31-v20260201",
+        "x86_64",
+        "2026-02-01T00:00:00.000Z",
+    ),
+    _ami(
+        AMI_IDS["al2023arm"],
+        "amazon-eks-node-al2023-arm64-standard-1.31-v20260201",
+        "arm64",
+        "2026-02-01T00:00:00.000Z",
+    ),
+    _ami(
+        AMI_IDS["al2023gpu"],
+        "amazon-eks-node-al2023-x86_64-nvidia-1.31-v20260201",
+        "x86_64",
+        "2026-02-01T00:00:00.000Z",
+    ),
+    _ami(
+        AMI_IDS["al2023neuron"],
+        "amazon-eks-node-al2023-x86_64-neuron-1.31-v20260201",
+        "x86_64",
+        "2026-02-01T00:00:00.000Z",
+    ),
+    _ami(AMI_IDS["al2x86"], "amazon-eks-node-1.31-v20260201", "x86_64", "2026-02-01T00:00:00.000Z"),
+    _ami(
+        AMI_IDS["al2arm"],
+        "amazon-eks-arm64-node-1.31-v20260201",
+        "arm64",
+        "2026-02-01T00:00:00.000Z",
+    ),
+    _ami(
+        AMI_IDS["al2gpu"],
+        "amazon-eks-gpu-node-1.31-v20260201",
+        "x86_64",
+        "2026-02-01T00:00:00.000Z",
+    ),
+    _ami(
+        AMI_IDS["brx86"],
+        "bottlerocket-aws-k8s-1.31-x86_64-v1.30.0",
+        "x86_64",
+        "2026-02-01T00:00:00.000Z",
+    ),
+    _ami(
+        AMI_IDS["brarm"],
+        "bottlerocket-aws-k8s-1.31-aarch64-v1.30.0",
+        "arm64",
+        "2026-02-01T00:00:00.000Z",
+    ),
+    _ami(
+        AMI_IDS["brnvidia"],
+        "bottlerocket-aws-k8s-1.31-nvidia-x86_64-v1.30.0",
+        "x86_64",
+        "2026-02-01T00:00:00.000Z",
+    ),
+    _ami(AMI_IDS["custom1"], "team-node-v1", "x86_64", "2026-01-10T00:00:00.000Z", owner="self"),
+    _ami(AMI_IDS["custom2"], "team-node-v2", "x86_64", "2026-01-20T00:00:00.000Z", owner="self"),
+    _ami(
+        AMI_IDS["customarm"], "team-node-arm-v1", "arm64", "2026-01-15T00:00:00.000Z", owner="self"
+    ),
+]
+
+_E = "eks/optimized-ami/" + K8S_VERSION
+SSM_ALIASES = {
+    f"{_E}/amazon-linux-2023/x86_64/standard/recommended/image_id": AMI_IDS["al2023x86new"],
+    f"{_E}/amazon-linux-2023/x86_64/standard/amazon-eks-node-al2023-x86_64-standard-"
+    f"{K8S_VERSION}-v20260101/image_id": AMI_IDS["al2023x86old"],
+    f"{_E}/amazon-linux-2023/arm64/standard/recommended/image_id": AMI_IDS["al2023arm"],
+    f"{_E}/amazon-linux-2023/x86_64/nvidia/recommended/image_id": AMI_IDS["al2023gpu"],
+    f"{_E}/amazon-linux-2023/x86_64/neuron/recommended/image_id": AMI_IDS["al2023neuron"],
+    f"{_E}/amazon-linux-2/recommended/image_id": AMI_IDS["al2x86"],
+    f"{_E}/amazon-linux-2-arm64/recommended/image_id": AMI_IDS["al2arm"],
+    f"{_E}/amazon-linux-2-gpu/recommended/image_id": AMI_IDS["al2gpu"],
+    f"bottlerocket/aws-k8s-{K8S_VERSION}/x86_64/latest/image_id": AMI_IDS["brx86"],
+    f"bottlerocket/aws-k8s-{K8S_VERSION}/arm64/latest/image_id": AMI_IDS["brarm"],
+    f"bottlerocket/aws-k8s-{K8S_VERSION}-nvidia/x86_64/latest/image_id": AMI_IDS["brnvidia"],
+}
+
+
+# ------------------------------------------------------------------ the server
+
+
+@attrs.frozen
+class Moto:
+    """The running server and the ids of what was seeded into it."""
+
+    endpoint: str
+    vpc_id: str
+    subnets: dict[str, str]  # seed name -> subnet id
+    security_groups: dict[str, str]  # seed name -> group id
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _seed(endpoint: str) -> Moto:
+    import boto3  # the synchronous SDK is simplest for one-off seeding
+
+    kw: dict[str, Any] = {"region_name": REGION, "endpoint_url": endpoint}
+    ec2 = boto3.client("ec2", **kw)
+    ssm = boto3.client("ssm", **kw)
+
+    def tags(extra: dict[str, str]) -> list[dict[str, Any]]:
+        return [{"Key": k, "Value": v} for k, v in extra.items()]
+
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    subnets = {}
+    layout = [
+        ("a", "us-west-2a", "10.0.1.0/24", {**DISCOVERY, "Name": "private-a"}),
+        ("a-small", "us-west-2a", "10.0.9.0/26", {**DISCOVERY, "Name": "private-a-small"}),
+        ("b", "us-west-2b", "10.0.2.0/24", {**DISCOVERY, "Name": "private-b", "tier": "x"}),
+        ("c", "us-west-2c", "10.0.3.0/24", {**DISCOVERY, "Name": "private-c"}),
+        ("public", "us-west-2a", "10.0.100.0/24", {"Name": "public-a", "tier": "public"}),
+    ]
+    for name, zone, cidr, tag in layout:
+        sid = ec2.create_subnet(VpcId=vpc, CidrBlock=cidr, AvailabilityZone=zone)["Subnet"][
+            "SubnetId"
+        ]
+        ec2.create_tags(Resources=[sid], Tags=tags(tag))
+        subnets[name] = sid
+    groups = {}
+    for name, tag in [
+        ("nodes", {**DISCOVERY, "Name": "nodes"}),
+        ("extra", {"team": "blue"}),
+        ("other", {"team": "red"}),
+    ]:
+        gid = ec2.create_security_group(GroupName=f"sg-{name}", Description=name, VpcId=vpc)[
+            "GroupId"
+        ]
+        ec2.create_tags(Resources=[gid], Tags=tags(tag))
+        groups[name] = gid
+    ec2.create_tags(
+        Resources=[AMI_IDS["custom1"], AMI_IDS["custom2"]],
+        Tags=tags({"team": "blue", "os": "linux"}),
+    )
+    ec2.create_tags(Resources=[AMI_IDS["customarm"]], Tags=tags({"team": "blue"}))
+    for suffix, value in SSM_ALIASES.items():
+        ssm.put_parameter(Name=f"{SSM_PREFIX}/{suffix}", Value=value, Type="String")
+    return Moto(endpoint=endpoint, vpc_id=vpc, subnets=subnets, security_groups=groups)
+
+
+@pytest.fixture(scope="session")
+def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Moto]:
+    """Start moto's ThreadedMotoServer on 127.0.0.1 (never any other address) and seed it."""
+    if "moto.ec2.models.amis" in sys.modules:
+        pytest.fail("moto's EC2 models were imported before the moto fixture set MOTO_AMIS_PATH")
+    amis = tmp_path_factory.mktemp("moto") / "amis.json"
+    amis.write_text(json.dumps(AMIS))
+    saved = {k: os.environ.get(k) for k in _ENV}
+    os.environ.update(
+        {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_SESSION_TOKEN": "testing",
+            "AWS_DEFAULT_REGION": REGION,
+            "AWS_CONFIG_FILE": os.devnull,
+            "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+            "AWS_EC2_METADATA_DISABLED": "true",
+            "MOTO_AMIS_PATH": str(amis),
+        }
+    )
+    from moto.server import ThreadedMotoServer
+
+    port = _free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        yield _seed(f"http://127.0.0.1:{port}")
+    finally:
+        server.stop()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+_ENV = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_DEFAULT_REGION",
+    "AWS_CONFIG_FILE",
+    "AWS_SHARED_CREDENTIALS_FILE",
+    "AWS_EC2_METADATA_DISABLED",
+    "MOTO_AMIS_PATH",
+)
+
+# ------------------------------------------------------------------ fault injection
+
+
+@attrs.define
+class Fault:
+    """Answer ``operation`` with ``code`` (HTTP ``status``) ``times`` times (None: forever)."""
+
+    operation: str
+    code: str
+    status: int = 400
+    times: int | None = None
+    seen: int = 0
+
+
+@attrs.define
+class FaultInjector:
+    """Botocore hooks that stand in front of moto.
+
+    * ``fail(op, code)``: the next calls of ``op`` get an EC2-style error response *before they
+      are sent*, so botocore parses it and applies its retry policy exactly as with AWS.
+    * ``ice(instance_type, zone)``: CreateFleet overrides for that offering are removed from the
+      request and reported in the response's ``Errors`` as InsufficientInstanceCapacity, which is
+      how AWS reports capacity it does not have. If no override is left, moto is not called.
+    """
+
+    faults: list[Fault] = attrs.Factory(list)
+    ice_offerings: set[tuple[str, str]] = attrs.Factory(set)
+    sent: list[str] = attrs.Factory(list)
+
+    def fail(
+        self, operation: str, code: str, *, status: int = 400, times: int | None = None
+    ) -> None:
+        self.faults.append(Fault(operation, code, status, times))
+
+    def ice(self, instance_type: str, zone: str) -> None:
+        self.ice_offerings.add((instance_type, zone))
+
+    def hooks(self) -> list[EventHook]:
+        return [
+            EventHook("before-send", self._before_send),
+            EventHook("before-parameter-build.ec2.CreateFleet", self._strip_ice),
+            EventHook("before-call.ec2.CreateFleet", self._short_circuit_ice),
+            EventHook("after-call.ec2.CreateFleet", self._report_ice),
+        ]
+
+    async def _before_send(
+        self, request: Any, event_name: str, **kwargs: Any
+    ) -> AioAWSResponse | None:
+        operation = event_name.rsplit(".", 1)[-1]
+        self.sent.append(operation)
+        for fault in self.faults:
+            if fault.operation == operation and (fault.times is None or fault.seen < fault.times):
+                fault.seen += 1
+                body = (
+                    "<Response><Errors><Error>"
+                    f"<Code>{fault.code}</Code><Message>injected {fault.code}</Message>"
+                    "</Error></Errors><RequestID>injected</RequestID></Response>"
+                ).encode()
+                return AioAWSResponse(request.url, fault.status, {}, _Raw(body))
+        return None
+
+    def _strip_ice(self, params: dict[str, Any], context: dict[str, Any], **kwargs: Any) -> None:
+        failed: list[dict[str, Any]] = []
+        for config in params.get("LaunchTemplateConfigs", []):
+            kept = []
+            for override in config.get("Overrides", []):
+                key = (override.get("InstanceType"), override.get("AvailabilityZone"))
+                if key in self.ice_offerings:
+                    failed.append(
+                        {
+                            "LaunchTemplateAndOverrides": {
+                                "LaunchTemplateSpecification": config.get(
+                                    "LaunchTemplateSpecification", {}
+                                ),
+                                "Overrides": override,
+                            },
+                            "Lifecycle": "spot"
+                            if params.get("TargetCapacitySpecification", {}).get(
+                                "DefaultTargetCapacityType"
+                            )
+                            == "spot"
+                            else "on-demand",
+                            "ErrorCode": "InsufficientInstanceCapacity",
+                            "ErrorMessage": "There is no Spot capacity available that matches "
+                            "your request.",
+                        }
+                    )
+                else:
+                    kept.append(override)
+            config["Overrides"] = kept
+        context["karpy_ice_errors"] = failed
+        context["karpy_ice_all"] = bool(failed) and not any(
+            c.get("Overrides") for c in params.get("LaunchTemplateConfigs", [])
+        )
+
+    def _short_circuit_ice(
+        self, context: dict[str, Any], **kwargs: Any
+    ) -> tuple[Any, dict[str, Any]] | None:
+        if not context.get("karpy_ice_all"):
+            return None
+        response = {
+            "FleetId": "fleet-injected",
+            "Errors": context["karpy_ice_errors"],
+            "Instances": [],
+            "ResponseMetadata": {"HTTPStatusCode": 200, "RequestId": "injected"},
+        }
+        return (_StatusOnly(200), response)
+
+    def _report_ice(self, parsed: dict[str, Any], context: dict[str, Any], **kwargs: Any) -> None:
+        if context.get("karpy_ice_errors") and not context.get("karpy_ice_all"):
+            parsed.setdefault("Errors", []).extend(context["karpy_ice_errors"])
+
+
+@attrs.frozen
+class _Raw:
+    body: bytes
+
+    async def read(self) -> bytes:
+        return self.body
+
+
+@attrs.frozen
+class _StatusOnly:
+    status_code: int
+
+
+# ------------------------------------------------------------------ per-test fixtures
+
+
+@pytest.fixture
+def spans() -> InMemorySpanExporter:
+    return InMemorySpanExporter()
+
+
+@pytest.fixture
+def faults() -> FaultInjector:
+    return FaultInjector()
+
+
+@pytest.fixture
+def settings(moto: Moto) -> AWSSettings:
+    return AWSSettings(
+        region=REGION,
+        endpoint_url=moto.endpoint,
+        require_loopback_endpoint=True,
+        max_attempts=1,
+        call_timeout=30.0,
+    )
+
+
+@pytest.fixture
+async def session(
+    settings: AWSSettings, spans: InMemorySpanExporter, faults: FaultInjector
+) -> AsyncIterator[AWSSession]:
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    async with AWSSession(
+        settings, tracer=provider.get_tracer("tests.aws"), hooks=faults.hooks()
+    ) as s:
+        yield s
+    provider.shutdown()
