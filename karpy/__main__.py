@@ -1,0 +1,5 @@
+"""``python -m karpy`` runs the ``karpy`` command line."""
+
+from karpy.operator.main import main
+
+raise SystemExit(main())

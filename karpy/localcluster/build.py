@@ -1,0 +1,287 @@
+"""Builds kube-apiserver, kube-controller-manager, kube-scheduler, kwok (and etcd when Debian's
+is absent) from upstream Go modules, once, into a cache keyed by version.
+
+``k8s.io/kubernetes`` cannot be ``go install``-ed: its go.mod points every staging module at
+``v0.0.0`` plus a local path. So we write a tiny module of our own that requires it and pins
+each staging module to its real version, then ``go build`` the upstream main packages from it.
+kwok gets a module of its own, because its k8s.io requirements differ from the pins above and
+a dependency's ``replace`` lines are ignored when it is built as a dependency.
+
+A cold build takes minutes and gigabytes of Go build cache, so: build lazily, show progress,
+write each binary atomically (an interrupted build never leaves a broken one) and never rebuild
+what is there. A file lock keeps concurrent ``karpy`` processes from building the same thing.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import attrs
+
+from karpy.localcluster.errors import BuildFailedError, GoToolchainError
+from karpy.localcluster.versions import (
+    KUBERNETES_VERSION,
+    KWOK_VERSION,
+    MINIMUM_GO,
+    STAGING_MODULES,
+    staging_version,
+)
+
+Progress = Callable[[str], None]
+
+#: Seconds between progress lines while a build runs.
+PROGRESS_INTERVAL = 15.0
+
+KUBE_COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+
+
+def print_progress(message: str) -> None:
+    """Default progress sink: one line on stderr, flushed, so CI logs show it live."""
+    sys.stderr.write(f"[karpy cluster] {message}\n")
+    sys.stderr.flush()
+
+
+@attrs.frozen
+class Binaries:
+    """Paths of every executable the local control plane runs."""
+
+    etcd: Path
+    kube_apiserver: Path
+    kube_controller_manager: Path
+    kube_scheduler: Path
+    kwok: Path
+
+
+def cache_root() -> Path:
+    """Where built binaries live: $KARPY_CACHE_DIR, else $XDG_CACHE_HOME/karpy, else
+    ~/.cache/karpy."""
+    explicit = os.environ.get("KARPY_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg else Path.home() / ".cache"
+    return base / "karpy"
+
+
+def ensure_binaries(
+    *, cache_dir: Path | None = None, progress: Progress = print_progress
+) -> Binaries:
+    """Return the control plane's binaries, building whatever the cache lacks.
+
+    Side effects: may run ``go build`` for minutes, writing into ``cache_dir`` and Go's own
+    module and build caches. Raises :class:`GoToolchainError` or :class:`BuildFailedError`.
+    """
+    root = cache_dir or cache_root()
+    kube_bin = root / "bin" / f"kubernetes-v{KUBERNETES_VERSION}"
+    kwok_bin = root / "bin" / f"kwok-v{KWOK_VERSION}"
+    wanted = [kube_bin / name for name in KUBE_COMPONENTS] + [kwok_bin / "kwok"]
+    etcd = _system_etcd()
+    if etcd is None:
+        wanted.append(kube_bin / "etcd")
+    if any(not _is_executable(path) for path in wanted):
+        _check_go()
+        with _lock(root / "locks" / "build.lock", progress=progress):
+            kube_module = _kubernetes_module(root)
+            for name in KUBE_COMPONENTS:
+                _build(
+                    component=name,
+                    package=f"k8s.io/kubernetes/cmd/{name}",
+                    module=kube_module,
+                    output=kube_bin / name,
+                    ldflags=_kube_ldflags(),
+                    progress=progress,
+                )
+            if etcd is None:
+                progress("no etcd on PATH (Debian: apt-get install etcd-server); building it")
+                _build(
+                    component="etcd",
+                    package="go.etcd.io/etcd/server/v3",
+                    module=kube_module,
+                    output=kube_bin / "etcd",
+                    ldflags="-s -w",
+                    progress=progress,
+                )
+            _build(
+                component="kwok",
+                package="sigs.k8s.io/kwok/cmd/kwok",
+                module=_kwok_module(root),
+                output=kwok_bin / "kwok",
+                ldflags=f"-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=v{KWOK_VERSION}",
+                progress=progress,
+            )
+    return Binaries(
+        etcd=etcd or kube_bin / "etcd",
+        kube_apiserver=kube_bin / "kube-apiserver",
+        kube_controller_manager=kube_bin / "kube-controller-manager",
+        kube_scheduler=kube_bin / "kube-scheduler",
+        kwok=kwok_bin / "kwok",
+    )
+
+
+# --------------------------------------------------------------------------- modules
+
+
+def _kubernetes_module(root: Path) -> Path:
+    staging = staging_version()
+    lines = [
+        "module karpy.local/kubernetes",
+        "",
+        "go 1.24.0",
+        "",
+        f"require k8s.io/kubernetes v{KUBERNETES_VERSION}",
+        "",
+        *(f"replace k8s.io/{name} => k8s.io/{name} {staging}" for name in STAGING_MODULES),
+        "",
+    ]
+    return _write_module(root / "build" / f"kubernetes-v{KUBERNETES_VERSION}", "\n".join(lines))
+
+
+def _kwok_module(root: Path) -> Path:
+    text = f"module karpy.local/kwok\n\ngo 1.24.0\n\nrequire sigs.k8s.io/kwok v{KWOK_VERSION}\n"
+    return _write_module(root / "build" / f"kwok-v{KWOK_VERSION}", text)
+
+
+def _write_module(directory: Path, go_mod: str) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "go.mod"
+    # go.sum and go.mod gain entries during -mod=mod builds; only reset when the pins change.
+    marker = directory / "go.mod.in"
+    if not marker.exists() or marker.read_text() != go_mod:
+        marker.write_text(go_mod)
+        path.write_text(go_mod)
+        (directory / "go.sum").unlink(missing_ok=True)
+    return directory
+
+
+def _kube_ldflags() -> str:
+    version = f"v{KUBERNETES_VERSION}"
+    return " ".join(
+        [
+            "-s",
+            "-w",
+            f"-X k8s.io/component-base/version.gitVersion={version}",
+            "-X k8s.io/component-base/version.gitTreeState=clean",
+            f"-X k8s.io/client-go/pkg/version.gitVersion={version}",
+        ]
+    )
+
+
+# --------------------------------------------------------------------------- building
+
+
+def _build(
+    *, component: str, package: str, module: Path, output: Path, ldflags: str, progress: Progress
+) -> None:
+    if _is_executable(output):
+        return
+    output.parent.mkdir(parents=True, exist_ok=True)
+    log = module / f"{component}.build.log"
+    partial = output.with_name(f".{output.name}.partial-{os.getpid()}")
+    command = [
+        "go",
+        "build",
+        "-v",
+        "-trimpath",
+        "-ldflags",
+        ldflags,
+        "-o",
+        str(partial),
+        package,
+    ]
+    env = {
+        **os.environ,
+        "GOFLAGS": "-mod=mod",
+        "GOTOOLCHAIN": "local",
+        "GOWORK": "off",
+        "CGO_ENABLED": "0",
+    }
+    progress(f"building {component} from Go modules (first build takes several minutes)")
+    started = time.monotonic()
+    tail: deque[str] = deque(maxlen=40)
+    compiled = downloaded = 0
+    last_report = started
+    with (
+        log.open("w") as sink,
+        subprocess.Popen(
+            command,
+            cwd=module,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        ) as process,
+    ):
+        assert process.stdout is not None  # noqa: S101 - guaranteed by stdout=PIPE
+        for line in process.stdout:
+            sink.write(line)
+            tail.append(line.rstrip())
+            if line.startswith("go: downloading"):
+                downloaded += 1
+            elif not line.startswith(("go:", "#", " ", "\t")):
+                compiled += 1
+            now = time.monotonic()
+            if now - last_report >= PROGRESS_INTERVAL:
+                last_report = now
+                progress(
+                    f"building {component}: {compiled} packages compiled, {downloaded} modules "
+                    f"downloaded, {now - started:.0f}s elapsed"
+                )
+        code = process.wait()
+    if code != 0:
+        partial.unlink(missing_ok=True)
+        raise BuildFailedError(component, log=log, tail="\n".join(tail))
+    partial.replace(output)
+    progress(f"built {component} in {time.monotonic() - started:.0f}s -> {output}")
+
+
+def _check_go() -> None:
+    go = shutil.which("go")
+    if go is None:
+        raise GoToolchainError(
+            "the Go toolchain ('go') is not on PATH; the local control plane builds "
+            f"kube-apiserver {KUBERNETES_VERSION} and kwok {KWOK_VERSION} from Go modules and "
+            f"needs Go {MINIMUM_GO[0]}.{MINIMUM_GO[1]} or newer"
+        )
+    found = subprocess.run(
+        [go, "env", "GOVERSION"], capture_output=True, text=True, check=False, timeout=60
+    ).stdout.strip()
+    match = re.match(r"go(\d+)\.(\d+)", found)
+    if match is None or (int(match[1]), int(match[2])) < MINIMUM_GO:
+        raise GoToolchainError(
+            f"Go {MINIMUM_GO[0]}.{MINIMUM_GO[1]} or newer is needed to build Kubernetes "
+            f"{KUBERNETES_VERSION}; {go} reports {found or 'no version'}"
+        )
+
+
+def _system_etcd() -> Path | None:
+    found = shutil.which("etcd")
+    return Path(found) if found else None
+
+
+def _is_executable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
+@contextmanager
+def _lock(path: Path, *, progress: Progress) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            progress("another karpy process is building the control plane; waiting for it")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

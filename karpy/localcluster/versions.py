@@ -1,0 +1,62 @@
+"""The one place that pins what the local control plane runs.
+
+Changing a version here changes the cache key, so the next ``karpy cluster up`` builds the new
+binaries and leaves the old ones untouched.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+#: The Kubernetes release built for the local control plane (kube-apiserver,
+#: kube-controller-manager, kube-scheduler). Its staging modules (k8s.io/api, ...) are pinned to
+#: the matching ``v0.<minor>.<patch>``.
+KUBERNETES_VERSION: Final = "1.33.13"
+
+#: kwok, which plays the kubelet for the simulated nodes karpy's kwok provider creates.
+KWOK_VERSION: Final = "0.7.0"
+
+#: The oldest Go toolchain that builds the pinned Kubernetes release.
+MINIMUM_GO: Final = (1, 24)
+
+#: Kubernetes' staging modules. ``k8s.io/kubernetes`` requires each at ``v0.0.0`` with a local
+#: ``replace``; a module that depends on it has to pin them to real versions itself. A replace
+#: line for a module outside the build graph is harmless.
+STAGING_MODULES: Final = (
+    "api",
+    "apiextensions-apiserver",
+    "apimachinery",
+    "apiserver",
+    "cli-runtime",
+    "client-go",
+    "cloud-provider",
+    "cluster-bootstrap",
+    "code-generator",
+    "component-base",
+    "component-helpers",
+    "controller-manager",
+    "cri-api",
+    "cri-client",
+    "csi-translation-lib",
+    "dynamic-resource-allocation",
+    "endpointslice",
+    "externaljwt",
+    "kms",
+    "kube-aggregator",
+    "kube-controller-manager",
+    "kube-proxy",
+    "kube-scheduler",
+    "kubectl",
+    "kubelet",
+    "metrics",
+    "mount-utils",
+    "pod-security-admission",
+)
+
+
+def staging_version(kubernetes_version: str = KUBERNETES_VERSION) -> str:
+    """The staging-module version that matches a Kubernetes release: 1.33.13 -> v0.33.13."""
+    major, minor, patch = kubernetes_version.split(".")
+    if major != "1":
+        raise ValueError(f"unsupported Kubernetes major version in {kubernetes_version!r}")
+    return f"v0.{minor}.{patch}"

@@ -1,0 +1,150 @@
+"""Session-wide test plumbing: Hypothesis profiles and the real local control plane.
+
+Tests that talk to Kubernetes do so against a real kube-apiserver, kube-controller-manager,
+kube-scheduler and kwok (karpy.localcluster), started once per session on 127.0.0.1. Each test
+gets its own namespace; cluster-scoped objects a test creates are removed after it
+(tests/cluster/conftest.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import secrets
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, settings
+
+from karpy.localcluster import ClusterInfo, LocalCluster
+from tests.support.kubehttp import KubeHTTP, KubeHTTPError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+settings.register_profile("default", max_examples=100, deadline=None)
+settings.register_profile(
+    "fast", max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile(
+    "fast" if os.environ.get("CI") == "true" or os.environ.get("FAST") == "1" else "default"
+)
+
+_CLUSTER_DIRS = ("cluster", "e2e")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests under tests/cluster and tests/e2e need the control plane: mark them so."""
+    for item in items:
+        parts = Path(str(item.path)).relative_to(ROOT / "tests").parts
+        if parts and parts[0] in _CLUSTER_DIRS:
+            item.add_marker(pytest.mark.cluster)
+
+
+@pytest.fixture(scope="session")
+def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """The session's control plane. Its processes die with the test session."""
+    cluster = LocalCluster(
+        f"pytest-{os.getpid()}",
+        state_dir=tmp_path_factory.mktemp("cluster") / "state",
+        detach=False,
+    )
+    cluster.up()
+    try:
+        yield cluster
+    finally:
+        cluster.down()
+
+
+@pytest.fixture(scope="session")
+def cluster_info(local_cluster: LocalCluster) -> ClusterInfo:
+    info = local_cluster.info()
+    assert info is not None
+    return info
+
+
+@pytest.fixture(scope="session")
+def kube_http(cluster_info: ClusterInfo) -> KubeHTTP:
+    """Synchronous admin access for fixtures; tests should prefer ``api_client``."""
+    return KubeHTTP(cluster_info)
+
+
+@pytest.fixture(scope="session")
+def karpy_crds(kube_http: KubeHTTP) -> list[str]:
+    """Install every CRD in deploy/crds once per session and wait until each is Established."""
+    names: list[str] = []
+    for path in sorted((ROOT / "deploy" / "crds").glob("*.yaml")):
+        for document in yaml.safe_load_all(path.read_text()):
+            if not document:
+                continue
+            name = document["metadata"]["name"]
+            kube_http.apply(
+                f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}", document
+            )
+            names.append(name)
+    for name in names:
+        _wait(
+            lambda name=name: _established(kube_http, name),
+            what=f"CRD {name} to be Established",
+        )
+    return names
+
+
+def _established(kube_http: KubeHTTP, name: str) -> bool:
+    crd = kube_http.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
+    return any(
+        c["type"] == "Established" and c["status"] == "True"
+        for c in crd.get("status", {}).get("conditions", [])
+    )
+
+
+def _wait(check: object, *, what: str, timeout: float = 30.0) -> None:
+    import time
+
+    assert callable(check)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+async def api_client(cluster_info: ClusterInfo) -> AsyncIterator[object]:
+    """A kubernetes_asyncio ApiClient with admin rights on the session's cluster."""
+    from kubernetes_asyncio import client, config
+
+    configuration = client.Configuration()
+    await config.load_kube_config(
+        config_file=str(cluster_info.kubeconfig), client_configuration=configuration
+    )
+    api = client.ApiClient(configuration)
+    try:
+        yield api
+    finally:
+        await api.close()
+
+
+@pytest.fixture
+async def namespace(request: pytest.FixtureRequest, kube_http: KubeHTTP) -> AsyncIterator[str]:
+    """A fresh namespace for one test, with its default ServiceAccount ready; deleted after."""
+    slug = re.sub(r"[^a-z0-9-]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
+    name = f"t-{slug}-{secrets.token_hex(3)}"
+    kube_http.request("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
+    path = f"/api/v1/namespaces/{name}/serviceaccounts/default"
+    for _ in range(600):
+        if kube_http.exists(path):
+            break
+        await asyncio.sleep(0.05)
+    else:
+        raise TimeoutError(f"namespace {name}: the default ServiceAccount never appeared")
+    try:
+        yield name
+    finally:
+        try:
+            kube_http.delete(f"/api/v1/namespaces/{name}")
+        except KubeHTTPError as error:  # pragma: no cover - surfaced, not hidden
+            raise RuntimeError(f"could not delete test namespace {name}: {error}") from error
