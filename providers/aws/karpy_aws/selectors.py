@@ -21,7 +21,7 @@ TAG_WILDCARD: Final = "*"
 Tags = tuple[tuple[str, str], ...]
 
 
-def _freeze_tags(value: Mapping[str, str] | Tags | None) -> Tags:
+def freeze_tags(value: Mapping[str, str] | Tags | None) -> Tags:
     if value is None:
         return ()
     items = value.items() if isinstance(value, Mapping) else value
@@ -32,7 +32,7 @@ def _freeze_tags(value: Mapping[str, str] | Tags | None) -> Tags:
 class SelectorTerm:
     """One subnet or security-group selector term: ``tags`` and/or ``name``, or ``id`` alone."""
 
-    tags: Tags = attrs.field(default=(), converter=_freeze_tags)
+    tags: Tags = attrs.field(default=(), converter=freeze_tags)
     id: str | None = None
     name: str | None = None
 
