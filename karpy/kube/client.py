@@ -1,0 +1,213 @@
+"""KubeClient: typed, timeout-bounded access to the apiserver.
+
+kubernetes_asyncio's generated API classes deserialise into SDK model objects, which are slow and
+must not leak upward. KubeClient instead drives the SDK's ApiClient (its auth, TLS and kubeconfig
+handling) with raw JSON parsed by orjson, and hands back typed values through each kind's decoder.
+Every request sits inside `asyncio.timeout`, and every failure becomes a `karpy.kube.errors`
+exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+from collections.abc import AsyncIterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final, TypeVar
+
+import aiohttp
+import orjson
+from kubernetes_asyncio import client as sdk
+from kubernetes_asyncio import config as sdk_config
+
+from karpy.kube.errors import KubeError, UnreachableError, from_status
+from karpy.kube.resources import Listed, ResourceKind, decode_item
+
+T = TypeVar("T")
+
+LIST_PAGE_SIZE: Final = 500
+"""Objects per list page; the apiserver's own default chunk size for informers."""
+
+Query = Sequence[tuple[str, str]]
+
+
+class KubeClient:
+    """One apiserver connection pool. Close it with `close()`.
+
+    `sdk_client` is the underlying kubernetes_asyncio ApiClient, for use inside karpy.kube only.
+    """
+
+    def __init__(self, sdk_client: Any, *, request_timeout: float) -> None:
+        self.sdk_client = sdk_client
+        self.request_timeout = request_timeout
+
+    @classmethod
+    async def connect(cls, kubeconfig: Path | None, *, request_timeout: float) -> KubeClient:
+        """Build a client from a kubeconfig file, or from the in-cluster service account if None."""
+        configuration = sdk.Configuration()
+        if kubeconfig is None:
+            sdk_config.load_incluster_config(  # type: ignore[no-untyped-call]
+                client_configuration=configuration
+            )
+        else:
+            if not await asyncio.to_thread(kubeconfig.is_file):
+                msg = f"kubeconfig {kubeconfig} does not exist or is not a file"
+                raise FileNotFoundError(msg)
+            await sdk_config.load_kube_config(
+                config_file=str(kubeconfig),
+                client_configuration=configuration,
+                persist_config=False,
+            )
+        return cls(sdk.ApiClient(configuration=configuration), request_timeout=request_timeout)
+
+    async def close(self) -> None:
+        await self.sdk_client.close()
+
+    async def get(self, kind: ResourceKind[T], name: str, *, namespace: str | None = None) -> T:
+        """Read one object. Raises NotFoundError if absent, DecodeError if it does not decode."""
+        raw = await self.request("GET", kind.object_path(name, namespace))
+        return decode_item(kind, raw).obj
+
+    async def list(self, kind: ResourceKind[T], *, namespace: str | None = None) -> Listed[T]:
+        """A consistent list of every object of `kind` (paginated), decoded."""
+        raws, version = await self.list_raw(kind, namespace=namespace)
+        return Listed(items=tuple(decode_item(kind, raw) for raw in raws), resource_version=version)
+
+    async def delete(
+        self, kind: ResourceKind[Any], name: str, *, namespace: str | None = None
+    ) -> None:
+        """Delete one object. Raises NotFoundError if it is already gone."""
+        await self.request("DELETE", kind.object_path(name, namespace))
+
+    # ------------------------------------------------------------ raw access, karpy.kube only
+
+    async def list_raw(
+        self, kind: ResourceKind[Any], *, namespace: str | None = None
+    ) -> tuple[builtins.list[Mapping[str, Any]], str]:
+        """Every object's JSON and the list's resourceVersion, following `continue` tokens."""
+        items: builtins.list[Mapping[str, Any]] = []
+        token = ""
+        while True:
+            query: builtins.list[tuple[str, str]] = [("limit", str(LIST_PAGE_SIZE))]
+            if token:
+                query.append(("continue", token))
+            page = await self.request("GET", kind.collection_path(namespace), query=query)
+            raw_items = page.get("items") or []
+            for raw in raw_items:
+                # Items of a list omit kind/apiVersion; restore them so decoders see whole objects.
+                items.append({"kind": kind.kind, "apiVersion": kind.api_version, **raw})
+            metadata = page.get("metadata") or {}
+            token = str(metadata.get("continue") or "")
+            if not token:
+                return items, str(metadata.get("resourceVersion", ""))
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Query = (),
+        body: Mapping[str, Any] | None = None,
+        content_type: str = "application/json",
+    ) -> Mapping[str, Any]:
+        """One JSON request; returns the parsed body. Raises a KubeError subclass on failure."""
+        headers = {"Accept": "application/json"}
+        data: bytes | None = None
+        if body is not None:
+            headers["Content-Type"] = content_type
+            data = orjson.dumps(body)
+        try:
+            async with asyncio.timeout(self.request_timeout):
+                response = await self._send(method, path, query=query, headers=headers, body=data)
+                try:
+                    payload = await response.read()
+                finally:
+                    response.release()
+        except TimeoutError as error:
+            msg = f"{method} {path}: no answer within {self.request_timeout}s"
+            raise UnreachableError(msg) from error
+        if not 200 <= response.status <= 299:
+            raise from_status(
+                response.status,
+                payload,
+                headers=dict(response.headers),
+                reason=response.reason or "",
+            )
+        parsed = orjson.loads(payload) if payload else {}
+        if not isinstance(parsed, dict):
+            raise KubeError(response.status, "BadResponse", f"{method} {path}: not a JSON object")
+        return parsed
+
+    @contextlib.asynccontextmanager
+    async def open_watch(
+        self,
+        kind: ResourceKind[Any],
+        *,
+        resource_version: str,
+        timeout_seconds: int,
+        namespace: str | None = None,
+    ) -> AsyncIterator[aiohttp.ClientResponse]:
+        """Open a watch stream (bookmarks on) from `resource_version`; yields the open response.
+
+        A non-2xx answer raises the matching KubeError (e.g. GoneError for a too-old version).
+        """
+        query = [
+            ("watch", "true"),
+            ("allowWatchBookmarks", "true"),
+            ("resourceVersion", resource_version),
+            ("timeoutSeconds", str(timeout_seconds)),
+        ]
+        try:
+            async with asyncio.timeout(self.request_timeout):
+                response = await self._send(
+                    "GET",
+                    kind.collection_path(namespace),
+                    query=query,
+                    headers={"Accept": "application/json"},
+                    body=None,
+                    streaming=True,
+                )
+        except TimeoutError as error:
+            msg = f"watch {kind.plural}: no answer within {self.request_timeout}s"
+            raise UnreachableError(msg) from error
+        try:
+            if not 200 <= response.status <= 299:
+                async with asyncio.timeout(self.request_timeout):
+                    payload = await response.read()
+                raise from_status(response.status, payload, reason=response.reason or "")
+            yield response
+        finally:
+            response.close()
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Query,
+        headers: dict[str, str],
+        body: bytes | None,
+        streaming: bool = False,
+    ) -> aiohttp.ClientResponse:
+        # Streams are bounded by the watch's own inactivity timeout, not a total request timeout.
+        timeout = aiohttp.ClientTimeout(
+            total=None if streaming else self.request_timeout,
+            connect=self.request_timeout,
+            sock_read=None if streaming else self.request_timeout,
+        )
+        try:
+            response: aiohttp.ClientResponse = await self.sdk_client.call_api(
+                path,
+                method,
+                query_params=list(query),
+                header_params=headers,
+                body=body,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=timeout,
+            )
+        except (aiohttp.ClientError, OSError) as error:
+            msg = f"{method} {path}: {error!r}"
+            raise UnreachableError(msg) from error
+        return response

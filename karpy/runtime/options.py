@@ -1,0 +1,402 @@
+"""Process options, grouped by concern, loaded from flags and the environment.
+
+Karpenter's operators already know its settings (`BATCH_IDLE_DURATION`, `METRICS_PORT`, ...), so
+karpy uses the same environment variable names and kebab-case flags wherever Karpenter has one;
+durations use Go's syntax ("1s", "500ms", "1m30s"). A flag overrides its environment variable, which
+overrides the default. The result is one frozen `Options` value that `operator.wiring` hands to
+constructors: nothing reads the environment anywhere else (house rule 5). docs/configuration.md
+explains every default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import socket
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Final, TypeVar
+
+import attrs
+
+from karpy.runtime.backoff import Backoff
+from karpy.runtime.logging import LEVELS, LogLevel
+
+T = TypeVar("T")
+
+
+class OptionsError(ValueError):
+    """A flag or environment variable has a value karpy cannot use; the message names it."""
+
+
+@attrs.frozen
+class BatchingOptions:
+    """The provisioning batch window (Karpenter's batcher)."""
+
+    idle_duration: float = 1.0
+    """Seconds without a new pending pod after which a batch closes (pods come in bursts)."""
+    max_duration: float = 10.0
+    """Upper bound in seconds on one batch window, so a steady trickle still gets scheduled."""
+
+
+@attrs.frozen
+class LeaderElectionOptions:
+    """Leader election on a coordination.k8s.io/v1 Lease, with client-go's timings."""
+
+    enabled: bool = True
+    name: str = "karpy-leader-election"
+    namespace: str = "kube-system"
+    identity: str = ""
+    """This replica's holderIdentity; defaults to `<hostname>_<uuid4>` as client-go does."""
+    lease_duration: float = 15.0
+    """Seconds a follower waits after the last observed renewal before taking over."""
+    renew_deadline: float = 10.0
+    """Seconds the leader keeps retrying a renewal before it gives up leadership (and exits)."""
+    retry_period: float = 2.0
+    """Seconds between acquire/renew attempts (jittered by up to 20%)."""
+
+
+@attrs.frozen
+class ServerOptions:
+    """The probe and metrics HTTP endpoints; they run on every replica, leader or not."""
+
+    bind_address: str = "0.0.0.0"  # noqa: S104 -- probes must be reachable from the kubelet
+    metrics_port: int = 8080
+    health_probe_port: int = 8081
+
+
+@attrs.frozen
+class KubeOptions:
+    """How to reach the apiserver."""
+
+    kubeconfig: Path | None = None
+    """Kubeconfig file; None means in-cluster config (service account)."""
+    request_timeout: float = 30.0
+    """Seconds allowed for any single non-watch API request."""
+
+
+@attrs.frozen
+class WatchingOptions:
+    """Informer streams (see karpy.kube.watch)."""
+
+    server_timeout: float = 300.0
+    """timeoutSeconds sent with each watch; the apiserver ends the stream and karpy re-watches."""
+    inactivity_timeout: float = 120.0
+    """Seconds without any event (bookmarks included) after which a stream is presumed dead."""
+    backoff: Backoff = attrs.field(factory=lambda: Backoff(base=1.0, cap=30.0))
+    """Reconnect delays after a failed list or watch; reset once a list succeeds."""
+
+
+@attrs.frozen
+class ReconcileOptions:
+    """Per-key error backoff for reconcilers (house rule 11: 1s to 5min, reset on success)."""
+
+    backoff: Backoff = attrs.field(factory=lambda: Backoff(base=1.0, cap=300.0))
+
+
+@attrs.frozen
+class ShutdownOptions:
+    grace_period: float = 25.0
+    """Seconds allowed to finish in-flight reconciles after SIGTERM, below the kubelet's 30 s."""
+
+
+@attrs.frozen
+class TelemetryOptions:
+    otlp_endpoint: str | None = None
+    """OTEL_EXPORTER_OTLP_ENDPOINT; when set, spans and metrics are also exported over OTLP/HTTP."""
+    service_name: str = "karpy"
+
+
+@attrs.frozen
+class Options:
+    log_level: LogLevel = "info"
+    batching: BatchingOptions = BatchingOptions()
+    leader_election: LeaderElectionOptions = LeaderElectionOptions()
+    server: ServerOptions = ServerOptions()
+    kube: KubeOptions = KubeOptions()
+    watching: WatchingOptions = WatchingOptions()
+    reconcile: ReconcileOptions = ReconcileOptions()
+    shutdown: ShutdownOptions = ShutdownOptions()
+    telemetry: TelemetryOptions = TelemetryOptions()
+
+
+# ------------------------------------------------------------------ value parsers
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+_UNIT_SECONDS: Final = {
+    "ns": 1e-9,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "ms": 1e-3,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+}
+
+
+def parse_duration(text: str) -> float:
+    """Parse a Go duration ("1s", "1m30s", "500ms", "0") into seconds; no negatives."""
+    value = text.strip()
+    if value == "0":
+        return 0.0
+    pos, total = 0, 0.0
+    while pos < len(value):
+        match = _DURATION_PART.match(value, pos)
+        if match is None:
+            msg = f"invalid duration {text!r}: expected e.g. '1s', '500ms', '1m30s'"
+            raise ValueError(msg)
+        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+        pos = match.end()
+    if pos == 0:
+        msg = f"invalid duration {text!r}: empty"
+        raise ValueError(msg)
+    return total
+
+
+def format_duration(seconds: float) -> str:
+    """Render seconds as a Go-style duration accepted by `parse_duration`."""
+    if seconds == int(seconds):
+        return f"{int(seconds)}s"
+    return f"{round(seconds * 1000, 3):g}ms"
+
+
+def parse_bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in {"true", "1", "yes", "on"}:
+        return True
+    if lowered in {"false", "0", "no", "off", ""}:
+        return False
+    msg = f"invalid boolean {text!r}: expected true or false"
+    raise ValueError(msg)
+
+
+def parse_port(text: str) -> int:
+    port = int(text)
+    if not 0 <= port <= 65535:
+        msg = f"invalid port {port}: expected 0..65535 (0 picks a free port)"
+        raise ValueError(msg)
+    return port
+
+
+def parse_log_level(text: str) -> LogLevel:
+    lowered = text.strip().lower()
+    for level in LEVELS:
+        if level == lowered:
+            return level
+    msg = f"invalid log level {text!r}: expected one of {', '.join(LEVELS)}"
+    raise ValueError(msg)
+
+
+def _positive_duration(text: str) -> float:
+    seconds = parse_duration(text)
+    if seconds <= 0:
+        msg = f"invalid duration {text!r}: must be greater than zero"
+        raise ValueError(msg)
+    return seconds
+
+
+def _non_empty(text: str) -> str:
+    if not text.strip():
+        msg = "must not be empty"
+        raise ValueError(msg)
+    return text.strip()
+
+
+# ------------------------------------------------------------------ the option table
+
+
+@attrs.frozen
+class _Spec:
+    flag: str
+    env: str
+    parse: Callable[[str], object]
+    help: str
+    takes_value: bool = True
+
+
+_SPECS: Final[tuple[_Spec, ...]] = (
+    _Spec("--kubeconfig", "KUBECONFIG", Path, "kubeconfig file (default: in-cluster config)"),
+    _Spec("--log-level", "LOG_LEVEL", parse_log_level, "debug, info, warning or error"),
+    _Spec("--batch-idle-duration", "BATCH_IDLE_DURATION", _positive_duration, "batch idle window"),
+    _Spec("--batch-max-duration", "BATCH_MAX_DURATION", _positive_duration, "batch max window"),
+    _Spec("--metrics-port", "METRICS_PORT", parse_port, "port serving /metrics"),
+    _Spec("--health-probe-port", "HEALTH_PROBE_PORT", parse_port, "port serving /healthz, /readyz"),
+    _Spec("--bind-address", "BIND_ADDRESS", _non_empty, "address the probe and metrics ports bind"),
+    _Spec(
+        "--disable-leader-election",
+        "DISABLE_LEADER_ELECTION",
+        parse_bool,
+        "run controllers without a lease",
+        takes_value=False,
+    ),
+    _Spec("--leader-election-name", "LEADER_ELECTION_NAME", _non_empty, "Lease name"),
+    _Spec("--leader-election-namespace", "LEADER_ELECTION_NAMESPACE", _non_empty, "Lease ns"),
+    _Spec("--leader-election-identity", "LEADER_ELECTION_IDENTITY", _non_empty, "holder id"),
+    _Spec(
+        "--leader-election-lease-duration",
+        "LEADER_ELECTION_LEASE_DURATION",
+        _positive_duration,
+        "lease duration",
+    ),
+    _Spec(
+        "--leader-election-renew-deadline",
+        "LEADER_ELECTION_RENEW_DEADLINE",
+        _positive_duration,
+        "renew deadline",
+    ),
+    _Spec(
+        "--leader-election-retry-period",
+        "LEADER_ELECTION_RETRY_PERIOD",
+        _positive_duration,
+        "retry period",
+    ),
+    _Spec("--kube-request-timeout", "KUBE_REQUEST_TIMEOUT", _positive_duration, "API timeout"),
+    _Spec("--watch-timeout", "WATCH_TIMEOUT", _positive_duration, "server-side watch timeout"),
+    _Spec(
+        "--watch-inactivity-timeout",
+        "WATCH_INACTIVITY_TIMEOUT",
+        _positive_duration,
+        "reconnect a silent watch after",
+    ),
+    _Spec("--watch-backoff-max", "WATCH_BACKOFF_MAX", _positive_duration, "max reconnect delay"),
+    _Spec("--reconcile-backoff-base", "RECONCILE_BACKOFF_BASE", _positive_duration, "first retry"),
+    _Spec("--reconcile-backoff-max", "RECONCILE_BACKOFF_MAX", _positive_duration, "max retry"),
+    _Spec("--shutdown-grace-period", "SHUTDOWN_GRACE_PERIOD", _positive_duration, "drain deadline"),
+    _Spec("--otlp-endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT", _non_empty, "OTLP/HTTP endpoint"),
+    _Spec("--service-name", "OTEL_SERVICE_NAME", _non_empty, "service.name resource attribute"),
+)
+
+
+def _dest(spec: _Spec) -> str:
+    return spec.flag.removeprefix("--").replace("-", "_")
+
+
+def build_parser(prog: str = "karpy run") -> argparse.ArgumentParser:
+    """The argparse parser for `karpy run`; every flag also reads its environment variable."""
+    parser = argparse.ArgumentParser(prog=prog, description="Run the karpy operator.")
+    for spec in _SPECS:
+        helptext = f"{spec.help} [env {spec.env}]"
+        if spec.takes_value:
+            parser.add_argument(spec.flag, dest=_dest(spec), default=None, help=helptext)
+        else:
+            parser.add_argument(spec.flag, dest=_dest(spec), action="store_const", const="true",
+                                default=None, help=helptext)  # fmt: skip
+    return parser
+
+
+def load(argv: Sequence[str], environ: Mapping[str, str]) -> Options:
+    """Build `Options` from `argv` (flags) over `environ` over defaults.
+
+    Raises `OptionsError` naming the flag or variable for any invalid value, and for inconsistent
+    combinations (e.g. a renew deadline longer than the lease duration).
+    """
+    namespace = build_parser().parse_args(list(argv))
+    raw: dict[str, object] = {}
+    for spec in _SPECS:
+        flag_value = getattr(namespace, _dest(spec))
+        source, text = (spec.flag, flag_value) if flag_value is not None else (spec.env, None)
+        if text is None:
+            text = environ.get(spec.env)
+        if text is None:
+            continue
+        try:
+            raw[_dest(spec)] = spec.parse(text)
+        except ValueError as error:
+            msg = f"{source}: {error}"
+            raise OptionsError(msg) from error
+    return _assemble(raw)
+
+
+def _get(raw: Mapping[str, object], key: str, default: T, kind: type[T]) -> T:
+    value = raw.get(key, default)
+    if not isinstance(value, kind):  # pragma: no cover - parsers guarantee the type
+        msg = f"option {key}: expected {kind.__name__}, got {type(value).__name__}"
+        raise OptionsError(msg)
+    return value
+
+
+def _assemble(raw: Mapping[str, object]) -> Options:
+    d = Options()
+    batching = BatchingOptions(
+        idle_duration=_get(raw, "batch_idle_duration", d.batching.idle_duration, float),
+        max_duration=_get(raw, "batch_max_duration", d.batching.max_duration, float),
+    )
+    if batching.idle_duration > batching.max_duration:
+        msg = (
+            f"BATCH_IDLE_DURATION ({format_duration(batching.idle_duration)}) must not exceed "
+            f"BATCH_MAX_DURATION ({format_duration(batching.max_duration)})"
+        )
+        raise OptionsError(msg)
+    le = d.leader_election
+    identity = _get(raw, "leader_election_identity", "", str) or _default_identity()
+    leader_election = LeaderElectionOptions(
+        enabled=not _get(raw, "disable_leader_election", False, bool),
+        name=_get(raw, "leader_election_name", le.name, str),
+        namespace=_get(raw, "leader_election_namespace", le.namespace, str),
+        identity=identity,
+        lease_duration=_get(raw, "leader_election_lease_duration", le.lease_duration, float),
+        renew_deadline=_get(raw, "leader_election_renew_deadline", le.renew_deadline, float),
+        retry_period=_get(raw, "leader_election_retry_period", le.retry_period, float),
+    )
+    _check_leader_timings(leader_election)
+    kubeconfig = raw.get("kubeconfig")
+    watching_max = _get(raw, "watch_backoff_max", d.watching.backoff.cap, float)
+    reconcile_base = _get(raw, "reconcile_backoff_base", d.reconcile.backoff.base, float)
+    reconcile_max = _get(raw, "reconcile_backoff_max", d.reconcile.backoff.cap, float)
+    if reconcile_base > reconcile_max:
+        msg = "RECONCILE_BACKOFF_BASE must not exceed RECONCILE_BACKOFF_MAX"
+        raise OptionsError(msg)
+    return Options(
+        log_level=parse_log_level(_get(raw, "log_level", d.log_level, str)),
+        batching=batching,
+        leader_election=leader_election,
+        server=ServerOptions(
+            bind_address=_get(raw, "bind_address", d.server.bind_address, str),
+            metrics_port=_get(raw, "metrics_port", d.server.metrics_port, int),
+            health_probe_port=_get(raw, "health_probe_port", d.server.health_probe_port, int),
+        ),
+        kube=KubeOptions(
+            kubeconfig=kubeconfig if isinstance(kubeconfig, Path) else None,
+            request_timeout=_get(raw, "kube_request_timeout", d.kube.request_timeout, float),
+        ),
+        watching=WatchingOptions(
+            server_timeout=_get(raw, "watch_timeout", d.watching.server_timeout, float),
+            inactivity_timeout=_get(
+                raw, "watch_inactivity_timeout", d.watching.inactivity_timeout, float
+            ),
+            backoff=Backoff(base=min(d.watching.backoff.base, watching_max), cap=watching_max),
+        ),
+        reconcile=ReconcileOptions(backoff=Backoff(base=reconcile_base, cap=reconcile_max)),
+        shutdown=ShutdownOptions(
+            grace_period=_get(raw, "shutdown_grace_period", d.shutdown.grace_period, float)
+        ),
+        telemetry=TelemetryOptions(
+            otlp_endpoint=_optional_str(raw.get("otlp_endpoint")),
+            service_name=_get(raw, "service_name", d.telemetry.service_name, str),
+        ),
+    )
+
+
+def _optional_str(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _check_leader_timings(le: LeaderElectionOptions) -> None:
+    # client-go's validation: the lease outlives the renew deadline, which outlives a retry.
+    if le.lease_duration <= le.renew_deadline:
+        msg = (
+            f"LEADER_ELECTION_LEASE_DURATION ({format_duration(le.lease_duration)}) must be "
+            f"greater than LEADER_ELECTION_RENEW_DEADLINE ({format_duration(le.renew_deadline)})"
+        )
+        raise OptionsError(msg)
+    if le.renew_deadline <= 1.2 * le.retry_period:
+        msg = (
+            f"LEADER_ELECTION_RENEW_DEADLINE ({format_duration(le.renew_deadline)}) must be "
+            f"greater than 1.2 x LEADER_ELECTION_RETRY_PERIOD ({format_duration(le.retry_period)})"
+        )
+        raise OptionsError(msg)
+
+
+def _default_identity() -> str:
+    return f"{socket.gethostname()}_{uuid.uuid4()}"
