@@ -292,6 +292,7 @@ class FaultInjector:
     """
 
     faults: list[Fault] = attrs.Factory(list)
+    answers: dict[str, dict[str, Any]] = attrs.Factory(dict)
     ice_offerings: set[tuple[str, str]] = attrs.Factory(set)
     sent: list[str] = attrs.Factory(list)
 
@@ -300,12 +301,18 @@ class FaultInjector:
     ) -> None:
         self.faults.append(Fault(operation, code, status, times))
 
+    def answer(self, operation: str, response: dict[str, Any]) -> None:
+        """Answer ``operation`` (of any service) with ``response`` instead of asking moto; for
+        APIs moto does not have (the Pricing API)."""
+        self.answers[operation] = response
+
     def ice(self, instance_type: str, zone: str) -> None:
         self.ice_offerings.add((instance_type, zone))
 
     def hooks(self) -> list[EventHook]:
         return [
             EventHook("before-send", self._before_send),
+            EventHook("before-call", self._answer),
             EventHook("before-parameter-build.ec2.CreateFleet", self._strip_ice),
             EventHook("before-call.ec2.CreateFleet", self._short_circuit_ice),
             EventHook("after-call.ec2.CreateFleet", self._report_ice),
@@ -326,6 +333,14 @@ class FaultInjector:
                 ).encode()
                 return AioAWSResponse(request.url, fault.status, {}, _Raw(body))
         return None
+
+    def _answer(self, event_name: str, **kwargs: Any) -> tuple[Any, dict[str, Any]] | None:
+        operation = event_name.rsplit(".", 1)[-1]
+        if operation not in self.answers:
+            return None
+        self.sent.append(operation)
+        meta = {"HTTPStatusCode": 200, "RequestId": "answered"}
+        return (_StatusOnly(200), {**self.answers[operation], "ResponseMetadata": meta})
 
     def _strip_ice(self, params: dict[str, Any], context: dict[str, Any], **kwargs: Any) -> None:
         failed: list[dict[str, Any]] = []

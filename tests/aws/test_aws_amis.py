@@ -142,7 +142,7 @@ async def test_ssm_parameter_term(session: AWSSession) -> None:
     ],
 )
 def test_bad_aliases_say_what_is_wrong(text: str, message: str) -> None:
-    with pytest.raises(errors.ConfigurationError, match="amiSelectorTerms.alias") as caught:
+    with pytest.raises(errors.ConfigurationError, match=r"amiSelectorTerms\.alias") as caught:
         parse_alias(text)
     assert message in str(caught.value)
 
@@ -172,7 +172,7 @@ async def test_bad_terms_are_refused_before_any_call(
 
 
 def test_al2_is_refused_on_kubernetes_past_its_end() -> None:
-    with pytest.raises(errors.ConfigurationError, match="AL2 ends at 1.32"):
+    with pytest.raises(errors.ConfigurationError, match=r"AL2 ends at 1\.32"):
         alias_parameters(parse_alias("al2@latest"), k8s_version="1.33")
 
 

@@ -33,6 +33,7 @@ ALIAS_LATEST: Final = "latest"
 # AL2 AMIs are no longer published from this Kubernetes version on.
 AL2_LAST_MINOR: Final = 32
 _GET_PARAMETERS_BATCH: Final = 10
+_EPOCH: Final = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 
 class AMIFamily(enum.StrEnum):
@@ -296,7 +297,7 @@ def _image(raw: Mapping[str, Any], *, variant: Variant, now: datetime.datetime) 
         name=str(raw.get("Name", "")),
         arch=arch,
         variant=variant,
-        creation_date=_parse_time(raw.get("CreationDate")) or datetime.datetime.min,
+        creation_date=_parse_time(raw.get("CreationDate")) or _EPOCH,
         deprecated=deprecation is not None and deprecation <= now,
     )
 
@@ -314,9 +315,7 @@ def newest_per_requirements(amis: Sequence[AMI]) -> tuple[AMI, ...]:
 
 
 def _rank(ami: AMI) -> tuple[bool, float, str, str]:
-    created = ami.creation_date
-    stamp = created.timestamp() if created.tzinfo else 0.0
-    return (ami.deprecated, -stamp, ami.name, ami.id)
+    return (ami.deprecated, -ami.creation_date.timestamp(), ami.name, ami.id)
 
 
 async def _get_parameters(ssm: AWSClient, names: Sequence[str]) -> tuple[dict[str, str], list[str]]:
