@@ -1,0 +1,1 @@
+"""karpenter.kwok.sh/v1alpha1: the NodeClass of the kwok provider (simulated nodes)."""
