@@ -1,0 +1,234 @@
+"""Why a pod could not be placed: a structured account per NodePool, plus one readable line.
+
+Pure: it replays, for one unplaced pod at the rung it ended on, the filters a new NodeClaim of
+each NodePool applies — NodePool requirements, taints, requirement keys, offerings, volume
+topology, resources, limits, topology, minValues — counting how many instance types each one
+removed, and it tallies why every existing node and in-flight NodeClaim refused. Karpenter prints
+one long line; this keeps the same facts as data and adds the line.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING
+
+import attrs
+
+from karpy.apis.v1 import labels as wk
+from karpy.core.pods import Pod
+from karpy.core.requirements import Requirements
+from karpy.core.resources import format_quantity
+from karpy.core.scheduling.existingnode import Placement
+from karpy.core.scheduling.nodeclaim import NodeClaim, pool_verdict
+from karpy.core.scheduling.pool import PoolIndex, bits, popcount
+from karpy.core.scheduling.queue import ShapeContext
+from karpy.core.scheduling.results import (
+    BinSummary,
+    Explanation,
+    FilterStep,
+    PoolExplanation,
+    ReasonKind,
+    Reject,
+)
+
+if TYPE_CHECKING:
+    from karpy.core.scheduling.scheduler import Solver
+
+
+def explain(
+    solver: Solver, pod: Pod, ctx: ShapeContext, relaxations: tuple[str, ...]
+) -> Explanation:
+    """The explanation for ``pod`` given the solver's final state."""
+    pools = tuple(_explain_pool(solver, index, ctx) for index in solver.pools)
+    existing = _summarize([node.try_add(ctx) for node in solver.existing])
+    claims = _summarize([claim.try_add(ctx) for claim in solver.claims if claim.pods])
+    return Explanation(
+        pod=pod.key,
+        uid=pod.uid,
+        nodepools=pools,
+        existing_nodes=existing,
+        nodeclaims=claims,
+        relaxations=relaxations,
+        message=_message(pod, pools, existing, claims),
+    )
+
+
+def finalize_failure(pod: Pod, reject: Reject) -> Explanation:
+    """A pod whose NodeClaim failed at the end (its instance types could not be cut to the
+    maximum without breaking minValues)."""
+    message = f"pod {pod.key} cannot be placed: its nodeclaim failed: {reject.detail}"
+    return Explanation(pod.key, pod.uid, (), (), (), (), message)
+
+
+def _summarize(verdicts: list[Placement | Reject]) -> tuple[BinSummary, ...]:
+    counts: Counter[tuple[ReasonKind, str]] = Counter()
+    for verdict in verdicts:
+        if isinstance(verdict, Reject):
+            counts[(verdict.kind, verdict.detail)] += 1
+    return tuple(
+        BinSummary(kind, detail, n)
+        for (kind, detail), n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    )
+
+
+def _explain_pool(solver: Solver, index: PoolIndex, ctx: ShapeContext) -> PoolExplanation:
+    steps: list[FilterStep] = []
+    offered = index.filter.offered
+    remaining = offered
+    pf = index.filter
+    if pf.removed_by_requirements:
+        remaining -= pf.removed_by_requirements
+        detail = f"nodepool requirements: {pf.first_conflict}"
+        steps.append(
+            FilterStep(
+                ReasonKind.INSTANCE_TYPE_REQUIREMENT, detail, pf.removed_by_requirements, remaining
+            )
+        )
+    if pf.removed_by_offerings:
+        remaining -= pf.removed_by_offerings
+        steps.append(
+            FilterStep(
+                ReasonKind.OFFERING,
+                "no available offering within the nodepool requirements",
+                pf.removed_by_offerings,
+                remaining,
+            )
+        )
+    result = PoolExplanation(index.pool.name, offered, tuple(steps))
+    if remaining == 0:
+        return PoolExplanation(
+            index.pool.name,
+            offered,
+            (*steps, FilterStep(ReasonKind.NO_INSTANCE_TYPES, "no instance types", 0, 0)),
+        )
+    verdict = pool_verdict(index, ctx)
+    if verdict is not None:
+        steps.append(FilterStep(verdict.kind, verdict.detail, remaining, 0))
+        return PoolExplanation(index.pool.name, offered, tuple(steps))
+    shape = ctx.shape
+    reqs = solver.merges.merge(index.template, shape.requirements)
+    if reqs is None:
+        bad = index.template.conflict(shape.requirements)
+        detail = bad.message() if bad else "requirements conflict"
+        steps.append(FilterStep(ReasonKind.REQUIREMENT, detail, remaining, 0))
+        return PoolExplanation(index.pool.name, offered, tuple(steps))
+    mask = index.full
+    keys: Counter[str] = Counter()
+    for i in bits(mask):
+        conflict = reqs.conflict(index.types[i].requirements)
+        if conflict is not None:
+            mask &= ~(1 << i)
+            keys[conflict.key] += 1
+    _step(steps, ReasonKind.INSTANCE_TYPE_REQUIREMENT, _keys_detail(keys), mask)
+    mask &= index.req_mask(reqs)
+    _step(steps, ReasonKind.OFFERING, _offering_detail(reqs), mask)
+    if shape.volume_requirements and mask:
+        for alt in shape.volume_requirements:
+            merged = solver.merges.merge(reqs, alt)
+            if merged is not None and mask & index.req_mask(merged):
+                mask &= index.req_mask(merged)
+                break
+        else:
+            mask = 0
+        _step(steps, ReasonKind.VOLUME, "volume topology (zone of the pod's volumes)", mask)
+    need = tuple(o + r for o, r in zip(index.overhead_vec, ctx.vector, strict=True))
+    if mask:
+        short: Counter[str] = Counter()
+        for i in bits(mask):
+            for r, name in enumerate(solver.space.names):
+                if index.alloc[i][r] < need[r]:
+                    short[name] += 1
+        mask &= index.fits_mask(need)
+        wanted = ", ".join(
+            f"{name} {format_quantity(name, need[r])}"
+            for r, name in enumerate(solver.space.names)
+            if need[r]
+        )
+        lacking = ", ".join(f"{n} too small on {c}" for n, c in sorted(short.items()))
+        _step(steps, ReasonKind.RESOURCES, f"needs {wanted} ({lacking})", mask)
+    if mask:
+        mask &= solver.limit_mask(index)
+        _step(steps, ReasonKind.LIMIT, _limit_detail(solver, index), mask)
+    if mask:
+        probe = NodeClaim(
+            index, name="(new)", mask=mask, topology=solver.topology, merges=solver.merges
+        )
+        verdict2 = probe.try_add(ctx)
+        if isinstance(verdict2, Reject):
+            steps.append(FilterStep(verdict2.kind, verdict2.detail, popcount(mask), 0))
+        else:
+            steps.append(
+                FilterStep(
+                    ReasonKind.TOPOLOGY,
+                    "a new nodeclaim would fit now; the pod waited on pods placed after it",
+                    0,
+                    popcount(mask),
+                )
+            )
+    return PoolExplanation(index.pool.name, offered, tuple(steps)) if steps else result
+
+
+def _step(steps: list[FilterStep], kind: ReasonKind, detail: str, mask: int) -> None:
+    remaining = popcount(mask)
+    before = steps[-1].remaining if steps else remaining
+    removed = max(before - remaining, 0)
+    if removed or remaining == 0:
+        steps.append(FilterStep(kind, detail, removed, remaining))
+    elif not steps:
+        steps.append(FilterStep(kind, detail, 0, remaining))
+
+
+def _keys_detail(keys: Counter[str]) -> str:
+    if not keys:
+        return "instance type requirements"
+    parts = ", ".join(f"{k} ({n})" for k, n in sorted(keys.items()))
+    return f"requirements on {parts}"
+
+
+def _offering_detail(reqs: Requirements) -> str:
+    parts = [
+        r.describe() for r in reqs if r.key in (wk.LABEL_TOPOLOGY_ZONE, wk.LABEL_CAPACITY_TYPE)
+    ]
+    return "no available offering for " + ("; ".join(parts) if parts else "these requirements")
+
+
+def _limit_detail(solver: Solver, index: PoolIndex) -> str:
+    name = index.pool.name
+    if index.node_limit is not None and solver.pool_nodes[name] >= index.node_limit:
+        return f"nodepool limit nodes={index.node_limit} reached"
+    return "nodepool limits " + ", ".join(
+        f"{k}={format_quantity(k, v)}" for k, v in index.pool.limits.items_
+    )
+
+
+def _message(
+    pod: Pod,
+    pools: tuple[PoolExplanation, ...],
+    existing: tuple[BinSummary, ...],
+    claims: tuple[BinSummary, ...],
+) -> str:
+    parts: list[str] = []
+    for pool in pools:
+        block = pool.blocking()
+        if block is None:
+            last = pool.steps[-1] if pool.steps else None
+            parts.append(f'nodepool "{pool.nodepool}": {last.detail if last else "fits"}')
+        else:
+            parts.append(
+                f'nodepool "{pool.nodepool}": {block.detail}'
+                f" ({block.removed} of {pool.instance_types} instance types removed)"
+            )
+    if not pools:
+        parts.append("no nodepools")
+    for label, summary in (("existing nodes", existing), ("new nodeclaims", claims)):
+        total = sum(s.count for s in summary)
+        if total:
+            top = summary[0]
+            parts.append(f"{total} {label} refused (most: {top.detail})")
+    return f"pod {pod.key} cannot be placed: " + "; ".join(parts)
+
+
+def rename(explanation: Explanation, pod: Pod) -> Explanation:
+    """The same explanation for an identical pod."""
+    message = explanation.message.replace(explanation.pod, pod.key, 1)
+    return attrs.evolve(explanation, pod=pod.key, uid=pod.uid, message=message)

@@ -1,0 +1,70 @@
+"""After the greedy pass: remove NodeClaims whose pods fit elsewhere for less money.
+
+Pure and deterministic. The greedy pass never revisits a NodeClaim once it moves on, so a
+late, nearly empty NodeClaim can often be dissolved into the spare room of others. This step tries
+that, emptiest (then cheapest) first: it moves every pod of one NodeClaim onto existing nodes and
+other NodeClaims through the same ``try_add`` checks the solver uses — so no constraint can break —
+and keeps the move only when the total price drops; otherwise it restores every touched bin.
+Only pods whose moves touch no topology count and bind no host port are moved ("simple" shapes),
+which makes the undo exact. A fixed budget of placement checks bounds the work.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from karpy.core.scheduling.existingnode import ExistingNode, Placement
+from karpy.core.scheduling.nodeclaim import NodeClaim
+
+if TYPE_CHECKING:
+    from karpy.core.scheduling.scheduler import Solver
+
+_EPSILON = 1e-9
+
+
+def improve(solver: Solver) -> int:
+    """Dissolve NodeClaims where that lowers the total price; returns how many were removed."""
+    budget = solver.options.improve_budget
+    removed = 0
+    order = sorted(
+        (c for c in solver.claims if c.pods), key=lambda c: (len(c.pods), c.price(), c.name)
+    )
+    for source in order:
+        if budget <= 0:
+            break
+        contexts = [solver.pod_context.get(p.uid) for p in source.pods]
+        if any(ctx is None or not ctx.simple for ctx in contexts):
+            continue
+        old_price = source.price()
+        touched: dict[int, tuple[ExistingNode | NodeClaim, object, float]] = {}
+        targets = [b for b in solver.bins if b is not source and (b.pods or b.kind == "node")]
+        moved = True
+        for pod, ctx in zip(source.pods, contexts, strict=True):
+            assert ctx is not None  # noqa: S101 -- checked above
+            for target in targets:
+                budget -= 1
+                verdict = target.try_add(ctx)
+                if isinstance(verdict, Placement):
+                    if id(target) not in touched:
+                        price = target.price() if isinstance(target, NodeClaim) else 0.0
+                        touched[id(target)] = (target, target.save(), price)
+                    target.commit(verdict, pod, ctx)
+                    break
+            else:
+                moved = False
+                break
+            if budget <= 0:
+                moved = False
+                break
+        before = old_price + sum(p for _, _, p in touched.values())
+        after = sum(t.price() for t, _, _ in touched.values() if isinstance(t, NodeClaim))
+        if moved and after < before - _EPSILON:
+            for pod in source.pods:
+                owner = next(t for t, _, _ in touched.values() if pod in t.pods)
+                solver.placed_on[pod.uid] = owner
+            solver.retire(source)
+            removed += 1
+            continue
+        for target, saved, _ in touched.values():
+            target.restore(saved)  # type: ignore[arg-type]
+    return removed

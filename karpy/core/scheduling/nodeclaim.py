@@ -1,0 +1,198 @@
+"""A NodeClaim being packed: requirements and instance types that only narrow as pods join.
+
+Pure and mutable only within one solve. ``try_add`` checks one pod in Karpenter's order —
+taints, host ports, requirements, volume topology, topology domains, then the instance-type
+filter (requirements, offerings, resources) and minValues — and returns the narrowed state
+without changing anything; ``commit`` applies it. Instance-type sets are bitsets over the
+NodePool's index, so narrowing costs a handful of integer ANDs.
+"""
+
+from __future__ import annotations
+
+from karpy.apis.v1 import labels as wk
+from karpy.core.instancetypes import InstanceType
+from karpy.core.pods import HostPort, Pod
+from karpy.core.requirements import Requirement, Requirements
+from karpy.core.scheduling.existingnode import Placement
+from karpy.core.scheduling.pool import PoolIndex, Vector, bits
+from karpy.core.scheduling.queue import ShapeContext
+from karpy.core.scheduling.results import ReasonKind, Reject
+from karpy.core.scheduling.topology import Topology, TopologyReject
+from karpy.core.taints import untolerated
+
+
+def pool_verdict(index: PoolIndex, ctx: ShapeContext) -> Reject | None:
+    """The checks that depend only on the NodePool template (cached per shape)."""
+    cached = ctx.pool_verdicts.get(index.pool.name, False)
+    if cached is not False:
+        return cached  # type: ignore[return-value]
+    shape = ctx.shape
+    verdict: Reject | None = None
+    taint = untolerated(index.taints, shape.tolerations)
+    if taint is not None:
+        verdict = Reject(ReasonKind.TAINT, f"untolerated taint {taint.describe()}")
+    else:
+        bad = index.template.compatible(shape.requirements, allow_undefined=index.allow_undefined)
+        if bad is not None:
+            verdict = Reject(ReasonKind.REQUIREMENT, bad.message())
+        elif shape.volume_requirements and not any(
+            index.template.conflict(alt) is None for alt in shape.volume_requirements
+        ):
+            verdict = Reject(ReasonKind.VOLUME, "no volume topology term matches the nodepool")
+    ctx.pool_verdicts[index.pool.name] = verdict
+    return verdict
+
+
+class NodeClaim:
+    """A NodeClaim under construction."""
+
+    kind = "nodeclaim"
+
+    def __init__(
+        self, index: PoolIndex, *, name: str, mask: int, topology: Topology, merges: MergeCache
+    ) -> None:
+        self.index = index
+        self.name = name
+        self.hostname = name
+        self.requirements: Requirements = index.template
+        self.mask = mask
+        self.used: Vector = index.overhead_vec
+        self.pods: list[Pod] = []
+        self.ports: list[HostPort] = []
+        self.topology = topology
+        self.merges = merges
+        self.charge: Vector = ()
+
+    def try_add(self, ctx: ShapeContext) -> Placement | Reject:
+        """Would one pod of ``ctx`` fit here now? Nothing changes."""
+        index = self.index
+        verdict = pool_verdict(index, ctx)
+        if verdict is not None:
+            return verdict
+        shape = ctx.shape
+        for port in shape.host_ports:
+            if any(port.conflicts(p) for p in self.ports):
+                return Reject(ReasonKind.HOST_PORT, f"host port {port.port}/{port.protocol} in use")
+        reqs = self.requirements
+        if shape.requirements:
+            merged = self.merges.merge(reqs, shape.requirements)
+            if merged is None:
+                return Reject(ReasonKind.REQUIREMENT, "requirements conflict with the nodeclaim")
+            reqs = merged
+        if shape.volume_requirements:
+            for alt in shape.volume_requirements:
+                merged = self.merges.merge(reqs, alt)
+                if merged is not None and index.req_mask(merged) & self.mask:
+                    reqs = merged
+                    break
+            else:
+                return Reject(ReasonKind.VOLUME, "no volume topology term fits the nodeclaim")
+        choices: dict[str, list[str]] = {}
+        if not ctx.topology.empty:
+            verdict_t = self.topology.admit(
+                ctx.topology, hostname=self.hostname, fixed=None, requirements=reqs
+            )
+            if isinstance(verdict_t, TopologyReject):
+                return Reject(
+                    ReasonKind.TOPOLOGY,
+                    f"{verdict_t.kind} on {verdict_t.key}: {verdict_t.detail}",
+                    verdict_t.permanent,
+                )
+            choices = verdict_t
+        need = tuple(u + r for u, r in zip(self.used, ctx.vector, strict=True))
+        mask = self.mask & index.fits_mask(need)
+        if not mask:
+            return Reject(ReasonKind.RESOURCES, "no remaining instance type has room")
+        if reqs is not self.requirements:
+            mask &= index.req_mask(reqs)
+            if not mask:
+                return Reject(ReasonKind.OFFERING, "no instance type offers these requirements")
+        domains: dict[str, str] = {}
+        for key, candidates in choices.items():
+            for domain in candidates:
+                if reqs.single_value(key) == domain:
+                    domains[key] = domain
+                    break
+                pinned = self.merges.merge(reqs, _pin(key, domain))
+                if pinned is None:
+                    continue
+                pinned_mask = mask & index.req_mask(pinned)
+                if pinned_mask:
+                    reqs, mask = pinned, pinned_mask
+                    domains[key] = domain
+                    break
+            else:
+                return Reject(
+                    ReasonKind.TOPOLOGY, f"no instance type offered in an allowed {key}", False
+                )
+        if index.min_values:
+            short = index.min_values_short(mask)
+            if short is not None:
+                key, want, have = short
+                return Reject(ReasonKind.MIN_VALUES, f"{key} needs {want} values, {have} remain")
+        return Placement(reqs, mask, need, domains)
+
+    def commit(self, placement: Placement, pod: Pod, ctx: ShapeContext) -> None:
+        """Apply a placement from ``try_add``."""
+        self.requirements = placement.requirements
+        self.mask = placement.mask
+        self.used = placement.used
+        self.pods.append(pod)
+        self.ports.extend(ctx.shape.host_ports)
+        if not ctx.topology.empty:
+            self.topology.record(ctx.topology, hostname=self.hostname, domains=placement.domains)
+
+    def save(self) -> tuple[Requirements, int, Vector, int, int]:
+        """State for ``restore`` (the improvement step moves simple pods only)."""
+        return (self.requirements, self.mask, self.used, len(self.pods), len(self.ports))
+
+    def restore(self, saved: tuple[Requirements, int, Vector, int, int]) -> None:
+        """Undo commits made since ``save``."""
+        self.requirements, self.mask, self.used, npods, nports = saved
+        del self.pods[npods:]
+        del self.ports[nports:]
+
+    def price(self) -> float:
+        """Cheapest compatible offering among the remaining instance types."""
+        return self.index.cheapest_price(self.mask, self.requirements)
+
+    def ordered_types(self) -> list[tuple[float, InstanceType]]:
+        """Remaining types with their cheapest compatible price, cheapest first."""
+        out: list[tuple[float, InstanceType]] = []
+        for i in bits(self.mask):
+            it = self.index.types[i]
+            offering = it.cheapest(self.requirements)
+            if offering is not None:
+                out.append((offering.price, it))
+        out.sort(key=lambda pt: (pt[0], pt[1].name))
+        return out
+
+
+def _pin(key: str, domain: str) -> Requirements:
+    return Requirements((Requirement(key, False, frozenset({domain})),))
+
+
+class MergeCache:
+    """Memoised requirement intersections (None when they conflict)."""
+
+    def __init__(self) -> None:
+        self._cache: dict[tuple[Requirements, Requirements], Requirements | None] = {}
+
+    def merge(self, base: Requirements, extra: Requirements) -> Requirements | None:
+        """``base`` ∩ ``extra``, or None when some key cannot be met by both."""
+        key = (base, extra)
+        found = self._cache.get(key, False)
+        if found is not False:
+            return found  # type: ignore[return-value]
+        result: Requirements | None
+        if base.conflict(extra) is not None:
+            result = None
+        else:
+            result = base.merge(extra)
+            if any(r.is_empty() and r.key in _MUST_EXIST for r in result):
+                result = None
+        self._cache[key] = result
+        return result
+
+
+_MUST_EXIST = frozenset({wk.LABEL_TOPOLOGY_ZONE, wk.LABEL_CAPACITY_TYPE, wk.LABEL_INSTANCE_TYPE})

@@ -1,0 +1,75 @@
+"""Pod classes and the order they are scheduled in.
+
+Pure: identical pending pods (same owner and the same scheduling shape — everything but uid, name
+and creation order) form one class, placed together, which is what keeps throughput flat at tens of
+thousands of pods. Classes are ordered as Karpenter orders pods: CPU request descending, then
+memory descending, then creation order, then UID, so the result is deterministic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import attrs
+
+from karpy.core.pods import Pod, PodUID
+from karpy.core.resources import CPU, MEMORY, Resources
+from karpy.core.scheduling.pool import Vector
+from karpy.core.scheduling.preferences import Relaxation, Shape
+from karpy.core.scheduling.results import Reject
+from karpy.core.scheduling.topology import ShapeTopology
+
+
+@attrs.define
+class PodClass:
+    """Identical pods, in creation order; ``pods`` shrinks as they are placed."""
+
+    representative: Pod
+    pods: list[Pod]
+    requests: Resources
+    state: Relaxation
+    relaxations: list[str] = attrs.field(factory=list)
+
+
+@attrs.define(eq=False)
+class ShapeContext:
+    """Everything the solver caches for one shape: vector, topology, per-pool verdicts, and the
+    bins that may still take it (``alive``; ``scanned`` counts bins already considered)."""
+
+    shape: Shape
+    vector: Vector
+    topology: ShapeTopology
+    pool_verdicts: dict[str, Reject | None] = attrs.field(factory=dict)
+    alive: list[object] = attrs.field(factory=list)
+    scanned: int = 0
+
+    @property
+    def simple(self) -> bool:
+        """No topology and no host ports: the pod can move without touching any count."""
+        return self.topology.empty and not self.shape.host_ports
+
+
+def class_key(pod: Pod) -> Pod:
+    """The pod with its identity blanked: equal keys mean interchangeable pods."""
+    return attrs.evolve(pod, uid=PodUID(""), name="", creation=0)
+
+
+def classify(pods: Iterable[Pod]) -> list[tuple[Pod, list[Pod]]]:
+    """Group pods into classes, each class's pods in (creation, uid) order, classes in queue
+    order."""
+    groups: dict[Pod, list[Pod]] = {}
+    for pod in pods:
+        groups.setdefault(class_key(pod), []).append(pod)
+    out: list[tuple[Pod, list[Pod], Resources]] = []
+    for members in groups.values():
+        members.sort(key=lambda p: (p.creation, p.uid))
+        out.append((members[0], members, members[0].requests()))
+    out.sort(
+        key=lambda item: (
+            -item[2].get_amount(CPU),
+            -item[2].get_amount(MEMORY),
+            item[0].creation,
+            item[0].uid,
+        )
+    )
+    return [(rep, members) for rep, members, _ in out]

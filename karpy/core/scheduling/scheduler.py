@@ -1,0 +1,390 @@
+"""solve(): which pods go where, on which instance types, at what cost.
+
+Pure: a ``ClusterSnapshot`` and pending pods in, ``Results`` out — no I/O, clock, logging or
+randomness, and the same input always gives the same output. The loop follows Karpenter: pods
+(grouped into classes of identical pods) are taken largest first; each goes to an existing node,
+else an in-flight NodeClaim of this solve, else a new NodeClaim from the first NodePool by weight
+that can hold it; a pod that fits nowhere is relaxed one preference and queued again, and the
+loop ends when a full pass makes no progress. Each (shape, bin) refusal that can never turn into a
+yes is remembered, so a class never rechecks a bin that is full for it.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import attrs
+
+from karpy.apis.v1 import labels as wk
+from karpy.core.pods import Pod
+from karpy.core.requirements import Requirement
+from karpy.core.resources import Resources
+from karpy.core.scheduling import explain as explain_mod
+from karpy.core.scheduling import preferences
+from karpy.core.scheduling.existingnode import ExistingNode, Placement
+from karpy.core.scheduling.improve import improve
+from karpy.core.scheduling.nodeclaim import MergeCache, NodeClaim, pool_verdict
+from karpy.core.scheduling.pool import PoolIndex, ResourceSpace, bits, build_space
+from karpy.core.scheduling.queue import PodClass, ShapeContext, classify
+from karpy.core.scheduling.results import (
+    Explanation,
+    NodeClaimPlan,
+    Nomination,
+    ReasonKind,
+    Reject,
+    Results,
+)
+from karpy.core.scheduling.topology import DomainSource, Topology, build_universe
+from karpy.core.snapshot import ClusterSnapshot, NodePool
+from karpy.core.taints import Taint
+
+ALLOW_UNDEFINED = frozenset(wk.WELL_KNOWN_LABELS | wk.AWS_WELL_KNOWN_LABELS)
+
+
+@attrs.frozen
+class SchedulerOptions:
+    """Solver settings.
+
+    ``max_instance_types`` caps each NodeClaim's instance-type options (the AWS launch limit);
+    ``improve`` runs the cost-lowering pass after the greedy one, trying at most
+    ``improve_budget`` placements (a fixed budget keeps the result deterministic).
+    """
+
+    max_instance_types: int = 60
+    preference_policy: preferences.PreferencePolicy = preferences.PreferencePolicy.RESPECT
+    improve: bool = True
+    improve_budget: int = 200_000
+
+
+Bin = ExistingNode | NodeClaim
+
+
+class Solver:
+    """One solve's mutable working state (never shared, never reused)."""
+
+    def __init__(self, snapshot: ClusterSnapshot, pods: list[Pod], options: SchedulerOptions):
+        self.snapshot = snapshot
+        self.options = options
+        self.space = _space(snapshot, pods)
+        self.pools: list[PoolIndex] = [
+            PoolIndex(
+                pool,
+                snapshot.types_for(pool),
+                space=self.space,
+                daemonsets=snapshot.daemonsets,
+                allow_undefined=ALLOW_UNDEFINED,
+            )
+            for pool in snapshot.ordered_nodepools()
+        ]
+        self.topology = Topology(
+            universe=_universe(snapshot, self.pools), namespaces=snapshot.namespaces
+        )
+        self.merges = MergeCache()
+        self.classes: list[PodClass] = []
+        for rep, members in classify(pods):
+            state = preferences.start(rep, options.preference_policy)
+            self.classes.append(PodClass(rep, members, rep.requests(), state))
+        # Register every constraint group the pending pods may use, at any relaxation rung.
+        for cls in self.classes:
+            full = preferences.shape(cls.representative, preferences.Relaxation(), cls.requests)
+            self.topology.register(full)
+        startup: dict[str, tuple[Taint, ...]] = {
+            p.name: p.startup_taints for p in snapshot.nodepools
+        }
+        self.existing: list[ExistingNode] = []
+        nodes = sorted(snapshot.nodes, key=lambda n: (not n.initialized, n.in_flight, n.name))
+        for node in nodes:
+            for pod in node.pods:
+                self.topology.register_existing(pod)
+        for node in nodes:
+            for pod in node.pods:
+                self.topology.seed(pod, node.label_map())
+            self.existing.append(
+                ExistingNode(
+                    node,
+                    space=self.space,
+                    topology=self.topology,
+                    startup_taints=startup.get(node.nodepool or "", ()),
+                )
+            )
+        self.bins: list[Bin] = list(self.existing)
+        self.claims: list[NodeClaim] = []
+        self.contexts: dict[preferences.Shape, ShapeContext] = {}
+        self.pool_nodes: dict[str, int] = {}
+        self.pool_charged: dict[str, list[int]] = {}
+        for index in self.pools:
+            self.pool_nodes[index.pool.name] = 0
+            self.pool_charged[index.pool.name] = [0] * len(self.space.names)
+        for node in snapshot.nodes:
+            if node.nodepool in self.pool_nodes:
+                self.pool_nodes[node.nodepool] += 1
+                charged = self.pool_charged[node.nodepool]
+                for r, amount in enumerate(self.space.vector(node.capacity)):
+                    charged[r] += amount
+        self.placed_on: dict[str, Bin] = {}
+        self.pod_context: dict[str, ShapeContext] = {}
+
+    # ------------------------------------------------------------------ contexts
+    def context(self, cls: PodClass) -> ShapeContext:
+        """The cached context of ``cls`` at its current rung."""
+        shape = preferences.shape(cls.representative, cls.state, cls.requests)
+        ctx = self.contexts.get(shape)
+        if ctx is None:
+            ctx = ShapeContext(
+                shape=shape,
+                vector=self.space.vector(cls.requests),
+                topology=self.topology.for_shape(shape),
+            )
+            self.contexts[shape] = ctx
+        return ctx
+
+    # ------------------------------------------------------------------ placement
+    def place_one(self, pod: Pod, ctx: ShapeContext) -> bool:
+        """Place ``pod`` on the first bin that takes it, else on a new NodeClaim."""
+        alive = ctx.alive
+        if ctx.scanned < len(self.bins):
+            alive.extend(self.bins[ctx.scanned :])
+            ctx.scanned = len(self.bins)
+        dead: set[int] | None = None
+        chosen: tuple[Bin, Placement] | None = None
+        for pos, candidate in enumerate(alive):
+            bin_ = candidate
+            assert isinstance(bin_, ExistingNode | NodeClaim)  # noqa: S101 -- alive holds bins only
+            verdict = bin_.try_add(ctx)
+            if isinstance(verdict, Placement):
+                chosen = (bin_, verdict)
+                break
+            if verdict.permanent:
+                if dead is None:
+                    dead = set()
+                dead.add(pos)
+        if dead:
+            ctx.alive = [b for i, b in enumerate(alive) if i not in dead]
+        if chosen is None:
+            chosen = self.new_claim(ctx)
+            if chosen is None:
+                return False
+        bin_, placement = chosen
+        bin_.commit(placement, pod, ctx)
+        self.placed_on[pod.uid] = bin_
+        return True
+
+    def new_claim(self, ctx: ShapeContext) -> tuple[Bin, Placement] | None:
+        """Open a NodeClaim from the first NodePool (by weight) that can take the shape."""
+        for index in self.pools:
+            if not index.types or pool_verdict(index, ctx) is not None:
+                continue
+            mask = self.limit_mask(index)
+            if not mask:
+                continue
+            claim = NodeClaim(
+                index,
+                name=f"{index.pool.name}-{len(self.claims) + 1:05d}",
+                mask=mask,
+                topology=self.topology,
+                merges=self.merges,
+            )
+            verdict = claim.try_add(ctx)
+            if isinstance(verdict, Placement):
+                self.open(claim, index)
+                return claim, verdict
+        return None
+
+    def limit_mask(self, index: PoolIndex) -> int:
+        """Types a new NodeClaim of ``index`` may use without breaking the pool's limits."""
+        name = index.pool.name
+        if index.node_limit is not None and self.pool_nodes[name] >= index.node_limit:
+            return 0
+        if index.limit_vec is None:
+            return index.full
+        charged = self.pool_charged[name]
+        remaining = tuple(
+            limit - used for limit, used in zip(index.limit_vec, charged, strict=True)
+        )
+        return index.within_mask(remaining)
+
+    def open(self, claim: NodeClaim, index: PoolIndex) -> None:
+        """Count a new NodeClaim against its pool (limits charge its largest option)."""
+        self.claims.append(claim)
+        self.bins.append(claim)
+        name = index.pool.name
+        self.pool_nodes[name] += 1
+        if index.limit_vec is not None:
+            claim.charge = index.max_capacity(claim.mask)
+            charged = self.pool_charged[name]
+            for r, amount in enumerate(claim.charge):
+                charged[r] += amount
+
+    def retire(self, claim: NodeClaim) -> None:
+        """Drop an emptied NodeClaim (its pods moved elsewhere) and refund its pool."""
+        claim.pods.clear()
+        name = claim.index.pool.name
+        self.pool_nodes[name] -= 1
+        charged = self.pool_charged[name]
+        for r, amount in enumerate(claim.charge):
+            charged[r] -= amount
+
+    def run(self) -> None:
+        """The queue loop: place classes, relax on failure, stop after a pass with no progress."""
+        queue: deque[PodClass] = deque(c for c in self.classes if c.pods)
+        stalled = 0
+        while queue and stalled <= len(queue):
+            cls = queue.popleft()
+            ctx = self.context(cls)
+            placed = 0
+            for pod in cls.pods:
+                if not self.place_one(pod, ctx):
+                    break
+                self.pod_context[pod.uid] = ctx
+                placed += 1
+            del cls.pods[:placed]
+            if not cls.pods:
+                stalled = 0
+                continue
+            relaxed = preferences.relax(cls.representative, cls.state)
+            if relaxed is not None:
+                cls.relaxations.append(preferences.describe_step(cls.state, relaxed))
+                cls.state = relaxed
+            stalled = 0 if placed or relaxed is not None else stalled + 1
+            queue.append(cls)
+
+    # ------------------------------------------------------------------ output
+    def results(self, greedy_price: float) -> Results:
+        """Freeze the working state into ``Results``."""
+        plans: list[NodeClaimPlan] = []
+        failed: list[tuple[Pod, Reject]] = []
+        for claim in self.claims:
+            if not claim.pods:
+                continue
+            plan = self.finalize(claim)
+            if isinstance(plan, Reject):
+                failed.extend((pod, plan) for pod in claim.pods)
+            else:
+                plans.append(plan)
+        nominations = tuple(
+            Nomination(pod.uid, node.name)
+            for node in self.existing
+            for pod in sorted(node.pods, key=lambda p: (p.creation, p.uid))
+        )
+        unplaced: list[Explanation] = []
+        for cls in self.classes:
+            if not cls.pods:
+                continue
+            ctx = self.context(cls)
+            first = explain_mod.explain(self, cls.pods[0], ctx, tuple(cls.relaxations))
+            unplaced.append(first)
+            # Identical pods share the explanation; only the names differ.
+            unplaced.extend(explain_mod.rename(first, pod) for pod in cls.pods[1:])
+        for pod, reject in failed:
+            unplaced.append(explain_mod.finalize_failure(pod, reject))
+        unplaced.sort(key=lambda e: (e.pod, e.uid))
+        return Results(tuple(plans), nominations, tuple(unplaced), greedy_price)
+
+    def finalize(self, claim: NodeClaim) -> NodeClaimPlan | Reject:
+        """Order the claim's types by price, cut to the maximum, inject instance-type and
+        capacity-type requirements."""
+        ordered = claim.ordered_types()[: self.options.max_instance_types]
+        if not ordered:
+            return Reject(ReasonKind.NO_INSTANCE_TYPES, "no instance type left")
+        index = claim.index
+        if index.min_values:
+            kept = 0
+            names = {it.name for _, it in ordered}
+            for i in bits(claim.mask):
+                if index.types[i].name in names:
+                    kept |= 1 << i
+            short = index.min_values_short(kept)
+            if short is not None:
+                key, want, have = short
+                detail = f"{key} needs {want} values, {have} remain after cutting to the maximum"
+                return Reject(ReasonKind.MIN_VALUES, detail)
+        zones: set[str] = set()
+        capacity_types: set[str] = set()
+        for _, it in ordered:
+            for offering in it.offerings:
+                if offering.available and offering.matches(claim.requirements):
+                    zones.add(offering.zone)
+                    capacity_types.add(offering.capacity_type)
+        reqs = claim.requirements.add(
+            Requirement(wk.LABEL_INSTANCE_TYPE, False, frozenset(it.name for _, it in ordered)),
+            Requirement(wk.LABEL_CAPACITY_TYPE, False, frozenset(capacity_types)),
+            Requirement(wk.LABEL_TOPOLOGY_ZONE, False, frozenset(zones)),
+        )
+        return NodeClaimPlan(
+            name=claim.name,
+            nodepool=index.pool.name,
+            requirements=reqs,
+            instance_types=tuple(it.name for _, it in ordered),
+            zones=tuple(sorted(zones)),
+            capacity_types=tuple(sorted(capacity_types)),
+            requests=self.space.resources(claim.used),
+            pods=tuple(p.uid for p in claim.pods),
+            price=ordered[0][0],
+        )
+
+
+def _space(snapshot: ClusterSnapshot, pods: list[Pod]) -> ResourceSpace:
+    names: set[str] = set()
+    for pod in pods:
+        names.update(pod.requests())
+    for types in snapshot.instance_types.values():
+        for it in types:
+            names.update(it.capacity)
+    for pool in snapshot.nodepools:
+        names.update(n for n in pool.limits if n != "nodes")
+    for ds in snapshot.daemonsets:
+        names.update(ds.pod.requests())
+    return build_space(sorted(names))
+
+
+def _universe(
+    snapshot: ClusterSnapshot, pools: list[PoolIndex]
+) -> dict[str, tuple[DomainSource, ...]]:
+    triples: list[tuple[str, str, tuple[Taint, ...]]] = []
+    for index in pools:
+        pool: NodePool = index.pool
+        for it in index.types:
+            for req in it.requirements:
+                if req.complement:
+                    continue
+                tmpl = index.template.get(req.key)
+                for value in req.values:
+                    if tmpl is None or tmpl.has(value):
+                        triples.append((req.key, value, pool.taints))
+            for offering in it.offerings:
+                if offering.available and offering.matches(index.template):
+                    triples.append((wk.LABEL_TOPOLOGY_ZONE, offering.zone, pool.taints))
+                    triples.append((wk.LABEL_CAPACITY_TYPE, offering.capacity_type, pool.taints))
+        for req in index.template:
+            if not req.complement and req.key not in (
+                wk.LABEL_TOPOLOGY_ZONE,
+                wk.LABEL_CAPACITY_TYPE,
+                wk.LABEL_INSTANCE_TYPE,
+            ):
+                triples.extend((req.key, v, pool.taints) for v in req.values)
+    for node in snapshot.nodes:
+        for key, value in node.label_map().items():
+            if key != wk.LABEL_HOSTNAME:
+                triples.append((key, value, node.taints))
+    return build_universe(triples)
+
+
+def solve(
+    snapshot: ClusterSnapshot, pods: list[Pod], options: SchedulerOptions | None = None
+) -> Results:
+    """Plan where ``pods`` go. Pure and deterministic."""
+    opts = options or SchedulerOptions()
+    solver = Solver(snapshot, pods, opts)
+    solver.run()
+    greedy = sum(c.price() for c in solver.claims if c.pods)
+    if opts.improve:
+        improve(solver)
+    return solver.results(greedy)
+
+
+def total_requests(pods: list[Pod]) -> Resources:
+    """Summed effective requests (used by callers for reports)."""
+    total = Resources()
+    for pod in pods:
+        total = total + pod.requests()
+    return total

@@ -1,0 +1,419 @@
+"""Topology: spread constraints and pod (anti-)affinity, counted per domain.
+
+Pure and built up front: every group (a spread constraint or an affinity term, shared by all pods
+that carry the same one) is created from the pending pods and the snapshot's existing pods before
+the solver starts, and is then only counted into — unlike Karpenter's topology, which lists pods
+through the API client while it builds. Any topology key works: hostname (each new NodeClaim is
+its own domain), zone, capacity type or custom labels (domains from NodePools, instance types and
+existing nodes). Existing pods' required anti-affinity terms are kept too, so that an incoming pod
+they select avoids their domains.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping
+
+import attrs
+
+from karpy.apis.v1 import labels as wk
+from karpy.core.pods import LabelSelector, Pod, PodAffinityTerm, TopologySpreadConstraint
+from karpy.core.requirements import Requirement, Requirements
+from karpy.core.scheduling.preferences import Shape
+from karpy.core.taints import Taint, untolerated
+
+HOSTNAME = wk.LABEL_HOSTNAME
+
+
+class GroupKind(enum.StrEnum):
+    """What a group constrains."""
+
+    SPREAD = "spread"
+    AFFINITY = "affinity"
+    ANTI_AFFINITY = "anti-affinity"
+
+
+@attrs.frozen(cache_hash=True)
+class GroupKey:
+    """Identity of a group: pods with equal constraints share their counts."""
+
+    kind: GroupKind
+    key: str
+    selector: LabelSelector
+    namespaces: frozenset[str] | None
+    max_skew: int = 0
+    min_domains: int | None = None
+    honor_affinity: bool = True
+    honor_taints: bool = False
+
+
+@attrs.define
+class Group:
+    """Counts of selected pods (and, for anti-affinity, of the term's owners) per domain."""
+
+    id: GroupKey
+    counts: dict[str, int] = attrs.field(factory=dict)
+    owners: dict[str, int] = attrs.field(factory=dict)
+    total: int = 0
+
+    def selects(self, namespace: str, labels: Mapping[str, str]) -> bool:
+        """Does this group's selector (and namespace set) pick a pod?"""
+        ns = self.id.namespaces
+        return (ns is None or namespace in ns) and self.id.selector.matches(labels)
+
+
+@attrs.frozen
+class Rule:
+    """One check a shape must pass: ``role`` is own-spread/affinity/anti or inverse."""
+
+    role: str
+    group: Group = attrs.field(eq=False)
+
+
+@attrs.frozen
+class TopologyReject:
+    """Why a bin fails a shape's topology; ``permanent`` when it can never pass again."""
+
+    kind: str
+    key: str
+    detail: str
+    permanent: bool
+
+
+@attrs.frozen
+class ShapeTopology:
+    """Everything topology needs about one shape, computed once."""
+
+    rules: tuple[Rule, ...]
+    members: tuple[Group, ...]
+    owned_anti: tuple[Group, ...]
+    keys: tuple[str, ...]
+    spread_domains: Mapping[GroupKey, tuple[str, ...]]
+    self_match: frozenset[GroupKey]
+
+    @property
+    def empty(self) -> bool:
+        """True when the shape neither is constrained nor counts anywhere."""
+        return not self.rules and not self.members and not self.owned_anti
+
+
+@attrs.frozen
+class DomainSource:
+    """Where a domain value comes from (a NodePool or a node), with the taints found there."""
+
+    value: str
+    taints: tuple[Taint, ...]
+
+
+def _namespaces(
+    term: PodAffinityTerm, pod_namespace: str, namespaces: Mapping[str, Iterable[tuple[str, str]]]
+) -> frozenset[str] | None:
+    if term.namespace_selector is not None:
+        if not term.namespace_selector.requirements:
+            return None
+        picked = {
+            ns for ns, lbls in namespaces.items() if term.namespace_selector.matches(dict(lbls))
+        }
+        return frozenset(picked | set(term.namespaces))
+    return term.namespaces or frozenset({pod_namespace})
+
+
+def spread_selector(spread: TopologySpreadConstraint, labels: Mapping[str, str]) -> LabelSelector:
+    """The selector with ``matchLabelKeys`` resolved against the pod's own labels."""
+    extra = [
+        Requirement(k, False, frozenset({labels[k]}))
+        for k in spread.match_label_keys
+        if k in labels
+    ]
+    if not extra:
+        return spread.selector
+    return LabelSelector(spread.selector.requirements.add(*extra))
+
+
+class Topology:
+    """All groups and their counts; the solver's only mutable topology state."""
+
+    def __init__(
+        self,
+        *,
+        universe: Mapping[str, tuple[DomainSource, ...]],
+        namespaces: Mapping[str, Iterable[tuple[str, str]]],
+    ) -> None:
+        self._groups: dict[GroupKey, Group] = {}
+        self._universe = universe
+        self._namespaces = namespaces
+        self._shape_cache: dict[Shape, ShapeTopology] = {}
+        self._universe_values: dict[str, tuple[str, ...]] = {}
+
+    # ------------------------------------------------------------------ building
+    def group(self, key: GroupKey) -> Group:
+        """The group for ``key``, created empty on first use."""
+        found = self._groups.get(key)
+        if found is None:
+            found = Group(key)
+            self._groups[key] = found
+        return found
+
+    def _spread_key(self, spread: TopologySpreadConstraint, shape: Shape) -> GroupKey:
+        return GroupKey(
+            GroupKind.SPREAD,
+            spread.topology_key,
+            spread_selector(spread, dict(shape.labels)),
+            frozenset({shape.namespace}),
+            spread.max_skew,
+            spread.min_domains,
+            spread.node_affinity_policy == "Honor",
+            spread.node_taints_policy == "Honor",
+        )
+
+    def _term_key(self, kind: GroupKind, term: PodAffinityTerm, namespace: str) -> GroupKey:
+        return GroupKey(
+            kind, term.topology_key, term.selector, _namespaces(term, namespace, self._namespaces)
+        )
+
+    def register(self, shape: Shape) -> None:
+        """Create the groups a pending shape constrains itself with."""
+        for spread in shape.spreads:
+            self.group(self._spread_key(spread, shape))
+        for term in shape.affinity:
+            self.group(self._term_key(GroupKind.AFFINITY, term, shape.namespace))
+        for term in shape.anti_affinity:
+            self.group(self._term_key(GroupKind.ANTI_AFFINITY, term, shape.namespace))
+
+    def register_existing(self, pod: Pod) -> None:
+        """Create the groups of an existing pod's required anti-affinity terms, so that pending
+        pods they select keep away (Karpenter's ForPodsWithAntiAffinity)."""
+        for term in pod.pod_anti_affinity:
+            self.group(self._term_key(GroupKind.ANTI_AFFINITY, term, pod.namespace))
+
+    def seed(self, pod: Pod, node_labels: Mapping[str, str]) -> None:
+        """Count an existing pod on an existing node (after every group is registered)."""
+        labels = pod.label_map()
+        for grp in self._groups.values():
+            domain = node_labels.get(grp.id.key)
+            if domain is None:
+                continue
+            if grp.selects(pod.namespace, labels):
+                grp.counts[domain] = grp.counts.get(domain, 0) + 1
+                grp.total += 1
+        for term in pod.pod_anti_affinity:
+            grp = self._groups[self._term_key(GroupKind.ANTI_AFFINITY, term, pod.namespace)]
+            domain = node_labels.get(term.topology_key)
+            if domain is not None:
+                grp.owners[domain] = grp.owners.get(domain, 0) + 1
+
+    # ------------------------------------------------------------------ per shape
+    def for_shape(self, shape: Shape) -> ShapeTopology:
+        """The rules, memberships and candidate domains of ``shape`` (cached)."""
+        cached = self._shape_cache.get(shape)
+        if cached is not None:
+            return cached
+        labels = dict(shape.labels)
+        rules: list[Rule] = []
+        spread_domains: dict[GroupKey, tuple[str, ...]] = {}
+        self_match: set[GroupKey] = set()
+        for spread in shape.spreads:
+            grp = self.group(self._spread_key(spread, shape))
+            rules.append(Rule("spread", grp))
+            spread_domains[grp.id] = self._eligible_domains(grp.id, shape)
+        for term in shape.affinity:
+            grp = self.group(self._term_key(GroupKind.AFFINITY, term, shape.namespace))
+            rules.append(Rule("affinity", grp))
+            if grp.selects(shape.namespace, labels):
+                self_match.add(grp.id)
+        owned: list[Group] = []
+        for term in shape.anti_affinity:
+            grp = self.group(self._term_key(GroupKind.ANTI_AFFINITY, term, shape.namespace))
+            rules.append(Rule("anti-affinity", grp))
+            owned.append(grp)
+        members: list[Group] = []
+        for gkey in sorted(self._groups, key=_group_order):
+            grp = self._groups[gkey]
+            if grp.selects(shape.namespace, labels):
+                members.append(grp)
+                if gkey.kind is GroupKind.ANTI_AFFINITY:
+                    rules.append(Rule("inverse-anti-affinity", grp))
+        keys = {r.group.id.key for r in rules} | {g.id.key for g in members}
+        keys |= {g.id.key for g in owned}
+        keys.discard(HOSTNAME)
+        result = ShapeTopology(
+            rules=tuple(rules),
+            members=tuple(members),
+            owned_anti=tuple(owned),
+            keys=tuple(sorted(keys)),
+            spread_domains=spread_domains,
+            self_match=frozenset(self_match),
+        )
+        self._shape_cache[shape] = result
+        return result
+
+    def universe(self, key: str) -> tuple[str, ...]:
+        """Every known domain of ``key`` (sorted)."""
+        found = self._universe_values.get(key)
+        if found is None:
+            found = tuple(sorted({s.value for s in self._universe.get(key, ())}))
+            self._universe_values[key] = found
+        return found
+
+    def _eligible_domains(self, gkey: GroupKey, shape: Shape) -> tuple[str, ...]:
+        own = shape.requirements.get(gkey.key)
+        out: set[str] = set()
+        for source in self._universe.get(gkey.key, ()):
+            if gkey.honor_affinity and own is not None and not own.has(source.value):
+                continue
+            if gkey.honor_taints and untolerated(source.taints, shape.tolerations) is not None:
+                continue
+            out.add(source.value)
+        return tuple(sorted(out))
+
+    # ------------------------------------------------------------------ decisions
+    def admit(
+        self,
+        st: ShapeTopology,
+        *,
+        hostname: str,
+        fixed: Mapping[str, str] | None,
+        requirements: Requirements,
+    ) -> dict[str, list[str]] | TopologyReject:
+        """Check ``st`` against one bin.
+
+        ``fixed`` holds an existing node's labels (domains known); for a NodeClaim it is None and
+        undecided keys get an ordered list of candidate domains (best first) to pin one of.
+        Returns ``{key: candidates}`` (a single-element list when the domain is known).
+        """
+        choices: dict[str, list[str]] = {}
+        for key in st.keys:
+            if fixed is not None:
+                value = fixed.get(key)
+                choices[key] = [] if value is None else [value]
+                continue
+            single = requirements.single_value(key)
+            if single is not None:
+                choices[key] = [single]
+                continue
+            req = requirements.get(key)
+            choices[key] = [d for d in self.universe(key) if req is None or req.has(d)]
+        for rule in st.rules:
+            reject = self._apply(rule, st, hostname, fixed, choices)
+            if reject is not None:
+                return reject
+        return choices
+
+    def _apply(
+        self,
+        rule: Rule,
+        st: ShapeTopology,
+        hostname: str,
+        fixed: Mapping[str, str] | None,
+        choices: dict[str, list[str]],
+    ) -> TopologyReject | None:
+        grp = rule.group
+        key = grp.id.key
+        if key == HOSTNAME:
+            return self._apply_hostname(rule, st, hostname)
+        cands = choices[key]
+        if not cands and fixed is not None and rule.role in ("spread", "affinity"):
+            return TopologyReject(rule.role, key, f"node has no {key} label", True)
+        if rule.role == "spread":
+            domains = st.spread_domains[grp.id]
+            low = self._min_count(grp, domains)
+            allowed = set(domains)
+            kept = [
+                d
+                for d in cands
+                if d in allowed and grp.counts.get(d, 0) + 1 - low <= grp.id.max_skew
+            ]
+            kept.sort(key=lambda d: (grp.counts.get(d, 0), d))
+            if not kept:
+                return TopologyReject(
+                    "spread", key, f"maxSkew {grp.id.max_skew} would be exceeded", False
+                )
+        elif rule.role == "affinity":
+            kept = [d for d in cands if grp.counts.get(d, 0) > 0]
+            kept.sort(key=lambda d: (-grp.counts.get(d, 0), d))
+            if not kept and grp.total == 0 and grp.id in st.self_match:
+                kept = list(cands)
+            if not kept:
+                return TopologyReject("affinity", key, "no matching pod in domain", False)
+        elif rule.role == "anti-affinity":
+            if fixed is not None and not cands:
+                return None
+            kept = [d for d in cands if grp.counts.get(d, 0) == 0]
+            if not kept:
+                return TopologyReject("anti-affinity", key, "a matching pod is in domain", True)
+        else:
+            if fixed is not None and not cands:
+                return None
+            kept = [d for d in cands if grp.owners.get(d, 0) == 0]
+            if not kept:
+                return TopologyReject(
+                    "inverse-anti-affinity", key, "an existing pod's anti-affinity", True
+                )
+        choices[key] = kept
+        return None
+
+    def _apply_hostname(
+        self, rule: Rule, st: ShapeTopology, hostname: str
+    ) -> TopologyReject | None:
+        grp = rule.group
+        if rule.role == "spread":
+            if grp.counts.get(hostname, 0) + 1 > grp.id.max_skew:
+                detail = f"maxSkew {grp.id.max_skew} per node reached"
+                return TopologyReject("spread", HOSTNAME, detail, True)
+        elif rule.role == "affinity":
+            if grp.counts.get(hostname, 0) == 0 and not (
+                grp.total == 0 and grp.id in st.self_match
+            ):
+                return TopologyReject("affinity", HOSTNAME, "no matching pod on node", False)
+        elif rule.role == "anti-affinity":
+            if grp.counts.get(hostname, 0):
+                return TopologyReject("anti-affinity", HOSTNAME, "a matching pod is on node", True)
+        elif grp.owners.get(hostname, 0):
+            return TopologyReject(
+                "inverse-anti-affinity", HOSTNAME, "an existing pod's anti-affinity", True
+            )
+        return None
+
+    @staticmethod
+    def _min_count(grp: Group, domains: tuple[str, ...]) -> int:
+        if not domains:
+            return 0
+        if grp.id.min_domains is not None and len(domains) < grp.id.min_domains:
+            return 0
+        return min(grp.counts.get(d, 0) for d in domains)
+
+    def record(self, st: ShapeTopology, *, hostname: str, domains: Mapping[str, str]) -> None:
+        """Count one placed pod of shape ``st`` in its domains."""
+        for grp in st.members:
+            key = grp.id.key
+            domain = hostname if key == HOSTNAME else domains.get(key)
+            if domain is not None:
+                grp.counts[domain] = grp.counts.get(domain, 0) + 1
+                grp.total += 1
+        for grp in st.owned_anti:
+            key = grp.id.key
+            domain = hostname if key == HOSTNAME else domains.get(key)
+            if domain is not None:
+                grp.owners[domain] = grp.owners.get(domain, 0) + 1
+
+
+def _group_order(key: GroupKey) -> tuple[str, str, str]:
+    return (key.kind.value, key.key, repr(key))
+
+
+def build_universe(
+    sources: Iterable[tuple[str, str, tuple[Taint, ...]]],
+) -> dict[str, tuple[DomainSource, ...]]:
+    """Group ``(key, value, taints)`` triples into the per-key domain universe."""
+    out: dict[str, set[DomainSource]] = {}
+    for key, value, taints in sources:
+        out.setdefault(key, set()).add(DomainSource(value, taints))
+    return {k: tuple(sorted(v, key=lambda s: (s.value, repr(s.taints)))) for k, v in out.items()}
+
+
+def requirement_domains(reqs: Requirements, key: str) -> frozenset[str] | None:
+    """Finite values a requirement set allows for ``key`` (None when unbounded)."""
+    req = reqs.get(key)
+    if req is None or req.complement:
+        return None
+    return req.values

@@ -1,0 +1,104 @@
+"""ClusterSnapshot: everything the scheduler reads, frozen at one instant.
+
+Pure values, built *before* solving by whoever owns I/O (cluster state, a scenario file, a test),
+so the solver never lists or gets anything while it runs and the same snapshot always yields the
+same plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import NewType
+
+import attrs
+
+from karpy.apis.v1 import labels as wk
+from karpy.core.instancetypes import InstanceType
+from karpy.core.pods import LabelPairs, Pod, freeze_labels
+from karpy.core.requirements import ANY, Requirement, Requirements
+from karpy.core.resources import EMPTY, Resources
+from karpy.core.taints import Taint
+
+NodePoolName = NewType("NodePoolName", str)
+NodeName = NewType("NodeName", str)
+
+NODES_LIMIT = "nodes"
+
+
+@attrs.frozen
+class NodePool:
+    """The parts of a NodePool that scheduling reads.
+
+    ``limits`` may name ``nodes`` (a count) beside resources. Higher ``weight`` is tried first.
+    """
+
+    name: NodePoolName
+    requirements: Requirements = ANY
+    labels: LabelPairs = attrs.field(converter=freeze_labels, default=())
+    taints: tuple[Taint, ...] = ()
+    startup_taints: tuple[Taint, ...] = ()
+    limits: Resources = EMPTY
+    weight: int = 0
+
+    def template_requirements(self) -> Requirements:
+        """Requirements plus the template's labels and ``karpenter.sh/nodepool``."""
+        extra = [Requirement(k, False, frozenset({v})) for k, v in self.labels]
+        extra.append(Requirement(wk.LABEL_NODEPOOL, False, frozenset({self.name})))
+        return self.requirements.add(*extra)
+
+
+@attrs.frozen
+class Node:
+    """An existing node, or an in-flight NodeClaim that has not become a node yet.
+
+    ``pods`` are the pods bound (or nominated) to it; their requests use up ``allocatable``.
+    """
+
+    name: NodeName
+    labels: LabelPairs = attrs.field(converter=freeze_labels, default=())
+    taints: tuple[Taint, ...] = ()
+    allocatable: Resources = EMPTY
+    capacity: Resources = EMPTY
+    pods: tuple[Pod, ...] = ()
+    nodepool: NodePoolName | None = None
+    initialized: bool = True
+    in_flight: bool = False
+
+    def label_map(self) -> dict[str, str]:
+        """Labels as a dict, with the hostname label defaulted to the node name."""
+        out = dict(self.labels)
+        out.setdefault(wk.LABEL_HOSTNAME, self.name)
+        return out
+
+
+@attrs.frozen
+class DaemonSet:
+    """A DaemonSet, by the pod it would run on every node that admits it."""
+
+    namespace: str
+    name: str
+    pod: Pod
+
+
+@attrs.frozen
+class ClusterSnapshot:
+    """NodePools, their instance types, existing nodes and DaemonSets at one instant.
+
+    ``instance_types`` maps a NodePool name to what the provider offers it (Karpenter's
+    ``GetInstanceTypes(nodePool)``); ``namespaces`` maps a namespace to its labels, for affinity
+    terms with a namespace selector.
+    """
+
+    nodepools: tuple[NodePool, ...] = ()
+    instance_types: Mapping[str, tuple[InstanceType, ...]] = attrs.field(factory=dict)
+    nodes: tuple[Node, ...] = ()
+    daemonsets: tuple[DaemonSet, ...] = ()
+    namespaces: Mapping[str, LabelPairs] = attrs.field(factory=dict)
+
+    def types_for(self, pool: NodePool) -> tuple[InstanceType, ...]:
+        """The instance types offered to ``pool`` (empty if none)."""
+        return self.instance_types.get(pool.name, ())
+
+    def ordered_nodepools(self) -> tuple[NodePool, ...]:
+        """NodePools by weight (highest first), then name."""
+        return tuple(sorted(self.nodepools, key=lambda p: (-p.weight, p.name)))

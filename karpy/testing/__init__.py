@@ -1,0 +1,1 @@
+"""Test helpers shipped with karpy so that providers, benchmarks and scenarios can reuse them."""
