@@ -158,7 +158,7 @@ def format_duration(seconds: float) -> str:
     """Render seconds as a Go-style duration accepted by `parse_duration`."""
     if seconds == int(seconds):
         return f"{int(seconds)}s"
-    return f"{round(seconds * 1000, 3):g}ms"
+    return f"{seconds:.6f}".rstrip("0").rstrip(".") + "s"
 
 
 def parse_bool(text: str) -> bool:

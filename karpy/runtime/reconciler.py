@@ -119,7 +119,7 @@ class WorkQueue(Generic[K]):
 
     async def get(self) -> K:
         """Wait for the next ready key and mark it processing. Call `done(key)` when finished."""
-        while not self._ready:
+        while not self._ready or self._shut_down:
             if self._shut_down:
                 raise QueueShutDownError(self.name)
             self._readable.clear()
@@ -138,7 +138,7 @@ class WorkQueue(Generic[K]):
             self._readable.set()
 
     def shut_down(self) -> None:
-        """Stop handing out keys: workers finish their current key, then `get()` raises."""
+        """Stop handing out keys (waiting ones are dropped); in-flight ones may finish."""
         self._shut_down = True
         self._readable.set()
         self._timers_changed.set()

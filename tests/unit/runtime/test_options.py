@@ -1,0 +1,140 @@
+"""Options: flags over environment over defaults, Karpenter's names, clear errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from karpy.runtime.options import (
+    Options,
+    OptionsError,
+    format_duration,
+    load,
+    parse_duration,
+)
+
+
+def test_defaults_match_karpenter() -> None:
+    options = load([], {})
+    assert options.batching.idle_duration == 1.0
+    assert options.batching.max_duration == 10.0
+    assert options.server.metrics_port == 8080
+    assert options.server.health_probe_port == 8081
+    assert options.log_level == "info"
+    assert options.leader_election.enabled is True
+    assert options.leader_election.lease_duration == 15.0
+    assert options.leader_election.renew_deadline == 10.0
+    assert options.leader_election.retry_period == 2.0
+    assert options.reconcile.backoff.base == 1.0
+    assert options.reconcile.backoff.cap == 300.0
+    assert options.kube.kubeconfig is None
+    assert options.telemetry.otlp_endpoint is None
+
+
+def test_environment_uses_karpenter_names() -> None:
+    options = load(
+        [],
+        {
+            "BATCH_IDLE_DURATION": "2s",
+            "BATCH_MAX_DURATION": "1m",
+            "LOG_LEVEL": "DEBUG",
+            "METRICS_PORT": "9090",
+            "HEALTH_PROBE_PORT": "9091",
+            "DISABLE_LEADER_ELECTION": "true",
+            "KUBECONFIG": "/etc/karpy/kubeconfig",
+            "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318",
+        },
+    )
+    assert options.batching.idle_duration == 2.0
+    assert options.batching.max_duration == 60.0
+    assert options.log_level == "debug"
+    assert options.server.metrics_port == 9090
+    assert options.server.health_probe_port == 9091
+    assert options.leader_election.enabled is False
+    assert options.kube.kubeconfig == Path("/etc/karpy/kubeconfig")
+    assert options.telemetry.otlp_endpoint == "http://127.0.0.1:4318"
+
+
+def test_flag_overrides_environment() -> None:
+    options = load(["--metrics-port", "7000", "--log-level", "error"], {"METRICS_PORT": "9090"})
+    assert options.server.metrics_port == 7000
+    assert options.log_level == "error"
+
+
+def test_disable_leader_election_flag_takes_no_value() -> None:
+    assert load(["--disable-leader-election"], {}).leader_election.enabled is False
+
+
+def test_identity_defaults_to_unique_hostname_uuid() -> None:
+    first = load([], {}).leader_election.identity
+    second = load([], {}).leader_election.identity
+    assert first != second
+    assert "_" in first
+
+
+@pytest.mark.parametrize(
+    ("argv", "environ", "names"),
+    [
+        pytest.param([], {"METRICS_PORT": "http"}, "METRICS_PORT", id="port-not-int"),
+        pytest.param(["--metrics-port", "70000"], {}, "--metrics-port", id="port-range"),
+        pytest.param([], {"BATCH_IDLE_DURATION": "5"}, "BATCH_IDLE_DURATION", id="no-unit"),
+        pytest.param([], {"LOG_LEVEL": "loud"}, "LOG_LEVEL", id="log-level"),
+        pytest.param(
+            [], {"DISABLE_LEADER_ELECTION": "maybe"}, "DISABLE_LEADER_ELECTION", id="bool"
+        ),
+        pytest.param([], {"BATCH_IDLE_DURATION": "20s"}, "BATCH_MAX_DURATION", id="idle-above-max"),
+        pytest.param(
+            ["--leader-election-renew-deadline", "20s"],
+            {},
+            "LEADER_ELECTION_LEASE_DURATION",
+            id="renew-above-lease",
+        ),
+        pytest.param(
+            ["--leader-election-retry-period", "9s"],
+            {},
+            "LEADER_ELECTION_RETRY_PERIOD",
+            id="retry-above-renew",
+        ),
+        pytest.param([], {"WATCH_TIMEOUT": "0s"}, "WATCH_TIMEOUT", id="zero-duration"),
+    ],
+)
+def test_bad_values_name_the_option(argv: list[str], environ: dict[str, str], names: str) -> None:
+    with pytest.raises(OptionsError, match=names):
+        load(argv, environ)
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        pytest.param("1s", 1.0, id="s"),
+        pytest.param("500ms", 0.5, id="ms"),
+        pytest.param("1m30s", 90.0, id="m-s"),
+        pytest.param("1h", 3600.0, id="h"),
+        pytest.param("1.5s", 1.5, id="fraction"),
+        pytest.param("0", 0.0, id="zero"),
+    ],
+)
+def test_parse_duration_go_syntax(text: str, seconds: float) -> None:
+    assert parse_duration(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("text", ["", "s", "1", "-1s", "1d", "1s2"])
+def test_parse_duration_rejects(text: str) -> None:
+    with pytest.raises(ValueError, match="invalid duration"):
+        parse_duration(text)
+
+
+@given(st.integers(min_value=1, max_value=10**7))
+def test_format_then_parse_round_trips_milliseconds(millis: int) -> None:
+    seconds = millis / 1000
+    assert parse_duration(format_duration(seconds)) == pytest.approx(seconds)
+
+
+def test_options_is_frozen() -> None:
+    import attrs
+
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        Options().log_level = "debug"  # type: ignore[misc]

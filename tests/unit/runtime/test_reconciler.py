@@ -1,0 +1,220 @@
+"""The keyed work queue and runner: dedupe, serial per key, parallel across keys, backoff, spans."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections import Counter
+from collections.abc import Awaitable, Callable
+
+import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
+
+from karpy.runtime.backoff import Backoff
+from karpy.runtime.reconciler import KeyDescription, Result, Runner, WorkQueue
+from karpy.runtime.telemetry import Telemetry
+
+FAST = Backoff(base=0.01, cap=0.05, jitter=0.0)
+
+
+def make_runner(
+    telemetry: Telemetry,
+    reconcile: Callable[[str], Awaitable[Result]],
+    *,
+    workers: int = 4,
+    **kwargs: object,
+) -> Runner[str]:
+    queue: WorkQueue[str] = WorkQueue("test", telemetry=telemetry)
+    return Runner(
+        "test.controller",
+        reconcile,
+        queue=queue,
+        telemetry=telemetry,
+        backoff=FAST,
+        workers=workers,
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+async def run_until(runner: Runner[str], done: asyncio.Event) -> None:
+    async with asyncio.TaskGroup() as group:
+        task = group.create_task(runner.run())
+        async with asyncio.timeout(5.0):
+            await done.wait()
+        runner.stop()
+    assert task.done()
+
+
+async def test_queue_deduplicates_waiting_keys(telemetry: Telemetry) -> None:
+    queue: WorkQueue[str] = WorkQueue("q", telemetry=telemetry)
+    for key in ["a", "b", "a", "a"]:
+        queue.add(key)
+    assert len(queue) == 2
+    assert await queue.get() == "a"
+    assert await queue.get() == "b"
+
+
+async def test_key_added_while_processing_runs_again_after_done(telemetry: Telemetry) -> None:
+    queue: WorkQueue[str] = WorkQueue("q", telemetry=telemetry)
+    queue.add("a")
+    key = await queue.get()
+    queue.add("a")
+    assert len(queue) == 0  # not handed out twice at once
+    queue.done(key)
+    assert await queue.get() == "a"
+
+
+async def test_serial_per_key_parallel_across_keys(telemetry: Telemetry) -> None:
+    running: Counter[str] = Counter()
+    max_same_key = 0
+    max_parallel = 0
+    calls: Counter[str] = Counter()
+    done = asyncio.Event()
+    queue_ref: list[WorkQueue[str]] = []
+
+    async def reconcile(key: str) -> Result:
+        nonlocal max_same_key, max_parallel
+        running[key] += 1
+        max_same_key = max(max_same_key, running[key])
+        max_parallel = max(max_parallel, sum(running.values()))
+        if calls[key] == 0:
+            queue_ref[0].add(key)  # re-added while running: must wait for this one to finish
+        await asyncio.sleep(0.02)
+        calls[key] += 1
+        running[key] -= 1
+        if sum(calls.values()) == 6:
+            done.set()
+        return Result()
+
+    runner = make_runner(telemetry, reconcile, workers=4)
+    queue_ref.append(runner.queue)
+    for key in ["a", "b", "c"]:
+        runner.queue.add(key)
+    await run_until(runner, done)
+    assert calls == {"a": 2, "b": 2, "c": 2}
+    assert max_same_key == 1
+    assert max_parallel >= 2
+
+
+async def test_errors_back_off_per_key_and_reset_on_success(telemetry: Telemetry) -> None:
+    attempts: list[float] = []
+    done = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    async def reconcile(key: str) -> Result:
+        attempts.append(loop.time())
+        if len(attempts) < 4:
+            raise RuntimeError("boom")
+        done.set()
+        return Result()
+
+    runner = make_runner(telemetry, reconcile)
+    runner.queue.add("a")
+    with pytest.raises(TimeoutError):  # the errors are logged, not raised
+        async with asyncio.timeout(0):
+            await done.wait()
+    await run_until(runner, done)
+    gaps = [later - earlier for earlier, later in itertools.pairwise(attempts)]
+    # 0.01, 0.02, 0.04 s: exponential, per key.
+    assert gaps[0] >= 0.009
+    assert gaps[1] >= 0.019
+    assert gaps[2] >= 0.039
+    assert runner._backoff.failures("a") == 0
+
+
+async def test_requeue_after_waits_then_runs_again(telemetry: Telemetry) -> None:
+    times: list[float] = []
+    done = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    async def reconcile(key: str) -> Result:
+        times.append(loop.time())
+        if len(times) == 2:
+            done.set()
+            return Result()
+        return Result(requeue_after=0.05)
+
+    runner = make_runner(telemetry, reconcile)
+    runner.queue.add("a")
+    await run_until(runner, done)
+    assert times[1] - times[0] >= 0.049
+
+
+async def test_done_on_and_requeue_on(telemetry: Telemetry) -> None:
+    class GoneError(Exception):
+        pass
+
+    class ConflictError(Exception):
+        pass
+
+    calls: Counter[str] = Counter()
+    done = asyncio.Event()
+
+    async def reconcile(key: str) -> Result:
+        calls[key] += 1
+        if key == "gone":
+            raise GoneError
+        if calls[key] == 1:
+            raise ConflictError
+        done.set()
+        return Result()
+
+    runner = make_runner(telemetry, reconcile, done_on=(GoneError,), requeue_on=(ConflictError,))
+    runner.queue.add("gone")
+    runner.queue.add("conflict")
+    await run_until(runner, done)
+    assert calls == {"gone": 1, "conflict": 2}
+
+
+async def test_every_reconcile_has_a_span_with_the_key_identity(
+    telemetry: Telemetry, spans: InMemorySpanExporter
+) -> None:
+    done = asyncio.Event()
+
+    async def reconcile(key: str) -> Result:
+        if key == "bad":
+            raise ValueError("bad input")
+        done.set()
+        return Result()
+
+    def describe(key: str) -> KeyDescription:
+        return KeyDescription(span_attributes={"k8s.object.name": key}, log_fields={"pod": key})
+
+    runner = make_runner(telemetry, reconcile, workers=1, describe=describe)
+    runner.queue.add("bad")
+    runner.queue.add("good")
+    await run_until(runner, done)
+    finished = {
+        str((span.attributes or {})["k8s.object.name"]): span for span in spans.get_finished_spans()
+    }
+    assert finished["good"].name == "reconcile test.controller"
+    assert (finished["good"].attributes or {})["karpy.result"] == "success"
+    assert finished["bad"].status.status_code is StatusCode.ERROR
+    assert finished["bad"].events[0].name == "exception"
+
+
+async def test_stop_lets_in_flight_reconcile_finish(telemetry: Telemetry) -> None:
+    started = asyncio.Event()
+    finished: list[str] = []
+
+    async def reconcile(key: str) -> Result:
+        started.set()
+        await asyncio.sleep(0.05)
+        finished.append(key)
+        return Result()
+
+    runner = make_runner(telemetry, reconcile, workers=1)
+    runner.queue.add("a")
+    runner.queue.add("b")
+    async with asyncio.TaskGroup() as group:
+        group.create_task(runner.run())
+        await started.wait()
+        runner.stop()
+    assert finished == ["a"]  # in-flight "a" finished; waiting "b" was not started
+    assert runner.in_flight == 0
+
+
+def test_result_rejects_negative_delay() -> None:
+    with pytest.raises(ValueError, match="requeue_after"):
+        Result(requeue_after=-1)

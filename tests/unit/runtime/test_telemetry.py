@@ -1,0 +1,70 @@
+"""Every instrument renders in the Prometheus text format from the SDK's in-memory reader."""
+
+from __future__ import annotations
+
+import re
+
+from karpy.runtime.telemetry import DURATION_BUCKETS, Telemetry
+
+SAMPLE = re.compile(r"^([a-z_]+)(\{[^}]*\})? (\S+)$")
+
+
+def parse(text: str) -> dict[str, float]:
+    samples: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        match = SAMPLE.match(line)
+        assert match is not None, f"not a Prometheus sample line: {line!r}"
+        samples[match.group(1) + (match.group(2) or "")] = float(match.group(3))
+    return samples
+
+
+def test_counter_gauge_and_histogram_render(telemetry: Telemetry) -> None:
+    metrics = telemetry.metrics
+    metrics.reconcile_total.add(2, {"controller": "a.b", "result": "success"})
+    metrics.cluster_state_synced.set(1)
+    metrics.workqueue_depth.add(3, {"name": "q"})
+    metrics.workqueue_depth.add(-1, {"name": "q"})
+    metrics.reconcile_duration_seconds.record(0.2, {"controller": "a.b"})
+    metrics.reconcile_duration_seconds.record(7.0, {"controller": "a.b"})
+    text = telemetry.prometheus_text()
+    samples = parse(text)
+    assert "# TYPE karpy_controller_reconcile_total counter" in text
+    assert "# TYPE karpy_workqueue_depth gauge" in text
+    assert "# TYPE karpy_controller_reconcile_duration_seconds histogram" in text
+    assert samples['karpy_controller_reconcile_total{controller="a.b",result="success"}'] == 2
+    assert samples["karpy_cluster_state_synced"] == 1
+    assert samples['karpy_workqueue_depth{name="q"}'] == 2
+    hist = "karpy_controller_reconcile_duration_seconds"
+    assert samples[f'{hist}_bucket{{controller="a.b",le="0.25"}}'] == 1
+    assert samples[f'{hist}_bucket{{controller="a.b",le="10.0"}}'] == 2
+    assert samples[f'{hist}_bucket{{controller="a.b",le="+Inf"}}'] == 2
+    assert samples[f'{hist}_count{{controller="a.b"}}'] == 2
+    assert samples[f'{hist}_sum{{controller="a.b"}}'] == 7.2
+    buckets = [key for key in samples if key.startswith(f"{hist}_bucket")]
+    assert len(buckets) == len(DURATION_BUCKETS) + 1
+
+
+def test_buckets_are_cumulative(telemetry: Telemetry) -> None:
+    for value in (0.001, 0.03, 0.03, 100.0):
+        telemetry.metrics.reconcile_duration_seconds.record(value, {"controller": "c"})
+    samples = parse(telemetry.prometheus_text())
+    counts = [
+        value
+        for key, value in samples.items()
+        if key.startswith("karpy_controller_reconcile_duration_seconds_bucket")
+    ]
+    assert counts == sorted(counts)
+    assert counts[-1] == 4
+
+
+def test_label_values_are_escaped(telemetry: Telemetry) -> None:
+    telemetry.metrics.watch_errors_total.add(1, {"kind": 'Po"d\\x\ny', "reason": "r"})
+    text = telemetry.prometheus_text()
+    assert 'kind="Po\\"d\\\\x\\ny"' in text
+
+
+def test_build_info_is_always_present(telemetry: Telemetry) -> None:
+    samples = parse(telemetry.prometheus_text())
+    assert any(key.startswith("karpy_build_info{version=") for key in samples)
