@@ -14,7 +14,7 @@ from karpy.core.instancetypes import InstanceType
 from karpy.core.pods import HostPort, Pod
 from karpy.core.requirements import Requirement, Requirements
 from karpy.core.scheduling.existingnode import Placement
-from karpy.core.scheduling.pool import PoolIndex, Vector, bits
+from karpy.core.scheduling.pool import PoolIndex, Vector
 from karpy.core.scheduling.queue import ShapeContext
 from karpy.core.scheduling.results import ReasonKind, Reject
 from karpy.core.scheduling.topology import Topology, TopologyReject
@@ -156,16 +156,9 @@ class NodeClaim:
         """Cheapest compatible offering among the remaining instance types."""
         return self.index.cheapest_price(self.mask, self.requirements)
 
-    def ordered_types(self) -> list[tuple[float, InstanceType]]:
-        """Remaining types with their cheapest compatible price, cheapest first."""
-        out: list[tuple[float, InstanceType]] = []
-        for i in bits(self.mask):
-            it = self.index.types[i]
-            offering = it.cheapest(self.requirements)
-            if offering is not None:
-                out.append((offering.price, it))
-        out.sort(key=lambda pt: (pt[0], pt[1].name))
-        return out
+    def ordered_types(self, limit: int) -> list[tuple[float, InstanceType]]:
+        """Up to ``limit`` remaining types with their cheapest compatible price, cheapest first."""
+        return self.index.ordered(self.mask, self.requirements, limit)
 
 
 def _pin(key: str, domain: str) -> Requirements:

@@ -142,6 +142,11 @@ class PoolIndex:
             self._cap_sorted.append(values)
             self._cap_prefix.append(prefix)
         self._req_cache: dict[Requirements, int] = {self.template: self.full}
+        self._price_cache: dict[Requirements, list[tuple[int, float]]] = {}
+        self._offer_cache: dict[
+            tuple[Requirements, int], tuple[frozenset[str], frozenset[str]]
+        ] = {}
+        self.position = {it.name: i for i, it in enumerate(self.types)}
         self.min_values: tuple[tuple[str, int], ...] = tuple(
             (r.key, r.min_values) for r in self.template if r.min_values is not None
         )
@@ -211,14 +216,52 @@ class PoolIndex:
                     best[r] = amount
         return tuple(best)
 
+    def price_order(self, reqs: Requirements) -> list[tuple[int, float]]:
+        """``(type index, cheapest compatible price)`` under ``reqs``, cheapest first (memoised);
+        types without a compatible available offering are left out."""
+        cached = self._price_cache.get(reqs)
+        if cached is None:
+            priced: list[tuple[float, str, int]] = []
+            for i, it in enumerate(self.types):
+                offering = it.cheapest(reqs)
+                if offering is not None:
+                    priced.append((offering.price, it.name, i))
+            priced.sort()
+            cached = [(i, price) for price, _, i in priced]
+            self._price_cache[reqs] = cached
+        return cached
+
+    def offered_in(self, i: int, reqs: Requirements) -> tuple[frozenset[str], frozenset[str]]:
+        """Zones and capacity types of type ``i``'s available offerings under ``reqs``."""
+        key = (reqs, i)
+        cached = self._offer_cache.get(key)
+        if cached is None:
+            offers = [o for o in self.types[i].offerings if o.available and o.matches(reqs)]
+            cached = (
+                frozenset(o.zone for o in offers),
+                frozenset(o.capacity_type for o in offers),
+            )
+            self._offer_cache[key] = cached
+        return cached
+
     def cheapest_price(self, mask: int, reqs: Requirements) -> float:
-        """The lowest price among ``mask``'s types under ``reqs`` (types are price-sorted)."""
-        best = float("inf")
-        for i in bits(mask):
-            offering = self.types[i].cheapest(reqs)
-            if offering is not None and offering.price < best:
-                best = offering.price
-        return best
+        """The lowest price among ``mask``'s types under ``reqs``."""
+        for i, price in self.price_order(reqs):
+            if mask >> i & 1:
+                return price
+        return float("inf")
+
+    def ordered(
+        self, mask: int, reqs: Requirements, limit: int
+    ) -> list[tuple[float, InstanceType]]:
+        """Up to ``limit`` of ``mask``'s types with their price under ``reqs``, cheapest first."""
+        out: list[tuple[float, InstanceType]] = []
+        for i, price in self.price_order(reqs):
+            if mask >> i & 1:
+                out.append((price, self.types[i]))
+                if len(out) >= limit:
+                    break
+        return out
 
 
 def _price(offering: Offering | None) -> float:

@@ -159,7 +159,8 @@ class Solver:
                     dead = set()
                 dead.add(pos)
         if dead:
-            ctx.alive = [b for i, b in enumerate(alive) if i not in dead]
+            for pos in sorted(dead, reverse=True):
+                del alive[pos]
         if chosen is None:
             chosen = self.new_claim(ctx)
             if chosen is None:
@@ -225,6 +226,52 @@ class Solver:
             charged[r] -= amount
 
     def run(self) -> None:
+        """Interleaved first pass, then the queue loop for whatever failed."""
+        self.first_pass()
+        self.retry_loop()
+
+    def first_pass(self) -> None:
+        """Place pods class by class, interleaved in proportion to class size.
+
+        Classes keep Karpenter's order (largest first) within every round, but each round takes
+        a slice of every class, so each NodeClaim fills with a sample of the whole mix: its
+        CPU-to-memory balance then follows the mix instead of one class, which is what keeps the
+        cost near the lower bound. A class that fails stops taking part and goes to the retry
+        loop with its remaining pods.
+        """
+        order: list[tuple[float, int]] = []
+        for ci, cls in enumerate(self.classes):
+            n = len(cls.pods)
+            order.extend(((k + 0.5) / n, ci) for k in range(n))
+        order.sort()
+        taken = [0] * len(self.classes)
+        failed = [False] * len(self.classes)
+        for _, ci in order:
+            if failed[ci]:
+                continue
+            cls = self.classes[ci]
+            pod = cls.pods[taken[ci]]
+            ctx = self.context(cls)
+            if self.place_one(pod, ctx):
+                self.pod_context[pod.uid] = ctx
+                taken[ci] += 1
+            else:
+                failed[ci] = True
+        for ci, cls in enumerate(self.classes):
+            del cls.pods[: taken[ci]]
+            if cls.pods:
+                self.relax(cls)
+
+    def relax(self, cls: PodClass) -> bool:
+        """Move ``cls`` one rung down the ladder; False when nothing is left to relax."""
+        relaxed = preferences.relax(cls.representative, cls.state)
+        if relaxed is None:
+            return False
+        cls.relaxations.append(preferences.describe_step(cls.state, relaxed))
+        cls.state = relaxed
+        return True
+
+    def retry_loop(self) -> None:
         """The queue loop: place classes, relax on failure, stop after a pass with no progress."""
         queue: deque[PodClass] = deque(c for c in self.classes if c.pods)
         stalled = 0
@@ -241,11 +288,8 @@ class Solver:
             if not cls.pods:
                 stalled = 0
                 continue
-            relaxed = preferences.relax(cls.representative, cls.state)
-            if relaxed is not None:
-                cls.relaxations.append(preferences.describe_step(cls.state, relaxed))
-                cls.state = relaxed
-            stalled = 0 if placed or relaxed is not None else stalled + 1
+            relaxed = self.relax(cls)
+            stalled = 0 if placed or relaxed else stalled + 1
             queue.append(cls)
 
     # ------------------------------------------------------------------ output
@@ -283,7 +327,7 @@ class Solver:
     def finalize(self, claim: NodeClaim) -> NodeClaimPlan | Reject:
         """Order the claim's types by price, cut to the maximum, inject instance-type and
         capacity-type requirements."""
-        ordered = claim.ordered_types()[: self.options.max_instance_types]
+        ordered = claim.ordered_types(self.options.max_instance_types)
         if not ordered:
             return Reject(ReasonKind.NO_INSTANCE_TYPES, "no instance type left")
         index = claim.index
@@ -301,10 +345,11 @@ class Solver:
         zones: set[str] = set()
         capacity_types: set[str] = set()
         for _, it in ordered:
-            for offering in it.offerings:
-                if offering.available and offering.matches(claim.requirements):
-                    zones.add(offering.zone)
-                    capacity_types.add(offering.capacity_type)
+            offered_zones, offered_types = index.offered_in(
+                index.position[it.name], claim.requirements
+            )
+            zones |= offered_zones
+            capacity_types |= offered_types
         reqs = claim.requirements.add(
             Requirement(wk.LABEL_INSTANCE_TYPE, False, frozenset(it.name for _, it in ordered)),
             Requirement(wk.LABEL_CAPACITY_TYPE, False, frozenset(capacity_types)),
