@@ -248,9 +248,11 @@ class Runner(Generic[K]):
                 result = await self._reconcile(key)
             except self._done_on:
                 self._backoff.success(key)
+                span.set_attribute("karpy.result", "done")
                 metrics.reconcile_total.add(1, {**labels, "result": "done"})
                 return
             except self._requeue_on:
+                span.set_attribute("karpy.result", "requeue")
                 metrics.reconcile_total.add(1, {**labels, "result": "requeue"})
                 self.queue.add(key)
                 return
@@ -258,6 +260,7 @@ class Runner(Generic[K]):
                 delay = self._backoff.failure(key)
                 span.record_exception(error)
                 span.set_status(Status(StatusCode.ERROR, type(error).__name__))
+                span.set_attribute("karpy.result", "error")
                 metrics.reconcile_total.add(1, {**labels, "result": "error"})
                 metrics.reconcile_errors_total.add(1, labels)
                 metrics.workqueue_retries_total.add(1, {"name": self.queue.name})

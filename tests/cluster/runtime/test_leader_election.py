@@ -1,0 +1,150 @@
+"""Two real `karpy run` processes share one Lease: exactly one leads, and leadership moves.
+
+Each test uses its own Lease in its own namespace. The default timings are used on purpose
+(leaseDurationSeconds 15, renew deadline 10 s, retry period 2 s), so the failover measured here is
+the one a deployment gets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import secrets
+import signal
+from collections.abc import Callable
+from pathlib import Path
+
+from kubernetes_asyncio import client
+
+from karpy.localcluster import ClusterInfo
+from karpy.runtime.options import LeaderElectionOptions
+from tests.cluster.runtime.support import (
+    Replica,
+    http_get,
+    lease_holder,
+    spawn_replica,
+    stop_replica,
+)
+from tests.support.waiting import eventually
+
+LEASE_DURATION = LeaderElectionOptions().lease_duration
+RETRY_PERIOD = LeaderElectionOptions().retry_period
+# A follower acts on its next poll after the lease has looked unchanged for a full duration.
+MAX_FAILOVER_AFTER_KILL = LEASE_DURATION + 1.2 * RETRY_PERIOD + 1.0
+
+
+async def two_replicas(
+    cluster_info: ClusterInfo, namespace: str, workdir: Path
+) -> tuple[str, list[Replica]]:
+    lease = f"karpy-test-{secrets.token_hex(4)}"
+    replicas = [
+        await spawn_replica(
+            identity,
+            kubeconfig=cluster_info.kubeconfig,
+            namespace=namespace,
+            lease=lease,
+            workdir=workdir,
+        )
+        for identity in ("replica-a", "replica-b")
+    ]
+    return lease, replicas
+
+
+async def leaders(replicas: list[Replica], lease: str) -> list[str] | None:
+    views = [await replica.is_leader(lease) for replica in replicas]
+    if any(view is None for view in views):
+        return None
+    return [replica.identity for replica, view in zip(replicas, views, strict=True) if view]
+
+
+async def wait_one_leader(
+    api: client.ApiClient, namespace: str, lease: str, replicas: list[Replica]
+) -> Replica:
+    async def settled() -> str | None:
+        views = await leaders(replicas, lease)
+        holder = await lease_holder(api, namespace, lease)
+        if views is not None and len(views) == 1 and views[0] == holder:
+            return holder
+        return None
+
+    holder = await eventually(settled, within=60, interval=0.2)
+    return next(replica for replica in replicas if replica.identity == holder)
+
+
+async def test_exactly_one_leader_and_failover_after_kill(
+    cluster_info: ClusterInfo,
+    api_client: client.ApiClient,
+    namespace: str,
+    tmp_path: Path,
+    record_property: Callable[[str, object], None],
+) -> None:
+    lease, replicas = await two_replicas(cluster_info, namespace, tmp_path)
+    try:
+        leader = await wait_one_leader(api_client, namespace, lease, replicas)
+        follower = next(replica for replica in replicas if replica is not leader)
+        # Both replicas serve probes; both become ready once their informers have listed.
+        for replica in replicas:
+            ports = replica.ports()
+            assert ports is not None
+            assert await eventually(functools.partial(_ok, ports[0], "/readyz"), within=60)
+            assert (await http_get(ports[0], "/healthz"))[0] == 200
+        # Leadership is stable: over several retry periods there is always exactly one leader.
+        for _ in range(5):
+            assert await leaders(replicas, lease) == [leader.identity]
+            assert await lease_holder(api_client, namespace, lease) == leader.identity
+            await asyncio.sleep(RETRY_PERIOD / 2)
+
+        loop = asyncio.get_running_loop()
+        leader.process.send_signal(signal.SIGKILL)
+        killed_at = loop.time()
+        await leader.process.wait()
+
+        async def follower_holds() -> bool:
+            return await lease_holder(api_client, namespace, lease) == follower.identity
+
+        await eventually(follower_holds, within=MAX_FAILOVER_AFTER_KILL + 10, interval=0.1)
+        failover = loop.time() - killed_at
+        record_property("failover_after_sigkill_seconds", round(failover, 2))
+        assert failover <= MAX_FAILOVER_AFTER_KILL
+        assert await eventually(lambda: follower.is_leader(lease), within=5)
+    finally:
+        for replica in replicas:
+            await stop_replica(replica)
+
+
+async def test_sigterm_releases_the_lease_for_an_immediate_handover(
+    cluster_info: ClusterInfo,
+    api_client: client.ApiClient,
+    namespace: str,
+    tmp_path: Path,
+    record_property: Callable[[str, object], None],
+) -> None:
+    lease, replicas = await two_replicas(cluster_info, namespace, tmp_path)
+    try:
+        leader = await wait_one_leader(api_client, namespace, lease, replicas)
+        follower = next(replica for replica in replicas if replica is not leader)
+        loop = asyncio.get_running_loop()
+        leader.process.send_signal(signal.SIGTERM)
+        stopped_at = loop.time()
+        async with asyncio.timeout(30):
+            assert await leader.process.wait() == 0
+        messages = [entry["message"] for entry in leader.log_entries()]
+        assert "shutting down" in messages
+        assert "released lease" in messages
+        assert messages.index("released lease") < messages.index("shut down")
+
+        async def follower_holds() -> bool:
+            return await lease_holder(api_client, namespace, lease) == follower.identity
+
+        await eventually(follower_holds, within=LEASE_DURATION, interval=0.1)
+        handover = loop.time() - stopped_at
+        record_property("handover_after_sigterm_seconds", round(handover, 2))
+        # Released, so the follower need not wait out the lease: it takes over at its next retry.
+        assert handover < LEASE_DURATION
+    finally:
+        for replica in replicas:
+            await stop_replica(replica)
+
+
+async def _ok(port: int, path: str) -> bool:
+    return (await http_get(port, path))[0] == 200

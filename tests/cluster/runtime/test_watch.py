@@ -1,0 +1,147 @@
+"""List-then-watch on the real apiserver: typed events, 410 Gone, catching up after a restart."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+from kubernetes_asyncio import client
+
+from karpy.kube.client import KubeClient
+from karpy.kube.errors import GoneError, from_status_object
+from karpy.kube.resources import Listed
+from karpy.kube.watch import Event, EventType, Stream, _raw_events, infinite_watch
+from karpy.localcluster import ClusterInfo, LocalCluster
+from karpy.runtime.backoff import Backoff
+from karpy.runtime.options import WatchingOptions
+from karpy.runtime.telemetry import Telemetry
+from karpy.state.cluster import ClusterState
+from karpy.state.informers import Informer
+from tests.cluster.runtime.support import (
+    CONFIG_MAPS,
+    ConfigMap,
+    create_config_map,
+    server_names,
+)
+from tests.support.waiting import eventually
+
+SETTINGS = WatchingOptions(
+    server_timeout=60.0, inactivity_timeout=30.0, backoff=Backoff(base=0.5, cap=2.0)
+)
+
+
+@pytest.fixture
+async def kube(cluster_info: ClusterInfo) -> AsyncIterator[KubeClient]:
+    kube = await KubeClient.connect(cluster_info.kubeconfig, request_timeout=10.0)
+    try:
+        yield kube
+    finally:
+        await kube.close()
+
+
+@pytest.fixture
+def telemetry() -> Iterator[Telemetry]:
+    telemetry = Telemetry.setup(service_name="karpy-test")
+    yield telemetry
+    telemetry.shutdown()
+
+
+async def test_list_yields_listed_then_typed_events(
+    kube: KubeClient, telemetry: Telemetry, api_client: client.ApiClient, namespace: str
+) -> None:
+    await create_config_map(api_client, namespace, "before")
+    received: list[Stream[ConfigMap]] = []
+    async with contextlib.aclosing(
+        infinite_watch(
+            kube, CONFIG_MAPS, settings=SETTINGS, metrics=telemetry.metrics, namespace=namespace
+        )
+    ) as stream:
+        async with asyncio.timeout(30):
+            first = await anext(stream)
+            assert isinstance(first, Listed)
+            assert [item.obj.name for item in first.items] == ["before"]
+            assert first.resource_version
+            await create_config_map(api_client, namespace, "after")
+            await client.CoreV1Api(api_client).delete_namespaced_config_map("before", namespace)
+            async for entry in stream:
+                received.append(entry)
+                if len(received) == 2:
+                    break
+    assert all(isinstance(entry, Event) for entry in received)
+    events = [(e.type, e.item.obj.name) for e in received if isinstance(e, Event)]
+    assert events == [(EventType.ADDED, "after"), (EventType.DELETED, "before")]
+    added = received[0]
+    assert isinstance(added, Event)
+    assert added.item.ref.uid == added.item.obj.uid
+
+
+async def test_a_too_old_resource_version_is_gone(kube: KubeClient, namespace: str) -> None:
+    # Version "1" predates the watch cache; the apiserver answers 410 Gone (as a status or an
+    # ERROR event), which continuous_watch turns into a relist.
+    async def watch_from_version_one() -> None:
+        async with asyncio.timeout(30):
+            async for raw in _raw_events(
+                kube, CONFIG_MAPS, resource_version="1", settings=SETTINGS, namespace=namespace
+            ):
+                if raw.get("type") == "ERROR":
+                    raise from_status_object(raw["object"])
+
+    with pytest.raises(GoneError):
+        await watch_from_version_one()
+
+
+async def test_informers_catch_up_after_the_apiserver_restarts(
+    kube: KubeClient,
+    telemetry: Telemetry,
+    api_client: client.ApiClient,
+    namespace: str,
+    local_cluster: LocalCluster,
+) -> None:
+    for index in range(5):
+        await create_config_map(api_client, namespace, f"cm-{index}")
+    state = ClusterState(metrics=telemetry.metrics)
+    store = state.register(CONFIG_MAPS)
+    informer = Informer(
+        kube,
+        store,
+        state=state,
+        settings=SETTINGS,
+        metrics=telemetry.metrics,
+        namespace=namespace,
+    )
+    heard: list[tuple[EventType, str]] = []
+    informer.subscribe(lambda event: heard.append((event.type, event.item.obj.name)))
+
+    def state_names() -> set[str]:
+        return {item.obj.name for item in store.items()}
+
+    async with asyncio.TaskGroup() as group:
+        task = group.create_task(informer.run())
+        async with asyncio.timeout(30):
+            await state.wait_synced()
+        assert state_names() == {f"cm-{index}" for index in range(5)}
+
+        await asyncio.to_thread(local_cluster.stop_component, "kube-apiserver")
+        await asyncio.sleep(1.0)  # the informer is now failing and backing off
+        await asyncio.to_thread(local_cluster.start_component, "kube-apiserver")
+        # Change the cluster right away, while the informer is still reconnecting.
+        core = client.CoreV1Api(api_client)
+        await core.delete_namespaced_config_map("cm-0", namespace)
+        await core.patch_namespaced_config_map("cm-1", namespace, {"data": {"value": "new"}})
+        for index in range(5, 8):
+            await create_config_map(api_client, namespace, f"cm-{index}")
+
+        expected = await server_names(api_client, namespace)
+
+        async def caught_up() -> bool:
+            cm1 = store.get("cm-1", namespace=namespace)
+            return state_names() == expected and cm1 is not None and cm1.data["value"] == "new"
+
+        await eventually(caught_up, within=60)
+        task.cancel()
+    assert state.synced
+    assert (EventType.DELETED, "cm-0") in heard
+    assert {(EventType.ADDED, f"cm-{index}") for index in range(5, 8)} <= set(heard)
+    assert "karpy_watch_errors_total" in telemetry.prometheus_text()
