@@ -21,7 +21,7 @@ import orjson
 from kubernetes_asyncio import client as sdk
 from kubernetes_asyncio import config as sdk_config
 
-from karpy.kube.errors import KubeError, UnreachableError, from_status
+from karpy.kube.errors import KubeConfigError, KubeError, UnreachableError, from_status
 from karpy.kube.resources import Listed, ResourceKind, decode_item
 
 T = TypeVar("T")
@@ -46,19 +46,24 @@ class KubeClient:
     async def connect(cls, kubeconfig: Path | None, *, request_timeout: float) -> KubeClient:
         """Build a client from a kubeconfig file, or from the in-cluster service account if None."""
         configuration = sdk.Configuration()
-        if kubeconfig is None:
-            sdk_config.load_incluster_config(  # type: ignore[no-untyped-call]
-                client_configuration=configuration
-            )
-        else:
-            if not await asyncio.to_thread(kubeconfig.is_file):
-                msg = f"kubeconfig {kubeconfig} does not exist or is not a file"
-                raise FileNotFoundError(msg)
-            await sdk_config.load_kube_config(
-                config_file=str(kubeconfig),
-                client_configuration=configuration,
-                persist_config=False,
-            )
+        try:
+            if kubeconfig is None:
+                sdk_config.load_incluster_config(  # type: ignore[no-untyped-call]
+                    client_configuration=configuration
+                )
+            else:
+                if not await asyncio.to_thread(kubeconfig.is_file):
+                    msg = f"kubeconfig {kubeconfig} does not exist or is not a file"
+                    raise KubeConfigError(msg)
+                await sdk_config.load_kube_config(
+                    config_file=str(kubeconfig),
+                    client_configuration=configuration,
+                    persist_config=False,
+                )
+        except sdk_config.ConfigException as error:
+            where = "in-cluster config" if kubeconfig is None else f"kubeconfig {kubeconfig}"
+            msg = f"{where}: {error}"
+            raise KubeConfigError(msg) from error
         return cls(sdk.ApiClient(configuration=configuration), request_timeout=request_timeout)
 
     async def close(self) -> None:

@@ -4,11 +4,16 @@ Controllers decide by failure kind (NotFound means done, Conflict means requeue,
 not by HTTP status codes buried in an SDK exception. So every API error is translated here, at the
 boundary, and the SDK's exception is chained as `__cause__` for the full response:
 
-KubeError any failed API call (status, reason, message from the Status body) ├── NotFoundError 404
-├── ConflictError 409: optimistic-lock conflict or AlreadyExists ├── GoneError 410: resourceVersion
-too old; relist ├── TooManyRequestsError 429: throttled or a PDB refused an eviction; honour
-`retry_after` ├── ServerError 5xx ├── UnreachableError no HTTP answer at all (connection refused or
-reset, timeout) └── WatchError an ERROR event inside a watch stream (other than 410)
+    KubeError                   any failed API call (status, reason, message from the Status body)
+    ├── NotFoundError           404
+    ├── ConflictError           409: optimistic-lock conflict or AlreadyExists
+    ├── GoneError               410: resourceVersion too old; relist
+    ├── TooManyRequestsError    429: throttled or a PDB refused an eviction; honour `retry_after`
+    ├── ServerError             5xx
+    ├── UnreachableError        no HTTP answer at all (connection refused or reset, timeout)
+    └── WatchError              an ERROR event inside a watch stream (other than 410)
+
+`KubeConfigError` (a ValueError) stands apart: no request was made, the configuration is unusable.
 """
 
 from __future__ import annotations
@@ -54,6 +59,10 @@ class TooManyRequestsError(KubeError):
 
 class ServerError(KubeError):
     """The apiserver failed (5xx); usually transient."""
+
+
+class KubeConfigError(ValueError):
+    """The kubeconfig (or in-cluster service account) cannot be used; the message says why."""
 
 
 class UnreachableError(KubeError):

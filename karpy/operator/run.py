@@ -15,6 +15,7 @@ import sys
 
 import uvloop
 
+from karpy.kube.errors import KubeConfigError
 from karpy.kube.lease import LeadershipLostError
 from karpy.operator.supervisor import Supervisor
 from karpy.operator.wiring import build
@@ -49,7 +50,11 @@ async def _main(options: Options) -> int:
             "leader_election": options.leader_election.enabled,
         },
     )
-    components = await build(options)
+    try:
+        components = await build(options)
+    except KubeConfigError as error:
+        log.error("cannot load kubernetes configuration", extra={"error": str(error)})
+        return 2
     try:
         await Supervisor(components, stop=stop).run()
     except ExceptionGroup as group:

@@ -172,7 +172,11 @@ def parse_bool(text: str) -> bool:
 
 
 def parse_port(text: str) -> int:
-    port = int(text)
+    try:
+        port = int(text)
+    except ValueError:
+        msg = f"invalid port {text!r}: expected an integer 0..65535"
+        raise ValueError(msg) from None
     if not 0 <= port <= 65535:
         msg = f"invalid port {port}: expected 0..65535 (0 picks a free port)"
         raise ValueError(msg)
