@@ -43,10 +43,11 @@ class Container:
 class LabelSelector:
     """A Kubernetes label selector as requirements (matchLabels become ``In``).
 
-    ``None`` where a selector is optional means "matches nothing", as in Kubernetes.
+    A nil selector matches no pod, as in Kubernetes: use ``NOTHING`` for it.
     """
 
     requirements: Requirements = ANY
+    nothing: bool = False
 
     @classmethod
     def of(
@@ -59,7 +60,11 @@ class LabelSelector:
 
     def matches(self, labels: Mapping[str, str]) -> bool:
         """Label-selector semantics (NotIn and DoesNotExist match absent labels)."""
-        return self.requirements.matches_labels(labels) is None
+        return not self.nothing and self.requirements.matches_labels(labels) is None
+
+
+NOTHING: Final = LabelSelector(nothing=True)
+"""A missing (nil) selector: matches no pod."""
 
 
 @attrs.frozen(cache_hash=True)

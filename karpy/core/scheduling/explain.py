@@ -74,6 +74,7 @@ def _summarize(verdicts: list[Placement | Reject]) -> tuple[BinSummary, ...]:
 def _explain_pool(solver: Solver, index: PoolIndex, ctx: ShapeContext) -> PoolExplanation:
     steps: list[FilterStep] = []
     offered = index.filter.offered
+    start = len(index.types)
     remaining = offered
     pf = index.filter
     if pf.removed_by_requirements:
@@ -119,9 +120,9 @@ def _explain_pool(solver: Solver, index: PoolIndex, ctx: ShapeContext) -> PoolEx
         if conflict is not None:
             mask &= ~(1 << i)
             keys[conflict.key] += 1
-    _step(steps, ReasonKind.INSTANCE_TYPE_REQUIREMENT, _keys_detail(keys), mask)
+    _step(steps, ReasonKind.INSTANCE_TYPE_REQUIREMENT, _keys_detail(keys), mask, start=start)
     mask &= index.req_mask(reqs)
-    _step(steps, ReasonKind.OFFERING, _offering_detail(reqs), mask)
+    _step(steps, ReasonKind.OFFERING, _offering_detail(reqs), mask, start=start)
     if shape.volume_requirements and mask:
         for alt in shape.volume_requirements:
             merged = solver.merges.merge(reqs, alt)
@@ -130,7 +131,8 @@ def _explain_pool(solver: Solver, index: PoolIndex, ctx: ShapeContext) -> PoolEx
                 break
         else:
             mask = 0
-        _step(steps, ReasonKind.VOLUME, "volume topology (zone of the pod's volumes)", mask)
+        detail = "volume topology (zone of the pod's volumes)"
+        _step(steps, ReasonKind.VOLUME, detail, mask, start=start)
     need = tuple(o + r for o, r in zip(index.overhead_vec, ctx.vector, strict=True))
     if mask:
         short: Counter[str] = Counter()
@@ -139,16 +141,17 @@ def _explain_pool(solver: Solver, index: PoolIndex, ctx: ShapeContext) -> PoolEx
                 if index.alloc[i][r] < need[r]:
                     short[name] += 1
         mask &= index.fits_mask(need)
-        wanted = ", ".join(
-            f"{name} {format_quantity(name, need[r])}"
-            for r, name in enumerate(solver.space.names)
-            if need[r]
+        lacking = ", ".join(
+            f"{name} (needs {format_quantity(name, need[solver.space.names.index(name)])},"
+            f" {count} types too small)"
+            for name, count in sorted(short.items())
         )
-        lacking = ", ".join(f"{n} too small on {c}" for n, c in sorted(short.items()))
-        _step(steps, ReasonKind.RESOURCES, f"needs {wanted} ({lacking})", mask)
+        overhead = "; needs include daemonset overhead" if any(index.overhead_vec) else ""
+        detail = f"insufficient {lacking or 'resources'}{overhead}"
+        _step(steps, ReasonKind.RESOURCES, detail, mask, start=start)
     if mask:
         mask &= solver.limit_mask(index)
-        _step(steps, ReasonKind.LIMIT, _limit_detail(solver, index), mask)
+        _step(steps, ReasonKind.LIMIT, _limit_detail(solver, index), mask, start=start)
     if mask:
         probe = NodeClaim(
             index, name="(new)", mask=mask, topology=solver.topology, merges=solver.merges
@@ -168,14 +171,12 @@ def _explain_pool(solver: Solver, index: PoolIndex, ctx: ShapeContext) -> PoolEx
     return PoolExplanation(index.pool.name, offered, tuple(steps)) if steps else result
 
 
-def _step(steps: list[FilterStep], kind: ReasonKind, detail: str, mask: int) -> None:
+def _step(steps: list[FilterStep], kind: ReasonKind, detail: str, mask: int, *, start: int) -> None:
     remaining = popcount(mask)
-    before = steps[-1].remaining if steps else remaining
+    before = steps[-1].remaining if steps else start
     removed = max(before - remaining, 0)
     if removed or remaining == 0:
         steps.append(FilterStep(kind, detail, removed, remaining))
-    elif not steps:
-        steps.append(FilterStep(kind, detail, 0, remaining))
 
 
 def _keys_detail(keys: Counter[str]) -> str:

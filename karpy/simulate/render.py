@@ -1,0 +1,173 @@
+"""Render a plan or an explanation as a table (for people) or JSON (for tools and golden tests).
+
+Pure formatting over the core's ``Results``: stable ordering and fixed float precision so the
+same scenario always prints the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+from karpy.core.pods import Pod
+from karpy.core.resources import CPU, MEMORY, format_quantity
+from karpy.core.scheduling.results import Explanation, NodeClaimPlan, Results
+
+MAX_LISTED_TYPES = 3
+
+
+def _price(value: float) -> float:
+    return round(value, 6)
+
+
+def plan_dict(results: Results, pods: tuple[Pod, ...]) -> dict[str, object]:
+    """The plan as plain data (keys and lists in a stable order)."""
+    names: dict[str, str] = {p.uid: p.key for p in pods}
+    return {
+        "summary": {
+            "pods": len(pods),
+            "placed": len(results.placed()),
+            "unplaced": len(results.unplaced),
+            "nodeclaims": len(results.nodeclaims),
+            "pricePerHour": _price(results.price),
+            "greedyPricePerHour": _price(results.greedy_price),
+        },
+        "nodeclaims": [claim_dict(c, names) for c in results.nodeclaims],
+        "nominations": [
+            {"pod": names.get(n.pod, n.pod), "node": n.node} for n in results.nominations
+        ],
+        "unplaced": [explanation_dict(e) for e in results.unplaced],
+    }
+
+
+def claim_dict(claim: NodeClaimPlan, names: Mapping[str, str]) -> dict[str, object]:
+    return {
+        "name": claim.name,
+        "nodepool": claim.nodepool,
+        "instanceTypes": list(claim.instance_types),
+        "zones": list(claim.zones),
+        "capacityTypes": list(claim.capacity_types),
+        "requests": claim.requests.render(),
+        "pricePerHour": _price(claim.price),
+        "pods": [names.get(uid, uid) for uid in claim.pods],
+        "requirements": [
+            {"key": r.key, "operator": r.operator.value, "values": r.sorted_values()}
+            for r in claim.requirements
+        ],
+    }
+
+
+def explanation_dict(e: Explanation) -> dict[str, object]:
+    """One explanation as plain data."""
+    return {
+        "pod": e.pod,
+        "message": e.message,
+        "relaxations": list(e.relaxations),
+        "nodepools": [
+            {
+                "nodepool": p.nodepool,
+                "instanceTypes": p.instance_types,
+                "steps": [
+                    {
+                        "reason": s.kind.value,
+                        "detail": s.detail,
+                        "removed": s.removed,
+                        "remaining": s.remaining,
+                    }
+                    for s in p.steps
+                ],
+            }
+            for p in e.nodepools
+        ],
+        "existingNodes": [
+            {"reason": s.kind.value, "detail": s.detail, "count": s.count} for s in e.existing_nodes
+        ],
+        "nodeclaims": [
+            {"reason": s.kind.value, "detail": s.detail, "count": s.count} for s in e.nodeclaims
+        ],
+    }
+
+
+def to_json(data: object) -> str:
+    """Deterministic, indented JSON."""
+    return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+
+def _table(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+
+
+def _types(claim: NodeClaimPlan) -> str:
+    shown = ", ".join(claim.instance_types[:MAX_LISTED_TYPES])
+    more = len(claim.instance_types) - MAX_LISTED_TYPES
+    return f"{shown} (+{more})" if more > 0 else shown
+
+
+def plan_table(results: Results, pods: tuple[Pod, ...]) -> str:
+    """The plan for a terminal."""
+    names = {p.uid: p.key for p in pods}
+    lines: list[str] = []
+    if results.nodeclaims:
+        rows = [
+            [
+                "NODECLAIM",
+                "NODEPOOL",
+                "INSTANCE TYPES",
+                "ZONES",
+                "CAPACITY",
+                "PODS",
+                "CPU",
+                "MEMORY",
+                "$/H",
+            ]
+        ]
+        for c in results.nodeclaims:
+            rows.append(
+                [
+                    c.name,
+                    c.nodepool,
+                    _types(c),
+                    ",".join(c.zones),
+                    ",".join(c.capacity_types),
+                    str(len(c.pods)),
+                    format_quantity(CPU, c.requests.get_amount(CPU)),
+                    format_quantity(MEMORY, c.requests.get_amount(MEMORY)),
+                    f"{c.price:.4f}",
+                ]
+            )
+        lines += _table(rows)
+    else:
+        lines.append("no new nodeclaims")
+    if results.nominations:
+        lines.append("")
+        rows = [["POD", "NOMINATED NODE"]]
+        rows += [[names.get(n.pod, n.pod), n.node] for n in results.nominations]
+        lines += _table(rows)
+    if results.unplaced:
+        lines.append("")
+        lines.append("UNPLACED")
+        lines += [f"  {e.message}" for e in results.unplaced]
+    placed = len(results.placed())
+    lines.append("")
+    lines.append(
+        f"{placed}/{len(pods)} pods placed, {len(results.nodeclaims)} new nodeclaims,"
+        f" {results.price:.4f} $/h (greedy {results.greedy_price:.4f} $/h)"
+    )
+    return "\n".join(lines) + "\n"
+
+
+def explanation_text(e: Explanation) -> str:
+    """One explanation for a terminal: the line, then the per-NodePool filter steps."""
+    lines = [e.message]
+    if e.relaxations:
+        lines.append("relaxed: " + "; ".join(e.relaxations))
+    for pool in e.nodepools:
+        lines.append(f'nodepool "{pool.nodepool}" ({pool.instance_types} instance types):')
+        for s in pool.steps:
+            lines.append(f"  - {s.kind.value}: {s.detail}: removed {s.removed}, {s.remaining} left")
+    for label, summary in (("existing nodes", e.existing_nodes), ("new nodeclaims", e.nodeclaims)):
+        if summary:
+            lines.append(f"{label}:")
+            lines += [f"  - {s.count} x {s.kind.value}: {s.detail}" for s in summary]
+    return "\n".join(lines) + "\n"
