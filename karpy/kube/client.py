@@ -117,11 +117,10 @@ class KubeClient:
         content_type: str = "application/json",
     ) -> Mapping[str, Any]:
         """One JSON request; returns the parsed body. Raises a KubeError subclass on failure."""
-        headers = {"Accept": "application/json"}
-        data: bytes | None = None
-        if body is not None:
-            headers["Content-Type"] = content_type
-            data = orjson.dumps(body)
+        # The SDK's REST layer reads Content-Type for every write (DELETE included) and serialises
+        # JSON bodies itself, so the body goes down as a plain dict.
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        data = dict(body) if body is not None else None
         try:
             async with asyncio.timeout(self.request_timeout):
                 response = await self._send(method, path, query=query, headers=headers, body=data)
@@ -192,7 +191,7 @@ class KubeClient:
         *,
         query: Query,
         headers: dict[str, str],
-        body: bytes | None,
+        body: dict[str, Any] | None,
         streaming: bool = False,
     ) -> aiohttp.ClientResponse:
         # Streams are bounded by the watch's own inactivity timeout, not a total request timeout.
