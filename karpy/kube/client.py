@@ -88,13 +88,17 @@ class KubeClient:
     # ------------------------------------------------------------ raw access, karpy.kube only
 
     async def list_raw(
-        self, kind: ResourceKind[Any], *, namespace: str | None = None
+        self,
+        kind: ResourceKind[Any],
+        *,
+        namespace: str | None = None,
+        page_size: int = LIST_PAGE_SIZE,
     ) -> tuple[builtins.list[Mapping[str, Any]], str]:
         """Every object's JSON and the list's resourceVersion, following `continue` tokens."""
         items: builtins.list[Mapping[str, Any]] = []
         token = ""
         while True:
-            query: builtins.list[tuple[str, str]] = [("limit", str(LIST_PAGE_SIZE))]
+            query: builtins.list[tuple[str, str]] = [("limit", str(page_size))]
             if token:
                 query.append(("continue", token))
             page = await self.request("GET", kind.collection_path(namespace), query=query)

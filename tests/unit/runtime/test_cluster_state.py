@@ -1,0 +1,70 @@
+"""ClusterState: stores replace on relist (reporting the difference) and gate on `synced`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from karpy.kube.resources import Item, ObjectRef, ResourceKind
+from karpy.kube.watch import Event, EventType
+from karpy.runtime.telemetry import Telemetry
+from karpy.state.cluster import ClusterState
+
+NODES = ResourceKind[str](kind="Node", plural="nodes", version="v1", namespaced=False, decode=str)
+PODS = ResourceKind[str](kind="Pod", plural="pods", version="v1", decode=str)
+
+
+def item(kind: ResourceKind[Any], name: str, version: str, *, namespace: str = "") -> Item[str]:
+    ref = ObjectRef(
+        kind=kind.kind, namespace=namespace, name=name, uid=f"uid-{name}", resource_version=version
+    )
+    return Item(ref=ref, obj=f"{name}@{version}")
+
+
+def test_synced_only_after_every_store_listed(telemetry: Telemetry) -> None:
+    state = ClusterState(metrics=telemetry.metrics)
+    seen = [state.synced]
+    nodes = state.register(NODES)
+    pods = state.register(PODS)
+    nodes.replace([item(NODES, "n1", "1")])
+    state.mark_listed()
+    seen.append(state.synced)
+    pods.replace([])
+    state.mark_listed()
+    seen.append(state.synced)
+    assert seen == [False, False, True]
+    assert "karpy_cluster_state_synced 1" in telemetry.prometheus_text()
+
+
+def test_replace_reports_added_modified_deleted(telemetry: Telemetry) -> None:
+    state = ClusterState(metrics=telemetry.metrics)
+    store = state.register(NODES)
+    store.replace([item(NODES, "keep", "1"), item(NODES, "change", "1"), item(NODES, "gone", "1")])
+    changes = store.replace(
+        [item(NODES, "keep", "1"), item(NODES, "change", "2"), item(NODES, "new", "1")]
+    )
+    summary = sorted((change.type.value, change.item.ref.name) for change in changes)
+    assert summary == [("ADDED", "new"), ("DELETED", "gone"), ("MODIFIED", "change")]
+    assert sorted(store.objects()) == ["change@2", "keep@1", "new@1"]
+
+
+def test_apply_events(telemetry: Telemetry) -> None:
+    state = ClusterState(metrics=telemetry.metrics)
+    store = state.register(PODS)
+    store.apply(Event(type=EventType.ADDED, item=item(PODS, "p", "1", namespace="ns")))
+    assert store.get("p", namespace="ns") == "p@1"
+    assert store.get("p") is None
+    store.apply(Event(type=EventType.MODIFIED, item=item(PODS, "p", "2", namespace="ns")))
+    assert store.get("p", namespace="ns") == "p@2"
+    store.apply(Event(type=EventType.DELETED, item=item(PODS, "p", "3", namespace="ns")))
+    assert len(store) == 0
+
+
+def test_kinds_register_once_and_must_be_registered(telemetry: Telemetry) -> None:
+    state = ClusterState(metrics=telemetry.metrics)
+    state.register(NODES)
+    with pytest.raises(ValueError, match="already registered"):
+        state.register(NODES)
+    with pytest.raises(KeyError, match="not registered"):
+        state.store(PODS)
