@@ -1,0 +1,123 @@
+"""Properties of solve(): whatever the input, the plan keeps every hard constraint.
+
+Random small scenarios (NodePools with taints, requirements and limits; a catalog with varied
+offerings; existing nodes; pods with selectors, tolerations, spread, anti-affinity, affinity and
+host ports) are solved and checked by an independent validator, and solved twice for determinism.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from karpy.apis.v1 import labels as wk
+from karpy.core.pods import (
+    HostPort,
+    LabelSelector,
+    Pod,
+    PodAffinityTerm,
+    TopologySpreadConstraint,
+)
+from karpy.core.resources import Resources
+from karpy.core.scheduling import solve
+from karpy.core.snapshot import ClusterSnapshot
+from karpy.core.taints import Effect, Taint, Toleration
+from tests.unit.core import builders as b
+from tests.unit.core.validate import check
+
+CPUS = ("100m", "250m", "500m", "1", "1500m", "3")
+MEMS = ("64Mi", "256Mi", "1Gi", "3Gi")
+TAINT = Taint("dedicated", Effect.NO_SCHEDULE, "batch")
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> tuple[ClusterSnapshot, list[Pod], int]:
+    types = []
+    for i in range(draw(st.integers(1, 5))):
+        zones = draw(st.lists(st.sampled_from(b.ZONES), min_size=1, max_size=3, unique=True))
+        cts = draw(
+            st.lists(
+                st.sampled_from((wk.CAPACITY_TYPE_SPOT, wk.CAPACITY_TYPE_ON_DEMAND)),
+                min_size=1,
+                max_size=2,
+                unique=True,
+            )
+        )
+        cpu = draw(st.sampled_from((1, 2, 4, 8)))
+        types.append(
+            b.instance_type(
+                f"it-{i}",
+                cpu,
+                cpu * draw(st.sampled_from((1, 2, 4))),
+                zones=zones,
+                capacity_types=cts,
+            )
+        )
+    pools = []
+    for i in range(draw(st.integers(1, 2))):
+        fields: dict[str, object] = {"weight": draw(st.integers(0, 3))}
+        if draw(st.booleans()):
+            fields["taints"] = (TAINT,)
+        if draw(st.booleans()):
+            fields["limits"] = Resources.of({"cpu": draw(st.sampled_from(("4", "16", "64")))})
+        if draw(st.booleans()):
+            fields["limits"] = Resources.of({"nodes": draw(st.integers(1, 4))})
+        if draw(st.booleans()):
+            ct = draw(st.sampled_from((wk.CAPACITY_TYPE_SPOT, wk.CAPACITY_TYPE_ON_DEMAND)))
+            fields["requirements"] = b.reqs(b.req(wk.LABEL_CAPACITY_TYPE, "In", ct))
+        pools.append(b.nodepool(f"pool-{i}", **fields))
+    nodes = []
+    for i in range(draw(st.integers(0, 2))):
+        existing = [
+            b.pod(f"old-{i}-{j}", cpu="500m", labels={"app": "web"})
+            for j in range(draw(st.integers(0, 2)))
+        ]
+        nodes.append(b.node(f"node-{i}", zone=draw(st.sampled_from(b.ZONES)), pods_=existing))
+    pending: list[Pod] = []
+    for g in range(draw(st.integers(1, 4))):
+        kind = draw(
+            st.sampled_from(
+                ("plain", "zone", "spread", "hostspread", "anti", "affinity", "port", "toleration")
+            )
+        )
+        fields = {"cpu": draw(st.sampled_from(CPUS)), "memory": draw(st.sampled_from(MEMS))}
+        labels = {"app": f"g{g}"}
+        fields["labels"] = labels
+        sel = LabelSelector.of(labels)
+        if kind == "zone":
+            fields["node_selector"] = {wk.LABEL_TOPOLOGY_ZONE: draw(st.sampled_from(b.ZONES))}
+        elif kind == "spread":
+            fields["topology_spread"] = (TopologySpreadConstraint(wk.LABEL_TOPOLOGY_ZONE, 1, sel),)
+        elif kind == "hostspread":
+            fields["topology_spread"] = (TopologySpreadConstraint(wk.LABEL_HOSTNAME, 1, sel),)
+        elif kind == "anti":
+            fields["pod_anti_affinity"] = (PodAffinityTerm(sel, wk.LABEL_HOSTNAME),)
+        elif kind == "affinity":
+            fields["pod_affinity"] = (PodAffinityTerm(sel, wk.LABEL_TOPOLOGY_ZONE),)
+        elif kind == "port":
+            fields["host_ports"] = (HostPort(8080),)
+        elif kind == "toleration":
+            fields["tolerations"] = (Toleration("dedicated", value="batch"),)
+        pending.extend(b.pods(draw(st.integers(1, 8)), prefix=f"g{g}", **fields))
+    return b.snapshot(pools, types, nodes=nodes), pending, draw(st.integers(1, 4))
+
+
+@given(scenarios())
+def test_plans_keep_every_hard_constraint(case: tuple[ClusterSnapshot, list[Pod], int]) -> None:
+    snap, pending, max_types = case
+    results = b.run(snap, pending, max_instance_types=max_types)
+    check(snap, pending, results, max_types)
+
+
+@given(scenarios())
+def test_same_input_same_output(case: tuple[ClusterSnapshot, list[Pod], int]) -> None:
+    snap, pending, _ = case
+    assert solve(snap, pending) == solve(snap, list(reversed(pending)))
+
+
+@given(scenarios())
+def test_improvement_never_raises_cost(case: tuple[ClusterSnapshot, list[Pod], int]) -> None:
+    snap, pending, _ = case
+    results = b.run(snap, pending)
+    assert results.price <= results.greedy_price + 1e-9
+    assert len(b.run(snap, pending, improve=False).placed()) == len(results.placed())
