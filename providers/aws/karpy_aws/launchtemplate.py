@@ -30,6 +30,7 @@ LAUNCH_TEMPLATE_NAME_PREFIX: Final = f"{AWS_GROUP}/"
 LAUNCH_TEMPLATE_CACHE_TTL: Final = datetime.timedelta(minutes=1)
 TAG_CLUSTER_PREFIX: Final = "kubernetes.io/cluster/"
 TAG_KARPY_CLUSTER: Final = f"{AWS_GROUP}/cluster"
+TAG_EKS_CLUSTER_NAME: Final = "eks:eks-cluster-name"
 VolumeType = Literal["gp2", "gp3", "io1", "io2", "sc1", "st1", "standard"]
 
 
@@ -133,6 +134,7 @@ class LaunchTemplateOptions:
         return {
             **dict(self.tags),
             f"{TAG_CLUSTER_PREFIX}{self.cluster_name}": "owned",
+            TAG_EKS_CLUSTER_NAME: self.cluster_name,
             TAG_KARPY_CLUSTER: self.cluster_name,
             LABEL_AWS_EC2NODECLASS: self.nodeclass_name,
         }
