@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import attrs
+import botocore.session
 import pytest
 from aiobotocore.awsrequest import AioAWSResponse
 from karpy_aws.session import AWSSession, AWSSettings, EventHook
@@ -174,11 +175,11 @@ def _free_port() -> int:
 
 
 def _seed(endpoint: str) -> Moto:
-    import boto3  # the synchronous SDK is simplest for one-off seeding
-
+    # botocore's synchronous client is the simplest tool for one-off seeding.
     kw: dict[str, Any] = {"region_name": REGION, "endpoint_url": endpoint}
-    ec2 = boto3.client("ec2", **kw)
-    ssm = boto3.client("ssm", **kw)
+    sdk = botocore.session.get_session()
+    ec2 = sdk.create_client("ec2", **kw)
+    ssm = sdk.create_client("ssm", **kw)
 
     def tags(extra: dict[str, str]) -> list[dict[str, Any]]:
         return [{"Key": k, "Value": v} for k, v in extra.items()]

@@ -62,7 +62,7 @@ def _operations_called() -> set[tuple[str, str]]:
     """(service, Operation) for every call()/paginate() literal in karpy_aws."""
     session = botocore.session.get_session()
     models = {s: session.get_service_model(s) for s in SERVICES}
-    found = set()
+    found: set[tuple[str, str]] = set()
     for path in SOURCES.glob("*.py"):
         for op in re.findall(r'(?:call|paginate)\(\s*"(\w+)"', path.read_text()):
             owners = [s for s, m in models.items() if op in m.operation_names]

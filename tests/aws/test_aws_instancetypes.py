@@ -252,3 +252,44 @@ def test_allocatable_is_never_negative_nor_above_capacity(
     alloc = allocatable(cap, overhead(cap, kubelet=KubeletSettings()))
     assert all(0 <= alloc[k] <= cap[k] for k in cap)
     assert cap[MEMORY] < memory_mib * MIB
+
+
+async def test_conversion_to_the_core_instance_type(session: AWSSession) -> None:
+    from karpy_aws.coretypes import to_core_instance_type
+
+    from karpy.core.requirements import Requirements
+    from karpy.core.resources import Resources
+
+    catalog, unavailable = await _catalog(session, FakeClock())
+    unavailable.mark_unavailable(
+        reason="test", capacity_type="spot", instance_type="m5.large", zone="us-west-2a"
+    )
+    (m5,) = [
+        t
+        for t in catalog.instance_types(family=AMIFamily.AL2023, kubelet=KubeletSettings())
+        if t.name == "m5.large"
+    ]
+    core = to_core_instance_type(m5)
+    assert core.name == "m5.large"
+    assert core.capacity["cpu"] == 2000
+    assert core.capacity["memory"] == (8192 - 615) * MIB * 1000
+    assert core.allocatable["cpu"] == 1930
+    assert Resources.of({"cpu": "1930m", "memory": "6Gi"}).fits(core.allocatable)
+    assert not Resources.of({"cpu": "1931m"}).fits(core.allocatable)
+    assert len(core.offerings) == len(m5.offerings)
+    family = core.requirements.get(wk.LABEL_AWS_INSTANCE_FAMILY)
+    assert family is not None
+    assert family.has("m5")
+    zone_ids = core.requirements.get(wk.LABEL_AWS_ZONE_ID)
+    assert zone_ids is not None
+    assert zone_ids.has(m5.offerings[0].zone_id)
+    wants_spot_2a = Requirements.from_labels(
+        {wk.LABEL_CAPACITY_TYPE: "spot", wk.LABEL_TOPOLOGY_ZONE: "us-west-2a"}
+    )
+    assert core.cheapest(wants_spot_2a) is None  # held out by the ICE cache
+    wants_spot_2b = Requirements.from_labels(
+        {wk.LABEL_CAPACITY_TYPE: "spot", wk.LABEL_TOPOLOGY_ZONE: "us-west-2b"}
+    )
+    offering = core.cheapest(wants_spot_2b)
+    assert offering is not None
+    assert offering.zone == "us-west-2b"

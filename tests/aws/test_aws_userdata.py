@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import datetime
+import email.message
 import email.parser
 import pathlib
 import tomllib
@@ -57,7 +58,13 @@ def _options(custom: str | None = None) -> BootstrapOptions:
 
 def _parts(text: str) -> list[tuple[str, str]]:
     message = email.parser.Parser().parsestr(text)
-    return [(p.get_content_type(), p.get_payload()) for p in message.get_payload()]
+    parts = []
+    for part in message.get_payload():
+        assert isinstance(part, email.message.Message)
+        payload = part.get_payload()
+        assert isinstance(payload, str)
+        parts.append((part.get_content_type(), payload))
+    return parts
 
 
 def test_al2023_nodeconfig_carries_cluster_labels_taints_and_kubelet() -> None:
