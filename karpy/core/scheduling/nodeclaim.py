@@ -62,6 +62,7 @@ class NodeClaim:
         self.topology = topology
         self.merges = merges
         self.charge: Vector = ()
+        self.base_mask = mask
 
     def try_add(self, ctx: ShapeContext) -> Placement | Reject:
         """Would one pod of ``ctx`` fit here now? Nothing changes."""
@@ -151,6 +152,22 @@ class NodeClaim:
         self.requirements, self.mask, self.used, npods, nports = saved
         del self.pods[npods:]
         del self.ports[nports:]
+
+    def without(self, pod: Pod, ctx: ShapeContext) -> tuple[Vector, int]:
+        """(used, mask) if one simple pod left: instance types may widen again, but never beyond
+        what the NodeClaim could hold when it was opened (its limits charge stays valid)."""
+        used = tuple(u - r for u, r in zip(self.used, ctx.vector, strict=True))
+        index = self.index
+        mask = self.base_mask & index.req_mask(self.requirements) & index.fits_mask(used)
+        if index.min_values and index.min_values_short(mask) is not None:
+            return self.used, self.mask
+        return used, mask
+
+    def remove(self, pod: Pod, used: Vector, mask: int) -> None:
+        """Take a simple pod out (see ``without``)."""
+        self.pods.remove(pod)
+        self.used = used
+        self.mask = mask
 
     def price(self) -> float:
         """Cheapest compatible offering among the remaining instance types."""

@@ -56,6 +56,7 @@ class Shape:
     spreads: tuple[TopologySpreadConstraint, ...]
     affinity: tuple[PodAffinityTerm, ...]
     anti_affinity: tuple[PodAffinityTerm, ...]
+    required_anti_affinity: int
     host_ports: tuple[HostPort, ...]
     volume_requirements: tuple[Requirements, ...]
 
@@ -163,6 +164,7 @@ def shape(pod: Pod, state: Relaxation, requests: Resources) -> Shape:
         spreads=tuple(spreads),
         affinity=affinity,
         anti_affinity=anti,
+        required_anti_affinity=len(pod.pod_anti_affinity),
         host_ports=pod.host_ports,
         volume_requirements=pod.volume_requirements,
     )

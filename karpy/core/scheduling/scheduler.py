@@ -22,7 +22,7 @@ from karpy.core.resources import Resources
 from karpy.core.scheduling import explain as explain_mod
 from karpy.core.scheduling import preferences
 from karpy.core.scheduling.existingnode import ExistingNode, Placement
-from karpy.core.scheduling.improve import improve
+from karpy.core.scheduling.improve import improve, peel
 from karpy.core.scheduling.nodeclaim import MergeCache, NodeClaim, pool_verdict
 from karpy.core.scheduling.pool import PoolIndex, ResourceSpace, bits, build_space
 from karpy.core.scheduling.queue import PodClass, ShapeContext, classify
@@ -172,6 +172,15 @@ class Solver:
 
     def new_claim(self, ctx: ShapeContext) -> tuple[Bin, Placement] | None:
         """Open a NodeClaim from the first NodePool (by weight) that can take the shape."""
+        found = self.probe_claim(ctx)
+        if found is None:
+            return None
+        claim, placement = found
+        self.open(claim, claim.index)
+        return claim, placement
+
+    def probe_claim(self, ctx: ShapeContext) -> tuple[NodeClaim, Placement] | None:
+        """The NodeClaim ``new_claim`` would open for ``ctx``, without opening it."""
         for index in self.pools:
             if not index.types or pool_verdict(index, ctx) is not None:
                 continue
@@ -187,7 +196,6 @@ class Solver:
             )
             verdict = claim.try_add(ctx)
             if isinstance(verdict, Placement):
-                self.open(claim, index)
                 return claim, verdict
         return None
 
@@ -424,6 +432,7 @@ def solve(
     greedy = sum(c.price() for c in solver.claims if c.pods)
     if opts.improve:
         improve(solver)
+        peel(solver)
     return solver.results(greedy)
 
 

@@ -222,10 +222,12 @@ class Topology:
             if grp.selects(shape.namespace, labels):
                 self_match.add(grp.id)
         owned: list[Group] = []
-        for term in shape.anti_affinity:
+        for i, term in enumerate(shape.anti_affinity):
             grp = self.group(self._term_key(GroupKind.ANTI_AFFINITY, term, shape.namespace))
             rules.append(Rule("anti-affinity", grp))
-            owned.append(grp)
+            # Only required terms keep later pods away (kube-scheduler ignores others' preferences).
+            if i < shape.required_anti_affinity:
+                owned.append(grp)
         members: list[Group] = []
         for gkey in sorted(self._groups, key=_group_order):
             grp = self._groups[gkey]

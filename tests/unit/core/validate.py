@@ -46,10 +46,8 @@ def check(snap: ClusterSnapshot, pending: list[Pod], results: Results, max_types
             hard = tuple(t for t in pool.taints if t.effect != Effect.PREFER_NO_SCHEDULE)
             assert untolerated(hard, p.tolerations) is None, f"{p.key} ignores a taint"
             for key, value in p.node_selector:
-                r = claim.requirements.get(key)
-                assert r is not None and r.values == {value} and not r.complement, (
-                    f"{p.key}: nodeSelector {key}={value} not pinned on {claim.name}"
-                )
+                pinned = claim.requirements.single_value(key)
+                assert pinned == value, f"{p.key}: {key}={value} not pinned on {claim.name}"
             if p.required_node_affinity:
                 assert any(
                     all(_subset(claim.requirements.get(t.key), t) for t in term)
