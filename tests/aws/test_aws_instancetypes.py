@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import math
 
 import pytest
 from hypothesis import given
@@ -226,14 +227,40 @@ def test_kube_reserved_cpu_ladder(cpu_millis: int, reserved: int) -> None:
 def test_explicit_kubelet_reservations_replace_the_defaults() -> None:
     cap = capacity(_info(), pods=29)
     kubelet = KubeletSettings(
-        kube_reserved={CPU: 200, MEMORY: 1024 * MIB},
-        system_reserved={CPU: 100},
-        eviction_hard={MEMORY: 500 * MIB},
+        kube_reserved={"cpu": "200m", "memory": "1Gi"},
+        system_reserved={"cpu": "0.1", "pid": "100"},
+        eviction_hard={"memory.available": "500Mi", "nodefs.available": "5%"},
+        eviction_soft={"memory.available": "600Mi"},
     )
-    alloc = allocatable(cap, overhead(cap, kubelet=kubelet))
+    over = overhead(cap, kubelet=kubelet)
+    # kubeReserved replaces the defaults per resource; ephemeral-storage keeps its default.
+    assert over.kube_reserved[EPHEMERAL_STORAGE] == 1024 * MIB
+    alloc = allocatable(cap, over)
     assert alloc[CPU] == 2000 - 300
-    assert alloc[MEMORY] == cap[MEMORY] - 1524 * MIB
-    assert alloc[EPHEMERAL_STORAGE] == cap[EPHEMERAL_STORAGE]
+    # The larger of evictionHard and evictionSoft wins for each signal.
+    assert alloc[MEMORY] == cap[MEMORY] - (1024 + 600) * MIB
+    storage = cap[EPHEMERAL_STORAGE]
+    assert alloc[EPHEMERAL_STORAGE] == storage - 1024 * MIB - math.ceil(storage * 5 / 100)
+
+
+@pytest.mark.parametrize(
+    ("kubelet", "field"),
+    [
+        pytest.param(KubeletSettings(kube_reserved={"cpu": "lots"}), "kubeReserved", id="kube"),
+        pytest.param(
+            KubeletSettings(eviction_hard={"nodefs.available": "ten%"}), "evictionHard", id="pct"
+        ),
+        pytest.param(
+            KubeletSettings(eviction_soft={"memory.available": "1Zi"}), "evictionSoft", id="soft"
+        ),
+    ],
+)
+def test_bad_kubelet_quantities_name_the_field(kubelet: KubeletSettings, field: str) -> None:
+    from karpy_aws import errors
+
+    cap = capacity(_info(), pods=29)
+    with pytest.raises(errors.ConfigurationError, match=f"kubelet.{field}"):
+        overhead(cap, kubelet=kubelet)
 
 
 @given(

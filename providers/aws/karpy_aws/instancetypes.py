@@ -18,7 +18,10 @@ from typing import Any, Final
 import attrs
 
 from karpy.apis.v1 import labels as wk
+from karpy.core.resources import QuantityError, parse_quantity
 from karpy_aws.amis import EC2_ARCH_TO_K8S, AMIFamily
+from karpy_aws.errors import ConfigurationError
+from karpy_aws.selectors import Tags, freeze_tags
 
 MIB: Final = 1024 * 1024
 GIB: Final = 1024 * MIB
@@ -58,10 +61,6 @@ Resources = Mapping[str, int]
 
 def _freeze(value: Mapping[str, Any]) -> Mapping[str, Any]:
     return MappingProxyType(dict(sorted(value.items())))
-
-
-def _freeze_optional(value: Mapping[str, int] | None) -> Resources | None:
-    return None if value is None else _freeze(value)
 
 
 @attrs.frozen(kw_only=True)
@@ -193,13 +192,19 @@ def eni_limited_pods(info: InstanceTypeInfo, *, reserved_enis: int = DEFAULT_RES
 
 @attrs.frozen(kw_only=True)
 class KubeletSettings:
-    """The kubelet fields that change capacity or overhead (from EC2NodeClass ``kubelet``)."""
+    """The kubelet fields that change capacity or overhead (from EC2NodeClass ``kubelet``).
+
+    Reservations map resource names (cpu, memory, ephemeral-storage) to Kubernetes quantities;
+    eviction maps signals (memory.available, nodefs.available) to a quantity or a percentage.
+    Pairs are kept sorted so equal settings compare and hash equal.
+    """
 
     max_pods: int | None = None
     pods_per_core: int | None = None
-    kube_reserved: Resources | None = attrs.field(default=None, converter=_freeze_optional)
-    system_reserved: Resources = attrs.field(factory=dict, converter=_freeze)
-    eviction_hard: Resources | None = attrs.field(default=None, converter=_freeze_optional)
+    kube_reserved: Tags = attrs.field(default=(), converter=freeze_tags)
+    system_reserved: Tags = attrs.field(default=(), converter=freeze_tags)
+    eviction_hard: Tags = attrs.field(default=(), converter=freeze_tags)
+    eviction_soft: Tags = attrs.field(default=(), converter=freeze_tags)
 
 
 def max_pods(
@@ -263,14 +268,62 @@ def default_kube_reserved(*, cpu_millis: int, pods: int) -> Resources:
     )
 
 
-def default_eviction_hard(*, ephemeral_storage: int) -> Resources:
+def default_eviction_hard(*, memory: int, ephemeral_storage: int) -> Resources:
     """memory.available 100Mi and nodefs.available 10% of the root volume."""
+    del memory  # the default memory threshold is absolute
     return _freeze(
         {
             MEMORY: EVICTION_HARD_MEMORY,
-            EPHEMERAL_STORAGE: ephemeral_storage * EVICTION_HARD_NODEFS_PERCENT // 100,
+            EPHEMERAL_STORAGE: math.ceil(ephemeral_storage * EVICTION_HARD_NODEFS_PERCENT / 100),
         }
     )
+
+
+def _base_units(name: str, quantity: str, *, field: str) -> int:
+    try:
+        milli = parse_quantity(quantity)
+    except QuantityError as e:
+        raise ConfigurationError(f"kubelet.{field}[{name}]: {e}") from e
+    return milli if name == CPU else math.ceil(milli / 1000)
+
+
+def _reservation(pairs: Tags, *, field: str) -> dict[str, int]:
+    return {
+        name: _base_units(name, value, field=field)
+        for name, value in pairs
+        if name in (CPU, MEMORY, EPHEMERAL_STORAGE)
+    }
+
+
+def _signal(value: str, *, capacity: int, field: str, signal: str) -> int:
+    if value.endswith("%"):
+        try:
+            percent = float(value[:-1])
+        except ValueError as e:
+            raise ConfigurationError(f"kubelet.{field}[{signal}]: bad percentage {value!r}") from e
+        return math.ceil(capacity * percent / 100)
+    return _base_units(MEMORY, value, field=f"{field}[{signal}]")
+
+
+def eviction_threshold(cap: Resources, *, kubelet: KubeletSettings) -> Resources:
+    """The defaults, each replaced by the larger of evictionHard and evictionSoft for its signal
+    (percentages are of the resource's capacity), as Karpenter computes it."""
+    out = dict(default_eviction_hard(memory=cap[MEMORY], ephemeral_storage=cap[EPHEMERAL_STORAGE]))
+    override: dict[str, int] = {}
+    for field, pairs in (
+        ("evictionHard", kubelet.eviction_hard),
+        ("evictionSoft", kubelet.eviction_soft),
+    ):
+        for signal, value in pairs:
+            resource = {"memory.available": MEMORY, "nodefs.available": EPHEMERAL_STORAGE}.get(
+                signal
+            )
+            if resource is None:
+                continue
+            amount = _signal(value, capacity=cap[resource], field=field, signal=signal)
+            override[resource] = max(override.get(resource, 0), amount)
+    out.update(override)
+    return _freeze(out)
 
 
 @attrs.frozen(kw_only=True)
@@ -290,13 +343,14 @@ class Overhead:
 
 
 def overhead(cap: Resources, *, kubelet: KubeletSettings) -> Overhead:
-    """kubeReserved/systemReserved/evictionHard from the kubelet settings, else the defaults."""
+    """kube-reserved (defaults, overridden per resource by the settings), system-reserved and
+    the eviction threshold. Raises ConfigurationError naming the field for a bad quantity."""
+    kube_reserved = dict(default_kube_reserved(cpu_millis=cap[CPU], pods=cap[PODS]))
+    kube_reserved.update(_reservation(kubelet.kube_reserved, field="kubeReserved"))
     return Overhead(
-        kube_reserved=kubelet.kube_reserved
-        or default_kube_reserved(cpu_millis=cap[CPU], pods=cap[PODS]),
-        system_reserved=kubelet.system_reserved,
-        eviction_threshold=kubelet.eviction_hard
-        or default_eviction_hard(ephemeral_storage=cap[EPHEMERAL_STORAGE]),
+        kube_reserved=_freeze(kube_reserved),
+        system_reserved=_freeze(_reservation(kubelet.system_reserved, field="systemReserved")),
+        eviction_threshold=eviction_threshold(cap, kubelet=kubelet),
     )
 
 

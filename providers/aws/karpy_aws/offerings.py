@@ -234,7 +234,7 @@ class InstanceTypeCatalog:
         ephemeral_storage_gib: int = DEFAULT_EPHEMERAL_STORAGE_GIB,
     ) -> tuple[AWSInstanceType, ...]:
         """Every instance type for one NodeClass shape; rebuilt when availability changed."""
-        key = (family, _kubelet_key(kubelet), ephemeral_storage_gib, self._unavailable.seq_num)
+        key = (family, kubelet, ephemeral_storage_gib, self._unavailable.seq_num)
         if key not in self._built:
             if len(self._built) > 64:
                 self._built.clear()
@@ -253,16 +253,3 @@ class InstanceTypeCatalog:
                 )
             )
         return self._built[key]
-
-
-def _kubelet_key(kubelet: KubeletSettings) -> tuple[object, ...]:
-    def items(value: Resources | None) -> tuple[tuple[str, int], ...] | None:
-        return None if value is None else tuple(sorted(value.items()))
-
-    return (
-        kubelet.max_pods,
-        kubelet.pods_per_core,
-        items(kubelet.kube_reserved),
-        items(kubelet.system_reserved),
-        items(kubelet.eviction_hard),
-    )
