@@ -107,12 +107,14 @@ def _pairs(items: Iterable[tuple[str, int]]) -> tuple[tuple[str, int], ...]:
     merged: dict[str, int] = {}
     for name, amount in items:
         merged[name] = merged.get(name, 0) + amount
-    return tuple(sorted((k, v) for k, v in merged.items() if v != 0))
+    return tuple(sorted(merged.items()))
 
 
 @attrs.frozen
 class Resources(Mapping[str, int]):
     """An immutable resource list: resource name -> milli-units; absent names are zero.
+
+    Explicit zeros are kept (a NodePool limit of ``cpu: 0`` means none at all).
 
     Kept as a sorted tuple of pairs so that equal lists hash and print identically on every run.
     """

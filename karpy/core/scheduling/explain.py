@@ -96,12 +96,13 @@ def _explain_pool(solver: Solver, index: PoolIndex, ctx: ShapeContext) -> PoolEx
             )
         )
     result = PoolExplanation(index.pool.name, offered, tuple(steps))
-    if remaining == 0:
+    if offered == 0:
+        detail = "no instance types are offered to this nodepool"
         return PoolExplanation(
-            index.pool.name,
-            offered,
-            (*steps, FilterStep(ReasonKind.NO_INSTANCE_TYPES, "no instance types", 0, 0)),
+            index.pool.name, 0, (FilterStep(ReasonKind.NO_INSTANCE_TYPES, detail, 0, 0),)
         )
+    if remaining == 0:
+        return result
     verdict = pool_verdict(index, ctx)
     if verdict is not None:
         steps.append(FilterStep(verdict.kind, verdict.detail, remaining, 0))
