@@ -10,6 +10,8 @@ import argparse
 import shlex
 import sys
 
+import attrs
+
 from karpy.localcluster.build import ensure_binaries
 from karpy.localcluster.cluster import LocalCluster
 from karpy.localcluster.errors import LocalClusterError
@@ -62,7 +64,7 @@ def main(argv: list[str]) -> int:
             sys.stdout.write(f"export KUBECONFIG={shlex.quote(str(found.kubeconfig))}\n")
         elif args.action == "build":
             binaries = ensure_binaries()
-            for field, path in sorted(vars(binaries).items()):
+            for field, path in sorted(attrs.asdict(binaries).items()):
                 sys.stdout.write(f"{field.replace('_', '-'):<24} {path}\n")
     except LocalClusterError as error:
         sys.stderr.write(f"karpy cluster {args.action}: {error}\n")
