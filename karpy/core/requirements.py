@@ -223,9 +223,12 @@ class Incompatibility:
     key: str
     wanted: str
     offered: str
+    undefined: bool = False
 
     def message(self) -> str:
         """One readable clause."""
+        if self.undefined:
+            return f"{self.wanted}: no label {self.key} is defined there"
         return f"{self.wanted} does not match {self.offered}"
 
 
@@ -320,7 +323,7 @@ class Requirements:
             if have is None:
                 if req.allows_absent() or req.key in allow_undefined:
                     continue
-                return Incompatibility(req.key, req.describe(), f"{req.key} undefined")
+                return Incompatibility(req.key, req.describe(), "", undefined=True)
             if not have.intersects(req):
                 return Incompatibility(req.key, req.describe(), have.describe())
         return None

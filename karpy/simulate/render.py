@@ -10,6 +10,7 @@ import json
 from collections.abc import Mapping
 
 from karpy.core.pods import Pod
+from karpy.core.requirements import Requirement
 from karpy.core.resources import CPU, MEMORY, format_quantity
 from karpy.core.scheduling.results import Explanation, NodeClaimPlan, Results
 
@@ -50,11 +51,19 @@ def claim_dict(claim: NodeClaimPlan, names: Mapping[str, str]) -> dict[str, obje
         "requests": claim.requests.render(),
         "pricePerHour": _price(claim.price),
         "pods": [names.get(uid, uid) for uid in claim.pods],
-        "requirements": [
-            {"key": r.key, "operator": r.operator.value, "values": r.sorted_values()}
-            for r in claim.requirements
-        ],
+        "requirements": [_requirement(r) for r in claim.requirements],
     }
+
+
+def _requirement(req: Requirement) -> dict[str, object]:
+    out: dict[str, object] = {
+        "key": req.key,
+        "operator": req.operator.value,
+        "values": req.sorted_values(),
+    }
+    if req.min_values is not None:
+        out["minValues"] = req.min_values
+    return out
 
 
 def explanation_dict(e: Explanation) -> dict[str, object]:

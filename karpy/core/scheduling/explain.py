@@ -226,7 +226,7 @@ def _message(
         total = sum(s.count for s in summary)
         if total:
             top = summary[0]
-            parts.append(f"{total} {label} refused (most: {top.detail})")
+            parts.append(f"{label}: {total} refused (most: {top.detail})")
     return f"pod {pod.key} cannot be placed: " + "; ".join(parts)
 
 

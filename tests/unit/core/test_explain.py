@@ -115,7 +115,7 @@ def test_host_port_conflict_on_an_existing_node() -> None:
     e = _explain(b.snapshot([pool], nodes=[busy]), b.pod(host_ports=(HostPort(80),)))
     assert [s.kind for s in e.existing_nodes] == [ReasonKind.HOST_PORT]
     assert e.existing_nodes[0].count == 1
-    assert "1 existing nodes refused" in e.message
+    assert "existing nodes: 1 refused" in e.message
 
 
 def test_volume_topology() -> None:

@@ -17,7 +17,7 @@ from karpy.core.pods import (
     WhenUnsatisfiable,
 )
 from karpy.core.resources import Resources
-from karpy.core.scheduling import solve
+from karpy.core.scheduling import Results, solve
 from karpy.core.snapshot import DaemonSet
 from karpy.core.taints import Effect, Taint, Toleration, TolerationOperator
 from tests.unit.core import builders as b
@@ -26,7 +26,7 @@ ZONE = wk.LABEL_TOPOLOGY_ZONE
 HOST = wk.LABEL_HOSTNAME
 
 
-def _zone_of(results, claim_name):  # type: ignore[no-untyped-def]
+def _zone_of(results: Results, claim_name: str | None) -> str:
     claim = next(c for c in results.nodeclaims if c.name == claim_name)
     assert len(claim.zones) == 1
     return claim.zones[0]
@@ -212,9 +212,13 @@ def test_node_affinity_policy_ignore_counts_domains_the_pod_cannot_use() -> None
     sel = LabelSelector.of({"app": "x"})
     honor = TopologySpreadConstraint(ZONE, 1, sel)
     ignore = TopologySpreadConstraint(ZONE, 1, sel, node_affinity_policy=InclusionPolicy.IGNORE)
-    fields = {"labels": {"app": "x"}, "node_selector": {ZONE: "zone-a"}}
-    honoured = b.run(b.snapshot(), b.pods(3, topology_spread=(honor,), **fields))
-    ignored = b.run(b.snapshot(), b.pods(3, topology_spread=(ignore,), **fields))
+    labels, selector = {"app": "x"}, {ZONE: "zone-a"}
+    honoured = b.run(
+        b.snapshot(), b.pods(3, topology_spread=(honor,), labels=labels, node_selector=selector)
+    )
+    ignored = b.run(
+        b.snapshot(), b.pods(3, topology_spread=(ignore,), labels=labels, node_selector=selector)
+    )
     assert len(honoured.placed()) == 3
     assert len(ignored.placed()) == 1
 

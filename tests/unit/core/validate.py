@@ -13,7 +13,7 @@ from karpy.core.requirements import Requirement
 from karpy.core.resources import Resources
 from karpy.core.scheduling import Results
 from karpy.core.scheduling.pool import daemon_overhead
-from karpy.core.snapshot import NODES_LIMIT, ClusterSnapshot
+from karpy.core.snapshot import NODES_LIMIT, ClusterSnapshot, NodePool
 from karpy.core.taints import Effect, untolerated
 
 
@@ -25,7 +25,7 @@ def check(snap: ClusterSnapshot, pending: list[Pod], results: Results, max_types
     assert len(unplaced) == len(set(unplaced)), "a pod is listed unplaced twice"
     assert not set(placed) & set(unplaced), "a pod is both placed and unplaced"
     assert set(placed) | set(unplaced) == set(by_uid), "a pod was lost or invented"
-    pools = {p.name: p for p in snap.nodepools}
+    pools: dict[str, NodePool] = {p.name: p for p in snap.nodepools}
     bins: dict[str, list[Pod]] = defaultdict(list)
     zone_of: dict[str, str | None] = {}
     for claim in results.nodeclaims:
