@@ -1,0 +1,224 @@
+"""Scenario parsing: the format maps onto core values, and bad input names its field path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from karpy.apis.v1 import labels as wk
+from karpy.core.taints import Effect
+from karpy.simulate.cli import explain_main, simulate_main
+from karpy.simulate.reader import ScenarioError
+from karpy.simulate.scenario import load, parse
+
+BASE: dict[str, object] = {
+    "nodePools": [{"name": "default"}],
+    "instanceTypes": {"provider": "fake", "count": 4},
+}
+
+
+def _with(**extra: object) -> dict[str, object]:
+    return {**BASE, **extra}
+
+
+def test_minimal_scenario() -> None:
+    scenario = parse(_with(pods=[{"name": "a", "requests": {"cpu": "1"}}]))
+    (pod,) = scenario.pods
+    assert pod.key == "default/a"
+    assert pod.requests().get_amount("cpu") == 1000
+    assert len(scenario.snapshot.instance_types["default"]) == 4
+
+
+def test_deployments_expand_to_owned_replicas() -> None:
+    dep = {"name": "web", "replicas": 3, "template": {"labels": {"app": "web"}}}
+    pods = parse(_with(deployments=[dep])).pods
+    assert [p.name for p in pods] == ["web-0", "web-1", "web-2"]
+    assert {p.owner for p in pods} == {"apps/Deployment/default/web"}
+
+
+def test_kubernetes_shaped_fields_are_understood() -> None:
+    pod = {
+        "name": "full",
+        "namespace": "team",
+        "containers": [
+            {
+                "name": "a",
+                "requests": {"cpu": "1"},
+                "ports": [{"containerPort": 80, "hostPort": 80}],
+            }
+        ],
+        "initContainers": [{"name": "s", "restartPolicy": "Always", "requests": {"cpu": "500m"}}],
+        "tolerations": [{"key": "k", "operator": "Exists", "effect": "NoSchedule"}],
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {"key": wk.LABEL_ARCH, "operator": "In", "values": ["amd64"]}
+                            ]
+                        }
+                    ]
+                },
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 5,
+                        "preference": {"matchExpressions": [{"key": "x", "operator": "Exists"}]},
+                    }
+                ],
+            },
+            "podAntiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 1,
+                        "podAffinityTerm": {
+                            "topologyKey": wk.LABEL_HOSTNAME,
+                            "labelSelector": {"matchLabels": {"a": "b"}},
+                        },
+                    }
+                ]
+            },
+        },
+        "topologySpreadConstraints": [
+            {
+                "maxSkew": 2,
+                "topologyKey": wk.LABEL_TOPOLOGY_ZONE,
+                "whenUnsatisfiable": "ScheduleAnyway",
+                "minDomains": 2,
+                "matchLabelKeys": ["rev"],
+            }
+        ],
+    }
+    (parsed,) = parse(_with(pods=[pod])).pods
+    assert parsed.namespace == "team"
+    assert parsed.requests().get_amount("cpu") == 1500
+    assert parsed.host_ports[0].port == 80
+    assert parsed.tolerations[0].effect is Effect.NO_SCHEDULE
+    assert parsed.required_node_affinity[0].single_value(wk.LABEL_ARCH) == "amd64"
+    assert parsed.preferred_node_affinity[0].weight == 5
+    assert parsed.preferred_pod_anti_affinity[0].term.topology_key == wk.LABEL_HOSTNAME
+    assert parsed.topology_spread[0].min_domains == 2
+    assert parsed.topology_spread[0].match_label_keys == ("rev",)
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        pytest.param(
+            {"instanceTypes": {"provider": "fake"}}, "nodePools: is required", id="missing-pools"
+        ),
+        pytest.param(_with(podz=[]), "(root): unknown field(s) podz", id="unknown-root-field"),
+        pytest.param(
+            _with(pods=[{"name": "a", "requests": {"cpu": "lots"}}]),
+            "pods[0].requests.cpu: quantity 'lots'",
+            id="bad-quantity",
+        ),
+        pytest.param(
+            _with(pods=[{"requests": {}}]), "pods[0].name: is required", id="missing-name"
+        ),
+        pytest.param(
+            _with(pods=[{"name": "a", "tolerations": [{"effect": "Sometimes"}]}]),
+            "pods[0].tolerations[0].effect:",
+            id="bad-effect",
+        ),
+        pytest.param(
+            _with(
+                nodePools=[
+                    {"name": "p", "requirements": [{"key": "k", "operator": "In", "values": []}]}
+                ]
+            ),
+            "nodePools[0].requirements[0]: requirement 'k': operator In needs values",
+            id="bad-requirement",
+        ),
+        pytest.param(
+            {**BASE, "instanceTypes": {"provider": "cloud9"}},
+            "instanceTypes.provider: unknown provider",
+            id="bad-provider",
+        ),
+        pytest.param(
+            _with(deployments=[{"name": "d", "replicas": -1, "template": {}}]),
+            "deployments[0].replicas: must not be negative",
+            id="negative-replicas",
+        ),
+        pytest.param(
+            _with(pods=[{"name": "a"}, {"name": "a"}]),
+            "pod names must be unique",
+            id="duplicate-pods",
+        ),
+        pytest.param(
+            _with(
+                pods=[
+                    {"name": "a", "topologySpreadConstraints": [{"maxSkew": 0, "topologyKey": "k"}]}
+                ]
+            ),
+            "maxSkew: must be at least 1",
+            id="bad-skew",
+        ),
+        pytest.param(_with(pods="nope"), "pods: expected a list", id="not-a-list"),
+        pytest.param(
+            _with(options={"maxInstanceTypes": 0}),
+            "options.maxInstanceTypes: must be at least 1",
+            id="bad-option",
+        ),
+        pytest.param(
+            {
+                **BASE,
+                "instanceTypes": {
+                    "items": [
+                        {
+                            "name": "x",
+                            "capacity": {"cpu": "1"},
+                            "offerings": [{"zone": "a", "capacityType": "spot"}],
+                        }
+                    ]
+                },
+            },
+            "instanceTypes.items[0].offerings[0].price: is required",
+            id="missing-price",
+        ),
+    ],
+)
+def test_errors_name_the_field(doc: dict[str, object], message: str) -> None:
+    with pytest.raises(ScenarioError) as err:
+        parse(doc)
+    assert message in str(err.value)
+
+
+def test_unreadable_and_malformed_files(tmp_path: Path) -> None:
+    with pytest.raises(ScenarioError, match="cannot read scenario"):
+        load(tmp_path / "missing.yaml")
+    broken = tmp_path / "broken.json"
+    broken.write_text("{", encoding="utf-8")
+    with pytest.raises(ScenarioError, match="not valid JSON"):
+        load(broken)
+
+
+def test_simulate_reports_bad_input_with_exit_code_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("nodePools: 3\ninstanceTypes: {provider: fake}\n", encoding="utf-8")
+    assert simulate_main([str(bad)]) == 2
+    assert "nodePools: expected a list" in capsys.readouterr().err
+
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def test_explain_prints_an_unplaced_pods_steps(capsys: pytest.CaptureFixture[str]) -> None:
+    assert explain_main([str(GOLDEN / "unplaceable.yaml"), "too-big"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("pod default/too-big cannot be placed:")
+    assert "insufficient-resources: insufficient cpu (needs 16, 2 types too small)" in out
+
+
+def test_explain_says_where_a_placed_pod_goes(capsys: pytest.CaptureFixture[str]) -> None:
+    assert explain_main([str(GOLDEN / "unplaceable.yaml"), "default/fine", "-o", "json"]) == 0
+    out = capsys.readouterr().out
+    assert '"placedOn": "general-00001"' in out
+
+
+def test_explain_unknown_pod(capsys: pytest.CaptureFixture[str]) -> None:
+    assert explain_main([str(GOLDEN / "unplaceable.yaml"), "ghost"]) == 2
+    assert "not a pending pod" in capsys.readouterr().err
