@@ -9,6 +9,7 @@ gets its own namespace; cluster-scoped objects a test creates are removed after 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import re
 import secrets
@@ -41,6 +42,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         parts = Path(str(item.path)).relative_to(ROOT / "tests").parts
         if parts and parts[0] in _CLUSTER_DIRS:
             item.add_marker(pytest.mark.cluster)
+
+
+@pytest.fixture(autouse=True)
+async def _no_leaked_tasks(request: pytest.FixtureRequest) -> AsyncIterator[None]:
+    """Fail a coroutine test that leaves asyncio tasks running: every task must have an owner."""
+    yield
+    if not inspect.iscoroutinefunction(getattr(request.function, "__wrapped__", request.function)):
+        return
+    current = asyncio.current_task()
+    for _ in range(3):  # let tasks that are already finishing finish
+        leftover = [t for t in asyncio.all_tasks() if t is not current and not t.done()]
+        if not leftover:
+            return
+        await asyncio.sleep(0)
+    for task in leftover:
+        task.cancel()
+    await asyncio.gather(*leftover, return_exceptions=True)
+    pytest.fail(f"test left {len(leftover)} task(s) running: {[t.get_name() for t in leftover]}")
 
 
 @pytest.fixture(scope="session")
