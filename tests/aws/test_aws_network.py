@@ -72,7 +72,7 @@ async def test_security_groups_by_tag_name_and_id(session: AWSSession, moto: Mot
         [
             SelectorTerm(tags={"karpenter.sh/discovery": CLUSTER}),
             SelectorTerm(name="sg-extra"),
-            SelectorTerm(name="sg-other", tags={"team": "blue"}),  # AND: name and tag disagree
+            SelectorTerm(tags={"team": "blue", "Name": "nodes"}),  # AND: no group has both
         ],
     )
     assert {g.id for g in found} == {moto.security_groups["nodes"], moto.security_groups["extra"]}
@@ -80,6 +80,12 @@ async def test_security_groups_by_tag_name_and_id(session: AWSSession, moto: Mot
     assert {g.name for g in found} == {"sg-nodes", "sg-extra"}
     by_id = await discover_security_groups(ec2, [SelectorTerm(id=moto.security_groups["other"])])
     assert [g.name for g in by_id] == ["sg-other"]
+
+
+async def test_security_group_name_cannot_be_combined(session: AWSSession) -> None:
+    ec2 = await session.client("ec2")
+    with pytest.raises(errors.ConfigurationError, match=r"securityGroupSelectorTerms\[0\]"):
+        await discover_security_groups(ec2, [SelectorTerm(name="sg-x", tags={"a": "b"})])
 
 
 @pytest.mark.parametrize(

@@ -90,7 +90,7 @@ async def discover_security_groups(
 ) -> tuple[SecurityGroup, ...]:
     """Security groups matching any term, ordered by id.
 
-    ``securityGroupSelectorTerms`` take tags and/or name, or id alone. Raises as
+    ``securityGroupSelectorTerms`` take tags, or id alone, or name alone. Raises as
     :func:`discover_subnets` does; an empty result is the caller's to report.
     """
     validate_terms(list(terms), "securityGroupSelectorTerms", allow_name=True)

@@ -30,7 +30,8 @@ def freeze_tags(value: Mapping[str, str] | Tags | None) -> Tags:
 
 @attrs.frozen(kw_only=True)
 class SelectorTerm:
-    """One subnet or security-group selector term: ``tags`` and/or ``name``, or ``id`` alone."""
+    """One subnet or security-group selector term: ``tags``, or ``id`` alone, or (security
+    groups only) ``name`` alone."""
 
     tags: Tags = attrs.field(default=(), converter=freeze_tags)
     id: str | None = None
@@ -48,6 +49,11 @@ class SelectorTerm:
             )
         if self.name is not None and not allow_name:
             raise ConfigurationError(f"{field}: 'name' is not a valid field here")
+        if self.name is not None and self.tags:
+            raise ConfigurationError(
+                f"{field}: 'name' cannot be combined with other fields in one term "
+                f"(name={self.name!r})"
+            )
         for key, value in self.tags:
             if not key or not value:
                 raise ConfigurationError(
