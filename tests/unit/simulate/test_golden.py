@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -39,3 +41,21 @@ def test_every_scenario_has_goldens() -> None:
     for scenario in SCENARIOS:
         assert scenario.with_suffix(".json").exists(), scenario
         assert scenario.with_suffix(".txt").exists(), scenario
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.stem for s in SCENARIOS])
+def test_output_does_not_depend_on_the_hash_seed(scenario: Path) -> None:
+    """Set and dict order must never leak into a plan: run under two hash seeds."""
+    code = (
+        "import sys; from karpy.simulate.cli import simulate_main;"
+        f" sys.exit(simulate_main([{str(scenario)!r}, '-o', 'json']))"
+    )
+    outputs = []
+    for seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        done = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
+        )
+        assert done.returncode in (0, 1), done.stderr
+        outputs.append(done.stdout)
+    assert outputs[0] == outputs[1]
