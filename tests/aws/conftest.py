@@ -293,7 +293,7 @@ class FaultInjector:
     """
 
     faults: list[Fault] = attrs.Factory(list)
-    answers: dict[str, dict[str, Any]] = attrs.Factory(dict)
+    answers: dict[str, list[dict[str, Any]]] = attrs.Factory(dict)
     ice_offerings: set[tuple[str, str]] = attrs.Factory(set)
     sent: list[str] = attrs.Factory(list)
 
@@ -302,10 +302,10 @@ class FaultInjector:
     ) -> None:
         self.faults.append(Fault(operation, code, status, times))
 
-    def answer(self, operation: str, response: dict[str, Any]) -> None:
-        """Answer ``operation`` (of any service) with ``response`` instead of asking moto; for
-        APIs moto does not have (the Pricing API)."""
-        self.answers[operation] = response
+    def answer(self, operation: str, *responses: dict[str, Any]) -> None:
+        """Answer ``operation`` (of any service) with ``responses`` in turn (the last one
+        repeats) instead of asking moto; for APIs moto does not have (the Pricing API)."""
+        self.answers[operation] = list(responses)
 
     def ice(self, instance_type: str, zone: str) -> None:
         self.ice_offerings.add((instance_type, zone))
@@ -340,8 +340,10 @@ class FaultInjector:
         if operation not in self.answers:
             return None
         self.sent.append(operation)
+        queue = self.answers[operation]
+        response = queue.pop(0) if len(queue) > 1 else queue[0]
         meta = {"HTTPStatusCode": 200, "RequestId": "answered"}
-        return (_StatusOnly(200), {**self.answers[operation], "ResponseMetadata": meta})
+        return (_StatusOnly(200), {**response, "ResponseMetadata": meta})
 
     def _strip_ice(self, params: dict[str, Any], context: dict[str, Any], **kwargs: Any) -> None:
         failed: list[dict[str, Any]] = []

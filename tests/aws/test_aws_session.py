@@ -154,3 +154,24 @@ def test_error_codes_map_to_kinds(code: str, status: int, kind: type[errors.AWSE
     )
     assert type(err) is kind
     assert code in str(err)
+
+
+async def test_paginate_follows_tokens_with_one_span_per_page(
+    session: AWSSession, faults: FaultInjector, spans: InMemorySpanExporter
+) -> None:
+    faults.answer(
+        "DescribeSubnets",
+        {"Subnets": [{"SubnetId": "subnet-1"}], "NextToken": "page-2"},
+        {"Subnets": [{"SubnetId": "subnet-2"}]},
+    )
+    ec2 = await session.client("ec2")
+    items = await ec2.paginate("DescribeSubnets", result_key="Subnets")
+    assert [i["SubnetId"] for i in items] == ["subnet-1", "subnet-2"]
+    assert [s.name for s in spans.get_finished_spans()] == ["aws.ec2.DescribeSubnets"] * 2
+
+
+async def test_paginate_refuses_a_token_loop(session: AWSSession, faults: FaultInjector) -> None:
+    faults.answer("DescribeSubnets", {"Subnets": [], "NextToken": "same"})
+    ec2 = await session.client("ec2")
+    with pytest.raises(errors.ServiceUnavailableError, match="PaginationLoop"):
+        await ec2.paginate("DescribeSubnets", result_key="Subnets")

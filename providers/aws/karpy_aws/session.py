@@ -196,9 +196,12 @@ class AWSClient:
     ) -> list[Any]:
         """Call ``operation`` until the service stops returning a token; concatenate
         ``result_key`` over all pages. Each page is its own :meth:`call` (own span, own retries).
+        A service that hands back a token it already gave raises ServiceUnavailableError
+        instead of looping forever.
         """
         items: list[Any] = []
         token: str | None = None
+        seen: set[str] = set()
         while True:
             page_params = dict(params)
             if token:
@@ -208,6 +211,14 @@ class AWSClient:
             token = page.get(cursor_out)
             if not token:
                 return items
+            if token in seen:
+                raise ServiceUnavailableError(
+                    service=self.service,
+                    operation=operation,
+                    code="PaginationLoop",
+                    message=f"the service returned {cursor_out} {token!r} twice",
+                )
+            seen.add(token)
 
 
 def _annotate(span: trace.Span, meta: dict[str, Any]) -> None:
