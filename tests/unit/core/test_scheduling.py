@@ -367,6 +367,18 @@ def test_min_values_broken_by_the_cut_fails_the_pods() -> None:
     assert "needs 3 values" in results.unplaced[0].message
 
 
+def test_the_cut_to_the_maximum_keeps_min_values_when_it_can() -> None:
+    family = "example.com/family"
+    types = [
+        b.instance_type("a-1", 2, 4, price=0.1, labels={family: "a"}),
+        b.instance_type("a-2", 4, 8, price=0.2, labels={family: "a"}),
+        b.instance_type("b-1", 8, 16, price=0.4, labels={family: "b"}),
+    ]
+    pool = b.nodepool(requirements=b.reqs(b.req(family, "Exists", min_values=2)))
+    (claim,) = b.run(b.snapshot([pool], types), [b.pod()], max_instance_types=2).nodeclaims
+    assert claim.instance_types == ("a-1", "b-1")
+
+
 def test_custom_label_from_the_nodepool_template_satisfies_a_selector() -> None:
     pool = b.nodepool(labels={"team": "a"})
     (claim,) = b.run(b.snapshot([pool]), [b.pod(node_selector={"team": "a"})]).nodeclaims
