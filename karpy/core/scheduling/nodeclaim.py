@@ -14,9 +14,9 @@ from karpy.core.instancetypes import InstanceType
 from karpy.core.pods import HostPort, Pod
 from karpy.core.requirements import Requirement, Requirements
 from karpy.core.scheduling.existingnode import Placement
-from karpy.core.scheduling.pool import PoolIndex, Vector
+from karpy.core.scheduling.pool import PoolIndex, ResourceSpace, Vector
 from karpy.core.scheduling.queue import ShapeContext
-from karpy.core.scheduling.results import ReasonKind, Reject
+from karpy.core.scheduling.results import NodeClaimPlan, ReasonKind, Reject
 from karpy.core.scheduling.topology import Topology, TopologyReject
 from karpy.core.taints import untolerated
 
@@ -206,3 +206,82 @@ class MergeCache:
 
 
 _MUST_EXIST = frozenset({wk.LABEL_TOPOLOGY_ZONE, wk.LABEL_CAPACITY_TYPE, wk.LABEL_INSTANCE_TYPE})
+
+
+def finalize(claim: NodeClaim, limit: int, space: ResourceSpace) -> NodeClaimPlan | Reject:
+    """Order the claim's types by price, cut them to ``limit`` (keeping minValues when it can),
+    and inject instance-type, capacity-type and zone requirements from what remains."""
+    index = claim.index
+    if index.min_values:
+        ordered = truncate_keeping_min_values(
+            claim.ordered_types(len(index.types)), limit, index.min_values
+        )
+        kept = 0
+        for _, it in ordered:
+            kept |= 1 << index.position[it.name]
+        short = index.min_values_short(kept)
+        if short is not None:
+            key, want, have = short
+            detail = f"{key} needs {want} values, {have} remain after cutting to {limit}"
+            return Reject(ReasonKind.MIN_VALUES, detail)
+    else:
+        ordered = claim.ordered_types(limit)
+    if not ordered:
+        return Reject(ReasonKind.NO_INSTANCE_TYPES, "no instance type left")
+    zones: set[str] = set()
+    capacity_types: set[str] = set()
+    for _, it in ordered:
+        offered_zones, offered_types = index.offered_in(index.position[it.name], claim.requirements)
+        zones |= offered_zones
+        capacity_types |= offered_types
+    reqs = claim.requirements.add(
+        Requirement(wk.LABEL_INSTANCE_TYPE, False, frozenset(it.name for _, it in ordered)),
+        Requirement(wk.LABEL_CAPACITY_TYPE, False, frozenset(capacity_types)),
+        Requirement(wk.LABEL_TOPOLOGY_ZONE, False, frozenset(zones)),
+    )
+    return NodeClaimPlan(
+        name=claim.name,
+        nodepool=index.pool.name,
+        requirements=reqs,
+        instance_types=tuple(it.name for _, it in ordered),
+        zones=tuple(sorted(zones)),
+        capacity_types=tuple(sorted(capacity_types)),
+        requests=space.resources(claim.used),
+        pods=tuple(p.uid for p in claim.pods),
+        price=ordered[0][0],
+    )
+
+
+def _values(it: InstanceType, key: str) -> frozenset[str]:
+    if key == wk.LABEL_INSTANCE_TYPE:
+        return frozenset({it.name})
+    req = it.requirements.get(key)
+    return frozenset() if req is None or req.complement else req.values
+
+
+def truncate_keeping_min_values(
+    ordered: list[tuple[float, InstanceType]],
+    limit: int,
+    min_values: tuple[tuple[str, int], ...],
+) -> list[tuple[float, InstanceType]]:
+    """The ``limit`` cheapest types, except that for every minValues key the cheapest type of
+    each new value is taken first until the key has enough values (then price order fills the
+    rest). If minValues cannot fit in ``limit`` types the result falls short and the caller
+    reports it."""
+    chosen: set[int] = set()
+    for key, need in min_values:
+        seen: set[str] = set()
+        for pos in sorted(chosen):
+            seen |= _values(ordered[pos][1], key)
+        for pos, (_, it) in enumerate(ordered):
+            if len(seen) >= need:
+                break
+            new = _values(it, key) - seen
+            if new and pos not in chosen:
+                chosen.add(pos)
+                seen |= new
+    for pos in range(len(ordered)):
+        if len(chosen) >= limit:
+            break
+        chosen.add(pos)
+    return [ordered[pos] for pos in sorted(chosen)][: max(limit, 0)]
