@@ -17,6 +17,7 @@ import yaml
 
 from karpy.core.instancetypes import InstanceType, Offering
 from karpy.core.pods import Pod
+from karpy.core.resources import PODS, Resources
 from karpy.core.scheduling import SchedulerOptions
 from karpy.core.scheduling.preferences import PreferencePolicy
 from karpy.core.snapshot import ClusterSnapshot, DaemonSet, NodeName, NodePool, NodePoolName
@@ -32,6 +33,8 @@ from karpy.simulate.podspec import (
 )
 from karpy.simulate.reader import Node, ScenarioError
 from karpy.testing.instancetypes import make_instance_types
+
+DEFAULT_MAX_PODS = 110
 
 
 @attrs.frozen
@@ -130,6 +133,13 @@ def _catalog(node: Node) -> tuple[InstanceType, ...]:
     return tuple(_instance_type(n) for n in node.req("items").items())
 
 
+def _with_pods(resources: Resources) -> Resources:
+    """Kubelet's default of 110 pods when a node or instance type does not say."""
+    if PODS in resources:
+        return resources
+    return resources + Resources.of({PODS: DEFAULT_MAX_PODS})
+
+
 def _instance_type(node: Node) -> InstanceType:
     node.check_keys({"name", "capacity", "overhead", "labels", "offerings"})
     offerings = []
@@ -147,7 +157,7 @@ def _instance_type(node: Node) -> InstanceType:
     labels = node.get("labels")
     return InstanceType.make(
         node.req("name").text(),
-        parse_resources(node.req("capacity")),
+        _with_pods(parse_resources(node.req("capacity"))),
         offerings,
         overhead=parse_resources(node.get("overhead")),
         labels=labels.string_map() if labels else None,
@@ -191,7 +201,7 @@ def _node(node: Node, counter: CreationCounter) -> ClusterNode:
     )
     labels, pool = node.get("labels"), node.get("nodePool")
     init, flight = node.get("initialized"), node.get("inFlight")
-    allocatable = parse_resources(node.req("allocatable"))
+    allocatable = _with_pods(parse_resources(node.req("allocatable")))
     capacity = node.get("capacity")
     name = node.req("name").text()
     return ClusterNode(
@@ -199,7 +209,7 @@ def _node(node: Node, counter: CreationCounter) -> ClusterNode:
         labels=labels.string_map() if labels else {},
         taints=tuple(parse_taint(t) for t in items_of(node.get("taints"))),
         allocatable=allocatable,
-        capacity=parse_resources(capacity) if capacity else allocatable,
+        capacity=_with_pods(parse_resources(capacity)) if capacity else allocatable,
         pods=tuple(parse_pod(p, counter) for p in items_of(node.get("pods"))),
         nodepool=NodePoolName(pool.text()) if pool else None,
         initialized=init.boolean() if init else True,

@@ -222,3 +222,20 @@ def test_explain_says_where_a_placed_pod_goes(capsys: pytest.CaptureFixture[str]
 def test_explain_unknown_pod(capsys: pytest.CaptureFixture[str]) -> None:
     assert explain_main([str(GOLDEN / "unplaceable.yaml"), "ghost"]) == 2
     assert "not a pending pod" in capsys.readouterr().err
+
+
+def test_pods_capacity_defaults_to_kubelets_110() -> None:
+    catalog = {
+        "items": [
+            {
+                "name": "x",
+                "capacity": {"cpu": "1"},
+                "offerings": [{"zone": "a", "capacityType": "spot", "price": 1}],
+            }
+        ]
+    }
+    node = {"name": "n", "allocatable": {"cpu": "1"}}
+    scenario = parse({"nodePools": [{"name": "p"}], "instanceTypes": catalog, "nodes": [node]})
+    (it,) = scenario.snapshot.instance_types["p"]
+    assert it.capacity.get_amount("pods") == 110_000
+    assert scenario.snapshot.nodes[0].allocatable.get_amount("pods") == 110_000
