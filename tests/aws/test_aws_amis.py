@@ -29,7 +29,7 @@ async def _resolve(session: AWSSession, *terms: AMISelectorTerm):  # type: ignor
     return await resolve_amis(
         await session.client("ec2"),
         await session.client("ssm"),
-        list(terms),
+        terms=list(terms),
         k8s_version=K8S_VERSION,
         now=NOW,
         ssm_prefix=SSM_PREFIX,

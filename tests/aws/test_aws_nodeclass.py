@@ -39,7 +39,7 @@ async def test_a_spec_drives_discovery_end_to_end(session: AWSSession, moto: Mot
     amis = await resolve_amis(
         ec2,
         ssm,
-        nodeclass.ami_terms(spec),
+        terms=nodeclass.ami_terms(spec),
         k8s_version=K8S_VERSION,
         now=datetime.datetime(2026, 3, 1, tzinfo=datetime.UTC),
         ssm_prefix=SSM_PREFIX,

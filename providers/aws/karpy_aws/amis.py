@@ -339,8 +339,8 @@ async def _describe(ec2: AWSClient, **params: Any) -> list[dict[str, Any]]:
 async def resolve_amis(
     ec2: AWSClient,
     ssm: AWSClient,
-    terms: Sequence[AMISelectorTerm],
     *,
+    terms: Sequence[AMISelectorTerm],
     k8s_version: str,
     now: datetime.datetime,
     ssm_prefix: str = DEFAULT_SSM_PREFIX,

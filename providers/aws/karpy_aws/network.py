@@ -48,7 +48,11 @@ def _term_filters(term: SelectorTerm, *, id_filter: str) -> list[dict[str, objec
 
 
 async def _describe_each(
-    ec2: AWSClient, operation: str, result_key: str, filter_sets: list[list[dict[str, object]]]
+    ec2: AWSClient,
+    operation: str,
+    *,
+    result_key: str,
+    filter_sets: list[list[dict[str, object]]],
 ) -> list[dict[str, Any]]:
     async with asyncio.TaskGroup() as group:
         tasks = [
@@ -69,8 +73,8 @@ async def discover_subnets(ec2: AWSClient, terms: Sequence[SelectorTerm]) -> tup
     raw = await _describe_each(
         ec2,
         "DescribeSubnets",
-        "Subnets",
-        [_term_filters(t, id_filter="subnet-id") for t in terms],
+        result_key="Subnets",
+        filter_sets=[_term_filters(t, id_filter="subnet-id") for t in terms],
     )
     found = {
         s["SubnetId"]: Subnet(
@@ -97,8 +101,8 @@ async def discover_security_groups(
     raw = await _describe_each(
         ec2,
         "DescribeSecurityGroups",
-        "SecurityGroups",
-        [_term_filters(t, id_filter="group-id") for t in terms],
+        result_key="SecurityGroups",
+        filter_sets=[_term_filters(t, id_filter="group-id") for t in terms],
     )
     found = {
         g["GroupId"]: SecurityGroup(

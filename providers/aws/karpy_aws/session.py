@@ -161,7 +161,7 @@ class AWSClient:
                     message=str(err.get("Message") or ""),
                     status=int(meta.get("HTTPStatusCode") or 0),
                 )
-                _fail(span, translated, meta)
+                _fail(span, translated, meta=meta)
                 raise translated from e
             except BotoCoreError as e:
                 translated = ServiceUnavailableError(
@@ -170,7 +170,7 @@ class AWSClient:
                     code=type(e).__name__,
                     message=str(e),
                 )
-                _fail(span, translated, {})
+                _fail(span, translated, meta={})
                 raise translated from e
             except TimeoutError as e:
                 translated = CallTimeoutError(
@@ -179,7 +179,7 @@ class AWSClient:
                     code="CallTimeout",
                     message=f"no answer within {self._call_timeout}s",
                 )
-                _fail(span, translated, {})
+                _fail(span, translated, meta={})
                 raise translated from e
             _annotate(span, response.get("ResponseMetadata", {}))
             return response
@@ -230,7 +230,7 @@ def _annotate(span: trace.Span, meta: dict[str, Any]) -> None:
         span.set_attribute("aws.retry_attempts", int(meta["RetryAttempts"]))
 
 
-def _fail(span: trace.Span, error: AWSError, meta: dict[str, Any]) -> None:
+def _fail(span: trace.Span, error: AWSError, *, meta: dict[str, Any]) -> None:
     _annotate(span, meta)
     span.set_attribute("error.type", error.code)
     span.set_attribute("aws.error_code", error.code)

@@ -84,9 +84,11 @@ class BootstrapOptions:
 def render_user_data(family: AMIFamily, options: BootstrapOptions) -> str:
     """The user data (plain text; the launch template stores it base64-encoded)."""
     if family is AMIFamily.AL2:
-        return _mime(_al2_script(options), "text/x-shellscript", options.custom_user_data)
+        return _mime(_al2_script(options), "text/x-shellscript", custom=options.custom_user_data)
     if family is AMIFamily.AL2023:
-        return _mime(_nodeconfig(options), "application/node.eks.aws", options.custom_user_data)
+        return _mime(
+            _nodeconfig(options), "application/node.eks.aws", custom=options.custom_user_data
+        )
     if family is AMIFamily.BOTTLEROCKET:
         return _bottlerocket(options)
     if family is AMIFamily.CUSTOM:
@@ -116,7 +118,7 @@ def _custom_parts(custom: str | None) -> list[tuple[str, str]]:
     return parts
 
 
-def _mime(body: str, content_type: str, custom: str | None) -> str:
+def _mime(body: str, content_type: str, *, custom: str | None) -> str:
     lines = [
         "MIME-Version: 1.0",
         f'Content-Type: multipart/mixed; boundary="{MIME_BOUNDARY}"',
