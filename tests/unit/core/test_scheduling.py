@@ -248,6 +248,27 @@ def test_match_label_keys_split_spread_groups_by_label_value() -> None:
     assert len(results.nodeclaims) == 2
 
 
+def test_spread_over_capacity_type() -> None:
+    types = [b.instance_type("it", 4, 8, capacity_types=("spot", "on-demand"))]
+    spread = TopologySpreadConstraint(wk.LABEL_CAPACITY_TYPE, 1, LabelSelector.of({"app": "x"}))
+    results = b.run(
+        b.snapshot(types=types), b.pods(4, labels={"app": "x"}, topology_spread=(spread,))
+    )
+    kinds = Counter(c.capacity_types for c in results.nodeclaims for _ in c.pods)
+    assert kinds == Counter({("on-demand",): 2, ("spot",): 2})
+
+
+def test_anti_affinity_over_a_custom_nodepool_label() -> None:
+    pool = b.nodepool(requirements=b.reqs(b.req("example.com/rack", "In", "r1", "r2")))
+    anti = PodAffinityTerm(LabelSelector.of({"app": "x"}), "example.com/rack")
+    results = b.run(b.snapshot([pool]), b.pods(3, labels={"app": "x"}, pod_anti_affinity=(anti,)))
+    racks = sorted(
+        c.requirements.single_value("example.com/rack") or "" for c in results.nodeclaims
+    )
+    assert racks == ["r1", "r2"]
+    assert len(results.unplaced) == 1
+
+
 def test_zonal_pod_affinity_follows_the_target() -> None:
     target = b.pod("db", labels={"app": "db"}, node_selector={ZONE: "zone-c"})
     term = PodAffinityTerm(LabelSelector.of({"app": "db"}), ZONE)
