@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from karpy_aws import errors
-from karpy_aws.session import AWSSession, AWSSettings
+from karpy_aws.session import AWSSession, AWSSettings, RetryMode
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
@@ -85,11 +85,16 @@ async def test_client_errors_become_typed_errors_with_code_on_span(
     assert span.attributes["aws.error_code"] == "InvalidInstanceID.NotFound"
 
 
+@pytest.mark.parametrize("mode", [pytest.param("standard"), pytest.param("adaptive")])
 async def test_throttling_is_retried_by_botocore_then_succeeds(
-    moto: Moto, faults: FaultInjector, spans: InMemorySpanExporter
+    moto: Moto, faults: FaultInjector, mode: RetryMode
 ) -> None:
     settings = AWSSettings(
-        region=REGION, endpoint_url=moto.endpoint, require_loopback_endpoint=True, max_attempts=3
+        region=REGION,
+        endpoint_url=moto.endpoint,
+        require_loopback_endpoint=True,
+        max_attempts=3,
+        retry_mode=mode,
     )
     faults.fail("DescribeSubnets", "RequestLimitExceeded", status=503, times=1)
     async with AWSSession(settings, hooks=faults.hooks()) as session:

@@ -273,3 +273,17 @@ def test_al2_script_is_valid_bash(tmp_path: pathlib.Path) -> None:
     path = tmp_path / "user-data.sh"
     path.write_text(script)
     subprocess.run(["bash", "-n", str(path)], check=True, timeout=10)
+
+
+async def test_hydrate_adopts_the_clusters_templates_so_they_expire(
+    session: AWSSession, moto: Moto
+) -> None:
+    ec2 = await session.client("ec2")
+    clock = FakeClock()
+    options = _lt_options(moto, nodeclass_name="left-by-a-previous-leader")
+    await LaunchTemplates(ec2, clock).ensure(options)
+    restarted = LaunchTemplates(ec2, clock)
+    assert await restarted.hydrate(CLUSTER) >= 1
+    assert await restarted.hydrate("another-cluster") == 0
+    clock.step(datetime.timedelta(minutes=1))
+    assert options.name in await restarted.delete_expired()

@@ -228,6 +228,21 @@ class LaunchTemplates:
             return None
         return LaunchTemplate(found[0]["LaunchTemplateId"], found[0]["LaunchTemplateName"])
 
+    async def hydrate(self, cluster_name: str) -> int:
+        """Load the cluster's existing templates into the cache (at leader start), so that
+        unused ones expire and are deleted like any other; return how many were found."""
+        found = await self._ec2.paginate(
+            "DescribeLaunchTemplates",
+            result_key="LaunchTemplates",
+            Filters=[{"Name": f"tag:{TAG_KARPY_CLUSTER}", "Values": [cluster_name]}],
+        )
+        until = self._clock.now() + self._ttl
+        for raw in found:
+            name = raw["LaunchTemplateName"]
+            if name.startswith(LAUNCH_TEMPLATE_NAME_PREFIX) and name not in self._cache:
+                self._cache[name] = (LaunchTemplate(raw["LaunchTemplateId"], name), until)
+        return len(found)
+
     def invalidate(self, name: str) -> None:
         """Forget ``name`` (CreateFleet said the template is gone)."""
         self._cache.pop(name, None)
