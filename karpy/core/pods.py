@@ -30,7 +30,7 @@ def freeze_labels(labels: Mapping[str, str] | Iterable[tuple[str, str]]) -> Labe
     return tuple(sorted(dict(pairs).items()))
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)
 class Container:
     """A container's requests. ``restart_always`` marks a sidecar init container (KEP-753)."""
 

@@ -42,7 +42,7 @@ def _as_int(value: str) -> int | None:
         return None
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)
 class Requirement:
     """The values one label key may take.
 

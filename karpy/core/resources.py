@@ -110,7 +110,7 @@ def _pairs(items: Iterable[tuple[str, int]]) -> tuple[tuple[str, int], ...]:
     return tuple(sorted(merged.items()))
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)
 class Resources(Mapping[str, int]):
     """An immutable resource list: resource name -> milli-units; absent names are zero.
 

@@ -29,7 +29,7 @@ class TolerationOperator(enum.StrEnum):
     EXISTS = "Exists"
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)
 class Taint:
     """A node taint."""
 
@@ -44,7 +44,7 @@ class Taint:
         )
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)
 class Toleration:
     """A pod toleration; an empty key with Exists tolerates everything."""
 

@@ -230,10 +230,13 @@ def finalize(claim: NodeClaim, limit: int, space: ResourceSpace) -> NodeClaimPla
         return Reject(ReasonKind.NO_INSTANCE_TYPES, "no instance type left")
     zones: set[str] = set()
     capacity_types: set[str] = set()
+    all_zones, all_types = index.offer_union(claim.requirements)
     for _, it in ordered:
         offered_zones, offered_types = index.offered_in(index.position[it.name], claim.requirements)
         zones |= offered_zones
         capacity_types |= offered_types
+        if len(zones) == len(all_zones) and len(capacity_types) == len(all_types):
+            break  # nothing more to learn from the rest
     reqs = claim.requirements.add(
         Requirement(wk.LABEL_INSTANCE_TYPE, False, frozenset(it.name for _, it in ordered)),
         Requirement(wk.LABEL_CAPACITY_TYPE, False, frozenset(capacity_types)),

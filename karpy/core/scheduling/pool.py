@@ -22,6 +22,7 @@ from karpy.core.snapshot import NODES_LIMIT, DaemonSet, NodePool
 from karpy.core.taints import Taint, untolerated
 
 Vector = tuple[int, ...]
+_INF = float("inf")
 
 
 @attrs.frozen
@@ -142,10 +143,13 @@ class PoolIndex:
             self._cap_sorted.append(values)
             self._cap_prefix.append(prefix)
         self._req_cache: dict[Requirements, int] = {self.template: self.full}
-        self._price_cache: dict[Requirements, list[tuple[int, float]]] = {}
-        self._offer_cache: dict[
-            tuple[Requirements, int], tuple[frozenset[str], frozenset[str]]
+        self._price_cache: dict[
+            Requirements, tuple[list[tuple[int, float]], list[float] | None]
         ] = {}
+        self._offer_cache: dict[
+            Requirements, list[tuple[frozenset[str], frozenset[str]] | None]
+        ] = {}
+        self._union_cache: dict[Requirements, tuple[frozenset[str], frozenset[str]]] = {}
         self.position = {it.name: i for i, it in enumerate(self.types)}
         self.min_values: tuple[tuple[str, int], ...] = tuple(
             (r.key, r.min_values) for r in self.template if r.min_values is not None
@@ -216,9 +220,12 @@ class PoolIndex:
                     best[r] = amount
         return tuple(best)
 
-    def price_order(self, reqs: Requirements) -> list[tuple[int, float]]:
+    def price_order(self, reqs: Requirements) -> tuple[list[tuple[int, float]], list[float] | None]:
         """``(type index, cheapest compatible price)`` under ``reqs``, cheapest first (memoised);
-        types without a compatible available offering are left out."""
+        types without a compatible available offering are left out. The second value is the price
+        per type index when that order is the index order (types are numbered by their price
+        under the NodePool's own requirements, so it usually is): then the cheapest type of a
+        bitset is its lowest usable bit."""
         cached = self._price_cache.get(reqs)
         if cached is None:
             priced: list[tuple[float, str, int]] = []
@@ -227,36 +234,78 @@ class PoolIndex:
                 if offering is not None:
                     priced.append((offering.price, it.name, i))
             priced.sort()
-            cached = [(i, price) for price, _, i in priced]
+            order = [(i, price) for price, _, i in priced]
+            positions = [i for i, _ in order]
+            by_index: list[float] | None = None
+            if positions == sorted(positions):
+                by_index = [_INF] * len(self.types)
+                for i, price in order:
+                    by_index[i] = price
+            cached = (order, by_index)
             self._price_cache[reqs] = cached
         return cached
 
     def offered_in(self, i: int, reqs: Requirements) -> tuple[frozenset[str], frozenset[str]]:
         """Zones and capacity types of type ``i``'s available offerings under ``reqs``."""
-        key = (reqs, i)
-        cached = self._offer_cache.get(key)
+        per_type = self._offer_cache.get(reqs)
+        if per_type is None:
+            per_type = [None for _ in self.types]
+            self._offer_cache[reqs] = per_type
+        cached = per_type[i]
         if cached is None:
             offers = [o for o in self.types[i].offerings if o.available and o.matches(reqs)]
             cached = (
                 frozenset(o.zone for o in offers),
                 frozenset(o.capacity_type for o in offers),
             )
-            self._offer_cache[key] = cached
+            per_type[i] = cached
         return cached
+
+    def offer_union(self, reqs: Requirements) -> tuple[frozenset[str], frozenset[str]]:
+        """Zones and capacity types offered by any type under ``reqs`` (memoised)."""
+        found = self._union_cache.get(reqs)
+        if found is None:
+            zones: set[str] = set()
+            kinds: set[str] = set()
+            for i in range(len(self.types)):
+                z, k = self.offered_in(i, reqs)
+                zones |= z
+                kinds |= k
+            found = (frozenset(zones), frozenset(kinds))
+            self._union_cache[reqs] = found
+        return found
 
     def cheapest_price(self, mask: int, reqs: Requirements) -> float:
         """The lowest price among ``mask``'s types under ``reqs``."""
-        for i, price in self.price_order(reqs):
+        order, by_index = self.price_order(reqs)
+        if by_index is not None:
+            while mask:
+                low = mask & -mask
+                price = by_index[low.bit_length() - 1]
+                if price != _INF:
+                    return price
+                mask ^= low
+            return _INF
+        for i, price in order:
             if mask >> i & 1:
                 return price
-        return float("inf")
+        return _INF
 
     def ordered(
         self, mask: int, reqs: Requirements, limit: int
     ) -> list[tuple[float, InstanceType]]:
         """Up to ``limit`` of ``mask``'s types with their price under ``reqs``, cheapest first."""
         out: list[tuple[float, InstanceType]] = []
-        for i, price in self.price_order(reqs):
+        order, by_index = self.price_order(reqs)
+        if by_index is not None:
+            while mask and len(out) < limit:
+                low = mask & -mask
+                i = low.bit_length() - 1
+                if by_index[i] != _INF:
+                    out.append((by_index[i], self.types[i]))
+                mask ^= low
+            return out
+        for i, price in order:
             if mask >> i & 1:
                 out.append((price, self.types[i]))
                 if len(out) >= limit:

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 import attrs
 
-from karpy.core.pods import Pod, PodUID
+from karpy.core.pods import Pod
 from karpy.core.resources import CPU, MEMORY, Resources
 from karpy.core.scheduling.pool import Vector
 from karpy.core.scheduling.preferences import Relaxation, Shape
@@ -29,12 +29,18 @@ class PodClass:
     requests: Resources
     state: Relaxation
     relaxations: list[str] = attrs.field(factory=list)
+    context: ShapeContext | None = None
+    context_state: Relaxation | None = None
 
 
 @attrs.define(eq=False)
 class ShapeContext:
     """Everything the solver caches for one shape: vector, topology, per-pool verdicts, and the
-    bins that may still take it (``alive``; ``scanned`` counts bins already considered)."""
+    bins that may still take it (``alive``; ``scanned`` counts bins already considered).
+
+    ``host_blockers`` are per-hostname counts with the level at which a bin is closed to this
+    shape for good (hostname anti-affinity, other pods' anti-affinity, hostname spread): a cheap
+    pre-filter before the full check."""
 
     shape: Shape
     vector: Vector
@@ -42,6 +48,7 @@ class ShapeContext:
     pool_verdicts: dict[str, Reject | None] = attrs.field(factory=dict)
     alive: list[object] = attrs.field(factory=list)
     scanned: int = 0
+    host_blockers: tuple[tuple[dict[str, int], int], ...] = ()
 
     @property
     def simple(self) -> bool:
@@ -49,15 +56,19 @@ class ShapeContext:
         return self.topology.empty and not self.shape.host_ports
 
 
-def class_key(pod: Pod) -> Pod:
-    """The pod with its identity blanked: equal keys mean interchangeable pods."""
-    return attrs.evolve(pod, uid=PodUID(""), name="", creation=0)
+_IDENTITY = frozenset({"uid", "name", "creation"})
+_SHAPE_FIELDS = tuple(f.name for f in attrs.fields(Pod) if f.name not in _IDENTITY)
+
+
+def class_key(pod: Pod) -> tuple[object, ...]:
+    """Every field of the pod but its identity: equal keys mean interchangeable pods."""
+    return tuple(getattr(pod, name) for name in _SHAPE_FIELDS)
 
 
 def classify(pods: Iterable[Pod]) -> list[tuple[Pod, list[Pod]]]:
     """Group pods into classes, each class's pods in (creation, uid) order, classes in queue
     order."""
-    groups: dict[Pod, list[Pod]] = {}
+    groups: dict[tuple[object, ...], list[Pod]] = {}
     for pod in pods:
         groups.setdefault(class_key(pod), []).append(pod)
     out: list[tuple[Pod, list[Pod], Resources]] = []

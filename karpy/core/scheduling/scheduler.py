@@ -32,7 +32,13 @@ from karpy.core.scheduling.results import (
     Reject,
     Results,
 )
-from karpy.core.scheduling.topology import DomainSource, Topology, build_universe
+from karpy.core.scheduling.topology import (
+    HOSTNAME,
+    DomainSource,
+    ShapeTopology,
+    Topology,
+    build_universe,
+)
 from karpy.core.snapshot import ClusterSnapshot, NodePool
 from karpy.core.taints import Taint
 
@@ -63,7 +69,11 @@ class Solver:
     def __init__(self, snapshot: ClusterSnapshot, pods: list[Pod], options: SchedulerOptions):
         self.snapshot = snapshot
         self.options = options
-        self.space = _space(snapshot, pods)
+        self.classes: list[PodClass] = []
+        for rep, members in classify(pods):
+            state = preferences.start(rep, options.preference_policy)
+            self.classes.append(PodClass(rep, members, rep.requests(), state))
+        self.space = _space(snapshot, [c.requests for c in self.classes])
         self.pools: list[PoolIndex] = [
             PoolIndex(
                 pool,
@@ -78,10 +88,6 @@ class Solver:
             universe=_universe(snapshot, self.pools), namespaces=snapshot.namespaces
         )
         self.merges = MergeCache()
-        self.classes: list[PodClass] = []
-        for rep, members in classify(pods):
-            state = preferences.start(rep, options.preference_policy)
-            self.classes.append(PodClass(rep, members, rep.requests(), state))
         # Register every constraint group the pending pods may use, at any relaxation rung.
         for cls in self.classes:
             full = preferences.shape(cls.representative, preferences.Relaxation(), cls.requests)
@@ -125,15 +131,20 @@ class Solver:
     # ------------------------------------------------------------------ contexts
     def context(self, cls: PodClass) -> ShapeContext:
         """The cached context of ``cls`` at its current rung."""
+        if cls.context is not None and cls.context_state == cls.state:
+            return cls.context
         shape = preferences.shape(cls.representative, cls.state, cls.requests)
         ctx = self.contexts.get(shape)
         if ctx is None:
+            st = self.topology.for_shape(shape)
             ctx = ShapeContext(
                 shape=shape,
                 vector=self.space.vector(cls.requests),
-                topology=self.topology.for_shape(shape),
+                topology=st,
+                host_blockers=host_blockers(st),
             )
             self.contexts[shape] = ctx
+        cls.context, cls.context_state = ctx, cls.state
         return ctx
 
     # ------------------------------------------------------------------ placement
@@ -141,7 +152,10 @@ class Solver:
         """Place ``pod`` on the first bin that takes it, else on a new NodeClaim."""
         alive = ctx.alive
         if ctx.scanned < len(self.bins):
-            alive.extend(self.bins[ctx.scanned :])
+            fresh = self.bins[ctx.scanned :]
+            for counts, level in ctx.host_blockers:
+                fresh = [b for b in fresh if counts.get(b.hostname, 0) < level]
+            alive.extend(fresh)
             ctx.scanned = len(self.bins)
         dead: set[int] | None = None
         chosen: tuple[Bin, Placement] | None = None
@@ -331,10 +345,26 @@ class Solver:
         return Results(tuple(plans), nominations, tuple(unplaced), greedy_price)
 
 
-def _space(snapshot: ClusterSnapshot, pods: list[Pod]) -> ResourceSpace:
+def host_blockers(st: ShapeTopology) -> tuple[tuple[dict[str, int], int], ...]:
+    """Hostname counts that, once at the level given, close a bin to a shape for good."""
+    out: list[tuple[dict[str, int], int]] = []
+    for rule in st.rules:
+        grp = rule.group
+        if grp.id.key != HOSTNAME:
+            continue
+        if rule.role == "anti-affinity":
+            out.append((grp.counts, 1))
+        elif rule.role == "inverse-anti-affinity":
+            out.append((grp.owners, 1))
+        elif rule.role == "spread":
+            out.append((grp.counts, grp.id.max_skew))
+    return tuple(out)
+
+
+def _space(snapshot: ClusterSnapshot, requests: list[Resources]) -> ResourceSpace:
     names: set[str] = set()
-    for pod in pods:
-        names.update(pod.requests())
+    for request in requests:
+        names.update(request)
     for types in snapshot.instance_types.values():
         for it in types:
             names.update(it.capacity)

@@ -229,8 +229,9 @@ class Topology:
             if i < shape.required_anti_affinity:
                 owned.append(grp)
         members: list[Group] = []
-        for gkey in sorted(self._groups, key=_group_order):
-            grp = self._groups[gkey]
+        # Groups are created in a deterministic order (pending classes in queue order, then
+        # existing pods by node name), so insertion order is stable across runs.
+        for gkey, grp in self._groups.items():
             if grp.selects(shape.namespace, labels):
                 members.append(grp)
                 if gkey.kind is GroupKind.ANTI_AFFINITY:
@@ -397,10 +398,6 @@ class Topology:
             domain = hostname if key == HOSTNAME else domains.get(key)
             if domain is not None:
                 grp.owners[domain] = grp.owners.get(domain, 0) + 1
-
-
-def _group_order(key: GroupKey) -> tuple[str, str, str]:
-    return (key.kind.value, key.key, repr(key))
 
 
 def build_universe(
