@@ -20,10 +20,11 @@ import attrs
 import botocore.session
 import pytest
 from aiobotocore.awsrequest import AioAWSResponse
-from karpy_aws.session import AWSSession, AWSSettings, EventHook
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from karpy_aws.session import AWSSession, AWSSettings, EventHook
 
 REGION = "us-west-2"
 ACCOUNT = "123456789012"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 
 import pytest
+
 from karpy_aws import errors
 from karpy_aws.amis import (
     AMI,

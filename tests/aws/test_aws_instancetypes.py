@@ -8,6 +8,9 @@ import math
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
+from karpy.apis.v1 import labels as wk
+from karpy.runtime.clock import FakeClock
 from karpy_aws.amis import AMIFamily
 from karpy_aws.instancetypes import (
     AWS_NEURON,
@@ -30,9 +33,6 @@ from karpy_aws.offerings import InstanceTypeCatalog, describe_instance_types
 from karpy_aws.pricing import PriceCache
 from karpy_aws.session import AWSSession
 from karpy_aws.unavailable import UnavailableOfferings
-
-from karpy.apis.v1 import labels as wk
-from karpy.runtime.clock import FakeClock
 
 from .conftest import REGION, FaultInjector
 
@@ -282,10 +282,9 @@ def test_allocatable_is_never_negative_nor_above_capacity(
 
 
 async def test_conversion_to_the_core_instance_type(session: AWSSession) -> None:
-    from karpy_aws.coretypes import to_core_instance_type
-
     from karpy.core.requirements import Requirements
     from karpy.core.resources import Resources
+    from karpy_aws.coretypes import to_core_instance_type
 
     catalog, unavailable = await _catalog(session, FakeClock())
     unavailable.mark_unavailable(

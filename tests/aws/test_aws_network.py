@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from karpy_aws import errors
 from karpy_aws.network import (
     Subnet,

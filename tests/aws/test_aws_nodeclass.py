@@ -5,14 +5,14 @@ from __future__ import annotations
 import datetime
 
 import pytest
-from karpy_aws import errors, nodeclass
-from karpy_aws.amis import AMIFamily, resolve_amis
-from karpy_aws.network import discover_security_groups, discover_subnets
-from karpy_aws.session import AWSSession
 
 from karpy.apis.meta import Quantity
 from karpy.apis.v1 import ec2nodeclass as api
 from karpy.apis.v1.kubelet import KubeletConfiguration
+from karpy_aws import errors, nodeclass
+from karpy_aws.amis import AMIFamily, resolve_amis
+from karpy_aws.network import discover_security_groups, discover_subnets
+from karpy_aws.session import AWSSession
 
 from .conftest import AMI_IDS, DISCOVERY, K8S_VERSION, SSM_PREFIX, Moto
 

@@ -9,6 +9,8 @@ import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
+from karpy.runtime.clock import FakeClock
 from karpy_aws.pricing import (
     SPOT_FALLBACK_RATIO,
     InstanceShape,
@@ -21,8 +23,6 @@ from karpy_aws.pricing import (
     pricing_endpoint_region,
 )
 from karpy_aws.session import AWSSession
-
-from karpy.runtime.clock import FakeClock
 
 from .conftest import REGION, FaultInjector
 

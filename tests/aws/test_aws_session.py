@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from karpy_aws import errors
-from karpy_aws.session import AWSSession, AWSSettings, RetryMode
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
+
+from karpy_aws import errors
+from karpy_aws.session import AWSSession, AWSSettings, RetryMode
 
 from .conftest import REGION, FaultInjector, Moto
 

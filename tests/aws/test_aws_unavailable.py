@@ -6,6 +6,8 @@ import datetime
 from typing import Any
 
 import pytest
+
+from karpy.runtime.clock import FakeClock
 from karpy_aws.errors import SPOT_SERVICE_LINKED_ROLE_CODE
 from karpy_aws.session import AWSSession
 from karpy_aws.unavailable import (
@@ -15,8 +17,6 @@ from karpy_aws.unavailable import (
     UnavailableOfferings,
     parse_fleet_errors,
 )
-
-from karpy.runtime.clock import FakeClock
 
 from .conftest import AMI_IDS, FaultInjector, Moto
 

@@ -11,6 +11,8 @@ import tomllib
 
 import pytest
 import yaml
+
+from karpy.runtime.clock import FakeClock
 from karpy_aws import errors
 from karpy_aws.amis import AMIFamily
 from karpy_aws.launchtemplate import (
@@ -27,8 +29,6 @@ from karpy_aws.userdata import (
     dump_toml,
     render_user_data,
 )
-
-from karpy.runtime.clock import FakeClock
 
 from .conftest import AMI_IDS, CLUSTER, FaultInjector, Moto
 
