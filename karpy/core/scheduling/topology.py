@@ -282,41 +282,49 @@ class Topology:
 
         ``fixed`` holds an existing node's labels (domains known); for a NodeClaim it is None and
         undecided keys get an ordered list of candidate domains (best first) to pin one of.
-        Returns ``{key: candidates}`` (a single-element list when the domain is known).
+        Returns ``{key: candidates}`` (a single-element list when the domain is known); keys the
+        bin will never carry a label for are left out.
         """
-        choices: dict[str, list[str]] = {}
+        choices: dict[str, list[str] | None] = {}
         for key in st.keys:
             if fixed is not None:
                 value = fixed.get(key)
-                choices[key] = [] if value is None else [value]
+                choices[key] = None if value is None else [value]
                 continue
             single = requirements.single_value(key)
             if single is not None:
                 choices[key] = [single]
                 continue
             req = requirements.get(key)
-            choices[key] = [d for d in self.universe(key) if req is None or req.has(d)]
+            known = self.universe(key)
+            if not known and (req is None or req.allows_absent()):
+                choices[key] = None  # no NodePool, instance type or node defines this label
+                continue
+            choices[key] = [d for d in known if req is None or req.has(d)]
         for rule in st.rules:
-            reject = self._apply(rule, st, hostname, fixed, choices)
+            reject = self._apply(rule, st, hostname, choices)
             if reject is not None:
                 return reject
-        return choices
+        return {k: v for k, v in choices.items() if v is not None}
 
     def _apply(
         self,
         rule: Rule,
         st: ShapeTopology,
         hostname: str,
-        fixed: Mapping[str, str] | None,
-        choices: dict[str, list[str]],
+        choices: dict[str, list[str] | None],
     ) -> TopologyReject | None:
         grp = rule.group
         key = grp.id.key
         if key == HOSTNAME:
             return self._apply_hostname(rule, st, hostname)
         cands = choices[key]
-        if not cands and fixed is not None and rule.role in ("spread", "affinity"):
-            return TopologyReject(rule.role, key, f"node has no {key} label", True)
+        if cands is None:
+            # The node will not carry the label: spread and affinity cannot count it, while
+            # anti-affinity is trivially met (Kubernetes' rule for nodes without the key).
+            if rule.role in ("spread", "affinity"):
+                return TopologyReject(rule.role, key, f"no {key} label on the node", True)
+            return None
         if rule.role == "spread":
             domains = st.spread_domains[grp.id]
             low = self._min_count(grp, domains)
@@ -339,14 +347,10 @@ class Topology:
             if not kept:
                 return TopologyReject("affinity", key, "no matching pod in domain", False)
         elif rule.role == "anti-affinity":
-            if fixed is not None and not cands:
-                return None
             kept = [d for d in cands if grp.counts.get(d, 0) == 0]
             if not kept:
                 return TopologyReject("anti-affinity", key, "a matching pod is in domain", True)
         else:
-            if fixed is not None and not cands:
-                return None
             kept = [d for d in cands if grp.owners.get(d, 0) == 0]
             if not kept:
                 return TopologyReject(

@@ -269,6 +269,20 @@ def test_anti_affinity_over_a_custom_nodepool_label() -> None:
     assert len(results.unplaced) == 1
 
 
+def test_anti_affinity_over_a_label_no_node_has_is_met_trivially() -> None:
+    anti = PodAffinityTerm(LabelSelector.of({"app": "x"}), "example.com/nowhere")
+    results = b.run(b.snapshot(), b.pods(3, labels={"app": "x"}, pod_anti_affinity=(anti,)))
+    assert len(results.nodeclaims) == 1
+    assert len(results.placed()) == 3
+
+
+def test_spread_over_a_label_no_node_has_cannot_be_met() -> None:
+    spread = TopologySpreadConstraint("example.com/nowhere", 1, LabelSelector.of({"app": "x"}))
+    results = b.run(b.snapshot(), b.pods(2, labels={"app": "x"}, topology_spread=(spread,)))
+    assert not results.placed()
+    assert "no example.com/nowhere label on the node" in results.unplaced[0].message
+
+
 def test_zonal_pod_affinity_follows_the_target() -> None:
     target = b.pod("db", labels={"app": "db"}, node_selector={ZONE: "zone-c"})
     term = PodAffinityTerm(LabelSelector.of({"app": "db"}), ZONE)
