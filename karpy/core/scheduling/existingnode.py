@@ -20,6 +20,9 @@ from karpy.core.scheduling.topology import Topology, TopologyReject
 from karpy.core.snapshot import Node
 from karpy.core.taints import Taint, schedulable_taints, untolerated
 
+SavedState = tuple[Requirements, int, Vector, int, int]
+"""A bin's (requirements, instance-type mask, used resources, pod count, port count)."""
+
 
 @attrs.define
 class Placement:
@@ -107,12 +110,12 @@ class ExistingNode:
         if not ctx.topology.empty:
             self.topology.record(ctx.topology, hostname=self.hostname, domains=placement.domains)
 
-    def save(self) -> tuple[Vector, int, int]:
+    def save(self) -> SavedState:
         """State for ``restore`` (used by the improvement step)."""
-        return (self.used, len(self.pods), len(self.ports))
+        return (self.requirements, 0, self.used, len(self.pods), len(self.ports))
 
-    def restore(self, saved: tuple[Vector, int, int]) -> None:
+    def restore(self, saved: SavedState) -> None:
         """Undo commits made since ``save`` (simple shapes only: no topology to undo)."""
-        self.used, npods, nports = saved
+        _, _, self.used, npods, nports = saved
         del self.pods[npods:]
         del self.ports[nports:]

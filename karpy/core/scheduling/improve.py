@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from karpy.core.scheduling.existingnode import ExistingNode, Placement
+from karpy.core.scheduling.existingnode import ExistingNode, Placement, SavedState
 from karpy.core.scheduling.nodeclaim import NodeClaim
 
 if TYPE_CHECKING:
@@ -34,15 +34,14 @@ def improve(solver: Solver) -> int:
     for source in order:
         if budget <= 0:
             break
-        contexts = [solver.pod_context.get(p.uid) for p in source.pods]
-        if any(ctx is None or not ctx.simple for ctx in contexts):
+        contexts = [solver.pod_context[p.uid] for p in source.pods if p.uid in solver.pod_context]
+        if len(contexts) != len(source.pods) or not all(ctx.simple for ctx in contexts):
             continue
         old_price = source.price()
-        touched: dict[int, tuple[ExistingNode | NodeClaim, object, float]] = {}
+        touched: dict[int, tuple[ExistingNode | NodeClaim, SavedState, float]] = {}
         targets = [b for b in solver.bins if b is not source and (b.pods or b.kind == "node")]
         moved = True
         for pod, ctx in zip(source.pods, contexts, strict=True):
-            assert ctx is not None  # noqa: S101 -- checked above
             for target in targets:
                 budget -= 1
                 verdict = target.try_add(ctx)
@@ -68,7 +67,7 @@ def improve(solver: Solver) -> int:
             removed += 1
             continue
         for target, saved, _ in touched.values():
-            target.restore(saved)  # type: ignore[arg-type]
+            target.restore(saved)
     return removed
 
 

@@ -13,7 +13,7 @@ from karpy.apis.v1 import labels as wk
 from karpy.core.instancetypes import InstanceType
 from karpy.core.pods import HostPort, Pod
 from karpy.core.requirements import Requirement, Requirements
-from karpy.core.scheduling.existingnode import Placement
+from karpy.core.scheduling.existingnode import Placement, SavedState
 from karpy.core.scheduling.pool import PoolIndex, ResourceSpace, Vector
 from karpy.core.scheduling.queue import ShapeContext
 from karpy.core.scheduling.results import NodeClaimPlan, ReasonKind, Reject
@@ -23,9 +23,8 @@ from karpy.core.taints import untolerated
 
 def pool_verdict(index: PoolIndex, ctx: ShapeContext) -> Reject | None:
     """The checks that depend only on the NodePool template (cached per shape)."""
-    cached = ctx.pool_verdicts.get(index.pool.name, False)
-    if cached is not False:
-        return cached  # type: ignore[return-value]
+    if index.pool.name in ctx.pool_verdicts:
+        return ctx.pool_verdicts[index.pool.name]
     shape = ctx.shape
     verdict: Reject | None = None
     taint = untolerated(index.taints, shape.tolerations)
@@ -143,11 +142,11 @@ class NodeClaim:
         if not ctx.topology.empty:
             self.topology.record(ctx.topology, hostname=self.hostname, domains=placement.domains)
 
-    def save(self) -> tuple[Requirements, int, Vector, int, int]:
+    def save(self) -> SavedState:
         """State for ``restore`` (the improvement step moves simple pods only)."""
         return (self.requirements, self.mask, self.used, len(self.pods), len(self.ports))
 
-    def restore(self, saved: tuple[Requirements, int, Vector, int, int]) -> None:
+    def restore(self, saved: SavedState) -> None:
         """Undo commits made since ``save``."""
         self.requirements, self.mask, self.used, npods, nports = saved
         del self.pods[npods:]
@@ -191,9 +190,8 @@ class MergeCache:
     def merge(self, base: Requirements, extra: Requirements) -> Requirements | None:
         """``base`` ∩ ``extra``, or None when some key cannot be met by both."""
         key = (base, extra)
-        found = self._cache.get(key, False)
-        if found is not False:
-            return found  # type: ignore[return-value]
+        if key in self._cache:
+            return self._cache[key]
         result: Requirements | None
         if base.conflict(extra) is not None:
             result = None

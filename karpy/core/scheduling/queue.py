@@ -9,6 +9,7 @@ memory descending, then creation order, then UID, so the result is deterministic
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -18,6 +19,10 @@ from karpy.core.scheduling.pool import Vector
 from karpy.core.scheduling.preferences import Relaxation, Shape
 from karpy.core.scheduling.results import Reject
 from karpy.core.scheduling.topology import ShapeTopology
+
+if TYPE_CHECKING:
+    from karpy.core.scheduling.existingnode import ExistingNode
+    from karpy.core.scheduling.nodeclaim import NodeClaim
 
 
 @attrs.define
@@ -46,7 +51,7 @@ class ShapeContext:
     vector: Vector
     topology: ShapeTopology
     pool_verdicts: dict[str, Reject | None] = attrs.field(factory=dict)
-    alive: list[object] = attrs.field(factory=list)
+    alive: list[ExistingNode | NodeClaim] = attrs.field(factory=list)
     scanned: int = 0
     host_blockers: tuple[tuple[dict[str, int], int], ...] = ()
 

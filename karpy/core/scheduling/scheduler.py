@@ -159,9 +159,7 @@ class Solver:
             ctx.scanned = len(self.bins)
         dead: set[int] | None = None
         chosen: tuple[Bin, Placement] | None = None
-        for pos, candidate in enumerate(alive):
-            bin_ = candidate
-            assert isinstance(bin_, ExistingNode | NodeClaim)  # noqa: S101 -- alive holds bins only
+        for pos, bin_ in enumerate(alive):
             verdict = bin_.try_add(ctx)
             if isinstance(verdict, Placement):
                 chosen = (bin_, verdict)
