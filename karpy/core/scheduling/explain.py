@@ -198,9 +198,17 @@ def _limit_detail(solver: Solver, index: PoolIndex) -> str:
     name = index.pool.name
     if index.node_limit is not None and solver.pool_nodes[name] >= index.node_limit:
         return f"nodepool limit nodes={index.node_limit} reached"
-    return "nodepool limits " + ", ".join(
-        f"{k}={format_quantity(k, v)}" for k, v in index.pool.limits.items_
-    )
+    charged = solver.pool_charged[name]
+    parts = []
+    for r, resource in enumerate(solver.space.names):
+        if resource in index.limit_names:
+            limit = index.pool.limits.get_amount(resource)
+            left = max(limit - charged[r], 0)
+            parts.append(
+                f"{resource}={format_quantity(resource, limit)}"
+                f" ({format_quantity(resource, left)} left)"
+            )
+    return "nodepool limits " + ", ".join(parts)
 
 
 def _message(
