@@ -37,6 +37,9 @@ def decode_config_map(raw: Mapping[str, Any]) -> ConfigMap:
     )
 
 
+ROOT_CA = "kube-root-ca.crt"
+"""The ConfigMap the controller-manager publishes into every namespace; tests ignore it."""
+
 CONFIG_MAPS = ResourceKind[ConfigMap](
     kind="ConfigMap", plural="configmaps", version="v1", decode=decode_config_map
 )
@@ -53,7 +56,7 @@ async def create_config_map(
 
 async def server_names(api: client.ApiClient, namespace: str) -> set[str]:
     listing = await client.CoreV1Api(api).list_namespaced_config_map(namespace)
-    return {item.metadata.name for item in listing.items}
+    return {item.metadata.name for item in listing.items} - {ROOT_CA}
 
 
 async def http_get(port: int, path: str) -> tuple[int, str]:
