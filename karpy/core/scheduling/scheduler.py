@@ -32,14 +32,8 @@ from karpy.core.scheduling.results import (
     Reject,
     Results,
 )
-from karpy.core.scheduling.topology import (
-    HOSTNAME,
-    DomainSource,
-    ShapeTopology,
-    Topology,
-    build_universe,
-)
-from karpy.core.snapshot import ClusterSnapshot, NodePool
+from karpy.core.scheduling.topology import HOSTNAME, ShapeTopology, Topology, domain_universe
+from karpy.core.snapshot import ClusterSnapshot
 from karpy.core.taints import Taint
 
 ALLOW_UNDEFINED = frozenset(wk.WELL_KNOWN_LABELS | wk.AWS_WELL_KNOWN_LABELS)
@@ -85,7 +79,7 @@ class Solver:
             for pool in snapshot.ordered_nodepools()
         ]
         self.topology = Topology(
-            universe=_universe(snapshot, self.pools), namespaces=snapshot.namespaces
+            universe=domain_universe(snapshot, self.pools), namespaces=snapshot.namespaces
         )
         self.merges = MergeCache()
         # Register every constraint group the pending pods may use, at any relaxation rung.
@@ -371,38 +365,6 @@ def _space(snapshot: ClusterSnapshot, requests: list[Resources]) -> ResourceSpac
     for ds in snapshot.daemonsets:
         names.update(ds.pod.requests())
     return build_space(sorted(names))
-
-
-def _universe(
-    snapshot: ClusterSnapshot, pools: list[PoolIndex]
-) -> dict[str, tuple[DomainSource, ...]]:
-    triples: list[tuple[str, str, tuple[Taint, ...]]] = []
-    for index in pools:
-        pool: NodePool = index.pool
-        for it in index.types:
-            for req in it.requirements:
-                if req.complement:
-                    continue
-                tmpl = index.template.get(req.key)
-                for value in req.values:
-                    if tmpl is None or tmpl.has(value):
-                        triples.append((req.key, value, pool.taints))
-            for offering in it.offerings:
-                if offering.available and offering.matches(index.template):
-                    triples.append((wk.LABEL_TOPOLOGY_ZONE, offering.zone, pool.taints))
-                    triples.append((wk.LABEL_CAPACITY_TYPE, offering.capacity_type, pool.taints))
-        for req in index.template:
-            if not req.complement and req.key not in (
-                wk.LABEL_TOPOLOGY_ZONE,
-                wk.LABEL_CAPACITY_TYPE,
-                wk.LABEL_INSTANCE_TYPE,
-            ):
-                triples.extend((req.key, v, pool.taints) for v in req.values)
-    for node in snapshot.nodes:
-        for key, value in node.label_map().items():
-            if key != wk.LABEL_HOSTNAME:
-                triples.append((key, value, node.taints))
-    return build_universe(triples)
 
 
 def solve(

@@ -19,7 +19,9 @@ import attrs
 from karpy.apis.v1 import labels as wk
 from karpy.core.pods import LabelSelector, Pod, PodAffinityTerm, TopologySpreadConstraint
 from karpy.core.requirements import Requirement, Requirements
+from karpy.core.scheduling.pool import PoolIndex
 from karpy.core.scheduling.preferences import Shape
+from karpy.core.snapshot import ClusterSnapshot
 from karpy.core.taints import Taint, untolerated
 
 HOSTNAME = wk.LABEL_HOSTNAME
@@ -414,9 +416,38 @@ def build_universe(
     return {k: tuple(sorted(v, key=lambda s: (s.value, repr(s.taints)))) for k, v in out.items()}
 
 
-def requirement_domains(reqs: Requirements, key: str) -> frozenset[str] | None:
-    """Finite values a requirement set allows for ``key`` (None when unbounded)."""
-    req = reqs.get(key)
-    if req is None or req.complement:
-        return None
-    return req.values
+_OFFERING_KEYS = frozenset({wk.LABEL_TOPOLOGY_ZONE, wk.LABEL_CAPACITY_TYPE})
+
+
+def domain_universe(
+    snapshot: ClusterSnapshot, pools: Iterable[PoolIndex]
+) -> dict[str, tuple[DomainSource, ...]]:
+    """Every domain a node could be in, per key, with the taints found where it comes from.
+
+    Zones and capacity types come from the offerings each NodePool can actually buy (so a zone
+    where a type is only sold as spot does not count for an on-demand NodePool); other keys from
+    instance-type labels and NodePool requirements; and every key from existing nodes' labels.
+    """
+    triples: list[tuple[str, str, tuple[Taint, ...]]] = []
+    for index in pools:
+        taints = index.pool.taints
+        for it in index.types:
+            for req in it.requirements:
+                if req.complement or req.key in _OFFERING_KEYS:
+                    continue
+                tmpl = index.template.get(req.key)
+                triples.extend(
+                    (req.key, v, taints) for v in req.values if tmpl is None or tmpl.has(v)
+                )
+            for offering in it.offerings:
+                if offering.available and offering.matches(index.template):
+                    triples.append((wk.LABEL_TOPOLOGY_ZONE, offering.zone, taints))
+                    triples.append((wk.LABEL_CAPACITY_TYPE, offering.capacity_type, taints))
+        for req in index.template:
+            if not req.complement and req.key not in _OFFERING_KEYS | {wk.LABEL_INSTANCE_TYPE}:
+                triples.extend((req.key, v, taints) for v in req.values)
+    for node in snapshot.nodes:
+        for key, value in node.label_map().items():
+            if key != HOSTNAME:
+                triples.append((key, value, node.taints))
+    return build_universe(triples)

@@ -63,6 +63,7 @@ def check(snap: ClusterSnapshot, pending: list[Pod], results: Results, max_types
         assert used.fits(node.allocatable), f"{node.name} overcommitted"
     _limits(snap, results)
     _topology(bins, zone_of)
+    _zone_skew(snap, bins, zone_of)
 
 
 def _subset(have: Requirement | None, want: Requirement) -> bool:
@@ -122,3 +123,32 @@ def _topology(bins: dict[str, list[Pod]], zone_of: dict[str, str | None]) -> Non
                     zone_of[b2] == zone_of[b] and term.selector.matches(q.label_map())
                     for b2, q in everyone
                 ), f"{p.key}: no pod it is affine to in its zone"
+
+
+def _zone_skew(
+    snap: ClusterSnapshot, bins: dict[str, list[Pod]], zone_of: dict[str, str | None]
+) -> None:
+    """Zonal DoNotSchedule spread: over every zone a node could be in, max - min <= maxSkew
+    (for pods without zone selectors, whose eligible domains are all zones)."""
+    zones: set[str] = set()
+    for pool in snap.nodepools:
+        template = pool.template_requirements()
+        for it in snap.instance_types.get(pool.name, ()):
+            zones |= {o.zone for o in it.offerings if o.available and o.matches(template)}
+    zones |= {z for n in snap.nodes if (z := n.label_map().get(wk.LABEL_TOPOLOGY_ZONE))}
+    everyone = [(b, p) for b, members in bins.items() for p in members]
+    for _, p in everyone:
+        for spread in p.topology_spread:
+            if spread.topology_key != wk.LABEL_TOPOLOGY_ZONE or p.node_selector:
+                continue
+            counts = dict.fromkeys(zones, 0)
+            for b2, q in everyone:
+                z = zone_of[b2]
+                if (
+                    z is not None
+                    and q.namespace == p.namespace
+                    and spread.selector.matches(q.label_map())
+                ):
+                    counts[z] = counts.get(z, 0) + 1
+            skew = max(counts.values()) - min(counts.values())
+            assert skew <= spread.max_skew, f"zonal spread of {p.key} has skew {skew}"
