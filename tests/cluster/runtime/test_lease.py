@@ -1,0 +1,175 @@
+"""LeaderElector in-process against a real Lease, with short timings to keep the tests quick.
+
+These pin client-go's semantics: a silent holder is taken over only after a full lease duration
+of unchanged observations; a leader that cannot renew within the renew deadline gives up; a
+released lease is taken at the next attempt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+
+from karpy.kube.client import KubeClient
+from karpy.kube.lease import LeaderElector, LeadershipLostError, LeaseRecord
+from karpy.localcluster import ClusterInfo
+from karpy.runtime.clock import SystemClock
+from karpy.runtime.options import LeaderElectionOptions
+from karpy.runtime.telemetry import Telemetry
+
+LEASE_DURATION = 3.0
+RETRY_PERIOD = 0.5
+
+
+@pytest.fixture
+async def kube(cluster_info: ClusterInfo) -> AsyncIterator[KubeClient]:
+    kube = await KubeClient.connect(cluster_info.kubeconfig, request_timeout=10.0)
+    try:
+        yield kube
+    finally:
+        await kube.close()
+
+
+@pytest.fixture
+def telemetry() -> Iterator[Telemetry]:
+    telemetry = Telemetry.setup(service_name="karpy-test")
+    yield telemetry
+    telemetry.shutdown()
+
+
+def options(namespace: str, name: str, identity: str) -> LeaderElectionOptions:
+    return LeaderElectionOptions(
+        name=name,
+        namespace=namespace,
+        identity=identity,
+        lease_duration=LEASE_DURATION,
+        renew_deadline=2.0,
+        retry_period=RETRY_PERIOD,
+    )
+
+
+def lease_path(namespace: str, name: str) -> str:
+    return f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"
+
+
+async def read_record(kube: KubeClient, namespace: str, name: str) -> LeaseRecord:
+    lease = await kube.request("GET", lease_path(namespace, name))
+    return LeaseRecord.from_spec(lease["spec"])
+
+
+async def write_record(
+    kube: KubeClient, namespace: str, name: str, record: LeaseRecord, *, create: bool
+) -> None:
+    body: dict[str, Any] = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": record.to_spec(),
+    }
+    if create:
+        path = lease_path(namespace, name).rsplit("/", 1)[0]
+        await kube.request("POST", path, body=body)
+    else:
+        current = await kube.request("GET", lease_path(namespace, name))
+        body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+        await kube.request("PUT", lease_path(namespace, name), body=body)
+
+
+def held_by(holder: str, *, duration: int, transitions: int = 0) -> LeaseRecord:
+    now = SystemClock().now()
+    return LeaseRecord(
+        holder=holder,
+        lease_duration=duration,
+        acquire_time=now,
+        renew_time=now,
+        transitions=transitions,
+    )
+
+
+async def test_a_silent_holder_is_taken_over_after_a_full_lease_duration(
+    kube: KubeClient, telemetry: Telemetry, namespace: str
+) -> None:
+    name = f"lease-{secrets.token_hex(3)}"
+    await write_record(
+        kube, namespace, name, held_by("ghost", duration=int(LEASE_DURATION)), create=True
+    )
+    elector = LeaderElector(
+        kube, options(namespace, name, "a"), clock=SystemClock(), metrics=telemetry.metrics
+    )
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    async with asyncio.TaskGroup() as group:
+        running = group.create_task(elector.run())
+        async with asyncio.timeout(LEASE_DURATION * 4):
+            await elector.leading.wait()
+        waited = loop.time() - started
+        running.cancel()
+    assert LEASE_DURATION <= waited <= LEASE_DURATION + 1.2 * RETRY_PERIOD + 1.0
+    record = await read_record(kube, namespace, name)
+    assert (record.holder, record.transitions) == ("a", 1)
+
+
+async def test_leadership_is_lost_when_the_lease_cannot_be_renewed(
+    kube: KubeClient, telemetry: Telemetry, namespace: str
+) -> None:
+    name = f"lease-{secrets.token_hex(3)}"
+    elector = LeaderElector(
+        kube, options(namespace, name, "a"), clock=SystemClock(), metrics=telemetry.metrics
+    )
+
+    async def steal_once_leading() -> None:
+        await elector.leading.wait()
+        # Another holder with a long lease: every renewal now fails until the renew deadline.
+        await write_record(
+            kube, namespace, name, held_by("thief", duration=60, transitions=5), create=False
+        )
+
+    async def lead_then_lose() -> None:
+        async with asyncio.timeout(15), asyncio.TaskGroup() as group:
+            group.create_task(elector.run())
+            group.create_task(steal_once_leading())
+
+    with pytest.raises(ExceptionGroup) as caught:
+        await lead_then_lose()
+    assert caught.value.subgroup(LeadershipLostError) is not None
+    assert not elector.is_leader
+    assert 'karpy_leader_election_leader{name="' + name + '"} 0' in telemetry.prometheus_text()
+    assert (await read_record(kube, namespace, name)).holder == "thief"
+
+
+async def test_a_released_lease_is_taken_at_the_next_attempt(
+    kube: KubeClient, telemetry: Telemetry, namespace: str
+) -> None:
+    name = f"lease-{secrets.token_hex(3)}"
+    first = LeaderElector(
+        kube, options(namespace, name, "a"), clock=SystemClock(), metrics=telemetry.metrics
+    )
+    second = LeaderElector(
+        kube, options(namespace, name, "b"), clock=SystemClock(), metrics=telemetry.metrics
+    )
+    loop = asyncio.get_running_loop()
+    async with asyncio.TaskGroup() as group:
+        leading = group.create_task(first.run())
+        async with asyncio.timeout(10):
+            await first.leading.wait()
+        following = group.create_task(second.run())
+        await asyncio.sleep(3 * RETRY_PERIOD)
+        assert (first.is_leader, second.is_leader) == (True, False)
+        leading.cancel()
+        await asyncio.wait([leading])
+        assert await first.release()
+        released = await read_record(kube, namespace, name)
+        assert (released.holder, released.lease_duration) == ("", 1)
+        handed_at = loop.time()
+        async with asyncio.timeout(10):
+            await second.leading.wait()
+        handover = loop.time() - handed_at
+        following.cancel()
+    assert handover <= 1.2 * RETRY_PERIOD + 0.5
+    record = await read_record(kube, namespace, name)
+    assert (record.holder, record.transitions) == ("b", 1)
+    assert not await first.release()  # no longer the holder: nothing to release
