@@ -42,7 +42,8 @@ def plan_dict(results: Results, pods: tuple[Pod, ...]) -> dict[str, object]:
 
 
 def claim_dict(claim: NodeClaimPlan, names: Mapping[str, str]) -> dict[str, object]:
-    return {
+    """One NodeClaim as plain data."""
+    out: dict[str, object] = {
         "name": claim.name,
         "nodepool": claim.nodepool,
         "instanceTypes": list(claim.instance_types),
@@ -53,6 +54,9 @@ def claim_dict(claim: NodeClaimPlan, names: Mapping[str, str]) -> dict[str, obje
         "pods": [names.get(uid, uid) for uid in claim.pods],
         "requirements": [_requirement(r) for r in claim.requirements],
     }
+    if claim.min_values_relaxed:
+        out["minValuesRelaxed"] = True
+    return out
 
 
 def _requirement(req: Requirement) -> dict[str, object]:

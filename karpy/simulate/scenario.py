@@ -19,7 +19,7 @@ from karpy.core.instancetypes import InstanceType, Offering
 from karpy.core.pods import Pod
 from karpy.core.resources import PODS, Resources
 from karpy.core.scheduling import SchedulerOptions
-from karpy.core.scheduling.preferences import PreferencePolicy
+from karpy.core.scheduling.preferences import MinValuesPolicy, PreferencePolicy
 from karpy.core.snapshot import ClusterSnapshot, DaemonSet, NodeName, NodePool, NodePoolName
 from karpy.core.snapshot import Node as ClusterNode
 from karpy.simulate.podspec import (
@@ -232,7 +232,8 @@ def _daemonset(node: Node, counter: CreationCounter) -> DaemonSet:
 def _options(node: Node | None) -> SchedulerOptions:
     if node is None:
         return SchedulerOptions()
-    node.check_keys({"maxInstanceTypes", "preferencePolicy", "improve"})
+    node.check_keys({"maxInstanceTypes", "preferencePolicy", "minValuesPolicy", "improve"})
+    mvp = node.get("minValuesPolicy")
     mx, pp, imp = node.get("maxInstanceTypes"), node.get("preferencePolicy"), node.get("improve")
     max_types = mx.integer() if mx else 60
     if max_types < 1:
@@ -243,6 +244,9 @@ def _options(node: Node | None) -> SchedulerOptions:
         if pp
         else PreferencePolicy.RESPECT,
         improve=imp.boolean() if imp else True,
+        min_values_policy=(
+            mvp.convert(lambda n: MinValuesPolicy(n.text())) if mvp else MinValuesPolicy.STRICT
+        ),
     )
 
 

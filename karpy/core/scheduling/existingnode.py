@@ -32,6 +32,7 @@ class Placement:
     mask: int
     used: Vector
     domains: dict[str, str]
+    min_values_relaxed: bool = False
 
 
 class ExistingNode:

@@ -61,6 +61,7 @@ class NodeClaim:
         self.topology = topology
         self.merges = merges
         self.charge: Vector = ()
+        self.min_values_relaxed = False
         self.base_mask = mask
 
     def try_add(self, ctx: ShapeContext) -> Placement | Reject:
@@ -125,16 +126,21 @@ class NodeClaim:
                 return Reject(
                     ReasonKind.TOPOLOGY, f"no instance type offered in an allowed {key}", False
                 )
+        relaxed = False
         if index.min_values:
             short = index.min_values_short(mask)
             if short is not None:
-                key, want, have = short
-                return Reject(ReasonKind.MIN_VALUES, f"{key} needs {want} values, {have} remain")
-        return Placement(reqs, mask, need, domains)
+                if not ctx.shape.relax_min_values:
+                    key, want, have = short
+                    detail = f"{key} needs {want} values, {have} remain"
+                    return Reject(ReasonKind.MIN_VALUES, detail)
+                relaxed = True
+        return Placement(reqs, mask, need, domains, relaxed)
 
     def commit(self, placement: Placement, pod: Pod, ctx: ShapeContext) -> None:
         """Apply a placement from ``try_add``."""
         self.requirements = placement.requirements
+        self.min_values_relaxed |= placement.min_values_relaxed
         self.mask = placement.mask
         self.used = placement.used
         self.pods.append(pod)
@@ -206,10 +212,13 @@ class MergeCache:
 _MUST_EXIST = frozenset({wk.LABEL_TOPOLOGY_ZONE, wk.LABEL_CAPACITY_TYPE, wk.LABEL_INSTANCE_TYPE})
 
 
-def finalize(claim: NodeClaim, limit: int, space: ResourceSpace) -> NodeClaimPlan | Reject:
+def finalize(
+    claim: NodeClaim, limit: int, space: ResourceSpace, *, best_effort: bool = False
+) -> NodeClaimPlan | Reject:
     """Order the claim's types by price, cut them to ``limit`` (keeping minValues when it can),
     and inject instance-type, capacity-type and zone requirements from what remains."""
     index = claim.index
+    relaxed = claim.min_values_relaxed
     if index.min_values:
         ordered = truncate_keeping_min_values(
             claim.ordered_types(len(index.types)), limit, index.min_values
@@ -218,7 +227,9 @@ def finalize(claim: NodeClaim, limit: int, space: ResourceSpace) -> NodeClaimPla
         for _, it in ordered:
             kept |= 1 << index.position[it.name]
         short = index.min_values_short(kept)
-        if short is not None:
+        if short is not None and best_effort:
+            relaxed = True
+        elif short is not None:
             key, want, have = short
             detail = f"{key} needs {want} values, {have} remain after cutting to {limit}"
             return Reject(ReasonKind.MIN_VALUES, detail)
@@ -249,6 +260,7 @@ def finalize(claim: NodeClaim, limit: int, space: ResourceSpace) -> NodeClaimPla
         capacity_types=tuple(sorted(capacity_types)),
         requests=space.resources(claim.used),
         pods=tuple(p.uid for p in claim.pods),
+        min_values_relaxed=relaxed,
         price=ordered[0][0],
     )
 

@@ -25,6 +25,13 @@ from karpy.core.resources import Resources
 from karpy.core.taints import PREFER_NO_SCHEDULE_TOLERATION, Toleration
 
 
+class MinValuesPolicy(enum.StrEnum):
+    """Karpenter's MIN_VALUES_POLICY: minValues are hard, or relaxed as the last resort."""
+
+    STRICT = "Strict"
+    BEST_EFFORT = "BestEffort"
+
+
 class PreferencePolicy(enum.StrEnum):
     """Karpenter's PREFERENCE_POLICY: respect preferences first, or ignore them from the start."""
 
@@ -42,6 +49,7 @@ class Relaxation:
     node_preferences_dropped: int = 0
     spreads_dropped: int = 0
     tolerate_prefer_no_schedule: bool = False
+    relax_min_values: bool = False
 
 
 @attrs.frozen(cache_hash=True)
@@ -59,6 +67,7 @@ class Shape:
     required_anti_affinity: int
     host_ports: tuple[HostPort, ...]
     volume_requirements: tuple[Requirements, ...]
+    relax_min_values: bool = False
 
 
 def _by_weight(items: tuple[tuple[int, int], ...]) -> list[int]:
@@ -84,8 +93,11 @@ def start(pod: Pod, policy: PreferencePolicy) -> Relaxation:
     )
 
 
-def relax(pod: Pod, state: Relaxation) -> Relaxation | None:
-    """The next rung down, or None when nothing is left to relax."""
+def relax(
+    pod: Pod, state: Relaxation, *, min_values: MinValuesPolicy = MinValuesPolicy.STRICT
+) -> Relaxation | None:
+    """The next rung down, or None when nothing is left to relax. Under the BestEffort
+    minValues policy the very last rung lets NodeClaims fall short of minValues."""
     if state.node_term + 1 < len(pod.required_node_affinity):
         return attrs.evolve(state, node_term=state.node_term + 1)
     if state.pod_affinity_dropped < len(pod.preferred_pod_affinity):
@@ -101,6 +113,8 @@ def relax(pod: Pod, state: Relaxation) -> Relaxation | None:
         return attrs.evolve(state, spreads_dropped=state.spreads_dropped + 1)
     if not state.tolerate_prefer_no_schedule:
         return attrs.evolve(state, tolerate_prefer_no_schedule=True)
+    if min_values is MinValuesPolicy.BEST_EFFORT and not state.relax_min_values:
+        return attrs.evolve(state, relax_min_values=True)
     return None
 
 
@@ -116,7 +130,9 @@ def describe_step(before: Relaxation, after: Relaxation) -> str:
         return "dropped a preferred node affinity term"
     if after.spreads_dropped != before.spreads_dropped:
         return "dropped a ScheduleAnyway topology spread constraint"
-    return "tolerated PreferNoSchedule taints"
+    if after.tolerate_prefer_no_schedule != before.tolerate_prefer_no_schedule:
+        return "tolerated PreferNoSchedule taints"
+    return "relaxed minValues (BestEffort policy)"
 
 
 def pod_requirements(pod: Pod, state: Relaxation) -> Requirements:
@@ -167,4 +183,5 @@ def shape(pod: Pod, state: Relaxation, requests: Resources) -> Shape:
         required_anti_affinity=len(pod.pod_anti_affinity),
         host_ports=pod.host_ports,
         volume_requirements=pod.volume_requirements,
+        relax_min_values=state.relax_min_values,
     )

@@ -93,7 +93,9 @@ class NodeClaimPlan:
     """A NodeClaim the solver would create.
 
     ``instance_types`` are ordered by their cheapest compatible offering and cut to the maximum;
-    ``price`` is the cheapest compatible offering of the first one.
+    ``price`` is the cheapest compatible offering of the first one. ``min_values_relaxed`` is
+    set when the BestEffort policy let it fall short of a minValues (Karpenter then annotates
+    the NodeClaim ``karpenter.sh/nodeclaim-min-values-relaxed``).
     """
 
     name: str
@@ -105,6 +107,7 @@ class NodeClaimPlan:
     requests: Resources
     pods: tuple[PodUID, ...]
     price: float
+    min_values_relaxed: bool = False
 
 
 @attrs.frozen

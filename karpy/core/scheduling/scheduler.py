@@ -44,12 +44,19 @@ class SchedulerOptions:
     """Solver settings.
 
     ``max_instance_types`` caps each NodeClaim's instance-type options (the AWS launch limit);
+    ``min_values_policy`` BestEffort lets a pod that fits nowhere else break minValues (last
+    rung of the relaxation ladder), and lets the cut to the maximum do so too;
     ``improve`` runs the cost-lowering pass after the greedy one, trying at most
     ``improve_budget`` placements (a fixed budget keeps the result deterministic).
     """
 
     max_instance_types: int = 60
-    preference_policy: preferences.PreferencePolicy = preferences.PreferencePolicy.RESPECT
+    preference_policy: preferences.PreferencePolicy = attrs.field(
+        default=preferences.PreferencePolicy.RESPECT, converter=preferences.PreferencePolicy
+    )
+    min_values_policy: preferences.MinValuesPolicy = attrs.field(
+        default=preferences.MinValuesPolicy.STRICT, converter=preferences.MinValuesPolicy
+    )
     improve: bool = True
     improve_budget: int = 200_000
 
@@ -276,7 +283,9 @@ class Solver:
 
     def relax(self, cls: PodClass) -> bool:
         """Move ``cls`` one rung down the ladder; False when nothing is left to relax."""
-        relaxed = preferences.relax(cls.representative, cls.state)
+        relaxed = preferences.relax(
+            cls.representative, cls.state, min_values=self.options.min_values_policy
+        )
         if relaxed is None:
             return False
         cls.relaxations.append(preferences.describe_step(cls.state, relaxed))
@@ -312,7 +321,13 @@ class Solver:
         for claim in self.claims:
             if not claim.pods:
                 continue
-            plan = finalize(claim, self.options.max_instance_types, self.space)
+            plan = finalize(
+                claim,
+                self.options.max_instance_types,
+                self.space,
+                best_effort=self.options.min_values_policy
+                is preferences.MinValuesPolicy.BEST_EFFORT,
+            )
             if isinstance(plan, Reject):
                 failed.extend((pod, plan) for pod in claim.pods)
             else:

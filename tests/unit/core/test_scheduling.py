@@ -402,6 +402,24 @@ def test_min_values_broken_by_the_cut_fails_the_pods() -> None:
     assert "needs 3 values" in results.unplaced[0].message
 
 
+def test_best_effort_min_values_places_the_pod_and_flags_the_nodeclaim() -> None:
+    pool = b.nodepool(requirements=b.reqs(b.req(wk.LABEL_INSTANCE_TYPE, "Exists", min_values=3)))
+    snap = b.snapshot([pool])
+    strict = b.run(snap, [b.pod(cpu="7")])
+    best = b.run(snap, [b.pod(cpu="7")], min_values_policy="BestEffort")
+    assert not strict.nodeclaims
+    (claim,) = best.nodeclaims
+    assert claim.min_values_relaxed
+    assert claim.instance_types == ("it-8", "it-16")
+    assert "relaxed minValues (BestEffort policy)" not in strict.unplaced[0].relaxations
+
+
+def test_best_effort_min_values_still_prefers_keeping_them() -> None:
+    pool = b.nodepool(requirements=b.reqs(b.req(wk.LABEL_INSTANCE_TYPE, "Exists", min_values=2)))
+    (claim,) = b.run(b.snapshot([pool]), [b.pod()], min_values_policy="BestEffort").nodeclaims
+    assert not claim.min_values_relaxed
+
+
 def test_the_cut_to_the_maximum_keeps_min_values_when_it_can() -> None:
     family = "example.com/family"
     types = [

@@ -239,3 +239,13 @@ def test_pods_capacity_defaults_to_kubelets_110() -> None:
     (it,) = scenario.snapshot.instance_types["p"]
     assert it.capacity.get_amount("pods") == 110_000
     assert scenario.snapshot.nodes[0].allocatable.get_amount("pods") == 110_000
+
+
+def test_solver_options() -> None:
+    options = {"maxInstanceTypes": 5, "preferencePolicy": "Ignore", "minValuesPolicy": "BestEffort"}
+    parsed = parse(_with(options=options)).options
+    assert parsed.max_instance_types == 5
+    assert parsed.preference_policy == "Ignore"
+    assert parsed.min_values_policy == "BestEffort"
+    with pytest.raises(ScenarioError, match="options.minValuesPolicy: 'Sometimes' is not a valid"):
+        parse(_with(options={"minValuesPolicy": "Sometimes"}))
