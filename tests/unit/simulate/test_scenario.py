@@ -247,5 +247,7 @@ def test_solver_options() -> None:
     assert parsed.max_instance_types == 5
     assert parsed.preference_policy == "Ignore"
     assert parsed.min_values_policy == "BestEffort"
-    with pytest.raises(ScenarioError, match="options.minValuesPolicy: 'Sometimes' is not a valid"):
+    with pytest.raises(
+        ScenarioError, match=r"options\.minValuesPolicy: 'Sometimes' is not a valid"
+    ):
         parse(_with(options={"minValuesPolicy": "Sometimes"}))
