@@ -36,8 +36,8 @@ class ResourceSpace:
         return tuple(resources.get_amount(n) for n in self.names)
 
     def resources(self, vector: Sequence[int]) -> Resources:
-        """Back to a resource list."""
-        return Resources.milli(dict(zip(self.names, vector, strict=True)))
+        """Back to a resource list (zero amounts left out)."""
+        return Resources.milli({n: v for n, v in zip(self.names, vector, strict=True) if v})
 
 
 @attrs.frozen
