@@ -38,6 +38,9 @@ def plan_dict(results: Results, pods: tuple[Pod, ...]) -> dict[str, object]:
             {"pod": names.get(n.pod, n.pod), "node": n.node} for n in results.nominations
         ],
         "unplaced": [explanation_dict(e) for e in results.unplaced],
+        "relaxed": [
+            {"pod": names.get(r.pod, r.pod), "steps": list(r.steps)} for r in results.relaxed
+        ],
     }
 
 
@@ -156,6 +159,11 @@ def plan_table(results: Results, pods: tuple[Pod, ...]) -> str:
         lines.append("")
         rows = [["POD", "NOMINATED NODE"]]
         rows += [[names.get(n.pod, n.pod), n.node] for n in results.nominations]
+        lines += _table(rows)
+    if results.relaxed:
+        lines.append("")
+        rows = [["POD", "PLACED AFTER"]]
+        rows += [[names.get(r.pod, r.pod), "; ".join(r.steps)] for r in results.relaxed]
         lines += _table(rows)
     if results.unplaced:
         lines.append("")

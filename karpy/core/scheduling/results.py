@@ -119,13 +119,22 @@ class Nomination:
 
 
 @attrs.frozen
+class RelaxedPod:
+    """A placed pod that was placed only after dropping some of its preferences."""
+
+    pod: PodUID
+    steps: tuple[str, ...]
+
+
+@attrs.frozen
 class Results:
-    """The whole plan."""
+    """The whole plan. ``relaxed`` lists placed pods whose preferences had to give way."""
 
     nodeclaims: tuple[NodeClaimPlan, ...]
     nominations: tuple[Nomination, ...]
     unplaced: tuple[Explanation, ...]
     greedy_price: float
+    relaxed: tuple[RelaxedPod, ...] = ()
 
     @property
     def price(self) -> float:

@@ -16,7 +16,7 @@ from collections import deque
 import attrs
 
 from karpy.apis.v1 import labels as wk
-from karpy.core.pods import Pod
+from karpy.core.pods import Pod, PodUID
 from karpy.core.resources import Resources
 from karpy.core.scheduling import explain as explain_mod
 from karpy.core.scheduling import preferences
@@ -30,6 +30,7 @@ from karpy.core.scheduling.results import (
     NodeClaimPlan,
     Nomination,
     Reject,
+    RelaxedPod,
     Results,
 )
 from karpy.core.scheduling.topology import HOSTNAME, ShapeTopology, Topology, domain_universe
@@ -128,6 +129,7 @@ class Solver:
                     charged[r] += amount
         self.placed_on: dict[str, Bin] = {}
         self.pod_context: dict[str, ShapeContext] = {}
+        self.relaxed: dict[PodUID, tuple[str, ...]] = {}
 
     # ------------------------------------------------------------------ contexts
     def context(self, cls: PodClass) -> ShapeContext:
@@ -304,6 +306,8 @@ class Solver:
                 if not self.place_one(pod, ctx):
                     break
                 self.pod_context[pod.uid] = ctx
+                if cls.relaxations:
+                    self.relaxed[pod.uid] = tuple(cls.relaxations)
                 placed += 1
             del cls.pods[:placed]
             if not cls.pods:
@@ -349,7 +353,13 @@ class Solver:
         for pod, reject in failed:
             unplaced.append(explain_mod.finalize_failure(pod, reject))
         unplaced.sort(key=lambda e: (e.pod, e.uid))
-        return Results(tuple(plans), nominations, tuple(unplaced), greedy_price)
+        failed_uids = {pod.uid for pod, _ in failed}
+        relaxed = tuple(
+            RelaxedPod(uid, steps)
+            for uid, steps in sorted(self.relaxed.items())
+            if uid not in failed_uids
+        )
+        return Results(tuple(plans), nominations, tuple(unplaced), greedy_price, relaxed)
 
 
 def host_blockers(st: ShapeTopology) -> tuple[tuple[dict[str, int], int], ...]:

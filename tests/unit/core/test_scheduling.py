@@ -461,3 +461,13 @@ def test_solve_is_deterministic() -> None:
     pending = b.pods(7, labels={"app": "w"}, topology_spread=(spread,)) + b.pods(5, "q", cpu="2")
     snap = b.snapshot()
     assert solve(snap, pending) == solve(snap, list(reversed(pending)))
+
+
+def test_placed_pods_report_the_preferences_they_lost() -> None:
+    bad = PreferredSchedulingTerm(50, b.reqs(b.req(ZONE, "In", "zone-z")))
+    relaxed = b.pod("relaxed", preferred_node_affinity=(bad,))
+    plain = b.pod("plain")
+    results = b.run(b.snapshot(), [relaxed, plain])
+    assert [(r.pod, r.steps) for r in results.relaxed] == [
+        (relaxed.uid, ("dropped a preferred node affinity term",))
+    ]
