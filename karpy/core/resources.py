@@ -176,21 +176,3 @@ class Resources(Mapping[str, int]):
 
 
 EMPTY: Final = Resources()
-
-
-def max_of(lists: Iterable[Resources]) -> Resources:
-    """The element-wise maximum of several resource lists."""
-    best: dict[str, int] = {}
-    for resources in lists:
-        for name, amount in resources.items_:
-            if amount > best.get(name, 0):
-                best[name] = amount
-    return Resources.milli(best)
-
-
-def sum_of(lists: Iterable[Resources]) -> Resources:
-    """The element-wise sum of several resource lists."""
-    pairs: list[tuple[str, int]] = []
-    for resources in lists:
-        pairs.extend(resources.items_)
-    return Resources(tuple(pairs))

@@ -404,11 +404,3 @@ def solve(
         improve(solver)
         peel(solver)
     return solver.results(greedy)
-
-
-def total_requests(pods: list[Pod]) -> Resources:
-    """Summed effective requests (used by callers for reports)."""
-    total = Resources()
-    for pod in pods:
-        total = total + pod.requests()
-    return total
