@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from karpy.kube.client import KubeClient
+from karpy.kube.errors import ConflictError
 from karpy.kube.lease import LeaderElector, LeadershipLostError, LeaseRecord
 from karpy.localcluster import ClusterInfo
 from karpy.runtime.clock import SystemClock
@@ -73,10 +74,17 @@ async def write_record(
     if create:
         path = lease_path(namespace, name).rsplit("/", 1)[0]
         await kube.request("POST", path, body=body)
-    else:
+        return
+    # The elector renews concurrently; retry the optimistic write until it lands.
+    for _ in range(20):
         current = await kube.request("GET", lease_path(namespace, name))
         body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-        await kube.request("PUT", lease_path(namespace, name), body=body)
+        try:
+            await kube.request("PUT", lease_path(namespace, name), body=body)
+        except ConflictError:
+            continue
+        return
+    raise AssertionError(f"could not overwrite lease {name}: conflicts kept winning")
 
 
 def held_by(holder: str, *, duration: int, transitions: int = 0) -> LeaseRecord:
