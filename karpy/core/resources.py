@@ -2,10 +2,11 @@
 
 Pure: parsing and arithmetic only, no I/O and no clock, so the scheduling core can be tested and
 benchmarked without a cluster. Quantities are parsed exactly (``fractions.Fraction``), the way
-Kubernetes' ``resource.Quantity`` keeps an exact decimal, and then stored as integer *milli-units*
-rounded up, which is what ``Quantity.MilliValue()`` does. Every resource (cpu, memory, pods,
-extended resources) uses the same unit, so a whole request fits in plain ints and compares without
-float error: ``"1.5"`` cpu is 1500, ``"1Gi"`` of memory is 1073741824000.
+Kubernetes' ``resource.Quantity`` keeps an exact decimal, then read as kube-scheduler reads them
+— CPU with ``MilliValue()``, everything else with ``Value()``, both rounding up — and stored as
+integer *milli-units*. Every resource (cpu, memory, pods, extended resources) uses the same unit,
+so a whole request fits in plain ints and compares without float error: ``"1.5"`` cpu is 1500,
+``"1Gi"`` of memory is 1073741824000.
 """
 
 from __future__ import annotations
@@ -89,6 +90,17 @@ def parse_quantity(value: str | int | float) -> int:
     return math.ceil(parse_quantity_exact(value) * MILLI)
 
 
+def parse_resource(name: str, value: str | int | float) -> int:
+    """Parse a request or capacity of resource ``name`` the way kube-scheduler reads it.
+
+    CPU is read with ``MilliValue()``; every other resource with ``Value()`` (whole units, rounded
+    up), so ``memory: 1.5`` is 2 bytes. The result is in milli-units either way.
+    """
+    if name == CPU:
+        return parse_quantity(value)
+    return math.ceil(parse_quantity_exact(value)) * MILLI
+
+
 def format_quantity(name: str, milli: int) -> str:
     """Render milli-units for people: cpu in cores or millicores, memory in binary units."""
     if name == CPU:
@@ -126,7 +138,7 @@ class Resources(Mapping[str, int]):
         """Build from Kubernetes quantities, e.g. ``Resources.of({"cpu": "500m"})``."""
         if not values:
             return EMPTY
-        return cls(tuple((k, parse_quantity(v)) for k, v in values.items()))
+        return cls(tuple((k, parse_resource(k, v)) for k, v in values.items()))
 
     @classmethod
     def milli(cls, values: Mapping[str, int]) -> Resources:

@@ -124,3 +124,10 @@ def test_init_container_after_sidecar_includes_the_sidecar() -> None:
 def test_overhead_is_added() -> None:
     overhead = Resources.of({"cpu": "250m"})
     assert effective_requests(_pod((_c("1"),), overhead=overhead)).get_amount("cpu") == 1250
+
+
+def test_non_cpu_resources_are_read_in_whole_units_like_value() -> None:
+    assert Resources.of({"memory": "1.5"}).get_amount("memory") == 2000
+    assert Resources.of({"memory": "100m"}).get_amount("memory") == 1000
+    assert Resources.of({"cpu": "0.0001"}).get_amount("cpu") == 1
+    assert Resources.of({"nvidia.com/gpu": "1"}).get_amount("nvidia.com/gpu") == 1000
