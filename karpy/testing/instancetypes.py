@@ -50,4 +50,6 @@ def make_instance_types(n: int) -> tuple[InstanceType, ...]:
     """``fake-it-0`` … ``fake-it-{n-1}`` with growing resources (see the module docstring)."""
     if n < 0:
         raise ValueError(f"instance type count must be non-negative, got {n}")
-    return tuple(make_instance_type(f"fake-it-{i}", i + 1, 2 * (i + 1), 10 * (i + 1)) for i in range(n))
+    return tuple(
+        make_instance_type(f"fake-it-{i}", i + 1, 2 * (i + 1), 10 * (i + 1)) for i in range(n)
+    )
