@@ -135,6 +135,10 @@ class KubeClient:
         except TimeoutError as error:
             msg = f"{method} {path}: no answer within {self.request_timeout}s"
             raise UnreachableError(msg) from error
+        except (aiohttp.ClientError, OSError) as error:
+            # The connection broke while the body was being read.
+            msg = f"{method} {path}: {error!r}"
+            raise UnreachableError(msg) from error
         if not 200 <= response.status <= 299:
             raise from_status(
                 response.status,
@@ -181,8 +185,12 @@ class KubeClient:
             raise UnreachableError(msg) from error
         try:
             if not 200 <= response.status <= 299:
-                async with asyncio.timeout(self.request_timeout):
-                    payload = await response.read()
+                try:
+                    async with asyncio.timeout(self.request_timeout):
+                        payload = await response.read()
+                except (TimeoutError, aiohttp.ClientError, OSError) as error:
+                    msg = f"watch {kind.plural}: HTTP {response.status}, body unreadable: {error!r}"
+                    raise UnreachableError(msg) from error
                 raise from_status(response.status, payload, reason=response.reason or "")
             yield response
         finally:

@@ -87,7 +87,7 @@ async def _raw_events(
             except TimeoutError:
                 log.debug("watch stream inactive, reconnecting", extra={"kind": kind.kind})
                 return
-            except aiohttp.ClientError as error:
+            except (aiohttp.ClientError, OSError) as error:
                 msg = f"watch {kind.plural} broke: {error!r}"
                 raise UnreachableError(msg) from error
             if not chunk:
