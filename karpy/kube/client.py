@@ -23,6 +23,7 @@ from kubernetes_asyncio import config as sdk_config
 
 from karpy.kube.errors import KubeConfigError, KubeError, UnreachableError, from_status
 from karpy.kube.resources import Listed, ResourceKind, decode_item
+from karpy.runtime.ratelimit import TokenBucket
 
 T = TypeVar("T")
 
@@ -38,13 +39,25 @@ class KubeClient:
     `sdk_client` is the underlying kubernetes_asyncio ApiClient, for use inside karpy.kube only.
     """
 
-    def __init__(self, sdk_client: Any, *, request_timeout: float) -> None:
+    def __init__(
+        self, sdk_client: Any, *, request_timeout: float, limiter: TokenBucket | None = None
+    ) -> None:
         self.sdk_client = sdk_client
         self.request_timeout = request_timeout
+        self._limiter = limiter
 
     @classmethod
-    async def connect(cls, kubeconfig: Path | None, *, request_timeout: float) -> KubeClient:
-        """Build a client from a kubeconfig file, or from the in-cluster service account if None."""
+    async def connect(
+        cls,
+        kubeconfig: Path | None,
+        *,
+        request_timeout: float,
+        limiter: TokenBucket | None = None,
+    ) -> KubeClient:
+        """Build a client from a kubeconfig file, or from the in-cluster service account if None.
+
+        Every request (watches included) first takes a token from `limiter`, when one is given.
+        """
         configuration = sdk.Configuration()
         try:
             if kubeconfig is None:
@@ -64,7 +77,11 @@ class KubeClient:
             where = "in-cluster config" if kubeconfig is None else f"kubeconfig {kubeconfig}"
             msg = f"{where}: {error}"
             raise KubeConfigError(msg) from error
-        return cls(sdk.ApiClient(configuration=configuration), request_timeout=request_timeout)
+        return cls(
+            sdk.ApiClient(configuration=configuration),
+            request_timeout=request_timeout,
+            limiter=limiter,
+        )
 
     async def close(self) -> None:
         await self.sdk_client.close()
@@ -125,6 +142,8 @@ class KubeClient:
         # JSON bodies itself, so the body goes down as a plain dict.
         headers = {"Accept": "application/json", "Content-Type": content_type}
         data = dict(body) if body is not None else None
+        if self._limiter is not None:
+            await self._limiter.acquire()
         try:
             async with asyncio.timeout(self.request_timeout):
                 response = await self._send(method, path, query=query, headers=headers, body=data)
@@ -170,6 +189,8 @@ class KubeClient:
             ("resourceVersion", resource_version),
             ("timeoutSeconds", str(timeout_seconds)),
         ]
+        if self._limiter is not None:
+            await self._limiter.acquire()
         try:
             async with asyncio.timeout(self.request_timeout):
                 response = await self._send(

@@ -21,6 +21,7 @@ from karpy.kube.resources import ResourceKind
 from karpy.runtime.clock import Clock, SystemClock
 from karpy.runtime.health import ProbeServer
 from karpy.runtime.options import Options
+from karpy.runtime.ratelimit import TokenBucket
 from karpy.runtime.telemetry import Telemetry
 from karpy.state.cluster import ClusterState
 from karpy.state.informers import Informer
@@ -79,7 +80,9 @@ async def build(
         span_exporter=span_exporter,
     )
     client = await KubeClient.connect(
-        options.kube.kubeconfig, request_timeout=options.kube.request_timeout
+        options.kube.kubeconfig,
+        request_timeout=options.kube.request_timeout,
+        limiter=TokenBucket(rate=options.kube.qps, burst=options.kube.burst),
     )
     state = ClusterState(metrics=telemetry.metrics)
     informers: list[Informer[Any]] = [

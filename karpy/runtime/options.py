@@ -74,6 +74,10 @@ class KubeOptions:
     """Kubeconfig file; None means in-cluster config (service account)."""
     request_timeout: float = 30.0
     """Seconds allowed for any single non-watch API request."""
+    qps: float = 200.0
+    """Sustained API requests per second (Karpenter's KUBE_CLIENT_QPS default)."""
+    burst: int = 300
+    """Requests allowed in a burst above `qps` (Karpenter's KUBE_CLIENT_BURST default)."""
 
 
 @attrs.frozen
@@ -200,6 +204,30 @@ def _positive_duration(text: str) -> float:
     return seconds
 
 
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        msg = f"invalid number {text!r}"
+        raise ValueError(msg) from None
+    if not value > 0:
+        msg = f"invalid value {text!r}: must be greater than zero"
+        raise ValueError(msg)
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        msg = f"invalid integer {text!r}"
+        raise ValueError(msg) from None
+    if value < 1:
+        msg = f"invalid value {text!r}: must be at least 1"
+        raise ValueError(msg)
+    return value
+
+
 def _non_empty(text: str) -> str:
     if not text.strip():
         msg = "must not be empty"
@@ -256,6 +284,8 @@ _SPECS: Final[tuple[_Spec, ...]] = (
         "retry period",
     ),
     _Spec("--kube-request-timeout", "KUBE_REQUEST_TIMEOUT", _positive_duration, "API timeout"),
+    _Spec("--kube-client-qps", "KUBE_CLIENT_QPS", _positive_float, "API requests per second"),
+    _Spec("--kube-client-burst", "KUBE_CLIENT_BURST", _positive_int, "API request burst"),
     _Spec("--watch-timeout", "WATCH_TIMEOUT", _positive_duration, "server-side watch timeout"),
     _Spec(
         "--watch-inactivity-timeout",
@@ -363,6 +393,8 @@ def _assemble(raw: Mapping[str, object]) -> Options:
         kube=KubeOptions(
             kubeconfig=kubeconfig if isinstance(kubeconfig, Path) else None,
             request_timeout=_get(raw, "kube_request_timeout", d.kube.request_timeout, float),
+            qps=_get(raw, "kube_client_qps", d.kube.qps, float),
+            burst=_get(raw, "kube_client_burst", d.kube.burst, int),
         ),
         watching=WatchingOptions(
             server_timeout=_get(raw, "watch_timeout", d.watching.server_timeout, float),

@@ -99,6 +99,8 @@ def test_identity_defaults_to_unique_hostname_uuid() -> None:
             id="retry-above-renew",
         ),
         pytest.param([], {"WATCH_TIMEOUT": "0s"}, "WATCH_TIMEOUT", id="zero-duration"),
+        pytest.param([], {"KUBE_CLIENT_QPS": "0"}, "KUBE_CLIENT_QPS", id="qps-zero"),
+        pytest.param(["--kube-client-burst", "x"], {}, "--kube-client-burst", id="burst-nan"),
     ],
 )
 def test_bad_values_name_the_option(argv: list[str], environ: dict[str, str], names: str) -> None:
