@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
@@ -169,3 +170,36 @@ async def restart_apiserver(local_cluster: LocalCluster) -> None:
             await asyncio.sleep(1.0)
         else:
             return
+
+
+async def test_an_idle_stream_is_reopened_from_its_version_without_a_relist(
+    kube: KubeClient,
+    telemetry: Telemetry,
+    api_client: client.ApiClient,
+    namespace: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    idle = WatchingOptions(server_timeout=60.0, inactivity_timeout=0.3, backoff=SETTINGS.backoff)
+    caplog.set_level(logging.DEBUG, logger="karpy.kube.watch")
+    async with contextlib.aclosing(
+        infinite_watch(
+            kube, CONFIG_MAPS, settings=idle, metrics=telemetry.metrics, namespace=namespace
+        )
+    ) as stream:
+        async with asyncio.timeout(30):
+            assert isinstance(await anext(stream), Listed)
+
+            async def create_later() -> None:
+                await asyncio.sleep(1.5)  # several idle timeouts pass first
+                await create_config_map(api_client, namespace, "late")
+
+            async with asyncio.TaskGroup() as group:
+                group.create_task(create_later())
+                async for entry in stream:
+                    if isinstance(entry, Event) and entry.item.obj.name == "late":
+                        break
+    reconnects = [
+        r for r in caplog.records if r.getMessage() == "watch stream inactive, reconnecting"
+    ]
+    assert len(reconnects) >= 2
+    assert 'karpy_watch_lists_total{kind="ConfigMap"} 1' in telemetry.prometheus_text()
