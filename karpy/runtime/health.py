@@ -88,7 +88,9 @@ class ProbeServer:
         if not self._servers:
             await self.start()
         try:
-            await asyncio.gather(*(server.serve_forever() for server in self._servers))
+            async with asyncio.TaskGroup() as group:
+                for server in self._servers:
+                    group.create_task(server.serve_forever())
         finally:
             await self.close()
 
