@@ -1,10 +1,10 @@
 """A NodeClaim being packed: requirements and instance types that only narrow as pods join.
 
-Pure and mutable only within one solve. ``try_add`` checks one pod in Karpenter's order —
-taints, host ports, requirements, volume topology, topology domains, then the instance-type
-filter (requirements, offerings, resources) and minValues — and returns the narrowed state
-without changing anything; ``commit`` applies it. Instance-type sets are bitsets over the
-NodePool's index, so narrowing costs a handful of integer ANDs.
+Pure and mutable only within one solve. ``try_add`` checks one pod against Karpenter's
+filters — taints, host ports, room in some remaining instance type (checked early because it
+is cheap), requirements, volume topology, topology domains, offerings, minValues — and returns
+the narrowed state without changing anything; ``commit`` applies it. Instance-type sets are
+bitsets over the NodePool's index, so narrowing costs a handful of integer ANDs.
 """
 
 from __future__ import annotations
@@ -74,6 +74,11 @@ class NodeClaim:
         for port in shape.host_ports:
             if any(port.conflicts(p) for p in self.ports):
                 return Reject(ReasonKind.HOST_PORT, f"host port {port.port}/{port.protocol} in use")
+        # Room first: it is the cheapest check and, once failed, fails for good.
+        need = tuple(u + r for u, r in zip(self.used, ctx.vector, strict=True))
+        mask = self.mask & index.fits_mask(need)
+        if not mask:
+            return Reject(ReasonKind.RESOURCES, "no remaining instance type has room")
         reqs = self.requirements
         if shape.requirements:
             merged = self.merges.merge(reqs, shape.requirements)
@@ -100,10 +105,6 @@ class NodeClaim:
                     verdict_t.permanent,
                 )
             choices = verdict_t
-        need = tuple(u + r for u, r in zip(self.used, ctx.vector, strict=True))
-        mask = self.mask & index.fits_mask(need)
-        if not mask:
-            return Reject(ReasonKind.RESOURCES, "no remaining instance type has room")
         if reqs is not self.requirements:
             mask &= index.req_mask(reqs)
             if not mask:

@@ -38,6 +38,7 @@ from karpy.core.snapshot import ClusterSnapshot
 from karpy.core.taints import Taint
 
 ALLOW_UNDEFINED = frozenset(wk.WELL_KNOWN_LABELS | wk.AWS_WELL_KNOWN_LABELS)
+_EPSILON = 1e-9
 
 
 @attrs.frozen
@@ -47,6 +48,8 @@ class SchedulerOptions:
     ``max_instance_types`` caps each NodeClaim's instance-type options (the AWS launch limit);
     ``min_values_policy`` BestEffort lets a pod that fits nowhere else break minValues (last
     rung of the relaxation ladder), and lets the cut to the maximum do so too;
+    ``lookahead`` is how many more bins a pod looks at, after the first that would take it at a
+    price, for one that takes it for free (in the slack of its cheapest type);
     ``improve`` runs the cost-lowering pass after the greedy one, trying at most
     ``improve_budget`` placements (a fixed budget keeps the result deterministic).
     """
@@ -60,6 +63,7 @@ class SchedulerOptions:
     )
     improve: bool = True
     improve_budget: int = 200_000
+    lookahead: int = 8
 
 
 Bin = ExistingNode | NodeClaim
@@ -152,7 +156,9 @@ class Solver:
 
     # ------------------------------------------------------------------ placement
     def place_one(self, pod: Pod, ctx: ShapeContext) -> bool:
-        """Place ``pod`` on the first bin that takes it, else on a new NodeClaim."""
+        """Place ``pod`` on the first bin that takes it for free (an existing node, or a
+        NodeClaim whose cheapest type still holds it), looking at most ``lookahead`` bins past
+        the first that takes it at a price; else on that first one; else on a new NodeClaim."""
         alive = ctx.alive
         if ctx.scanned < len(self.bins):
             fresh = self.bins[ctx.scanned :]
@@ -162,15 +168,26 @@ class Solver:
             ctx.scanned = len(self.bins)
         dead: set[int] | None = None
         chosen: tuple[Bin, Placement] | None = None
+        first: tuple[Bin, Placement] | None = None
+        lookahead = self.options.lookahead
         for pos, bin_ in enumerate(alive):
             verdict = bin_.try_add(ctx)
             if isinstance(verdict, Placement):
-                chosen = (bin_, verdict)
-                break
-            if verdict.permanent:
+                if isinstance(bin_, ExistingNode) or _free(bin_, verdict):
+                    chosen = (bin_, verdict)
+                    break
+                if first is None:
+                    first = (bin_, verdict)
+            elif verdict.permanent:
                 if dead is None:
                     dead = set()
                 dead.add(pos)
+            if first is not None:
+                lookahead -= 1
+                if lookahead < 0:
+                    break
+        if chosen is None:
+            chosen = first
         if dead:
             for pos in sorted(dead, reverse=True):
                 del alive[pos]
@@ -360,6 +377,13 @@ class Solver:
             if uid not in failed_uids
         )
         return Results(tuple(plans), nominations, tuple(unplaced), greedy_price, relaxed)
+
+
+def _free(claim: NodeClaim, placement: Placement) -> bool:
+    """Does adding the pod leave the NodeClaim's price unchanged (it fits in the slack)?"""
+    index = claim.index
+    after = index.cheapest_price(placement.mask, placement.requirements)
+    return after <= claim.price() + _EPSILON
 
 
 def host_blockers(st: ShapeTopology) -> tuple[tuple[dict[str, int], int], ...]:
