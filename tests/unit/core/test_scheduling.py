@@ -471,3 +471,16 @@ def test_placed_pods_report_the_preferences_they_lost() -> None:
     assert [(r.pod, r.steps) for r in results.relaxed] == [
         (relaxed.uid, ("dropped a preferred node affinity term",))
     ]
+
+
+def test_a_pod_prefers_a_nodeclaim_it_fits_for_free() -> None:
+    anti = PodAffinityTerm(LabelSelector.of({"app": "x"}), HOST)
+    full = b.pod("full", cpu="8", labels={"app": "x"}, pod_anti_affinity=(anti,))
+    roomy = b.pod("roomy", cpu="3", labels={"app": "x"}, pod_anti_affinity=(anti,))
+    small = b.pod("small", cpu="500m")
+    snap = b.snapshot()
+    looked = b.run(snap, [full, roomy, small], improve=False)
+    first_fit = b.run(snap, [full, roomy, small], improve=False, lookahead=0)
+    assert b.claim_of(looked, small) == b.claim_of(looked, roomy)
+    assert b.claim_of(first_fit, small) == b.claim_of(first_fit, full)
+    assert looked.price < first_fit.price
