@@ -1,12 +1,16 @@
-"""After the greedy pass: remove NodeClaims whose pods fit elsewhere for less money.
+"""After the greedy pass: lower the plan's price without breaking any constraint.
 
-Pure and deterministic. The greedy pass never revisits a NodeClaim once it moves on, so a
-late, nearly empty NodeClaim can often be dissolved into the spare room of others. This step tries
-that, emptiest (then cheapest) first: it moves every pod of one NodeClaim onto existing nodes and
-other NodeClaims through the same ``try_add`` checks the solver uses — so no constraint can break —
-and keeps the move only when the total price drops; otherwise it restores every touched bin.
-Only pods whose moves touch no topology count and bind no host port are moved ("simple" shapes),
-which makes the undo exact. A fixed budget of placement checks bounds the work.
+Pure and deterministic. Two steps, both moving pods only through the solver's own ``try_add``
+checks, so no constraint can break, and both bounded by a fixed budget of checks:
+
+* ``improve`` dissolves NodeClaims whose pods all fit elsewhere (existing nodes, other
+  NodeClaims), emptiest first, keeping a move only when the total price drops and otherwise
+  restoring every touched bin exactly;
+* ``peel`` takes single pods off NodeClaims they tipped onto a bigger instance type and puts them
+  where they cost less than the saving.
+
+Only "simple" pods move — pods whose placement touches no topology count and binds no host
+port — which is what makes every undo exact.
 """
 
 from __future__ import annotations
