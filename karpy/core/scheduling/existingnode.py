@@ -20,8 +20,9 @@ from karpy.core.scheduling.topology import Topology, TopologyReject
 from karpy.core.snapshot import Node
 from karpy.core.taints import Taint, schedulable_taints, untolerated
 
-SavedState = tuple[Requirements, int, Vector, int, int]
-"""A bin's (requirements, instance-type mask, used resources, pod count, port count)."""
+SavedState = tuple[Requirements, int, Vector, int, int, bool]
+"""A bin's (requirements, instance-type mask, used resources, pod count, port count,
+minValues relaxed)."""
 
 
 @attrs.define
@@ -113,10 +114,10 @@ class ExistingNode:
 
     def save(self) -> SavedState:
         """State for ``restore`` (used by the improvement step)."""
-        return (self.requirements, 0, self.used, len(self.pods), len(self.ports))
+        return (self.requirements, 0, self.used, len(self.pods), len(self.ports), False)
 
     def restore(self, saved: SavedState) -> None:
         """Undo commits made since ``save`` (simple shapes only: no topology to undo)."""
-        _, _, self.used, npods, nports = saved
+        _, _, self.used, npods, nports, _ = saved
         del self.pods[npods:]
         del self.ports[nports:]

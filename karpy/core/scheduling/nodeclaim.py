@@ -151,11 +151,19 @@ class NodeClaim:
 
     def save(self) -> SavedState:
         """State for ``restore`` (the improvement step moves simple pods only)."""
-        return (self.requirements, self.mask, self.used, len(self.pods), len(self.ports))
+        return (
+            self.requirements,
+            self.mask,
+            self.used,
+            len(self.pods),
+            len(self.ports),
+            self.min_values_relaxed,
+        )
 
     def restore(self, saved: SavedState) -> None:
         """Undo commits made since ``save``."""
-        self.requirements, self.mask, self.used, npods, nports = saved
+        self.requirements, self.mask, self.used, npods, nports, relaxed = saved
+        self.min_values_relaxed = relaxed
         del self.pods[npods:]
         del self.ports[nports:]
 
