@@ -9,8 +9,11 @@ errors before they reach moto (botocore still parses and retries them as if AWS 
 
 from __future__ import annotations
 
+import copy
+import datetime
 import json
 import os
+import secrets
 import socket
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -24,7 +27,23 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from karpy.apis.kube.common import NodeSelectorOperator, NodeSelectorRequirement
+from karpy.apis.meta import Condition, ConditionStatus, ObjectMeta, Quantity
+from karpy.apis.v1 import ec2nodeclass as nc
+from karpy.apis.v1 import ec2nodeclass_status as nc_status
+from karpy.apis.v1 import labels as wk
+from karpy.apis.v1.common import NodeClaimRequirement, NodeClassReference, RequirementOperator
+from karpy.apis.v1.ec2nodeclass import EC2NodeClass
+from karpy.apis.v1.nodeclaim import NodeClaim, NodeClaimSpec, ResourceRequests
+from karpy.runtime.clock import FakeClock
+from karpy_aws.instance import Instances
+from karpy_aws.launchtemplate import LaunchTemplates
+from karpy_aws.nodeclaims import ClusterInfo
+from karpy_aws.offerings import InstanceTypeCatalog
+from karpy_aws.pricing import PriceCache
+from karpy_aws.provider import AWSCloudProvider
 from karpy_aws.session import AWSSession, AWSSettings, EventHook
+from karpy_aws.unavailable import UnavailableOfferings
 
 REGION = "us-west-2"
 ACCOUNT = "123456789012"
@@ -297,6 +316,8 @@ class FaultInjector:
     answers: dict[str, list[dict[str, Any]]] = attrs.Factory(dict)
     ice_offerings: set[tuple[str, str]] = attrs.Factory(set)
     sent: list[str] = attrs.Factory(list)
+    requests: dict[str, list[dict[str, Any]]] = attrs.Factory(dict)
+    """Parameters of every call made, by operation, as the caller passed them."""
 
     def fail(
         self, operation: str, code: str, *, status: int = 400, times: int | None = None
@@ -313,12 +334,17 @@ class FaultInjector:
 
     def hooks(self) -> list[EventHook]:
         return [
+            EventHook("before-parameter-build", self._record),
             EventHook("before-send", self._before_send),
             EventHook("before-call", self._answer),
             EventHook("before-parameter-build.ec2.CreateFleet", self._strip_ice),
             EventHook("before-call.ec2.CreateFleet", self._short_circuit_ice),
             EventHook("after-call.ec2.CreateFleet", self._report_ice),
         ]
+
+    def _record(self, params: dict[str, Any], event_name: str, **kwargs: Any) -> None:
+        operation = event_name.rsplit(".", 1)[-1]
+        self.requests.setdefault(operation, []).append(copy.deepcopy(params))
 
     async def _before_send(
         self, request: Any, event_name: str, **kwargs: Any
@@ -446,3 +472,176 @@ async def session(
     ) as s:
         yield s
     provider.shutdown()
+
+
+# ------------------------------------------------------------------ the cloud provider
+
+
+INSTANCE_TYPES = ["m5.large", "m5.xlarge", "c5.large", "c6g.large", "t3.micro", "m5.metal"]
+# Spot prices per type in us-west-2a; 2b is 10% dearer and 2c 10% cheaper (moto quotes one
+# constant price for everything, so the kit answers DescribeSpotPriceHistory itself).
+SPOT_PRICES = {
+    "t3.micro": 0.004,
+    "c6g.large": 0.025,
+    "c5.large": 0.03,
+    "m5.large": 0.035,
+    "m5.xlarge": 0.5,
+    "m5.metal": 1.5,
+}
+ZONE_FACTORS = {"us-west-2a": 1.0, "us-west-2b": 1.1, "us-west-2c": 0.9, "us-west-2d": 1.0}
+NODE_ROLE = "KarpyNodeRole"
+
+
+def ready_nodeclass(moto: Moto, *, name: str = "default", **spec: Any) -> EC2NodeClass:
+    """An EC2NodeClass as the status resolver leaves it: every condition True, the seeded
+    subnets, the nodes security group and the AL2023 AMIs for both architectures."""
+    now = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+    conditions = tuple(
+        Condition(type=t, status=ConditionStatus.TRUE, last_transition_time=now, reason=t)
+        for t in (
+            "SubnetsReady",
+            "SecurityGroupsReady",
+            "AMIsReady",
+            "InstanceProfileReady",
+            "Ready",
+        )
+    )
+    zones = {"a": "us-west-2a", "a-small": "us-west-2a", "b": "us-west-2b", "c": "us-west-2c"}
+    arch = [
+        ("amd64", AMI_IDS["al2023x86new"]),
+        ("arm64", AMI_IDS["al2023arm"]),
+    ]
+    fields: dict[str, Any] = {
+        "subnet_selector_terms": (nc.SubnetSelectorTerm(tags=DISCOVERY),),
+        "security_group_selector_terms": (nc.SecurityGroupSelectorTerm(tags=DISCOVERY),),
+        "ami_selector_terms": (nc.AMISelectorTerm(alias="al2023@latest"),),
+        "role": NODE_ROLE,
+        **spec,
+    }
+    return EC2NodeClass(
+        metadata=ObjectMeta(name=name),
+        spec=nc.EC2NodeClassSpec(**fields),
+        status=nc_status.EC2NodeClassStatus(
+            subnets=tuple(
+                nc_status.Subnet(id=moto.subnets[k], zone=z) for k, z in sorted(zones.items())
+            ),
+            security_groups=(nc_status.SecurityGroup(id=moto.security_groups["nodes"]),),
+            amis=tuple(
+                nc_status.AMI(
+                    id=ami,
+                    requirements=(
+                        NodeSelectorRequirement(
+                            key=wk.LABEL_ARCH, operator=NodeSelectorOperator.IN, values=(a,)
+                        ),
+                    ),
+                )
+                for a, ami in arch
+            ),
+            instance_profile="karpy-test-profile",
+            conditions=conditions,
+        ),
+    )
+
+
+@attrs.define
+class NodeClasses:
+    """karpy_aws.provider.NodeClassSource over a dict, for tests."""
+
+    items: dict[str, EC2NodeClass] = attrs.Factory(dict)
+
+    async def get(self, name: str) -> EC2NodeClass | None:
+        return self.items.get(name)
+
+    def put(self, nodeclass: EC2NodeClass) -> None:
+        assert nodeclass.metadata.name is not None
+        self.items[nodeclass.metadata.name] = nodeclass
+
+
+@attrs.frozen
+class ProviderKit:
+    """An AWSCloudProvider on moto and what tests poke at around it."""
+
+    provider: AWSCloudProvider
+    nodeclasses: NodeClasses
+    clock: FakeClock
+    unavailable: UnavailableOfferings
+    cluster: ClusterInfo
+    faults: FaultInjector
+    moto: Moto
+
+    def ec2(self) -> Any:
+        """A plain botocore client on moto, to look behind the provider's back."""
+        return botocore.session.get_session().create_client(
+            "ec2", region_name=REGION, endpoint_url=self.moto.endpoint
+        )
+
+
+@pytest.fixture
+async def kit(session: AWSSession, faults: FaultInjector, moto: Moto) -> ProviderKit:
+    """A provider for a cluster of its own (moto is shared by the whole session)."""
+    clock = FakeClock()
+    faults.answer(
+        "DescribeSpotPriceHistory",
+        {
+            "SpotPriceHistory": [
+                {
+                    "InstanceType": name,
+                    "AvailabilityZone": zone,
+                    "SpotPrice": f"{price * factor:.6f}",
+                    "ProductDescription": "Linux/UNIX",
+                    "Timestamp": clock.now(),
+                }
+                for name, price in SPOT_PRICES.items()
+                for zone, factor in ZONE_FACTORS.items()
+            ]
+        },
+    )
+    ec2 = await session.client("ec2")
+    unavailable = UnavailableOfferings(clock)
+    prices = PriceCache(ec2=ec2, pricing=None, clock=clock, region=REGION)
+    catalog = InstanceTypeCatalog(
+        ec2=ec2, prices=prices, unavailable=unavailable, clock=clock, names=INSTANCE_TYPES
+    )
+    cluster = ClusterInfo(
+        name=f"cluster-{secrets.token_hex(4)}",
+        region=REGION,
+        endpoint="https://cluster.example.test",
+        ca_bundle="Q0E=",
+    )
+    nodeclasses = NodeClasses()
+    nodeclasses.put(ready_nodeclass(moto))
+    provider = AWSCloudProvider(
+        Instances(ec2, cluster_name=cluster.name),
+        catalog,
+        cluster=cluster,
+        nodeclasses=nodeclasses,
+        launch_templates=LaunchTemplates(ec2, clock),
+        unavailable=unavailable,
+        clock=clock,
+    )
+    return ProviderKit(provider, nodeclasses, clock, unavailable, cluster, faults, moto)
+
+
+def make_nodeclaim(
+    *requirements: tuple[str, str, tuple[str, ...]],
+    name: str = "default-abcde",
+    nodepool: str = "default",
+    nodeclass: str = "default",
+    requests: dict[str, str] | None = None,
+) -> NodeClaim:
+    """A NodeClaim as the provisioner creates it."""
+    return NodeClaim(
+        metadata=ObjectMeta(name=name, labels={wk.LABEL_NODEPOOL: nodepool}),
+        spec=NodeClaimSpec(
+            requirements=tuple(
+                NodeClaimRequirement(key=k, operator=RequirementOperator(op), values=v)
+                for k, op, v in requirements
+            ),
+            node_class_ref=NodeClassReference(
+                group=wk.AWS_GROUP, kind="EC2NodeClass", name=nodeclass
+            ),
+            resources=ResourceRequests(
+                requests={k: Quantity(v) for k, v in (requests or {}).items()}
+            ),
+        ),
+    )

@@ -9,8 +9,12 @@ into a not-Ready condition. Pure.
 
 from __future__ import annotations
 
+import hashlib
 import math
 
+import orjson
+
+from karpy.apis.codec import to_dict
 from karpy.apis.v1 import ec2nodeclass as api
 from karpy.apis.v1.kubelet import KubeletConfiguration
 from karpy.core.resources import QuantityError, parse_quantity
@@ -181,3 +185,22 @@ def metadata_options(spec: api.EC2NodeClassSpec) -> MetadataOptions:
         http_put_response_hop_limit=m.http_put_response_hop_limit,
         http_tokens="required" if m.http_tokens == "required" else "optional",
     )
+
+
+# Bumped when the hash below changes meaning, so old annotations are not read as drift.
+NODECLASS_HASH_VERSION = "v1"
+# Selector terms are resolved into status and checked one by one (AMI, subnet and security
+# group drift), so they are left out of the static hash, as Karpenter leaves them out.
+_DYNAMIC_FIELDS = (
+    "subnetSelectorTerms",
+    "securityGroupSelectorTerms",
+    "amiSelectorTerms",
+    "capacityReservationSelectorTerms",
+)
+
+
+def static_hash(spec: api.EC2NodeClassSpec) -> str:
+    """Digest of the spec's static fields (everything but the selector terms); a NodeClaim
+    whose ``karpenter.k8s.aws/ec2nodeclass-hash`` differs has NodeClassDrift."""
+    wire = {k: v for k, v in to_dict(spec).items() if k not in _DYNAMIC_FIELDS}
+    return hashlib.sha256(orjson.dumps(wire, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]

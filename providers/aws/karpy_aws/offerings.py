@@ -210,6 +210,15 @@ class InstanceTypeCatalog:
         self._refreshed_at: datetime.datetime | None = None
         self._built: dict[tuple[object, ...], tuple[AWSInstanceType, ...]] = {}
 
+    @property
+    def loaded(self) -> bool:
+        """True once EC2 has been read at least once."""
+        return self._refreshed_at is not None
+
+    def info(self, name: str) -> InstanceTypeInfo | None:
+        """The described instance type called ``name``, if the catalog has it."""
+        return next((i for i in self._infos if i.name == name), None)
+
     async def refresh(self, *, force: bool = False) -> bool:
         """Re-read EC2 (and prices) if the period has passed; return True if it did."""
         now = self._clock.now()

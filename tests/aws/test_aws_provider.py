@@ -1,0 +1,313 @@
+"""AWSCloudProvider on moto: the CreateFleet request's shape, the NodeClaim it returns, and
+get/list/delete through DescribeInstances and TerminateInstances."""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import re
+from typing import Any
+
+import attrs
+import pytest
+
+import karpy_aws
+from karpy.apis.meta import ObjectMeta
+from karpy.apis.v1 import labels as wk
+from karpy.apis.v1.common import NodeClassReference
+from karpy.apis.v1.nodepool import NodeClaimTemplate, NodeClaimTemplateSpec, NodePool, NodePoolSpec
+from karpy.cloudprovider import (
+    CloudProvider,
+    InsufficientCapacityError,
+    NodeClaimNotFoundError,
+    NodeClassKind,
+    NodeClassNotReadyError,
+)
+from karpy.runtime.clock import FakeClock
+from karpy_aws.launch import MAX_INSTANCE_TYPES
+from karpy_aws.nodeclaims import ClusterInfo
+from karpy_aws.session import AWSSettings
+
+from .conftest import (
+    AMI_IDS,
+    INSTANCE_TYPES,
+    REGION,
+    SPOT_PRICES,
+    ZONE_FACTORS,
+    Moto,
+    NodeClasses,
+    ProviderKit,
+    make_nodeclaim,
+    ready_nodeclass,
+)
+
+pytestmark = pytest.mark.aws
+
+ZONE = wk.LABEL_TOPOLOGY_ZONE
+CT = wk.LABEL_CAPACITY_TYPE
+IT = wk.LABEL_INSTANCE_TYPE
+
+
+def _fleet(kit: ProviderKit) -> dict[str, Any]:
+    requests = kit.faults.requests["CreateFleet"]
+    return requests[-1]
+
+
+def _overrides(request: dict[str, Any]) -> list[dict[str, Any]]:
+    return [o for c in request["LaunchTemplateConfigs"] for o in c["Overrides"]]
+
+
+async def test_the_provider_keeps_the_cloudprovider_contract(kit: ProviderKit) -> None:
+    provider = kit.provider
+    assert isinstance(provider, CloudProvider)
+    assert provider.name == "aws"
+    assert provider.supported_node_classes() == (
+        NodeClassKind("karpenter.k8s.aws", "EC2NodeClass"),
+    )
+    assert {(p.condition_type, p.condition_status) for p in provider.repair_policies()} >= {
+        ("Ready", "False"),
+        ("Ready", "Unknown"),
+    }
+
+
+async def test_spot_fleet_crosses_types_and_zones_on_the_roomiest_subnets(kit: ProviderKit) -> None:
+    launched = await kit.provider.create(make_nodeclaim())
+    request = _fleet(kit)
+    assert request["Type"] == "instant"
+    assert request["TargetCapacitySpecification"] == {
+        "TotalTargetCapacity": 1,
+        "DefaultTargetCapacityType": "spot",
+    }
+    assert request["SpotOptions"] == {"AllocationStrategy": "price-capacity-optimized"}
+    assert "OnDemandOptions" not in request
+    overrides = _overrides(request)
+    types = {o["InstanceType"] for o in overrides}
+    # metal is exotic; m5.xlarge's spot price is above the cheapest on-demand price.
+    assert types == {"t3.micro", "c6g.large", "c5.large", "m5.large"}
+    assert len(types) <= MAX_INSTANCE_TYPES
+    # Every type in every zone the NodeClass has a subnet in (2d has none).
+    assert {(o["InstanceType"], o["AvailabilityZone"]) for o in overrides} == {
+        (t, z) for t in types for z in ("us-west-2a", "us-west-2b", "us-west-2c")
+    }
+    subnet_of = {"us-west-2a": "a", "us-west-2b": "b", "us-west-2c": "c"}
+    for o in overrides:
+        assert o["SubnetId"] == kit.moto.subnets[subnet_of[o["AvailabilityZone"]]]  # not a-small
+        expected = SPOT_PRICES[o["InstanceType"]] * ZONE_FACTORS[o["AvailabilityZone"]]
+        assert o["Priority"] == pytest.approx(expected)
+        arm = o["InstanceType"] == "c6g.large"
+        assert o["ImageId"] == AMI_IDS["al2023arm" if arm else "al2023x86new"]
+    # One launch template per (AMI, max pods); the cheapest override comes first.
+    for config in request["LaunchTemplateConfigs"]:
+        images = {o["ImageId"] for o in config["Overrides"]}
+        assert len(images) == 1
+        assert config["LaunchTemplateSpecification"]["LaunchTemplateName"].startswith(
+            "karpenter.k8s.aws/"
+        )
+    assert overrides[0]["Priority"] == min(o["Priority"] for o in overrides)
+    tags = {
+        spec["ResourceType"]: {t["Key"]: t["Value"] for t in spec["Tags"]}
+        for spec in request["TagSpecifications"]
+    }
+    assert set(tags) == {"instance", "volume", "fleet"}
+    for kind in tags.values():
+        assert kind == {
+            f"kubernetes.io/cluster/{kit.cluster.name}": "owned",
+            "karpenter.sh/nodepool": "default",
+            "eks:eks-cluster-name": kit.cluster.name,
+            "karpenter.k8s.aws/ec2nodeclass": "default",
+        }
+    # moto takes the first override: the cheapest offering.
+    first = overrides[0]
+    labels = launched.metadata.labels
+    assert labels[IT] == first["InstanceType"] == "t3.micro"
+    assert labels[ZONE] == first["AvailabilityZone"] == "us-west-2c"
+    assert labels[CT] == wk.CAPACITY_TYPE_SPOT
+    assert labels[wk.LABEL_ARCH] == wk.ARCH_AMD64
+    assert labels[wk.LABEL_AWS_ZONE_ID] == "usw2-az3"
+    assert labels[wk.LABEL_TOPOLOGY_REGION] == "us-west-2"
+    assert labels[wk.LABEL_NODEPOOL] == "default"
+    assert re.fullmatch(r"aws:///us-west-2c/i-[0-9a-f]+", launched.status.provider_id or "")
+    assert launched.status.image_id == AMI_IDS["al2023x86new"]
+    assert launched.status.capacity["cpu"] == "2"
+    assert launched.status.capacity["pods"] == "4"
+    assert launched.status.allocatable["cpu"] == "1930m"
+    assert wk.ANNOTATION_EC2NODECLASS_HASH in launched.metadata.annotations
+
+
+async def test_on_demand_uses_lowest_price(kit: ProviderKit) -> None:
+    launched = await kit.provider.create(
+        make_nodeclaim(
+            (CT, "In", (wk.CAPACITY_TYPE_ON_DEMAND,)), (IT, "In", ("m5.large", "c5.large"))
+        )
+    )
+    request = _fleet(kit)
+    assert request["TargetCapacitySpecification"]["DefaultTargetCapacityType"] == "on-demand"
+    assert request["OnDemandOptions"] == {"AllocationStrategy": "lowest-price"}
+    assert "SpotOptions" not in request
+    assert {o["InstanceType"] for o in _overrides(request)} == {"m5.large", "c5.large"}
+    assert launched.metadata.labels[CT] == wk.CAPACITY_TYPE_ON_DEMAND
+    ec2 = kit.ec2()
+    instance_id = (launched.status.provider_id or "").rsplit("/", 1)[1]
+    reservation = ec2.describe_instances(InstanceIds=[instance_id])["Reservations"][0]
+    instance = reservation["Instances"][0]
+    assert "InstanceLifecycle" not in instance
+    tags = {t["Key"]: t["Value"] for t in instance["Tags"]}
+    assert tags[f"kubernetes.io/cluster/{kit.cluster.name}"] == "owned"
+
+
+async def test_on_demand_with_spot_allowed_and_few_types_warns(
+    kit: ProviderKit, caplog: pytest.LogCaptureFixture
+) -> None:
+    kit.unavailable.mark_capacity_type_unavailable(wk.CAPACITY_TYPE_SPOT, reason="test")
+    with caplog.at_level(logging.WARNING, logger="karpy_aws.provider"):
+        launched = await kit.provider.create(make_nodeclaim((IT, "In", ("m5.large",))))
+    assert launched.metadata.labels[CT] == wk.CAPACITY_TYPE_ON_DEMAND
+    warnings = [r for r in caplog.records if r.name == "karpy_aws.provider"]
+    assert [r.getMessage() for r in warnings] == [
+        "at least 5 instance types are recommended when flexible to spot but requesting on-demand"
+    ]
+    assert warnings[0].__dict__["instance_types"] == 1
+
+
+async def test_capacity_errors_mark_offerings_the_next_launch_avoids(kit: ProviderKit) -> None:
+    spot = (CT, "In", (wk.CAPACITY_TYPE_SPOT,))
+    only = make_nodeclaim(spot, (IT, "In", ("m5.large",)), (ZONE, "In", ("us-west-2a",)))
+    kit.faults.ice("m5.large", "us-west-2a")
+    with pytest.raises(InsufficientCapacityError, match="InsufficientInstanceCapacity"):
+        await kit.provider.create(only)
+    assert kit.unavailable.is_unavailable(
+        capacity_type=wk.CAPACITY_TYPE_SPOT, instance_type="m5.large", zone="us-west-2a"
+    )
+    kit.faults.ice_offerings.clear()
+    # The next launch leaves the refused offering out and lands elsewhere.
+    wider = make_nodeclaim(
+        spot, (IT, "In", ("m5.large",)), (ZONE, "In", ("us-west-2a", "us-west-2b"))
+    )
+    launched = await kit.provider.create(wider)
+    assert {(o["InstanceType"], o["AvailabilityZone"]) for o in _overrides(_fleet(kit))} == {
+        ("m5.large", "us-west-2b")
+    }
+    assert launched.metadata.labels[ZONE] == "us-west-2b"
+    # Nothing else can serve the narrow claim right now: no fleet call at all.
+    calls = len(kit.faults.requests["CreateFleet"])
+    with pytest.raises(InsufficientCapacityError):
+        await kit.provider.create(only)
+    assert len(kit.faults.requests["CreateFleet"]) == calls
+    # Three minutes later the offering is tried again.
+    kit.clock.step(datetime.timedelta(minutes=3))
+    await kit.provider.create(only)
+    assert _overrides(_fleet(kit))[0]["AvailabilityZone"] == "us-west-2a"
+
+
+async def test_partial_capacity_errors_still_launch_and_are_remembered(kit: ProviderKit) -> None:
+    kit.faults.ice("t3.micro", "us-west-2c")
+    launched = await kit.provider.create(make_nodeclaim())
+    assert (launched.metadata.labels[IT], launched.metadata.labels[ZONE]) != (
+        "t3.micro",
+        "us-west-2c",
+    )
+    assert kit.unavailable.is_unavailable(
+        capacity_type=wk.CAPACITY_TYPE_SPOT, instance_type="t3.micro", zone="us-west-2c"
+    )
+
+
+async def test_requests_nothing_fits_are_insufficient_capacity(kit: ProviderKit) -> None:
+    with pytest.raises(InsufficientCapacityError, match="no instance type"):
+        await kit.provider.create(make_nodeclaim(requests={"cpu": "500"}))
+    assert "CreateFleet" not in kit.faults.requests
+
+
+@pytest.mark.parametrize(
+    "missing", [pytest.param(True, id="missing"), pytest.param(False, id="not-ready")]
+)
+async def test_a_nodeclass_that_is_missing_or_not_ready_is_reported(
+    kit: ProviderKit, missing: bool
+) -> None:
+    if missing:
+        kit.nodeclasses.items.clear()
+    else:
+        nodeclass = ready_nodeclass(kit.moto)
+        kit.nodeclasses.put(
+            attrs.evolve(nodeclass, status=attrs.evolve(nodeclass.status, conditions=()))
+        )
+    with pytest.raises(NodeClassNotReadyError, match="'default'"):
+        await kit.provider.create(make_nodeclaim())
+
+
+async def test_get_list_and_delete_follow_the_instance(kit: ProviderKit) -> None:
+    launched = await kit.provider.create(make_nodeclaim())
+    provider_id = launched.status.provider_id
+    assert provider_id is not None
+    found = await kit.provider.get(provider_id)
+    assert found.status.provider_id == provider_id
+    assert found.status.image_id == launched.status.image_id
+    assert found.metadata.labels[wk.LABEL_NODEPOOL] == "default"
+    assert found.metadata.labels[IT] == launched.metadata.labels[IT]
+    assert found.metadata.labels[CT] == wk.CAPACITY_TYPE_SPOT
+    assert found.metadata.creation_timestamp is not None
+    assert found.status.capacity == launched.status.capacity
+    assert [n.status.provider_id for n in await kit.provider.list()] == [provider_id]
+    await kit.provider.delete(launched)
+    assert "TerminateInstances" in kit.faults.sent
+    with pytest.raises(NodeClaimNotFoundError):
+        await kit.provider.delete(launched)
+    with pytest.raises(NodeClaimNotFoundError):
+        await kit.provider.get(provider_id)
+    assert await kit.provider.list() == ()
+
+
+async def test_unknown_or_foreign_provider_ids_are_not_found(kit: ProviderKit) -> None:
+    with pytest.raises(NodeClaimNotFoundError):
+        await kit.provider.get("aws:///us-west-2a/i-0123456789abcdef0")
+    with pytest.raises(NodeClaimNotFoundError, match="not an AWS provider id"):
+        await kit.provider.get("kwok://node-1")
+
+
+async def test_instance_types_only_offer_zones_with_subnets(kit: ProviderKit) -> None:
+    pool = NodePool(
+        metadata=ObjectMeta(name="default"),
+        spec=NodePoolSpec(
+            template=NodeClaimTemplate(
+                spec=NodeClaimTemplateSpec(
+                    requirements=(),
+                    node_class_ref=NodeClassReference(
+                        group=wk.AWS_GROUP, kind="EC2NodeClass", name="default"
+                    ),
+                )
+            )
+        ),
+    )
+    types = {t.name: t for t in await kit.provider.get_instance_types(pool)}
+    assert set(types) == {"m5.large", "m5.xlarge", "c5.large", "c6g.large", "t3.micro", "m5.metal"}
+    for t in types.values():
+        assert not any(o.available for o in t.offerings if o.zone == "us-west-2d")
+        assert any(o.available for o in t.offerings if o.zone == "us-west-2a")
+    spot_2a = next(
+        o
+        for o in types["c5.large"].offerings
+        if o.zone == "us-west-2a" and o.capacity_type == "spot"
+    )
+    assert spot_2a.price == pytest.approx(SPOT_PRICES["c5.large"])
+
+
+async def test_build_assembles_a_working_provider(settings: AWSSettings, moto: Moto) -> None:
+    nodeclasses = NodeClasses()
+    nodeclasses.put(ready_nodeclass(moto))
+    cluster = ClusterInfo(
+        name="built-cluster", region=REGION, endpoint="https://built.test", ca_bundle="Q0E="
+    )
+    async with karpy_aws.build(
+        settings,
+        cluster,
+        nodeclasses=nodeclasses,
+        clock=FakeClock(),
+        instance_types=INSTANCE_TYPES,
+        use_pricing_api=False,
+    ) as provider:
+        assert isinstance(provider, CloudProvider)
+        launched = await provider.create(make_nodeclaim((IT, "In", ("c5.large",))))
+        assert launched.metadata.labels[IT] == "c5.large"
+        assert [n.status.provider_id for n in await provider.list()] == [
+            launched.status.provider_id
+        ]
+        await provider.delete(launched)
