@@ -62,9 +62,14 @@ def scenarios(draw: st.DrawFn) -> tuple[ClusterSnapshot, list[Pod], int]:
             fields["limits"] = Resources.of({"cpu": draw(st.sampled_from(("4", "16", "64")))})
         if draw(st.booleans()):
             fields["limits"] = Resources.of({"nodes": draw(st.integers(1, 4))})
+        pool_reqs = []
         if draw(st.booleans()):
             ct = draw(st.sampled_from((wk.CAPACITY_TYPE_SPOT, wk.CAPACITY_TYPE_ON_DEMAND)))
-            fields["requirements"] = b.reqs(b.req(wk.LABEL_CAPACITY_TYPE, "In", ct))
+            pool_reqs.append(b.req(wk.LABEL_CAPACITY_TYPE, "In", ct))
+        if draw(st.integers(0, 3)) == 0:
+            mv = draw(st.integers(1, 3))
+            pool_reqs.append(b.req(wk.LABEL_INSTANCE_TYPE, "Exists", min_values=mv))
+        fields["requirements"] = b.reqs(*pool_reqs)
         pools.append(b.nodepool(f"pool-{i}", **fields))
     nodes = []
     for i in range(draw(st.integers(0, 2))):
@@ -107,6 +112,17 @@ def test_plans_keep_every_hard_constraint(case: tuple[ClusterSnapshot, list[Pod]
     snap, pending, max_types = case
     results = b.run(snap, pending, max_instance_types=max_types)
     check(snap, pending, results, max_types)
+
+
+@given(scenarios())
+def test_best_effort_min_values_keeps_every_other_constraint(
+    case: tuple[ClusterSnapshot, list[Pod], int],
+) -> None:
+    snap, pending, max_types = case
+    strict = b.run(snap, pending, max_instance_types=max_types)
+    best = b.run(snap, pending, max_instance_types=max_types, min_values_policy="BestEffort")
+    check(snap, pending, best, max_types, strict_min_values=False)
+    assert not any(c.min_values_relaxed for c in strict.nodeclaims)
 
 
 @given(scenarios())

@@ -17,7 +17,14 @@ from karpy.core.snapshot import NODES_LIMIT, ClusterSnapshot, NodePool
 from karpy.core.taints import Effect, untolerated
 
 
-def check(snap: ClusterSnapshot, pending: list[Pod], results: Results, max_types: int) -> None:
+def check(
+    snap: ClusterSnapshot,
+    pending: list[Pod],
+    results: Results,
+    max_types: int,
+    *,
+    strict_min_values: bool = True,
+) -> None:
     """Assert every invariant; the message says which one broke."""
     by_uid = {p.uid: p for p in pending}
     placed = results.placed()
@@ -42,6 +49,12 @@ def check(snap: ClusterSnapshot, pending: list[Pod], results: Results, max_types
         for name in claim.instance_types:
             alloc = types[name].allocatable
             assert (need + overhead).fits(alloc), f"{claim.name}: pods overflow {name}"
+        for r in pool.requirements:
+            if r.min_values is not None and r.key == wk.LABEL_INSTANCE_TYPE:
+                kept = len(claim.instance_types) >= r.min_values
+                assert kept or (claim.min_values_relaxed and not strict_min_values), (
+                    f"{claim.name} breaks minValues {r.min_values}"
+                )
         for p in members:
             hard = tuple(t for t in pool.taints if t.effect != Effect.PREFER_NO_SCHEDULE)
             assert untolerated(hard, p.tolerations) is None, f"{p.key} ignores a taint"
