@@ -1,0 +1,99 @@
+"""Provider drift on moto: AMI, subnet, security groups and the NodeClass's static hash."""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+
+from karpy.apis.v1 import ec2nodeclass_status as nc_status
+from karpy.apis.v1 import labels as wk
+from karpy.apis.v1.nodeclaim import NodeClaim
+from karpy.cloudprovider import NodeClaimNotFoundError
+from karpy_aws.instance import parse_provider_id
+
+from .conftest import AMI_IDS, ProviderKit, make_nodeclaim, ready_nodeclass
+
+pytestmark = pytest.mark.aws
+
+
+async def _launch(kit: ProviderKit) -> NodeClaim:
+    """Launch, then give the instance the NodeClass's security groups: moto's CreateFleet does
+    not apply the launch template's groups (moto-notes: "LT applied to fleet instances")."""
+    launched = await kit.provider.create(make_nodeclaim((wk.LABEL_ARCH, "In", ("amd64",))))
+    instance_id = parse_provider_id(launched.status.provider_id or "")
+    kit.ec2().modify_instance_attribute(
+        InstanceId=instance_id, Groups=[kit.moto.security_groups["nodes"]]
+    )
+    return launched
+
+
+def _status(kit: ProviderKit, **changes: object) -> None:
+    nodeclass = kit.nodeclasses.items["default"]
+    kit.nodeclasses.put(attrs.evolve(nodeclass, status=attrs.evolve(nodeclass.status, **changes)))
+
+
+async def test_a_fresh_instance_has_not_drifted(kit: ProviderKit) -> None:
+    assert await kit.provider.is_drifted(await _launch(kit)) is None
+
+
+async def test_an_ami_no_longer_resolved_is_ami_drift(kit: ProviderKit) -> None:
+    launched = await _launch(kit)
+    old = kit.nodeclasses.items["default"].status.amis
+    _status(kit, amis=tuple(attrs.evolve(a, id=AMI_IDS["al2023x86old"]) for a in old))
+    assert await kit.provider.is_drifted(launched) == "AMIDrift"
+
+
+async def test_a_subnet_no_longer_selected_is_subnet_drift(kit: ProviderKit) -> None:
+    launched = await _launch(kit)
+    zone = launched.metadata.labels[wk.LABEL_TOPOLOGY_ZONE]
+    kept = tuple(s for s in kit.nodeclasses.items["default"].status.subnets if s.zone != zone)
+    _status(kit, subnets=kept)
+    assert await kit.provider.is_drifted(launched) == "SubnetDrift"
+
+
+async def test_changed_security_groups_are_security_group_drift(kit: ProviderKit) -> None:
+    launched = await _launch(kit)
+    groups = (
+        nc_status.SecurityGroup(id=kit.moto.security_groups["nodes"]),
+        nc_status.SecurityGroup(id=kit.moto.security_groups["extra"]),
+    )
+    _status(kit, security_groups=groups)
+    assert await kit.provider.is_drifted(launched) == "SecurityGroupDrift"
+
+
+async def test_a_changed_static_field_is_nodeclass_drift(kit: ProviderKit) -> None:
+    launched = await _launch(kit)
+    kit.nodeclasses.put(ready_nodeclass(kit.moto, tags={"team": "blue"}))
+    assert await kit.provider.is_drifted(launched) == "NodeClassDrift"
+    # A hash written by another hash version is not compared.
+    other = attrs.evolve(
+        launched.metadata,
+        annotations={
+            **launched.metadata.annotations,
+            wk.ANNOTATION_EC2NODECLASS_HASH_VERSION: "v0",
+        },
+    )
+    assert await kit.provider.is_drifted(attrs.evolve(launched, metadata=other)) is None
+
+
+async def test_selector_terms_are_not_part_of_the_static_hash(kit: ProviderKit) -> None:
+    launched = await _launch(kit)
+    nodeclass = ready_nodeclass(kit.moto)
+    spec = attrs.evolve(
+        nodeclass.spec, subnet_selector_terms=nodeclass.spec.subnet_selector_terms * 2
+    )
+    kit.nodeclasses.put(attrs.evolve(nodeclass, spec=spec))
+    assert await kit.provider.is_drifted(launched) is None
+
+
+async def test_drift_of_a_terminated_instance_is_not_found(kit: ProviderKit) -> None:
+    launched = await _launch(kit)
+    await kit.provider.delete(launched)
+    with pytest.raises(NodeClaimNotFoundError):
+        await kit.provider.is_drifted(launched)
+
+
+async def test_without_its_nodeclass_nothing_can_drift(kit: ProviderKit) -> None:
+    launched = await _launch(kit)
+    kit.nodeclasses.items.clear()
+    assert await kit.provider.is_drifted(launched) is None
