@@ -157,13 +157,15 @@ async def restart_apiserver(local_cluster: LocalCluster) -> None:
 
     LocalCluster checks the port with a bind that lacks SO_REUSEADDR, so connections the killed
     apiserver left in TIME_WAIT make it refuse for up to a minute (kube-apiserver itself binds fine
-    with SO_REUSEADDR). Retry until the check passes.
+    with SO_REUSEADDR). Retry until the check passes. The start runs on this (the main) thread on
+    purpose: the component dies with the thread that spawned it (PR_SET_PDEATHSIG is per thread),
+    so starting it from a worker thread would kill it when the loop's executor shuts down.
     """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + 120
     while True:
         try:
-            await asyncio.to_thread(local_cluster.start_component, "kube-apiserver")
+            local_cluster.start_component("kube-apiserver")
         except PortInUseError:
             if loop.time() > deadline:
                 raise
