@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 import pytest
 
@@ -27,7 +29,7 @@ async def _launch(kit: ProviderKit) -> NodeClaim:
     return launched
 
 
-def _status(kit: ProviderKit, **changes: object) -> None:
+def _status(kit: ProviderKit, **changes: Any) -> None:
     nodeclass = kit.nodeclasses.items["default"]
     kit.nodeclasses.put(attrs.evolve(nodeclass, status=attrs.evolve(nodeclass.status, **changes)))
 
