@@ -5,10 +5,12 @@ converter and `make_converter()` builds a fresh, configured one. The rules:
 
 * Attribute names are snake_case in Python and lowerCamelCase on the wire; a field declared
   with `field(wire=...)` overrides the spelling (`providerID`, `kmsKeyID`, `clusterDNS`).
-* On output, attributes that are None or an empty list/map are omitted, as Go's `omitempty`
-  does, so an unset optional field is absent rather than `null`. The models therefore never
-  distinguish "empty" from "absent" for collections. A merge patch that must clear a list
-  (finalizers) has to say so explicitly with `[]`; build such patches by hand.
+* On output, attributes that are None are omitted, and so are empty lists, maps and nested
+  objects whose default is empty too (Go's `omitempty`): an unset optional field is absent
+  rather than `null`, and decoding the absent field gives the same value back. An empty
+  value whose default is not empty (`budgets: []`) is written out. A merge patch
+  that must clear a list (finalizers) has to say so explicitly with `[]`; build such patches
+  by hand.
 * Times are RFC 3339 in UTC with a `Z` suffix, seconds precision unless the value has
   microseconds (then six fractional digits, as MicroTime). Naive datetimes are refused.
 * `Quantity` stays the exact string the user wrote; JSON numbers (`cpu: 1`) become strings.
@@ -22,6 +24,8 @@ converter and `make_converter()` builds a fresh, configured one. The rules:
 from __future__ import annotations
 
 import enum
+import types
+import typing
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -90,6 +94,10 @@ def _int_or_string(value: object, _: object = None) -> IntOrString:
     raise TypeError(msg)
 
 
+def _optional_int_or_string(value: object, _: object = None) -> IntOrString | None:
+    return None if value is None else _int_or_string(value)
+
+
 def _str(value: object, _: object = None) -> str:
     if isinstance(value, str):
         return value
@@ -116,13 +124,59 @@ def _bool(value: object, _: object = None) -> bool:
 # ---------------------------------------------------------------------------- attrs classes
 
 
+def _enum_member(value: object, cls: type[enum.Enum]) -> enum.Enum:
+    try:
+        return cls(value)
+    except ValueError:
+        allowed = ", ".join(repr(m.value) for m in cls)
+        msg = f"{value!r} is not one of {allowed}"
+        raise ValueError(msg) from None
+
+
 def _enum_value(value: enum.Enum) -> Any:
     return value.value
 
 
-def _drop_none(fn: Callable[[Any], dict[str, Any]]) -> Callable[[Any], dict[str, Any]]:
+def _is_collection(tp: Any) -> bool:
+    tp = _strip_optional(tp)
+    origin = typing.get_origin(tp)
+    return origin is tuple or (origin is not None and issubclass(origin, Mapping))
+
+
+def _strip_optional(tp: Any) -> Any:
+    args = typing.get_args(tp)
+    if typing.get_origin(tp) in (typing.Union, types.UnionType) and type(None) in args:
+        rest = [a for a in args if a is not type(None)]
+        return rest[0] if len(rest) == 1 else tp
+    return tp
+
+
+def _default_encodes_empty(conv: cattrs.Converter, a: attrs.Attribute[Any]) -> bool:
+    """Whether an empty value of this field may be omitted: only when decoding the absent
+    field gives an empty value back (its default encodes to `{}` or `[]`)."""
+    default: Any = a.default
+    if default is attrs.NOTHING or default is None:
+        return False
+    if isinstance(default, attrs.Factory):  # type: ignore[arg-type]  # typed as a function
+        default = default.factory()
+    if not (attrs.has(type(default)) or _is_collection(a.type)):
+        return False
+    return conv.unstructure(default) in ({}, [])
+
+
+def _omitting(
+    fn: Callable[[Any], dict[str, Any]], omit_empty: frozenset[str]
+) -> Callable[[Any], dict[str, Any]]:
+    """Drop None everywhere, and `{}`/`[]` for the fields in `omit_empty` (Go's omitempty).
+
+    An empty value is kept when its default is not empty: `Affinity()` is not the same as no
+    affinity, and `budgets: []` is not the same as the default `[{nodes: 10%}]`.
+    """
+
     def unstructure(obj: Any) -> dict[str, Any]:
-        return {k: v for k, v in fn(obj).items() if v is not None and v != [] and v != {}}
+        return {
+            k: v for k, v in fn(obj).items() if v is not None and not (k in omit_empty and not v)
+        }
 
     return unstructure
 
@@ -133,6 +187,7 @@ def configure_converter(conv: cattrs.Converter) -> None:
     conv.register_structure_hook(datetime, parse_time)
     conv.register_structure_hook(Quantity, _quantity)
     conv.register_structure_hook(IntOrString, _int_or_string)
+    conv.register_structure_hook(IntOrString | None, _optional_int_or_string)
     conv.register_unstructure_hook(IntOrString, lambda v: v)
     # cattrs would coerce 1 -> "1" or "yes" -> True; the wire is typed, so refuse instead.
     conv.register_structure_hook(str, _str)
@@ -140,6 +195,8 @@ def configure_converter(conv: cattrs.Converter) -> None:
     conv.register_structure_hook(bool, _bool)
     # Enum members leave as their plain values, so to_dict() output is builtins only.
     conv.register_unstructure_hook(enum.StrEnum, _enum_value)
+    conv.register_structure_hook(enum.StrEnum, _enum_member)
+    conv.register_structure_hook(enum.Enum, _enum_member)
     conv.register_unstructure_hook(enum.Enum, _enum_value)
 
     def structure_factory(cl: type[Any]) -> Callable[[Any, Any], Any]:
@@ -147,8 +204,12 @@ def configure_converter(conv: cattrs.Converter) -> None:
         return make_dict_structure_fn(cl, conv, _cattrs_forbid_extra_keys=False, **renames)
 
     def unstructure_factory(cl: type[Any]) -> Callable[[Any], dict[str, Any]]:
+        attrs.resolve_types(cl)
         renames: dict[str, Any] = {a.name: override(rename=wire_name(a)) for a in attrs.fields(cl)}
-        return _drop_none(make_dict_unstructure_fn(cl, conv, **renames))
+        omit_empty = frozenset(
+            wire_name(a) for a in attrs.fields(cl) if _default_encodes_empty(conv, a)
+        )
+        return _omitting(make_dict_unstructure_fn(cl, conv, **renames), omit_empty)
 
     conv.register_structure_hook_factory(attrs.has, structure_factory)
     conv.register_unstructure_hook_factory(attrs.has, unstructure_factory)

@@ -107,14 +107,15 @@ _NUMERIC = "['Gt', 'Lt', 'Gte', 'Lte']"
 
 REQUIREMENT_RULES = (
     Rule(
-        rule="self.operator == 'In' ? self.values.size() != 0 : true",
+        rule="self.operator == 'In' ? (has(self.values) && self.values.size() != 0) : true",
         message="requirements with operator 'In' must have a value defined",
         field_path=".values",
     ),
     Rule(
         rule=(
             f"self.operator in {_NUMERIC} ? "
-            "(self.values.size() == 1 && self.values[0].matches('^[0-9]+$')) : true"
+            "(has(self.values) && self.values.size() == 1 && "
+            "self.values[0].matches('^[0-9]+$')) : true"
         ),
         message=(
             "requirements with operator 'Gt', 'Lt', 'Gte' or 'Lte' must have a single "
@@ -123,14 +124,17 @@ REQUIREMENT_RULES = (
         field_path=".values",
     ),
     Rule(
-        rule=("self.operator in ['Exists', 'DoesNotExist'] ? self.values.size() == 0 : true"),
+        rule=(
+            "self.operator in ['Exists', 'DoesNotExist'] ? "
+            "(!has(self.values) || self.values.size() == 0) : true"
+        ),
         message="requirements with operator 'Exists' or 'DoesNotExist' must not have values",
         field_path=".values",
     ),
     Rule(
         rule=(
             "(self.operator == 'In' && has(self.minValues)) ? "
-            "self.values.size() >= self.minValues : true"
+            "(has(self.values) && self.values.size() >= self.minValues) : true"
         ),
         message=(
             "requirements with 'minValues' must have at least that many values specified in "

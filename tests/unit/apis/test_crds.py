@@ -1,0 +1,106 @@
+"""The committed CRDs and API reference are exactly what the models generate.
+
+A change to a model without regenerating deploy/crds would ship a schema that disagrees with
+the codec; this test makes that impossible to merge.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+
+from karpy.apis.crds import CRDS, main, render_crd, rendered_files, stale_files
+from karpy.apis.v1 import labels
+from karpy.apis.v1.common import ALLOWED_RESTRICTED_KEYS
+
+
+def test_committed_files_match_the_generator() -> None:
+    stale = stale_files()
+    assert stale == [], f"regenerate with `python -m karpy.apis.crds`: {stale}"
+    assert main(["--check"]) == 0
+
+
+def test_generated_yaml_parses_back_to_the_rendered_crd() -> None:
+    files = {path.name: text for path, text in rendered_files().items()}
+    for crd in CRDS:
+        assert yaml.safe_load(files[crd.file_name]) == render_crd(crd)
+
+
+def _schema(kind: str) -> dict[str, Any]:
+    crd = next(c for c in CRDS if kind == c.model.KIND)
+    schema: dict[str, Any] = render_crd(crd)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    return schema
+
+
+def _rules(node: Any) -> list[dict[str, str]]:
+    found: list[dict[str, str]] = []
+    if isinstance(node, dict):
+        found += node.get("x-kubernetes-validations", [])
+        for v in node.values():
+            found += _rules(v)
+    elif isinstance(node, list):
+        for v in node:
+            found += _rules(v)
+    return found
+
+
+def test_nodepool_defaults_match_karpenter() -> None:
+    spec = _schema("NodePool")["properties"]["spec"]["properties"]
+    disruption = spec["disruption"]
+    assert disruption["properties"]["budgets"]["default"] == [{"nodes": "10%"}]
+    assert disruption["properties"]["consolidationPolicy"]["default"] == "WhenEmptyOrUnderutilized"
+    assert disruption["properties"]["consolidateAfter"]["default"] == "0s"
+    template_spec = spec["template"]["properties"]["spec"]
+    assert template_spec["properties"]["expireAfter"]["default"] == "720h"
+    assert template_spec["required"] == ["nodeClassRef", "requirements"]
+    assert spec["weight"]["minimum"] == 1
+    assert spec["weight"]["maximum"] == 100
+
+
+def test_every_rule_has_a_message_and_no_rule_repeats_within_a_node() -> None:
+    for crd in CRDS:
+        for rule in _rules(render_crd(crd)):
+            assert rule["message"]
+            assert rule["rule"]
+
+
+@pytest.mark.parametrize(
+    ("kind", "message"),
+    [
+        ("NodePool", "'schedule' must be set with 'duration'"),
+        ("NodePool", "nodeClassRef.group is immutable"),
+        ("NodePool", "nodeClassRef.kind is immutable"),
+        ("NodePool", 'label domain "karpenter.sh" is restricted'),
+        ("NodePool", 'label "karpenter.sh/nodepool" is restricted'),
+        ("NodeClaim", "spec is immutable"),
+        ("EC2NodeClass", "must specify exactly one of ['role', 'instanceProfile']"),
+        ("EC2NodeClass", "must have only one blockDeviceMappings with rootVolume"),
+    ],
+)
+def test_karpenters_rules_are_present(kind: str, message: str) -> None:
+    assert message in {r["message"] for r in _rules(_schema(kind))}
+
+
+def test_subresources_columns_and_names() -> None:
+    by_kind = {c.model.KIND: render_crd(c) for c in CRDS}
+    pool = by_kind["NodePool"]["spec"]
+    assert pool["versions"][0]["subresources"]["scale"]["specReplicasPath"] == ".spec.replicas"
+    columns = [
+        c["name"] for c in pool["versions"][0]["additionalPrinterColumns"] if "priority" not in c
+    ]
+    assert columns == ["NodeClass", "Nodes", "Ready", "Age"]
+    claim = by_kind["NodeClaim"]["spec"]["versions"][0]
+    columns = [c["name"] for c in claim["additionalPrinterColumns"] if "priority" not in c]
+    assert columns == ["Type", "Capacity", "Zone", "Node", "Ready", "Age"]
+    assert by_kind["EC2NodeClass"]["spec"]["names"]["shortNames"] == ["ec2nc", "ec2ncs"]
+    for crd in by_kind.values():
+        assert crd["spec"]["scope"] == "Cluster"
+        assert crd["spec"]["versions"][0]["subresources"]["status"] == {}
+
+
+def test_well_known_labels_stay_allowed_in_requirements() -> None:
+    assert labels.LABEL_INSTANCE_TYPE in ALLOWED_RESTRICTED_KEYS
+    assert labels.LABEL_AWS_INSTANCE_FAMILY in ALLOWED_RESTRICTED_KEYS
+    assert labels.LABEL_HOSTNAME not in ALLOWED_RESTRICTED_KEYS
