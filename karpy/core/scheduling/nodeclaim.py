@@ -183,6 +183,15 @@ class NodeClaim:
         self.used = used
         self.mask = mask
 
+    def room_for(self, vector: Vector) -> bool:
+        """Does the cheapest remaining type still hold ``vector`` more (a free fit, if the other
+        checks pass)?"""
+        i = self.index.cheapest_index(self.mask, self.requirements)
+        if i is None:
+            return False
+        alloc = self.index.alloc[i]
+        return all(u + v <= a for u, v, a in zip(self.used, vector, alloc, strict=True))
+
     def price(self) -> float:
         """Cheapest compatible offering among the remaining instance types."""
         return self.index.cheapest_price(self.mask, self.requirements)

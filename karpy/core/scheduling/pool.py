@@ -275,6 +275,22 @@ class PoolIndex:
             self._union_cache[reqs] = found
         return found
 
+    def cheapest_index(self, mask: int, reqs: Requirements) -> int | None:
+        """The index of the cheapest type in ``mask`` under ``reqs`` (None if none is sold)."""
+        order, by_index = self.price_order(reqs)
+        if by_index is not None:
+            while mask:
+                low = mask & -mask
+                i = low.bit_length() - 1
+                if by_index[i] != _INF:
+                    return i
+                mask ^= low
+            return None
+        for i, _ in order:
+            if mask >> i & 1:
+                return i
+        return None
+
     def cheapest_price(self, mask: int, reqs: Requirements) -> float:
         """The lowest price among ``mask``'s types under ``reqs``."""
         order, by_index = self.price_order(reqs)

@@ -60,6 +60,12 @@ class ShapeContext:
         """No topology and no host ports: the pod can move without touching any count."""
         return self.topology.empty and not self.shape.host_ports
 
+    @property
+    def movable(self) -> bool:
+        """No host ports and no hostname topology: the pod can move to another bin in the same
+        domains (zone, capacity type, ...) without changing any count."""
+        return not self.topology.touches_hostname and not self.shape.host_ports
+
 
 _IDENTITY = frozenset({"uid", "name", "creation"})
 _SHAPE_FIELDS = tuple(f.name for f in attrs.fields(Pod) if f.name not in _IDENTITY)

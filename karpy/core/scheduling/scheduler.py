@@ -17,6 +17,7 @@ import attrs
 
 from karpy.apis.v1 import labels as wk
 from karpy.core.pods import Pod, PodUID
+from karpy.core.requirements import Requirement
 from karpy.core.resources import Resources
 from karpy.core.scheduling import explain as explain_mod
 from karpy.core.scheduling import preferences
@@ -134,6 +135,7 @@ class Solver:
         self.placed_on: dict[str, Bin] = {}
         self.pod_context: dict[str, ShapeContext] = {}
         self.relaxed: dict[PodUID, tuple[str, ...]] = {}
+        self.pinned: dict[tuple[preferences.Shape, tuple[tuple[str, str], ...]], ShapeContext] = {}
 
     # ------------------------------------------------------------------ contexts
     def context(self, cls: PodClass) -> ShapeContext:
@@ -159,13 +161,7 @@ class Solver:
         """Place ``pod`` on the first bin that takes it for free (an existing node, or a
         NodeClaim whose cheapest type still holds it), looking at most ``lookahead`` bins past
         the first that takes it at a price; else on that first one; else on a new NodeClaim."""
-        alive = ctx.alive
-        if ctx.scanned < len(self.bins):
-            fresh = self.bins[ctx.scanned :]
-            for counts, level in ctx.host_blockers:
-                fresh = [b for b in fresh if counts.get(b.hostname, 0) < level]
-            alive.extend(fresh)
-            ctx.scanned = len(self.bins)
+        alive = self.refresh(ctx)
         dead: set[int] | None = None
         chosen: tuple[Bin, Placement] | None = None
         first: tuple[Bin, Placement] | None = None
@@ -199,6 +195,41 @@ class Solver:
         bin_.commit(placement, pod, ctx)
         self.placed_on[pod.uid] = bin_
         return True
+
+    def pinned_context(self, ctx: ShapeContext, home: dict[str, str]) -> ShapeContext:
+        """``ctx``'s shape pinned to the domains in ``home``, without topology rules.
+
+        For the improvement step: a pod moving to another bin in exactly the domains it leaves
+        changes no topology count, so every spread, affinity and anti-affinity rule that held
+        still holds; only requirements, taints, ports and room need checking.
+        """
+        key = (ctx.shape, tuple(sorted(home.items())))
+        found = self.pinned.get(key)
+        if found is None:
+            pins = tuple(Requirement(k, False, frozenset({v})) for k, v in sorted(home.items()))
+            shape = attrs.evolve(
+                ctx.shape,
+                requirements=ctx.shape.requirements.add(*pins),
+                spreads=(),
+                affinity=(),
+                anti_affinity=(),
+                required_anti_affinity=0,
+            )
+            found = ShapeContext(
+                shape=shape, vector=ctx.vector, topology=self.topology.for_shape(shape)
+            )
+            self.pinned[key] = found
+        return found
+
+    def refresh(self, ctx: ShapeContext) -> list[Bin]:
+        """``ctx``'s candidate bins, with the bins opened since it last looked appended."""
+        if ctx.scanned < len(self.bins):
+            fresh = self.bins[ctx.scanned :]
+            for counts, level in ctx.host_blockers:
+                fresh = [b for b in fresh if counts.get(b.hostname, 0) < level]
+            ctx.alive.extend(fresh)
+            ctx.scanned = len(self.bins)
+        return ctx.alive
 
     def new_claim(self, ctx: ShapeContext) -> tuple[Bin, Placement] | None:
         """Open a NodeClaim from the first NodePool (by weight) that can take the shape."""

@@ -92,6 +92,7 @@ class ShapeTopology:
     keys: tuple[str, ...]
     spread_domains: Mapping[GroupKey, tuple[str, ...]]
     self_match: frozenset[GroupKey]
+    touches_hostname: bool = False
 
     @property
     def empty(self) -> bool:
@@ -240,6 +241,7 @@ class Topology:
                     rules.append(Rule("inverse-anti-affinity", grp))
         keys = {r.group.id.key for r in rules} | {g.id.key for g in members}
         keys |= {g.id.key for g in owned}
+        touches_hostname = HOSTNAME in keys
         keys.discard(HOSTNAME)
         result = ShapeTopology(
             rules=tuple(rules),
@@ -248,6 +250,7 @@ class Topology:
             keys=tuple(sorted(keys)),
             spread_domains=spread_domains,
             self_match=frozenset(self_match),
+            touches_hostname=touches_hostname,
         )
         self._shape_cache[shape] = result
         return result
@@ -391,19 +394,22 @@ class Topology:
             return 0
         return min(grp.counts.get(d, 0) for d in domains)
 
-    def record(self, st: ShapeTopology, *, hostname: str, domains: Mapping[str, str]) -> None:
-        """Count one placed pod of shape ``st`` in its domains."""
+    def record(
+        self, st: ShapeTopology, *, hostname: str, domains: Mapping[str, str], weight: int = 1
+    ) -> None:
+        """Count one placed pod of shape ``st`` in its domains (``weight=-1`` takes it out
+        again, while the improvement step considers moving it)."""
         for grp in st.members:
             key = grp.id.key
             domain = hostname if key == HOSTNAME else domains.get(key)
             if domain is not None:
-                grp.counts[domain] = grp.counts.get(domain, 0) + 1
-                grp.total += 1
+                grp.counts[domain] = grp.counts.get(domain, 0) + weight
+                grp.total += weight
         for grp in st.owned_anti:
             key = grp.id.key
             domain = hostname if key == HOSTNAME else domains.get(key)
             if domain is not None:
-                grp.owners[domain] = grp.owners.get(domain, 0) + 1
+                grp.owners[domain] = grp.owners.get(domain, 0) + weight
 
 
 def build_universe(
