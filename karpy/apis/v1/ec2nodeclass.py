@@ -261,11 +261,11 @@ class MetadataOptions:
 
 
 _RESTRICTED_TAGS = (
-    ("eks:eks-cluster-name", "k == 'eks:eks-cluster-name'"),
-    ("kubernetes.io/cluster/", "k.startsWith('kubernetes.io/cluster')"),
-    (labels.LABEL_NODEPOOL, f"k == '{labels.LABEL_NODEPOOL}'"),
-    ("karpenter.sh/nodeclaim", "k == 'karpenter.sh/nodeclaim'"),
-    (labels.LABEL_AWS_EC2NODECLASS, f"k == '{labels.LABEL_AWS_EC2NODECLASS}'"),
+    (labels.TAG_EKS_CLUSTER_NAME, f"k == '{labels.TAG_EKS_CLUSTER_NAME}'"),
+    (labels.TAG_CLUSTER_PREFIX, f"k.startsWith('{labels.TAG_CLUSTER_PREFIX.rstrip('/')}')"),
+    (labels.TAG_NODEPOOL, f"k == '{labels.TAG_NODEPOOL}'"),
+    (labels.TAG_NODECLAIM, f"k == '{labels.TAG_NODECLAIM}'"),
+    (labels.TAG_EC2NODECLASS, f"k == '{labels.TAG_EC2NODECLASS}'"),
 )
 
 SPEC_RULES = (

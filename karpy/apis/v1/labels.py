@@ -172,3 +172,11 @@ EPHEMERAL_TAINT_KEYS: Final = frozenset(
         TAINT_UNREGISTERED_KEY,
     }
 )
+
+# --------------------------------------------------------------------------- AWS tags
+# Tags karpy puts on the EC2 resources it creates; EC2NodeClass.spec.tags may not set them.
+TAG_NODECLAIM: Final = "karpenter.sh/nodeclaim"
+TAG_NODEPOOL: Final = LABEL_NODEPOOL
+TAG_EC2NODECLASS: Final = LABEL_AWS_EC2NODECLASS
+TAG_EKS_CLUSTER_NAME: Final = "eks:eks-cluster-name"
+TAG_CLUSTER_PREFIX: Final = "kubernetes.io/cluster/"

@@ -43,6 +43,15 @@ class ConsolidationPolicy(enum.StrEnum):
     BALANCED = "Balanced"
 
 
+class ConditionType(enum.StrEnum):
+    """NodePool condition types, as Karpenter names them."""
+
+    VALIDATION_SUCCEEDED = "ValidationSucceeded"
+    NODE_CLASS_READY = "NodeClassReady"
+    NODE_REGISTRATION_HEALTHY = "NodeRegistrationHealthy"
+    READY = "Ready"
+
+
 class DisruptionReason(enum.StrEnum):
     UNDERUTILIZED = "Underutilized"
     EMPTY = "Empty"
