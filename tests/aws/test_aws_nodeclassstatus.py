@@ -1,0 +1,223 @@
+"""EC2NodeClass status on moto: resolved subnets, security groups, AMIs and instance profile,
+and bad input (no subnet, unknown alias, role and instanceProfile both set) as clear not-Ready
+conditions."""
+
+from __future__ import annotations
+
+import datetime
+import secrets
+from typing import Any
+
+import botocore.session
+import pytest
+
+from karpy.apis.meta import ConditionStatus
+from karpy.apis.v1 import ec2nodeclass as nc
+from karpy.apis.v1 import labels as wk
+from karpy.apis.v1.ec2nodeclass import EC2NodeClass
+from karpy.apis.v1.ec2nodeclass_status import EC2NodeClassStatus
+from karpy.runtime.clock import FakeClock
+from karpy_aws.instanceprofile import InstanceProfiles
+from karpy_aws.launch import ami_requirements
+from karpy_aws.nodeclassstatus import resolve_status
+from karpy_aws.session import AWSSession
+
+from .conftest import AMI_IDS, K8S_VERSION, REGION, SSM_PREFIX, FaultInjector, Moto, ready_nodeclass
+
+pytestmark = pytest.mark.aws
+
+
+def _iam(moto: Moto) -> Any:
+    return botocore.session.get_session().create_client(
+        "iam", region_name=REGION, endpoint_url=moto.endpoint
+    )
+
+
+def _role(moto: Moto) -> str:
+    name = f"node-{secrets.token_hex(4)}"
+    _iam(moto).create_role(RoleName=name, AssumeRolePolicyDocument="{}")
+    return name
+
+
+class Resolver:
+    def __init__(self, session: AWSSession, cluster: str) -> None:
+        self.session = session
+        self.clock = FakeClock()
+        self.cluster = cluster
+        self.profiles: InstanceProfiles | None = None
+
+    async def __call__(self, nodeclass: EC2NodeClass) -> EC2NodeClassStatus:
+        if self.profiles is None:
+            self.profiles = InstanceProfiles(
+                await self.session.client("iam"),
+                self.clock,
+                cluster_name=self.cluster,
+                region=REGION,
+            )
+        return await resolve_status(
+            nodeclass,
+            ec2=await self.session.client("ec2"),
+            ssm=await self.session.client("ssm"),
+            profiles=self.profiles,
+            k8s_version=K8S_VERSION,
+            clock=self.clock,
+            ssm_prefix=SSM_PREFIX,
+        )
+
+
+@pytest.fixture
+def resolve(session: AWSSession) -> Resolver:
+    return Resolver(session, f"cluster-{secrets.token_hex(4)}")
+
+
+def _conditions(status: EC2NodeClassStatus) -> dict[str, tuple[str, str, str]]:
+    return {c.type: (c.status.value, c.reason, c.message) for c in status.conditions}
+
+
+def _nodeclass(moto: Moto, **spec: Any) -> EC2NodeClass:
+    bare = ready_nodeclass(moto, **spec)
+    return EC2NodeClass(metadata=bare.metadata, spec=bare.spec)
+
+
+async def test_a_good_nodeclass_resolves_everything_and_is_ready(
+    resolve: Resolver, moto: Moto, faults: FaultInjector
+) -> None:
+    role = _role(moto)
+    status = await resolve(_nodeclass(moto, role=role))
+    ids = [s.id for s in status.subnets]
+    assert set(ids) == {moto.subnets[k] for k in ("a", "b", "c", "a-small")}
+    assert ids[-1] == moto.subnets["a-small"]  # most free addresses first: the /26 comes last
+    assert {s.zone for s in status.subnets} == {"us-west-2a", "us-west-2b", "us-west-2c"}
+    assert all(s.zone_id for s in status.subnets)
+    assert [g.id for g in status.security_groups] == [moto.security_groups["nodes"]]
+    assert {a.id for a in status.amis} == {
+        AMI_IDS[k] for k in ("al2023x86new", "al2023arm", "al2023gpu", "al2023neuron")
+    }
+    gpu = next(a for a in status.amis if a.id == AMI_IDS["al2023gpu"])
+    assert {(r.key, r.operator.value, r.values) for r in gpu.requirements} == {
+        (wk.LABEL_ARCH, "In", ("amd64",)),
+        (wk.LABEL_AWS_INSTANCE_GPU_COUNT, "Exists", ()),
+    }
+    assert ami_requirements(gpu).get(wk.LABEL_AWS_INSTANCE_GPU_COUNT) is not None  # parses
+    assert status.instance_profile is not None
+    assert status.instance_profile.startswith(f"{resolve.cluster}_")
+    profile = _iam(moto).get_instance_profile(InstanceProfileName=status.instance_profile)
+    assert [r["RoleName"] for r in profile["InstanceProfile"]["Roles"]] == [role]
+    tags = {t["Key"]: t["Value"] for t in profile["InstanceProfile"].get("Tags", [])}
+    assert tags == {
+        f"kubernetes.io/cluster/{resolve.cluster}": "owned",
+        "eks:eks-cluster-name": resolve.cluster,
+        "topology.kubernetes.io/region": REGION,
+        "karpenter.k8s.aws/ec2nodeclass": "default",
+    }
+    conditions = _conditions(status)
+    assert set(conditions) == {
+        "SubnetsReady",
+        "SecurityGroupsReady",
+        "AMIsReady",
+        "InstanceProfileReady",
+        "Ready",
+    }
+    assert all(status == "True" for status, _, _ in conditions.values())
+    # Within 15 minutes the profile comes from the cache: no IAM call at all.
+    faults.sent.clear()
+    await resolve(_nodeclass(moto, role=role))
+    assert not {"GetInstanceProfile", "CreateInstanceProfile"} & set(faults.sent)
+
+
+async def test_no_matching_subnet_is_a_clear_not_ready_condition(
+    resolve: Resolver, moto: Moto
+) -> None:
+    status = await resolve(
+        _nodeclass(
+            moto,
+            role=_role(moto),
+            subnet_selector_terms=(nc.SubnetSelectorTerm(tags={"karpenter.sh/discovery": "nope"}),),
+        )
+    )
+    conditions = _conditions(status)
+    assert conditions["SubnetsReady"] == (
+        "False",
+        "SubnetsNotFound",
+        "subnetSelectorTerms did not match any subnets",
+    )
+    assert status.subnets == ()
+    ready = conditions["Ready"]
+    assert ready[:2] == ("False", "UnhealthyDependents")
+    assert "SubnetsReady=False (SubnetsNotFound" in ready[2]
+    assert conditions["AMIsReady"][0] == "True"
+
+
+@pytest.mark.parametrize(
+    ("alias", "reason", "message"),
+    [
+        pytest.param(
+            "al2023@v19990101",
+            "AMINotFound",
+            "amazon-eks-node-al2023-x86_64-standard-1.31-v19990101",
+            id="unknown-version",
+        ),
+        pytest.param("debian@latest", "AMISelectorInvalid", "unknown family 'debian'", id="family"),
+    ],
+)
+async def test_an_unknown_alias_is_a_clear_not_ready_condition(
+    resolve: Resolver, moto: Moto, alias: str, reason: str, message: str
+) -> None:
+    status = await resolve(
+        _nodeclass(moto, role=_role(moto), ami_selector_terms=(nc.AMISelectorTerm(alias=alias),))
+    )
+    state, got_reason, got_message = _conditions(status)["AMIsReady"]
+    assert (state, got_reason) == ("False", reason)
+    assert message in got_message
+    assert status.amis == ()
+    assert _conditions(status)["Ready"][0] == "False"
+
+
+async def test_role_and_instance_profile_together_are_refused(
+    resolve: Resolver, moto: Moto
+) -> None:
+    status = await resolve(_nodeclass(moto, role="r", instance_profile="p"))
+    state, reason, message = _conditions(status)["InstanceProfileReady"]
+    assert (state, reason) == ("False", "InstanceProfileInvalid")
+    assert "exactly one of ['role', 'instanceProfile']" in message
+    assert status.instance_profile is None
+
+
+async def test_a_given_instance_profile_must_exist(resolve: Resolver, moto: Moto) -> None:
+    name = f"mine-{secrets.token_hex(4)}"
+    missing = await resolve(_nodeclass(moto, role=None, instance_profile=name))
+    state, reason, message = _conditions(missing)["InstanceProfileReady"]
+    assert (state, reason) == ("False", "InstanceProfileNotFound")
+    assert name in message
+    _iam(moto).create_instance_profile(InstanceProfileName=name)
+    found = await resolve(_nodeclass(moto, role=None, instance_profile=name))
+    assert found.instance_profile == name
+    assert _conditions(found)["InstanceProfileReady"][0] == "True"
+
+
+async def test_a_role_that_does_not_exist_is_named(resolve: Resolver, moto: Moto) -> None:
+    status = await resolve(_nodeclass(moto, role="arn:aws:iam::123456789012:role/ghost"))
+    state, reason, message = _conditions(status)["InstanceProfileReady"]
+    assert (state, reason) == ("False", "InstanceProfileCreationFailed")
+    assert "ghost" in message
+
+
+async def test_unchanged_conditions_keep_their_transition_time(
+    resolve: Resolver, moto: Moto
+) -> None:
+    role = _role(moto)
+    first = await resolve(_nodeclass(moto, role=role))
+    resolve.clock.step(datetime.timedelta(minutes=20))
+    nodeclass = _nodeclass(moto, role=role)
+    again = await resolve(
+        EC2NodeClass(metadata=nodeclass.metadata, spec=nodeclass.spec, status=first)
+    )
+    before = {c.type: c.last_transition_time for c in first.conditions}
+    assert {c.type: c.last_transition_time for c in again.conditions} == before
+    broken = _nodeclass(
+        moto, role=role, subnet_selector_terms=(nc.SubnetSelectorTerm(tags={"x": "none"}),)
+    )
+    after = await resolve(EC2NodeClass(metadata=broken.metadata, spec=broken.spec, status=again))
+    times = {c.type: (c.status, c.last_transition_time) for c in after.conditions}
+    assert times["SubnetsReady"] == (ConditionStatus.FALSE, resolve.clock.now())
+    assert times["AMIsReady"] == (ConditionStatus.TRUE, before["AMIsReady"])
