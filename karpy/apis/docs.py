@@ -60,7 +60,7 @@ def _type_name(tp: Any) -> str:
     if origin is not None and issubclass(origin, Mapping):
         return f"map of string to {_type_name(get_args(tp)[1])}"
     if isinstance(tp, type):
-        return "object" if attrs.has(tp) else tp.__name__
+        return "object" if attrs.has(tp) else _BUILTIN_NAMES.get(tp.__name__, tp.__name__)
     return str(tp)
 
 
@@ -104,7 +104,7 @@ def _nested_class(tp: Any) -> type[Any] | None:
     return None
 
 
-def _walk(cls: type[Any], path: str) -> Iterator[tuple[str, str, str, str, list[Rule]]]:
+def _walk(cls: type[Any], path: str) -> Iterator[tuple[str, str, str, str, list[tuple[str, Rule]]]]:
     for a in fields_of(cls):
         if not path and a.name in TOP_LEVEL:
             continue
@@ -118,15 +118,26 @@ def _walk(cls: type[Any], path: str) -> Iterator[tuple[str, str, str, str, list[
         notes = _constraint_text(meta.constraints)
         if is_required(a, meta):
             notes.insert(0, "required")
-        description = meta.doc + ("; " if meta.doc and notes else "") + "; ".join(notes)
+        description = _sentence(meta.doc, notes)
         default_text = f"`{json.dumps(default)}`" if default is not None else ""
         nested = _nested_class(tp)
-        rules = list(_rules(meta.constraints))
+        rules = [(child, r) for r in _rules(meta.constraints)]
         if nested is not None:
-            rules += list(getattr(nested, "__rules__", ()))
+            rules += [(child + suffix, r) for r in getattr(nested, "__rules__", ())]
         yield child, _type_name(tp), default_text, description, rules
         if nested is not None:
             yield from _walk(nested, child + suffix)
+
+
+def _sentence(doc: str, notes: list[str]) -> str:
+    """ "Doc. Required; max items 100." from a field's doc and its constraints."""
+    parts = [doc if doc.endswith(".") or not doc else doc + "."]
+    if notes:
+        parts.append(notes[0][:1].upper() + "; ".join(notes)[1:] + ".")
+    return " ".join(p for p in parts if p)
+
+
+_BUILTIN_NAMES = {"str": "string", "int": "integer", "bool": "boolean", "float": "number"}
 
 
 def _escape(text: str) -> str:
@@ -147,8 +158,8 @@ def render_kind(cls: type[Any]) -> str:
         lines.append(
             f"| `{path}` | {_escape(type_name)} | {_escape(default)} | {_escape(description)} |"
         )
-        for r in rules:
-            where = path + (r.field_path or "")
+        for at, r in rules:
+            where = at + (r.field_path or "")
             rule_lines.append(f"| `{where}` | {_escape(r.message)} | `{_escape(r.rule)}` |")
     if rule_lines:
         lines += [

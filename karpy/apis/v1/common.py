@@ -42,7 +42,8 @@ def _in_domain(dom: str, domain: str) -> str:
 def _key_allowed_expr(var: str, domain: str, allowed: frozenset[str]) -> str:
     dom = f"({var}.contains('/') ? {var}.split('/')[0] : '')"
     exceptions = [d for d in sorted(labels.LABEL_DOMAIN_EXCEPTIONS) if d.endswith("." + domain)]
-    permitted = [f"{var} in {_cel_list(k for k in allowed if _key_in_domain(k, domain))}"]
+    listed = [k for k in allowed if _key_in_domain(k, domain)]
+    permitted = [f"{var} in {_cel_list(listed)}"] if listed else []
     permitted += [_in_domain(dom, exc) for exc in exceptions]
     permitted.append(f"!{_in_domain(dom, domain)}")
     return " || ".join(permitted)

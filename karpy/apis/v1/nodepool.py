@@ -169,7 +169,7 @@ class NodeClaimTemplateSpec:
     """The NodeClaim spec every node of the pool starts from."""
 
     requirements: tuple[NodeSelectorRequirementWithMinValues, ...] = field(
-        doc="Node selector requirements limiting instance types, zones, capacity types, ...",
+        doc="Node selector requirements limiting instance types, zones, capacity types and more.",
         max_items=100,
     )
     node_class_ref: NodeClassReference = field(
