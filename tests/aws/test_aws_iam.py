@@ -22,7 +22,14 @@ PLACEHOLDERS = {
     "INTERRUPTION_QUEUE_NAME",
 }
 # IAM action prefixes of the services karpy_aws talks to.
-SERVICES = {"ec2": "ec2", "ssm": "ssm", "pricing": "pricing", "iam": "iam", "eks": "eks"}
+SERVICES = {
+    "ec2": "ec2",
+    "ssm": "ssm",
+    "pricing": "pricing",
+    "iam": "iam",
+    "eks": "eks",
+    "sqs": "sqs",
+}
 # Actions with no resource-level permissions in AWS: a tag condition is impossible for them.
 UNSCOPABLE = re.compile(r"^(ec2:Describe.*|pricing:GetProducts|ecr:GetAuthorizationToken)$")
 
@@ -63,7 +70,7 @@ def _operations_called() -> set[tuple[str, str]]:
     session = botocore.session.get_session()
     models = {s: session.get_service_model(s) for s in SERVICES}
     found: set[tuple[str, str]] = set()
-    for path in SOURCES.glob("*.py"):
+    for path in SOURCES.rglob("*.py"):
         for op in re.findall(r'(?:call|paginate)\(\s*"(\w+)"', path.read_text()):
             owners = [s for s, m in models.items() if op in m.operation_names]
             assert owners, f"{path.name}: {op} is no operation of {sorted(SERVICES)}"
@@ -75,6 +82,7 @@ def test_controller_policy_allows_every_call_karpy_aws_makes() -> None:
     allowed = {a for s in _policy("controller-policy.json")["Statement"] for a in _actions(s)}
     called = _operations_called()
     assert ("ec2", "CreateLaunchTemplate") in called
+    assert ("sqs", "ReceiveMessage") in called  # found in the interruption subpackage too
     # An operation name can exist in several services (e.g. DescribeInstances is not in ssm);
     # at least one owner's action must be allowed.
     by_op: dict[str, set[str]] = {}

@@ -1,0 +1,91 @@
+"""The interruption queue: long-poll SQS for EventBridge messages, delete them once handled.
+
+One SQS queue per cluster receives the EventBridge rules' events. Karpenter polls it with a
+20 second long poll for up to 10 messages, hiding each for 20 seconds while it is handled, and
+deletes every message it has handled — including ones it could not parse, so a bad message is
+logged once instead of coming back forever. Calls go through the shared AWSClient (spans,
+deadlines, botocore retries, typed errors).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import attrs
+
+from karpy_aws.interruption.messages import InterruptionEvent, MessageParseError, parse_message
+from karpy_aws.session import AWSClient
+
+WAIT_SECONDS: Final = 20
+MAX_MESSAGES: Final = 10
+VISIBILITY_TIMEOUT_SECONDS: Final = 20
+
+
+@attrs.frozen(kw_only=True)
+class ReceivedMessage:
+    """One message: its event, or the typed error that says why it has none."""
+
+    message_id: str
+    receipt_handle: str
+    event: InterruptionEvent | None
+    error: MessageParseError | None = attrs.field(eq=False)
+
+
+class SQSInterruptionQueue:
+    """Receive and delete interruption messages on one queue."""
+
+    def __init__(
+        self,
+        sqs: AWSClient,
+        *,
+        queue_url: str,
+        wait_seconds: int = WAIT_SECONDS,
+        max_messages: int = MAX_MESSAGES,
+        visibility_timeout: int = VISIBILITY_TIMEOUT_SECONDS,
+    ) -> None:
+        self._sqs = sqs
+        self.queue_url = queue_url
+        self._wait = wait_seconds
+        self._max = max_messages
+        self._visibility = visibility_timeout
+
+    @classmethod
+    async def named(cls, sqs: AWSClient, queue_name: str, **options: int) -> SQSInterruptionQueue:
+        """The queue called ``queue_name`` (NotFoundError if there is none)."""
+        response = await sqs.call("GetQueueUrl", QueueName=queue_name)
+        return cls(sqs, queue_url=str(response["QueueUrl"]), **options)
+
+    async def receive(self) -> tuple[ReceivedMessage, ...]:
+        """Wait up to the long-poll time for messages; parse each (never raises for a bad
+        body: the error is in the ReceivedMessage). Raises karpy_aws.errors.AWSError if SQS
+        fails."""
+        response = await self._sqs.call(
+            "ReceiveMessage",
+            QueueUrl=self.queue_url,
+            MaxNumberOfMessages=self._max,
+            WaitTimeSeconds=self._wait,
+            VisibilityTimeout=self._visibility,
+        )
+        out = []
+        for raw in response.get("Messages", []):
+            event: InterruptionEvent | None = None
+            error: MessageParseError | None = None
+            try:
+                event = parse_message(str(raw.get("Body", "")))
+            except MessageParseError as e:
+                error = e
+            out.append(
+                ReceivedMessage(
+                    message_id=str(raw["MessageId"]),
+                    receipt_handle=str(raw["ReceiptHandle"]),
+                    event=event,
+                    error=error,
+                )
+            )
+        return tuple(out)
+
+    async def delete(self, message: ReceivedMessage) -> None:
+        """Remove a handled message from the queue."""
+        await self._sqs.call(
+            "DeleteMessage", QueueUrl=self.queue_url, ReceiptHandle=message.receipt_handle
+        )
