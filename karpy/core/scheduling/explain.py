@@ -155,7 +155,12 @@ def _explain_pool(solver: Solver, index: PoolIndex, ctx: ShapeContext) -> PoolEx
         _step(steps, ReasonKind.LIMIT, _limit_detail(solver, index), mask, start=start)
     if mask:
         probe = NodeClaim(
-            index, name="(new)", mask=mask, topology=solver.topology, merges=solver.merges
+            index,
+            max_types=solver.options.max_instance_types,
+            name="(new)",
+            mask=mask,
+            topology=solver.topology,
+            merges=solver.merges,
         )
         verdict2 = probe.try_add(ctx)
         if isinstance(verdict2, Reject):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from karpy.core.pods import Pod
 from karpy.core.scheduling.existingnode import ExistingNode, Placement, SavedState
 from karpy.core.scheduling.nodeclaim import NodeClaim
 from karpy.core.scheduling.queue import ShapeContext
@@ -30,6 +31,8 @@ _EPSILON = 1e-6  # prices are quoted to six decimals; smaller "gains" are roundi
 # scanned for room in their cheapest type (a free home).
 PEEL_TARGETS = 16
 PEEL_SCAN = 1024
+# Most pods of one shape moved together to drop a NodeClaim to a cheaper type.
+PEEL_BATCH = 8
 
 
 def improve(solver: Solver) -> int:
@@ -80,17 +83,16 @@ def improve(solver: Solver) -> int:
 
 
 def peel(solver: Solver) -> int:
-    """Move single pods off NodeClaims that they push past a cheaper instance type.
+    """Move pods off NodeClaims they tipped onto a bigger, pricier instance type.
 
-    Greedy NodeClaims grow one pod at a time, so one pod often tips a NodeClaim onto a bigger,
-    pricier type. For each NodeClaim (most expensive first) and each movable shape on it (no
-    host ports, no hostname topology; a pod with zonal topology only moves to a NodeClaim in
-    the same domains, so no count changes), this
-    prices the NodeClaim without one such pod, and moves the pod where it costs less than that
-    saving: onto another NodeClaim that still admits the shape, or onto a new NodeClaim chosen as
-    the solver would choose it (NodePool weight first). At most ``PEEL_TARGETS`` NodeClaims are
-    tried per pod, and the solver's improvement budget caps the whole pass. Returns the number of
-    pods moved.
+    Greedy NodeClaims grow one pod at a time, so the last few pods often push a NodeClaim past a
+    type boundary. For each NodeClaim (most expensive first) and each movable shape on it (no
+    host ports, no hostname topology), this finds the fewest pods of that shape (up to
+    ``PEEL_BATCH``) whose departure drops the NodeClaim to a cheaper type, and moves them where
+    they cost less in total than that saving — NodeClaims with room in their cheapest type
+    first, else other NodeClaims, else a new NodeClaim chosen as the solver would (NodePool
+    weight first). Pods with zonal topology only move within the domains they leave, so no count
+    changes. A batch that does not pay is undone exactly. Returns the number of pods moved.
     """
     budget = solver.options.improve_budget
     moved = 0
@@ -98,46 +100,100 @@ def peel(solver: Solver) -> int:
         progress = True
         while progress and budget > 0 and claim.pods:
             progress = False
-            seen: set[int] = set()
-            for pod in reversed(claim.pods):
-                ctx = solver.pod_context.get(pod.uid)
-                if ctx is None or not ctx.movable or id(ctx) in seen:
-                    continue
-                seen.add(id(ctx))
+            for ctx, pods in _movable_groups(solver, claim):
                 found = {k: claim.requirements.single_value(k) for k in ctx.topology.keys}
                 home = {k: v for k, v in found.items() if v is not None}
-                if len(home) != len(found):
-                    continue
                 budget -= 1
-                if budget <= 0:
-                    break
-                before = claim.price()
-                used, mask = claim.without(pod, ctx)
-                gain = before - claim.index.cheapest_price(mask, claim.requirements)
-                if gain <= _EPSILON:
+                if len(home) != len(found) or budget <= 0:
                     continue
-                # Take the pod out of the counts while looking, so it does not crowd itself out
-                # of its own domain; it goes back in (here or at its new home) either way.
-                solver.topology.record(
-                    ctx.topology, hostname=claim.hostname, domains=home, weight=-1
-                )
-                best, spent = _best_home(solver, claim, ctx, home)
+                batch = _batch_to_shed(claim, ctx, len(pods))
+                if batch is None:
+                    continue
+                count, gain = batch
+                ok, spent = _move(solver, claim, ctx, home, pods[:count], gain)
                 budget -= spent
-                if best is None or best[0] >= gain - _EPSILON:
-                    solver.topology.record(ctx.topology, hostname=claim.hostname, domains=home)
-                    continue
-                _, target, placement, is_new = best
-                claim.remove(pod, used, mask)
-                if is_new:
-                    solver.open(target, target.index)
-                    ctx.alive.append(target)
-                placement.domains = dict(home)
-                target.commit(placement, pod, ctx)
-                solver.placed_on[pod.uid] = target
-                moved += 1
-                progress = True
-                break
+                if ok:
+                    moved += count
+                    progress = True
+                    break
     return moved
+
+
+def _movable_groups(solver: Solver, claim: NodeClaim) -> list[tuple[ShapeContext, list[Pod]]]:
+    """The claim's movable pods grouped by shape, newest first (deterministic order)."""
+    groups: dict[int, tuple[ShapeContext, list[Pod]]] = {}
+    for pod in reversed(claim.pods):
+        ctx = solver.pod_context.get(pod.uid)
+        if ctx is None or not ctx.movable:
+            continue
+        groups.setdefault(id(ctx), (ctx, []))[1].append(pod)
+    return list(groups.values())
+
+
+def _batch_to_shed(claim: NodeClaim, ctx: ShapeContext, available: int) -> tuple[int, float] | None:
+    """The fewest pods of ``ctx`` whose departure makes ``claim`` cheaper, and the saving."""
+    before = claim.price()
+    used = claim.used
+    for count in range(1, min(available, PEEL_BATCH) + 1):
+        used = tuple(u - v for u, v in zip(used, ctx.vector, strict=True))
+        mask = claim.mask_for(used)
+        if not mask:
+            return None
+        gain = before - claim.index.cheapest_price(mask, claim.requirements)
+        if gain > _EPSILON:
+            return count, gain
+    return None
+
+
+def _move(
+    solver: Solver,
+    source: NodeClaim,
+    ctx: ShapeContext,
+    home: dict[str, str],
+    pods: list[Pod],
+    gain: float,
+) -> tuple[bool, int]:
+    """Move ``pods`` off ``source``; keep the moves only if they cost less than ``gain``."""
+    source_state = source.save()
+    source_pods = list(source.pods)  # pods leave from the middle; save() only undoes appends
+    saved: dict[int, tuple[NodeClaim, SavedState]] = {}
+    opened: list[NodeClaim] = []
+    done: list[tuple[Pod, NodeClaim]] = []
+    spent = 0
+    total = 0.0
+    for pod in pods:
+        # Each moving pod leaves its domains' counts and re-enters the same ones at its new
+        # home, so counts end where they started (and need no undo).
+        solver.topology.record(ctx.topology, hostname=source.hostname, domains=home, weight=-1)
+        used, mask = source.without(pod, ctx)
+        source.remove(pod, used, mask)
+        best, cost = _best_home(solver, source, ctx, home)
+        spent += cost
+        if best is None:
+            solver.topology.record(ctx.topology, hostname=source.hostname, domains=home)
+            break
+        delta, target, placement, is_new = best
+        if is_new:
+            solver.open(target, target.index)
+            ctx.alive.append(target)
+            opened.append(target)
+        elif id(target) not in saved:
+            saved[id(target)] = (target, target.save())
+        placement.domains = dict(home)
+        target.commit(placement, pod, ctx)
+        total += delta
+        done.append((pod, target))
+    if len(done) == len(pods) and total < gain - _EPSILON:
+        for pod, target in done:
+            solver.placed_on[pod.uid] = target
+        return True, spent
+    for target, state in saved.values():
+        target.restore(state)
+    for target in opened:
+        solver.retire(target)
+    source.restore(source_state)
+    source.pods[:] = source_pods
+    return False, spent
 
 
 def _best_home(

@@ -14,7 +14,7 @@ from karpy.core.instancetypes import InstanceType
 from karpy.core.pods import HostPort, Pod
 from karpy.core.requirements import Requirement, Requirements
 from karpy.core.scheduling.existingnode import Placement, SavedState
-from karpy.core.scheduling.pool import PoolIndex, ResourceSpace, Vector
+from karpy.core.scheduling.pool import PoolIndex, ResourceSpace, Vector, popcount
 from karpy.core.scheduling.queue import ShapeContext
 from karpy.core.scheduling.results import NodeClaimPlan, ReasonKind, Reject
 from karpy.core.scheduling.topology import Topology, TopologyReject
@@ -48,9 +48,17 @@ class NodeClaim:
     kind = "nodeclaim"
 
     def __init__(
-        self, index: PoolIndex, *, name: str, mask: int, topology: Topology, merges: MergeCache
+        self,
+        index: PoolIndex,
+        *,
+        name: str,
+        mask: int,
+        topology: Topology,
+        merges: MergeCache,
+        max_types: int,
     ) -> None:
         self.index = index
+        self.max_types = max_types
         self.name = name
         self.hostname = name
         self.requirements: Requirements = index.template
@@ -129,7 +137,7 @@ class NodeClaim:
                 )
         relaxed = False
         if index.min_values:
-            short = index.min_values_short(mask)
+            short = index.min_values_short(mask) or self._short_after_cut(mask, reqs)
             if short is not None:
                 if not ctx.shape.relax_min_values:
                     key, want, have = short
@@ -171,17 +179,37 @@ class NodeClaim:
         """(used, mask) if one simple pod left: instance types may widen again, but never beyond
         what the NodeClaim could hold when it was opened (its limits charge stays valid)."""
         used = tuple(u - r for u, r in zip(self.used, ctx.vector, strict=True))
+        mask = self.mask_for(used)
+        if not mask:
+            return self.used, self.mask
+        return used, mask
+
+    def mask_for(self, used: Vector) -> int:
+        """The instance types this NodeClaim could use if it held only ``used`` (0 when that
+        would break minValues)."""
         index = self.index
         mask = self.base_mask & index.req_mask(self.requirements) & index.fits_mask(used)
         if index.min_values and index.min_values_short(mask) is not None:
-            return self.used, self.mask
-        return used, mask
+            return 0
+        return mask
 
     def remove(self, pod: Pod, used: Vector, mask: int) -> None:
         """Take a simple pod out (see ``without``)."""
         self.pods.remove(pod)
         self.used = used
         self.mask = mask
+
+    def _short_after_cut(self, mask: int, reqs: Requirements) -> tuple[str, int, int] | None:
+        """Would minValues still hold once the types are cut to ``max_types``?"""
+        if popcount(mask) <= self.max_types:
+            return None
+        ordered = truncate_keeping_min_values(
+            self.index.ordered(mask, reqs, popcount(mask)), self.max_types, self.index.min_values
+        )
+        kept = 0
+        for _, it in ordered:
+            kept |= 1 << self.index.position[it.name]
+        return self.index.min_values_short(kept)
 
     def room_for(self, vector: Vector) -> bool:
         """Does the cheapest remaining type still hold ``vector`` more (a free fit, if the other

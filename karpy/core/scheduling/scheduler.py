@@ -250,6 +250,7 @@ class Solver:
                 continue
             claim = NodeClaim(
                 index,
+                max_types=self.options.max_instance_types,
                 name=f"{index.pool.name}-{len(self.claims) + 1:05d}",
                 mask=mask,
                 topology=self.topology,
