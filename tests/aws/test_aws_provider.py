@@ -18,6 +18,7 @@ from karpy.apis.v1.common import NodeClassReference
 from karpy.apis.v1.nodepool import NodeClaimTemplate, NodeClaimTemplateSpec, NodePool, NodePoolSpec
 from karpy.cloudprovider import (
     CloudProvider,
+    CreateError,
     InsufficientCapacityError,
     NodeClaimNotFoundError,
     NodeClassKind,
@@ -311,3 +312,41 @@ async def test_build_assembles_a_working_provider(settings: AWSSettings, moto: M
             launched.status.provider_id
         ]
         await provider.delete(launched)
+
+
+async def test_a_vanished_launch_template_is_recreated_and_retried_once(kit: ProviderKit) -> None:
+    await kit.provider.create(make_nodeclaim(name="first"))
+    kit.faults.fail("CreateFleet", "InvalidLaunchTemplateName.NotFoundException", times=1)
+    launched = await kit.provider.create(make_nodeclaim(name="second"))
+    assert launched.status.provider_id is not None
+    # The cache was dropped, so the template was looked up in EC2 again before the retry.
+    sent = kit.faults.sent
+    fleets = [i for i, op in enumerate(sent) if op == "CreateFleet"]
+    assert len(fleets) == 3
+    assert "DescribeLaunchTemplates" not in sent[fleets[0] : fleets[1]]  # cached
+    assert "DescribeLaunchTemplates" in sent[fleets[1] : fleets[2]]  # cache dropped
+
+
+@pytest.mark.parametrize(
+    ("code", "error", "reason"),
+    [
+        pytest.param(
+            "InsufficientInstanceCapacity", InsufficientCapacityError, None, id="capacity"
+        ),
+        pytest.param("UnauthorizedOperation", CreateError, "InstanceCreationFailed", id="denied"),
+        pytest.param(
+            "InvalidParameterValue", CreateError, "InstanceCreationFailed", id="bad-request"
+        ),
+    ],
+)
+async def test_fleet_call_failures_become_the_contracts_errors(
+    kit: ProviderKit, code: str, error: type[Exception], reason: str | None
+) -> None:
+    kit.faults.fail("CreateFleet", code)
+    with pytest.raises(error) as raised:
+        await kit.provider.create(make_nodeclaim())
+    assert code in str(raised.value)
+    if isinstance(raised.value, CreateError):
+        assert raised.value.condition_reason == reason
+        assert raised.value.condition_message.startswith(code)
+    assert raised.value.__cause__ is not None
