@@ -192,3 +192,20 @@ async def test_defaults_fill_in_what_a_minimal_nodepool_omits(resources: Resourc
 def test_corpus_is_large_enough() -> None:
     assert len(INVALID) >= 30
     assert len(VALID) >= 10
+
+
+async def test_static_nodepool_scales_through_the_scale_subresource(
+    resources: Resources, api_client: client.ApiClient
+) -> None:
+    name = f"static-{secrets.token_hex(3)}"
+    pool = merge_patch(copy.deepcopy(BASES["nodepool"]), {"metadata": {"name": name}})
+    pool["spec"]["replicas"] = 3
+    await resources.create(pool)
+    custom = client.CustomObjectsApi(api_client)
+    scale = await custom.get_cluster_custom_object_scale("karpenter.sh", "v1", "nodepools", name)
+    assert scale["spec"]["replicas"] == 3
+    options: dict[str, Any] = {"_content_type": "application/merge-patch+json"}
+    await custom.patch_cluster_custom_object_scale(
+        "karpenter.sh", "v1", "nodepools", name, {"spec": {"replicas": 5}}, **options
+    )
+    assert (await resources.get(pool))["spec"]["replicas"] == 5
