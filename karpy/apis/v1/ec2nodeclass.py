@@ -18,6 +18,12 @@ import attrs
 from karpy.apis.meta import ObjectMeta, Quantity
 from karpy.apis.schema import Rule, field, item
 from karpy.apis.v1 import labels
+from karpy.apis.v1.ec2nodeclass_network import (
+    ConnectionTracking,
+    CPUOptions,
+    NetworkInterface,
+    PlacementGroupSelector,
+)
 from karpy.apis.v1.ec2nodeclass_status import EC2NodeClassStatus
 from karpy.apis.v1.kubelet import KubeletConfiguration
 
@@ -385,6 +391,22 @@ class EC2NodeClassSpec:
         doc="Public IP on the primary interface; unset lets the subnet decide.",
     )
     context: str | None = field(default=None, doc="CreateFleet context.", max_length=256)
+    placement_group_selector: PlacementGroupSelector | None = field(
+        default=None, doc="The placement group every instance of this class joins."
+    )
+    network_interfaces: tuple[NetworkInterface, ...] = field(
+        factory=tuple,
+        doc="Network interfaces to attach (EFA-only cards for accelerated instances).",
+        crd_default=False,
+        max_items=32,
+    )
+    ip_prefix_count: int | None = field(
+        default=None, doc="IPv4 prefixes to assign to the primary interface.", minimum=0
+    )
+    connection_tracking: ConnectionTracking | None = field(
+        default=None, doc="Connection-tracking idle timeouts."
+    )
+    cpu_options: CPUOptions | None = field(default=None, doc="CPU options of the instance.")
 
 
 @attrs.frozen(kw_only=True)
