@@ -30,14 +30,14 @@ _EPSILON = 1e-6  # prices are quoted to six decimals; smaller "gains" are roundi
 # NodeClaims fully checked as a new home for one peeled pod at a price, and NodeClaims cheaply
 # scanned for room in their cheapest type (a free home).
 PEEL_TARGETS = 16
-PEEL_SCAN = 1024
+PEEL_SCAN = 512
 # Most pods of one shape moved together to drop a NodeClaim to a cheaper type.
 PEEL_BATCH = 8
 
 
 def improve(solver: Solver) -> int:
     """Dissolve NodeClaims where that lowers the total price; returns how many were removed."""
-    budget = solver.options.improve_budget
+    budget = solver.improve_budget
     removed = 0
     order = sorted(
         (c for c in solver.claims if c.pods), key=lambda c: (len(c.pods), c.price(), c.name)
@@ -94,7 +94,7 @@ def peel(solver: Solver) -> int:
     weight first). Pods with zonal topology only move within the domains they leave, so no count
     changes. A batch that does not pay is undone exactly. Returns the number of pods moved.
     """
-    budget = solver.options.improve_budget
+    budget = solver.improve_budget
     moved = 0
     for claim in sorted(solver.claims, key=lambda c: (-c.price(), c.name)):
         progress = True
@@ -230,7 +230,7 @@ def _best_home(
             delta = fresh.index.cheapest_price(placement.mask, placement.requirements)
             if best is None or delta < best[0]:
                 best = (delta, fresh, placement, True)
-    return best, tried + scanned // 16 + 1
+    return best, tried + scanned // 8 + 1
 
 
 def _same_domains(placement: Placement, home: dict[str, str]) -> bool:

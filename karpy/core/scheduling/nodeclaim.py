@@ -59,6 +59,8 @@ class NodeClaim:
     ) -> None:
         self.index = index
         self.max_types = max_types
+        self._room_key: tuple[int, Vector] | None = None
+        self._room: Vector | None = None
         self.name = name
         self.hostname = name
         self.requirements: Requirements = index.template
@@ -213,12 +215,19 @@ class NodeClaim:
 
     def room_for(self, vector: Vector) -> bool:
         """Does the cheapest remaining type still hold ``vector`` more (a free fit, if the other
-        checks pass)?"""
-        i = self.index.cheapest_index(self.mask, self.requirements)
-        if i is None:
-            return False
-        alloc = self.index.alloc[i]
-        return all(u + v <= a for u, v, a in zip(self.used, vector, alloc, strict=True))
+        checks pass)? The spare room is cached until the NodeClaim changes."""
+        key = (self.mask, self.used)
+        if self._room_key != key:
+            i = self.index.cheapest_index(self.mask, self.requirements)
+            alloc = self.index.alloc[i] if i is not None else None
+            self._room = (
+                None
+                if alloc is None
+                else tuple(a - u for a, u in zip(alloc, self.used, strict=True))
+            )
+            self._room_key = key
+        room = self._room
+        return room is not None and all(v <= r for v, r in zip(vector, room, strict=True))
 
     def price(self) -> float:
         """Cheapest compatible offering among the remaining instance types."""

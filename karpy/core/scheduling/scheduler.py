@@ -52,7 +52,8 @@ class SchedulerOptions:
     ``lookahead`` is how many more bins a pod looks at, after the first that would take it at a
     price, for one that takes it for free (in the slack of its cheapest type);
     ``improve`` runs the cost-lowering pass after the greedy one, trying at most
-    ``improve_budget`` placements (a fixed budget keeps the result deterministic).
+    ``improve_budget_per_pod`` checks per pending pod (at least 10,000) for each of its two
+    steps; a budget fixed by the input keeps the result deterministic.
     """
 
     max_instance_types: int = 60
@@ -63,7 +64,7 @@ class SchedulerOptions:
         default=preferences.MinValuesPolicy.STRICT, converter=preferences.MinValuesPolicy
     )
     improve: bool = True
-    improve_budget: int = 200_000
+    improve_budget_per_pod: int = 8
     lookahead: int = 8
 
 
@@ -285,6 +286,12 @@ class Solver:
             charged = self.pool_charged[name]
             for r, amount in enumerate(claim.charge):
                 charged[r] += amount
+
+    @property
+    def improve_budget(self) -> int:
+        """Checks each improvement step may spend."""
+        pods = sum(len(c.pods) for c in self.claims) + sum(len(n.pods) for n in self.existing)
+        return max(10_000, self.options.improve_budget_per_pod * pods)
 
     def retire(self, claim: NodeClaim) -> None:
         """Drop an emptied NodeClaim (its pods moved elsewhere) and refund its pool."""
