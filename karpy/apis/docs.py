@@ -36,7 +36,67 @@ the field; nothing is checked later that could have been refused at the door.
 
 Paths are written from the object root. `[]` marks list items and `{}` map values.
 "Required" fields must be present; fields with a default are filled in by the apiserver.
+
+## Moving older manifests to v1
+
+Only the v1 API is served. Manifests written for `karpenter.sh/v1alpha5` (Provisioner) or
+`v1beta1` translate field by field:
+
+| Older field | v1 field |
+|---|---|
 """
+
+
+MIGRATION: tuple[tuple[str, str], ...] = (
+    (
+        "`Provisioner.spec.labels`, `.annotations`",
+        "`NodePool.spec.template.metadata.labels`, `.annotations`",
+    ),
+    (
+        "`Provisioner.spec.requirements`, `.taints`, `.startupTaints`",
+        "`NodePool.spec.template.spec.requirements`, `.taints`, `.startupTaints`",
+    ),
+    (
+        "`spec.providerRef` or inline `spec.provider`",
+        "`spec.template.spec.nodeClassRef {group, kind, name}` and an EC2NodeClass",
+    ),
+    (
+        "`spec.ttlSecondsAfterEmpty: N`",
+        "`spec.disruption.consolidationPolicy: WhenEmpty`, `consolidateAfter: Ns`",
+    ),
+    (
+        "`spec.consolidation.enabled: true`",
+        "`consolidationPolicy: WhenEmptyOrUnderutilized` (the default)",
+    ),
+    (
+        "`spec.ttlSecondsUntilExpired: N`",
+        "`spec.template.spec.expireAfter` (for example `720h`)",
+    ),
+    (
+        "`spec.limits.resources`",
+        "`spec.limits`",
+    ),
+    (
+        "`spec.kubeletConfiguration`",
+        "`EC2NodeClass.spec.kubelet` (`containerRuntime` is gone)",
+    ),
+    (
+        "`AWSNodeTemplate.subnetSelector` / `securityGroupSelector` maps",
+        "`subnetSelectorTerms` / `securityGroupSelectorTerms` lists",
+    ),
+    (
+        "`AWSNodeTemplate.amiFamily: AL2`",
+        "`amiSelectorTerms: [{alias: al2@latest}]` (pin a version in production)",
+    ),
+    (
+        "label `karpenter.sh/provisioner-name`",
+        "`karpenter.sh/nodepool`",
+    ),
+    (
+        "annotations `do-not-evict` / `do-not-consolidate`",
+        "`karpenter.sh/do-not-disrupt`",
+    ),
+)
 
 
 def _type_name(tp: Any) -> str:
@@ -179,4 +239,5 @@ def render_kind(cls: type[Any]) -> str:
 def render_api_doc() -> str:
     from karpy.apis.registry import CRD_KINDS  # imported late: registry imports the codec
 
-    return INTRO + "\n" + "\n".join(render_kind(cls) for cls in CRD_KINDS)
+    migration = "".join(f"| {old} | {new} |\n" for old, new in MIGRATION)
+    return INTRO + migration + "\n" + "\n".join(render_kind(cls) for cls in CRD_KINDS)

@@ -20,6 +20,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from karpy.apis.codec import to_dict
 from karpy.apis.registry import REGISTRY, decode_object
+from tests.cluster.apis.support import is_subset
 
 CORPUS = Path(__file__).parent / "corpus"
 BASES: dict[str, dict[str, Any]] = yaml.safe_load((CORPUS / "bases.yaml").read_text())
@@ -134,20 +135,6 @@ async def test_invalid_objects_are_refused_naming_the_field(
     assert case["field"] in json.loads(refused.value.body or b"{}")["message"]
 
 
-def _is_subset(small: Any, big: Any) -> bool:
-    if isinstance(small, dict):
-        return isinstance(big, dict) and all(
-            k in big and _is_subset(v, big[k]) for k, v in small.items()
-        )
-    if isinstance(small, list):
-        return (
-            isinstance(big, list)
-            and len(small) == len(big)
-            and all(_is_subset(s, b) for s, b in zip(small, big, strict=True))
-        )
-    return bool(small == big)
-
-
 _QUANTITY_MAPS = frozenset({"limits", "requests", "kubeReserved", "systemReserved"})
 
 
@@ -167,8 +154,8 @@ async def test_valid_manifests_are_stored_unchanged_and_decode(
 ) -> None:
     await resources.create(manifest)
     stored = await resources.get(manifest)
-    assert _is_subset(manifest.get("spec", {}), stored.get("spec", {}))
-    assert _is_subset(manifest["metadata"].get("labels", {}), stored["metadata"].get("labels", {}))
+    assert is_subset(manifest.get("spec", {}), stored.get("spec", {}))
+    assert is_subset(manifest["metadata"].get("labels", {}), stored["metadata"].get("labels", {}))
     model = decode_object(stored)
     encoded = to_dict(model)
     # Everything the server holds survives a decode/encode through karpy's models (numbers

@@ -17,7 +17,7 @@ from karpy.apis.kube.coordination import Lease
 from karpy.apis.kube.pod import Pod
 from karpy.apis.kube.storage import PersistentVolume, PersistentVolumeClaim, StorageClass
 from karpy.apis.kube.workloads import DaemonSet, PodDisruptionBudget
-from tests.cluster.apis.test_admission import _is_subset
+from tests.cluster.apis.support import is_subset
 
 SELECTOR = {"matchLabels": {"app": "web"}}
 ZONE = "topology.kubernetes.io/zone"
@@ -138,7 +138,7 @@ async def test_pod_scheduling_fields_decode_and_encode_as_the_server_writes_them
     }
     raw = _raw(api_client, await core.create_namespaced_pod(namespace, _untyped(body)))
     pod = from_dict(Pod, raw)
-    assert _is_subset(to_dict(pod)["spec"], raw["spec"])
+    assert is_subset(to_dict(pod)["spec"], raw["spec"])
     spec = pod.spec
     assert spec.containers[0].resources.requests == {"cpu": "250m", "memory": "64Mi"}
     assert spec.containers[0].ports[0].host_port == 8080
@@ -230,7 +230,7 @@ async def test_workload_and_storage_kinds_round_trip_through_the_server(
         encoded = to_dict(from_dict(cls, raw))
         for part in ("spec", "provisioner", "allowedTopologies", "volumeBindingMode"):
             if part in encoded:
-                assert _is_subset(encoded[part], raw[part]), (cls.__name__, part)
+                assert is_subset(encoded[part], raw[part]), (cls.__name__, part)
     decoded_lease = from_dict(Lease, _raw(api_client, created[Lease]))
     assert decoded_lease.spec.renew_time is not None
     assert decoded_lease.spec.renew_time.microsecond == 123456
