@@ -23,6 +23,7 @@ from karpy_aws.instancetypes import (
 from karpy_aws.launch import (
     MAX_INSTANCE_TYPES,
     LaunchPlan,
+    as_candidates,
     choose_capacity_type,
     compatible_candidates,
     on_demand_fallback_warning,
@@ -112,7 +113,7 @@ def reqs(**by_key: tuple[str, ...]) -> Requirements:
 
 def plan(types: list[AWSInstanceType], requirements: Requirements | None = None) -> LaunchPlan:
     requirements = requirements if requirements is not None else Requirements()
-    candidates = compatible_candidates(types, requirements, EMPTY)
+    candidates = compatible_candidates(as_candidates(types), requirements, EMPTY)
     capacity_type = choose_capacity_type(candidates, requirements)
     return plan_launch(
         candidates, requirements, capacity_type=capacity_type, subnets=SUBNETS, amis=AMIS
@@ -143,16 +144,20 @@ def test_capacity_type_is_chosen_as_karpenter_does(
     requirements: Requirements, unavailable: frozenset[tuple[str, str]], expected: str
 ) -> None:
     types = [itype("m5.large", on_demand=0.1, reserved=True, unavailable=unavailable)]
-    candidates = compatible_candidates(types, requirements, EMPTY)
+    candidates = compatible_candidates(as_candidates(types), requirements, EMPTY)
     assert choose_capacity_type(candidates, requirements) == expected
 
 
 def test_on_demand_fallback_warns_below_five_types() -> None:
     few = compatible_candidates(
-        [itype(f"m{i}.large", on_demand=0.1) for i in range(4)], Requirements(), EMPTY
+        as_candidates([itype(f"m{i}.large", on_demand=0.1) for i in range(4)]),
+        Requirements(),
+        EMPTY,
     )
     many = compatible_candidates(
-        [itype(f"m{i}.large", on_demand=0.1) for i in range(5)], Requirements(), EMPTY
+        as_candidates([itype(f"m{i}.large", on_demand=0.1) for i in range(5)]),
+        Requirements(),
+        EMPTY,
     )
     assert on_demand_fallback_warning(OD, Requirements(), few)
     assert not on_demand_fallback_warning(OD, Requirements(), many)
@@ -190,7 +195,7 @@ def test_each_type_gets_its_architectures_ami_and_unserved_types_are_dropped() -
     x86 = itype("m5.large", on_demand=0.1)
     arm = itype("m6g.large", on_demand=0.08, arch=wk.ARCH_ARM64)
     result = plan_launch(
-        compatible_candidates([x86, arm], Requirements(), EMPTY),
+        compatible_candidates(as_candidates([x86, arm]), Requirements(), EMPTY),
         Requirements(),
         capacity_type=OD,
         subnets=SUBNETS,
@@ -199,7 +204,7 @@ def test_each_type_gets_its_architectures_ami_and_unserved_types_are_dropped() -
     images = {o.instance_type: o.image_id for g in result.groups for o in g.overrides}
     assert images == {"m5.large": "ami-amd64", "m6g.large": "ami-arm64"}
     x86_only = plan_launch(
-        compatible_candidates([x86, arm], Requirements(), EMPTY),
+        compatible_candidates(as_candidates([x86, arm]), Requirements(), EMPTY),
         Requirements(),
         capacity_type=OD,
         subnets=SUBNETS,
@@ -212,9 +217,9 @@ def test_requests_that_do_not_fit_leave_no_candidates() -> None:
     small = itype("t3.small", on_demand=0.02, vcpus=2)
     big = itype("m5.4xlarge", on_demand=0.8, vcpus=16)
     needs = Resources.of({"cpu": "8"})
-    assert [c.name for c in compatible_candidates([small, big], Requirements(), needs)] == [
-        "m5.4xlarge"
-    ]
+    assert [
+        c.name for c in compatible_candidates(as_candidates([small, big]), Requirements(), needs)
+    ] == ["m5.4xlarge"]
 
 
 @given(

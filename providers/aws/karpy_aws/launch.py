@@ -66,20 +66,25 @@ def restrict_to_zones(
     )
 
 
+def as_candidates(instance_types: Iterable[AWSInstanceType]) -> tuple[Candidate, ...]:
+    """Pair each type with its scheduler view (the costly part; callers cache the result)."""
+    return tuple(Candidate(it, to_core_instance_type(it)) for it in instance_types)
+
+
 def compatible_candidates(
-    instance_types: Iterable[AWSInstanceType], requirements: Requirements, requests: Resources
+    candidates: Iterable[Candidate], requirements: Requirements, requests: Resources
 ) -> tuple[Candidate, ...]:
     """Types whose labels meet ``requirements``, with an available offering they allow, and
     whose allocatable fits ``requests`` (Karpenter's resolveInstanceTypes)."""
     out = []
-    for it in instance_types:
-        core = to_core_instance_type(it)
+    for candidate in candidates:
+        core = candidate.core
         if requirements.compatible(core.requirements, allow_undefined=ALLOW_UNDEFINED):
             continue
         if not any(o.available and o.matches(requirements) for o in core.offerings):
             continue
         if requests.fits(core.allocatable):
-            out.append(Candidate(it, core))
+            out.append(candidate)
     return tuple(out)
 
 

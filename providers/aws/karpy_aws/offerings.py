@@ -209,6 +209,8 @@ class InstanceTypeCatalog:
         self._offered: Mapping[str, frozenset[str]] = MappingProxyType({})
         self._refreshed_at: datetime.datetime | None = None
         self._built: dict[tuple[object, ...], tuple[AWSInstanceType, ...]] = {}
+        self.generation = 0
+        """Bumped whenever built instance types may change (a refresh); caches key on it."""
 
     @property
     def loaded(self) -> bool:
@@ -225,6 +227,7 @@ class InstanceTypeCatalog:
         if not force and self._refreshed_at and now - self._refreshed_at < self._period:
             await self._prices.refresh(shape_of(i) for i in self._infos)
             self._built.clear()  # prices may have moved
+            self.generation += 1
             return False
         infos = await describe_instance_types(self._ec2, names=self._names)
         zones = await describe_zones(self._ec2)
@@ -233,6 +236,7 @@ class InstanceTypeCatalog:
         self._infos, self._zones, self._offered = infos, zones, offered
         self._refreshed_at = now
         self._built.clear()
+        self.generation += 1
         return True
 
     def instance_types(

@@ -38,10 +38,11 @@ from karpy.core.requirements import RequirementError
 from karpy.core.resources import QuantityError
 from karpy.runtime.clock import Clock
 from karpy_aws import errors as aws
-from karpy_aws.coretypes import to_core_instance_type
 from karpy_aws.instance import Instances, fleet_request, launch_tags, parse_provider_id
 from karpy_aws.launch import (
+    Candidate,
     LaunchPlan,
+    as_candidates,
     choose_capacity_type,
     compatible_candidates,
     on_demand_fallback_warning,
@@ -71,6 +72,7 @@ REPAIR_POLICIES: Final = (
     RepairPolicy("ContainerRuntimeReady", "False", timedelta(minutes=30)),
 )
 CREATE_FAILED_REASON: Final = "InstanceCreationFailed"
+_CANDIDATE_CACHE_SIZE: Final = 32
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +115,7 @@ class AWSCloudProvider:
         self._unavailable = unavailable
         self._clock = clock
         self._catalog_lock = asyncio.Lock()
+        self._candidates: dict[tuple[object, ...], tuple[Candidate, ...]] = {}
 
     @property
     def name(self) -> str:
@@ -143,13 +146,24 @@ class AWSCloudProvider:
 
     async def _instance_types(
         self, nodeclass: EC2NodeClass, inputs: LaunchInputs
-    ) -> tuple[AWSInstanceType, ...]:
+    ) -> tuple[Candidate, ...]:
+        """The NodeClass's types in both views, rebuilt only when the catalog, availability or
+        the NodeClass's zones change (building the scheduler's view is the costly part)."""
         await self._ensure_catalog()
-        types = self._catalog.instance_types(
-            family=inputs.family, kubelet=inputs.kubelet, ephemeral_storage_gib=inputs.ephemeral
-        )
         zones = frozenset(s.zone for s in nodeclass.status.subnets)
-        return restrict_to_zones(types, zones)
+        key = (inputs, zones, self._catalog.generation, self._unavailable.seq_num)
+        cached = self._candidates.get(key)
+        if cached is None:
+            types = self._catalog.instance_types(
+                family=inputs.family,
+                kubelet=inputs.kubelet,
+                ephemeral_storage_gib=inputs.ephemeral,
+            )
+            cached = as_candidates(restrict_to_zones(types, zones))
+            if len(self._candidates) >= _CANDIDATE_CACHE_SIZE:
+                self._candidates.clear()
+            self._candidates[key] = cached
+        return cached
 
     # ------------------------------------------------------------------ Protocol
 
@@ -166,7 +180,7 @@ class AWSCloudProvider:
             raise NodeClassNotReadyError(str(e)) from e
         except aws.AWSError as e:
             raise CloudProviderError(f"listing instance types: {e}") from e
-        return tuple(to_core_instance_type(t) for t in types)
+        return tuple(c.core for c in types)
 
     async def create(self, nodeclaim: NodeClaim) -> NodeClaim:
         name = nodeclaim.metadata.name
