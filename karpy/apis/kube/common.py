@@ -71,9 +71,11 @@ class NodeSelectorOperator(enum.StrEnum):
 
 @attrs.frozen(kw_only=True)
 class NodeSelectorRequirement:
-    key: str
-    operator: NodeSelectorOperator
-    values: tuple[str, ...] = ()
+    key: str = field(doc="The label key the requirement constrains.")
+    operator: NodeSelectorOperator = field(doc="In, NotIn, Exists, DoesNotExist, Gt or Lt.")
+    values: tuple[str, ...] = field(
+        factory=tuple, doc="Values for In/NotIn; one integer for Gt/Lt.", crd_default=False
+    )
 
 
 @attrs.frozen(kw_only=True)

@@ -420,6 +420,8 @@ class EC2NodeClass:
 
     metadata: ObjectMeta = attrs.field(factory=ObjectMeta)
     spec: EC2NodeClassSpec = field(doc="Desired launch configuration.", rules=SPEC_RULES)
-    status: EC2NodeClassStatus = field(factory=EC2NodeClassStatus, crd_default=False)
+    status: EC2NodeClassStatus = field(
+        factory=EC2NodeClassStatus, doc="Observed state, written by karpy.", crd_default=False
+    )
     api_version: str = field(default=API_VERSION, crd_default=False)
     kind: str = field(default="EC2NodeClass", crd_default=False)

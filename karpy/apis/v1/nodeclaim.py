@@ -121,6 +121,8 @@ class NodeClaim:
         doc="Desired machine; immutable once created.",
         rules=(Rule(rule="self == oldSelf", message="spec is immutable"),),
     )
-    status: NodeClaimStatus = field(factory=NodeClaimStatus, crd_default=False)
+    status: NodeClaimStatus = field(
+        factory=NodeClaimStatus, doc="Observed state, written by karpy.", crd_default=False
+    )
     api_version: str = field(default=API_VERSION, crd_default=False)
     kind: str = field(default="NodeClaim", crd_default=False)

@@ -262,6 +262,8 @@ class NodePool:
 
     metadata: ObjectMeta = attrs.field(factory=ObjectMeta)
     spec: NodePoolSpec = field(doc="Desired state of the NodePool.", rules=NODEPOOL_SPEC_RULES)
-    status: NodePoolStatus = field(factory=NodePoolStatus, crd_default=False)
+    status: NodePoolStatus = field(
+        factory=NodePoolStatus, doc="Observed state, written by karpy.", crd_default=False
+    )
     api_version: str = field(default=API_VERSION, crd_default=False)
     kind: str = field(default="NodePool", crd_default=False)

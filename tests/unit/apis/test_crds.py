@@ -104,3 +104,16 @@ def test_well_known_labels_stay_allowed_in_requirements() -> None:
     assert labels.LABEL_INSTANCE_TYPE in ALLOWED_RESTRICTED_KEYS
     assert labels.LABEL_AWS_INSTANCE_FAMILY in ALLOWED_RESTRICTED_KEYS
     assert labels.LABEL_HOSTNAME not in ALLOWED_RESTRICTED_KEYS
+
+
+def test_every_documented_field_has_a_description() -> None:
+    from karpy.apis.docs import _walk
+    from karpy.apis.registry import CRD_KINDS
+
+    undocumented = [
+        f"{cls.KIND}.{path}"
+        for cls in CRD_KINDS
+        for path, _, _, description, _ in _walk(cls, "")
+        if not description or description.startswith("Required")
+    ]
+    assert undocumented == []
