@@ -25,9 +25,10 @@ from karpy.cloudprovider import (
     NodeClassNotReadyError,
 )
 from karpy.runtime.clock import FakeClock
+from karpy_aws.instance import Instances, parse_provider_id
 from karpy_aws.launch import MAX_INSTANCE_TYPES
 from karpy_aws.nodeclaims import ClusterInfo
-from karpy_aws.session import AWSSettings
+from karpy_aws.session import AWSSession, AWSSettings
 
 from .conftest import (
     AMI_IDS,
@@ -350,3 +351,18 @@ async def test_fleet_call_failures_become_the_contracts_errors(
         assert raised.value.condition_reason == reason
         assert raised.value.condition_message.startswith(code)
     assert raised.value.__cause__ is not None
+
+
+async def test_registered_instances_get_the_nodeclaim_and_name_tags(
+    kit: ProviderKit, session: AWSSession
+) -> None:
+    launched = await kit.provider.create(make_nodeclaim(name="tagged-abc"))
+    provider_id = launched.status.provider_id or ""
+    instances = Instances(await session.client("ec2"), cluster_name=kit.cluster.name)
+    await instances.tag_registered(
+        parse_provider_id(provider_id), nodeclaim="tagged-abc", node_name="ip-10-0-1-5.internal"
+    )
+    (instance,) = await instances.list()
+    assert instance.tags["karpenter.sh/nodeclaim"] == "tagged-abc"
+    assert instance.tags["Name"] == "ip-10-0-1-5.internal"
+    assert (await kit.provider.get(provider_id)).metadata.name == "tagged-abc"

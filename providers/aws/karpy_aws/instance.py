@@ -219,6 +219,17 @@ class Instances:
         )
         return tuple(sorted(_instances(reservations), key=lambda i: i.id))
 
+    async def tag_registered(self, instance_id: str, *, nodeclaim: str, node_name: str) -> None:
+        """Add the tags Karpenter adds once the node registered: ``Name`` (the node),
+        ``karpenter.sh/nodeclaim`` and ``eks:eks-cluster-name`` (the only keys the controller's
+        IAM policy lets it add to running instances)."""
+        tags = {
+            TAG_NAME: node_name,
+            TAG_NODECLAIM: nodeclaim,
+            TAG_EKS_CLUSTER_NAME: self._cluster_name,
+        }
+        await self.ec2.call("CreateTags", Resources=[instance_id], Tags=_tag_list(tags))
+
     async def terminate(self, instance_ids: Sequence[str]) -> None:
         """Begin terminating ``instance_ids`` (NotFoundError if any id is unknown)."""
         await self.ec2.call("TerminateInstances", InstanceIds=list(instance_ids))
