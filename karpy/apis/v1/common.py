@@ -237,11 +237,13 @@ NODECLASSREF_IMMUTABLE_RULES = (
     Rule(
         rule="self.group == oldSelf.group",
         message="nodeClassRef.group is immutable",
+        reason="FieldValueForbidden",
         field_path=".group",
     ),
     Rule(
         rule="self.kind == oldSelf.kind",
         message="nodeClassRef.kind is immutable",
+        reason="FieldValueForbidden",
         field_path=".kind",
     ),
 )

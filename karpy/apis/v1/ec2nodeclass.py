@@ -288,10 +288,12 @@ SPEC_RULES = (
             "changing from 'instanceProfile' to 'role' is not supported. You must delete and "
             "recreate this node class if you want to change this."
         ),
+        reason="FieldValueForbidden",
     ),
     Rule(
         rule="self.amiSelectorTerms.exists(x, has(x.alias)) || has(self.amiFamily)",
         message="must specify amiFamily if amiSelectorTerms does not contain an alias",
+        reason="FieldValueRequired",
         field_path=".amiFamily",
     ),
 )

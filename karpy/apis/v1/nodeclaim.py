@@ -119,7 +119,9 @@ class NodeClaim:
     metadata: ObjectMeta = attrs.field(factory=ObjectMeta)
     spec: NodeClaimSpec = field(
         doc="Desired machine; immutable once created.",
-        rules=(Rule(rule="self == oldSelf", message="spec is immutable"),),
+        rules=(
+            Rule(rule="self == oldSelf", message="spec is immutable", reason="FieldValueForbidden"),
+        ),
     )
     status: NodeClaimStatus = field(
         factory=NodeClaimStatus, doc="Observed state, written by karpy.", crd_default=False

@@ -242,6 +242,7 @@ NODEPOOL_SPEC_RULES = (
     Rule(
         rule="has(self.replicas) == has(oldSelf.replicas)",
         message="Cannot transition NodePool between static and dynamic",
+        reason="FieldValueForbidden",
     ),
     Rule(
         rule="!has(self.replicas) || !has(self.limits) || self.limits.all(k, k == 'nodes')",
