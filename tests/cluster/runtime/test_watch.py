@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
@@ -28,6 +29,7 @@ from tests.cluster.runtime.support import (
     create_config_map,
     server_names,
 )
+from tests.support.kubehttp import KubeHTTP
 from tests.support.waiting import eventually
 
 SETTINGS = WatchingOptions(
@@ -97,12 +99,14 @@ async def test_a_too_old_resource_version_is_gone(kube: KubeClient, namespace: s
         await watch_from_version_one()
 
 
+@pytest.mark.timeout(600)  # the apiserver may need a minute to rebind; see restart_apiserver
 async def test_informers_catch_up_after_the_apiserver_restarts(
     kube: KubeClient,
     telemetry: Telemetry,
     api_client: client.ApiClient,
     namespace: str,
     local_cluster: LocalCluster,
+    kube_http: KubeHTTP,
 ) -> None:
     for index in range(5):
         await create_config_map(api_client, namespace, f"cm-{index}")
@@ -150,6 +154,7 @@ async def test_informers_catch_up_after_the_apiserver_restarts(
     assert (EventType.DELETED, "cm-0") in heard
     assert {(EventType.ADDED, f"cm-{index}") for index in range(5, 8)} <= set(heard)
     assert "karpy_watch_errors_total" in telemetry.prometheus_text()
+    await wait_for_controller_manager(kube_http)
 
 
 async def restart_apiserver(local_cluster: LocalCluster) -> None:
@@ -205,3 +210,24 @@ async def test_an_idle_stream_is_reopened_from_its_version_without_a_relist(
     ]
     assert len(reconnects) >= 2
     assert 'karpy_watch_lists_total{kind="ConfigMap"} 1' in telemetry.prometheus_text()
+
+
+async def wait_for_controller_manager(kube_http: KubeHTTP) -> None:
+    """Leave the session's cluster as found: wait until the controller-manager is back at work.
+
+    After a long apiserver outage its reflectors back off for up to a minute or two, and the next
+    test's namespace fixture needs it to create the default ServiceAccount.
+    """
+    name = f"t-restart-probe-{secrets.token_hex(3)}"
+    await asyncio.to_thread(
+        kube_http.request, "POST", "/api/v1/namespaces", {"metadata": {"name": name}}
+    )
+    path = f"/api/v1/namespaces/{name}/serviceaccounts/default"
+    try:
+
+        async def ready() -> bool:
+            return await asyncio.to_thread(kube_http.exists, path)
+
+        await eventually(ready, within=240, interval=1.0)
+    finally:
+        await asyncio.to_thread(kube_http.delete, f"/api/v1/namespaces/{name}")
