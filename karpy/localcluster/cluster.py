@@ -215,7 +215,10 @@ class LocalCluster:
         process.stop(component.handle)
 
     def start_component(self, name: str, *, timeout: float = 120.0) -> None:
-        """Start a stopped component again with its recorded command line and port."""
+        """Start a stopped component again with its recorded command line and port.
+
+        With ``detach=False`` call this from the main thread (see ``process.spawn``).
+        """
         state = self._require()
         component = self._component(state, name)
         if process.is_alive(component.handle):

@@ -39,7 +39,8 @@ def spawn(command: Sequence[str], *, log: Path, cwd: Path, detach: bool) -> Hand
 
     ``detach=True`` puts it in a new session so it outlives the calling process (``karpy cluster
     up``); otherwise the kernel sends it SIGTERM when the caller dies, so a killed test session
-    leaves nothing behind.
+    leaves nothing behind. The kernel ties that signal to the *thread* that spawned the child:
+    spawn from a long-lived thread (the main one), never from a short-lived worker thread.
     """
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as sink:
@@ -137,6 +138,9 @@ def free_port() -> int:
 def port_is_free(port: int) -> bool:
     """True when 127.0.0.1:``port`` can be bound."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        # Like the components themselves: a port whose old connections linger in TIME_WAIT
+        # after a restart is free to listen on again.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(("127.0.0.1", port))
         except OSError:
