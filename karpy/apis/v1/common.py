@@ -22,7 +22,11 @@ from karpy.apis.v1 import labels
 
 # Keys in restricted domains that users may still name in requirements and labels.
 ALLOWED_RESTRICTED_KEYS: frozenset[str] = (
-    labels.WELL_KNOWN_LABELS | labels.AWS_WELL_KNOWN_LABELS | frozenset(labels.NORMALIZED_LABELS)
+    labels.WELL_KNOWN_LABELS
+    | labels.AWS_WELL_KNOWN_LABELS
+    | labels.AWS_PLACEMENT_GROUP_LABELS
+    | labels.KWOK_WELL_KNOWN_LABELS
+    | frozenset(labels.NORMALIZED_LABELS)
 )
 # NodeClaims carry what the provisioner injects, including the NodeClass label.
 NODECLAIM_ALLOWED_KEYS: frozenset[str] = ALLOWED_RESTRICTED_KEYS | {

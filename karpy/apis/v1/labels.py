@@ -180,3 +180,31 @@ TAG_NODEPOOL: Final = LABEL_NODEPOOL
 TAG_EC2NODECLASS: Final = LABEL_AWS_EC2NODECLASS
 TAG_EKS_CLUSTER_NAME: Final = "eks:eks-cluster-name"
 TAG_CLUSTER_PREFIX: Final = "kubernetes.io/cluster/"
+
+# --------------------------------------------------------------------------- more well-known keys
+# Placement-group labels of AWS nodes (usable in requirements and topology spread).
+LABEL_AWS_PLACEMENT_GROUP_ID: Final = "karpenter.k8s.aws/placement-group-id"
+LABEL_AWS_PLACEMENT_GROUP_PARTITION: Final = "karpenter.k8s.aws/placement-group-partition"
+AWS_PLACEMENT_GROUP_LABELS: Final = frozenset(
+    {LABEL_AWS_PLACEMENT_GROUP_ID, LABEL_AWS_PLACEMENT_GROUP_PARTITION}
+)
+
+# Instance-type labels the kwok provider puts on its simulated nodes.
+LABEL_KWOK_INSTANCE_TYPE: Final = "karpenter.kwok.sh/instance-type"
+LABEL_KWOK_INSTANCE_SIZE: Final = "karpenter.kwok.sh/instance-size"
+LABEL_KWOK_INSTANCE_FAMILY: Final = "karpenter.kwok.sh/instance-family"
+LABEL_KWOK_INSTANCE_MEMORY: Final = "karpenter.kwok.sh/instance-memory"
+LABEL_KWOK_INSTANCE_CPU: Final = "karpenter.kwok.sh/instance-cpu"
+KWOK_WELL_KNOWN_LABELS: Final = frozenset(
+    {
+        LABEL_KWOK_INSTANCE_TYPE,
+        LABEL_KWOK_INSTANCE_SIZE,
+        LABEL_KWOK_INSTANCE_FAMILY,
+        LABEL_KWOK_INSTANCE_MEMORY,
+        LABEL_KWOK_INSTANCE_CPU,
+    }
+)
+
+# Effects of karpy's own taints (keys above).
+TAINT_DISRUPTED_EFFECT: Final = "NoSchedule"
+TAINT_UNREGISTERED_EFFECT: Final = "NoExecute"
