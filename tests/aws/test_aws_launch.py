@@ -26,6 +26,7 @@ from karpy_aws.launch import (
     as_candidates,
     choose_capacity_type,
     compatible_candidates,
+    min_values_shortfall,
     on_demand_fallback_warning,
     plan_launch,
 )
@@ -254,7 +255,7 @@ def test_every_override_is_an_allowed_available_offering_on_its_zones_subnet(
     result = plan(types, requirements)
     by_name = {t.name: t for t in types}
     assert result.capacity_type != RESERVED
-    if capacity_types:
+    if capacity_types and result.groups:  # nothing launchable: the provider stops earlier
         assert result.capacity_type in capacity_types
     for group in result.groups:
         assert [o.price for o in group.overrides] == sorted(o.price for o in group.overrides)
@@ -270,3 +271,20 @@ def test_every_override_is_an_allowed_available_offering_on_its_zones_subnet(
             assert offering.price == o.price
             arch = by_name[o.instance_type].labels[wk.LABEL_ARCH]
             assert o.image_id == f"ami-{arch}"
+
+
+def test_min_values_keep_exotic_and_dear_spot_types_and_are_checked() -> None:
+    plain = itype("m5.large", on_demand=0.1)
+    gpu = itype("g4dn.xlarge", on_demand=0.5, gpus=1)
+    dear = itype("m5.xlarge", on_demand=0.2, spot=0.15)
+    flexible = Requirements([Requirement.new(wk.LABEL_INSTANCE_TYPE, "Exists", min_values=3)]).add(
+        Requirement.new(wk.LABEL_CAPACITY_TYPE, "In", [SPOT])
+    )
+    chosen = plan([plain, gpu, dear], flexible)
+    assert {c.name for c in chosen.candidates} == {"m5.large", "g4dn.xlarge", "m5.xlarge"}
+    assert min_values_shortfall(chosen.candidates, flexible) is None
+    too_few = plan([plain, dear], flexible)
+    message = min_values_shortfall(too_few.candidates, flexible)
+    assert message is not None
+    assert "needs at least 3 values (minValues)" in message
+    assert "['m5.large', 'm5.xlarge']" in message

@@ -14,7 +14,7 @@ import pytest
 import karpy_aws
 from karpy.apis.meta import ObjectMeta
 from karpy.apis.v1 import labels as wk
-from karpy.apis.v1.common import NodeClassReference
+from karpy.apis.v1.common import NodeClaimRequirement, NodeClassReference, RequirementOperator
 from karpy.apis.v1.nodepool import NodeClaimTemplate, NodeClaimTemplateSpec, NodePool, NodePoolSpec
 from karpy.cloudprovider import (
     CloudProvider,
@@ -366,3 +366,30 @@ async def test_registered_instances_get_the_nodeclaim_and_name_tags(
     assert instance.tags["karpenter.sh/nodeclaim"] == "tagged-abc"
     assert instance.tags["Name"] == "ip-10-0-1-5.internal"
     assert (await kit.provider.get(provider_id)).metadata.name == "tagged-abc"
+
+
+async def test_a_launch_that_cannot_keep_min_values_is_refused(kit: ProviderKit) -> None:
+    for zone in ("us-west-2a", "us-west-2b", "us-west-2c"):
+        kit.unavailable.mark_unavailable(
+            reason="test", capacity_type=wk.CAPACITY_TYPE_SPOT, instance_type="t3.micro", zone=zone
+        )
+    claim = make_nodeclaim((CT, "In", (wk.CAPACITY_TYPE_SPOT,)))
+    claim = attrs.evolve(
+        claim,
+        spec=attrs.evolve(
+            claim.spec,
+            requirements=(
+                *claim.spec.requirements,
+                NodeClaimRequirement(
+                    key=IT,
+                    operator=RequirementOperator.IN,
+                    values=("m5.large", "c5.large", "t3.micro"),
+                    min_values=3,
+                ),
+            ),
+        ),
+    )
+    with pytest.raises(CreateError, match="minValues") as raised:
+        await kit.provider.create(claim)
+    assert raised.value.condition_reason == "InstanceTypeFilteringFailed"
+    assert "CreateFleet" not in kit.faults.requests

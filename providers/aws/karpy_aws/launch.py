@@ -142,14 +142,9 @@ def _cheapest(offers: Sequence[Offering]) -> float:
     return min((o.price for o in offers), default=float("inf"))
 
 
-def filter_for_launch(
-    candidates: Sequence[Candidate], requirements: Requirements, *, capacity_type: str
-) -> tuple[Candidate, ...]:
-    """Karpenter's pre-launch filters, then the ``MAX_INSTANCE_TYPES`` cheapest (by price of
-    the offerings the launch may use; ties by name)."""
-    usable = [
-        c for c in candidates if launch_offerings(c, requirements, capacity_type=capacity_type)
-    ]
+def _drop_unwanted(
+    usable: list[Candidate], requirements: Requirements, *, capacity_type: str
+) -> list[Candidate]:
     if capacity_type == wk.CAPACITY_TYPE_SPOT:
         cheapest_on_demand = min(
             (
@@ -167,8 +162,21 @@ def filter_for_launch(
             <= cheapest_on_demand
         ]
     plain = [c for c in usable if not c.exotic]
-    if plain:
-        usable = plain
+    return plain or usable
+
+
+def filter_for_launch(
+    candidates: Sequence[Candidate], requirements: Requirements, *, capacity_type: str
+) -> tuple[Candidate, ...]:
+    """Karpenter's pre-launch filters, then the ``MAX_INSTANCE_TYPES`` cheapest (by price of
+    the offerings the launch may use; ties by name). As in Karpenter, the unwanted-spot and
+    exotic filters are skipped when a requirement carries minValues: they could leave fewer
+    distinct values than the NodeClaim was promised."""
+    usable = [
+        c for c in candidates if launch_offerings(c, requirements, capacity_type=capacity_type)
+    ]
+    if not any(r.min_values for r in requirements):
+        usable = _drop_unwanted(usable, requirements, capacity_type=capacity_type)
     ranked = sorted(
         usable,
         key=lambda c: (
@@ -177,6 +185,25 @@ def filter_for_launch(
         ),
     )
     return tuple(ranked[:MAX_INSTANCE_TYPES])
+
+
+def min_values_shortfall(candidates: Sequence[Candidate], requirements: Requirements) -> str | None:
+    """Why the launch's instance types leave fewer distinct values of some key than its
+    minValues asks for (Karpenter refuses such a launch), or None when every minimum holds."""
+    for req in requirements:
+        if not req.min_values:
+            continue
+        values: set[str] = set()
+        for candidate in candidates:
+            own = candidate.core.requirements.get(req.key)
+            if own is not None and not own.complement:
+                values.update(v for v in own.values if req.has(v))
+        if len(values) < req.min_values:
+            return (
+                f"requirement {req.key!r} needs at least {req.min_values} values (minValues), "
+                f"the launchable instance types offer {len(values)}: {sorted(values)}"
+            )
+    return None
 
 
 def ami_requirements(ami: nodeclass_status.AMI) -> Requirements:

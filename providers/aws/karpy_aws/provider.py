@@ -45,6 +45,7 @@ from karpy_aws.launch import (
     as_candidates,
     choose_capacity_type,
     compatible_candidates,
+    min_values_shortfall,
     on_demand_fallback_warning,
     plan_launch,
     restrict_to_zones,
@@ -235,6 +236,13 @@ class AWSCloudProvider:
         if not plan.groups:
             raise InsufficientCapacityError(
                 f"nodeclaim {name}: no compatible instance type has an AMI and a subnet"
+            )
+        shortfall = min_values_shortfall(plan.candidates, requirements)
+        if shortfall is not None:
+            raise CreateError(
+                f"nodeclaim {name}: {shortfall}",
+                condition_reason="InstanceTypeFilteringFailed",
+                condition_message=shortfall,
             )
         instance_id, zone, instance_type = await self._launch(plan, nodeclaim, nodeclass, inputs)
         candidate = plan.candidate(instance_type, zone=zone)
