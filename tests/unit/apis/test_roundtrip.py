@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from karpy.apis.codec import decode, encode, to_dict
+from karpy.apis.crds import CRDS, render_crd
 from karpy.apis.registry import REGISTRY, all_models
 from tests.unit.apis.strategies import models
 
@@ -54,3 +55,32 @@ def test_registry_maps_each_kind_to_its_default_api_version_and_kind() -> None:
         fields = attrs.fields_dict(cls)
         assert fields["api_version"].default == api_version
         assert fields["kind"].default == kind == cls.KIND
+
+
+def _undeclared_keys(value: Any, schema: dict[str, Any], path: str) -> list[str]:
+    """Keys in `value` that the OpenAPI `schema` would prune (not declared anywhere)."""
+    if isinstance(value, dict):
+        props = schema.get("properties")
+        extra = schema.get("additionalProperties")
+        missing = []
+        for key, item in value.items():
+            if props is not None and key in props:
+                missing += _undeclared_keys(item, props[key], f"{path}.{key}")
+            elif isinstance(extra, dict):
+                missing += _undeclared_keys(item, extra, f"{path}.{key}")
+            elif not schema.get("x-kubernetes-preserve-unknown-fields"):
+                missing.append(f"{path}.{key}")
+        return missing
+    if isinstance(value, list):
+        return [m for item in value for m in _undeclared_keys(item, schema.get("items", {}), path)]
+    return []
+
+
+@pytest.mark.parametrize("crd", CRDS, ids=lambda c: c.model.KIND)
+@settings(max_examples=10)
+@given(data=st.data())
+def test_every_encoded_field_is_declared_in_the_crd_schema(crd: Any, data: st.DataObject) -> None:
+    schema = render_crd(crd)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    encoded = to_dict(data.draw(models(crd.model)))
+    encoded.pop("metadata", None)
+    assert _undeclared_keys(encoded, schema, "$") == []
