@@ -121,7 +121,7 @@ def _bool(value: object, _: object = None) -> bool:
     raise TypeError(msg)
 
 
-# ---------------------------------------------------------------------------- attrs classes
+# ---------------------------------------------------------------------------- enums
 
 
 def _enum_member(value: object, cls: type[enum.Enum]) -> enum.Enum:
@@ -135,6 +135,9 @@ def _enum_member(value: object, cls: type[enum.Enum]) -> enum.Enum:
 
 def _enum_value(value: enum.Enum) -> Any:
     return value.value
+
+
+# ---------------------------------------------------------------------------- attrs classes
 
 
 def _is_collection(tp: Any) -> bool:
