@@ -393,3 +393,18 @@ async def test_a_launch_that_cannot_keep_min_values_is_refused(kit: ProviderKit)
         await kit.provider.create(claim)
     assert raised.value.condition_reason == "InstanceTypeFilteringFailed"
     assert "CreateFleet" not in kit.faults.requests
+
+
+async def test_upkeep_deletes_launch_templates_unused_for_a_minute(kit: ProviderKit) -> None:
+    await kit.provider.create(make_nodeclaim((IT, "In", ("c5.large",))))
+    (config,) = _fleet(kit)["LaunchTemplateConfigs"]
+    name = config["LaunchTemplateSpecification"]["LaunchTemplateName"]
+    assert await kit.provider.maintain() == ()
+    kit.clock.step(datetime.timedelta(minutes=1))
+    assert await kit.provider.maintain() == (name,)
+    assert (
+        kit.ec2().describe_launch_templates(
+            Filters=[{"Name": "launch-template-name", "Values": [name]}]
+        )["LaunchTemplates"]
+        == []
+    )

@@ -128,6 +128,21 @@ class AWSCloudProvider:
     def supported_node_classes(self) -> tuple[NodeClassKind, ...]:
         return (NODECLASS_KIND,)
 
+    # ------------------------------------------------------------------ upkeep (not Protocol)
+
+    async def start_leading(self) -> int:
+        """Adopt the cluster's existing launch templates so unused ones expire and are deleted
+        (call when this replica becomes leader); return how many were found."""
+        return await self._templates.hydrate(self._cluster.name)
+
+    async def maintain(self) -> tuple[str, ...]:
+        """Periodic upkeep for the leader: re-read instance types and prices when due, forget
+        expired capacity errors, delete launch templates unused for their TTL (returned)."""
+        async with self._catalog_lock:
+            await self._catalog.refresh()
+        self._unavailable.cleanup()
+        return await self._templates.delete_expired()
+
     # ------------------------------------------------------------------ shared lookups
 
     async def _ensure_catalog(self) -> None:
