@@ -1,5 +1,5 @@
 # The two entry points the README documents. Both set everything up from nothing.
-.PHONY: demo test bootstrap
+.PHONY: demo test bootstrap crds
 
 demo: bootstrap
 	.venv/bin/karpy demo
@@ -9,3 +9,7 @@ test: bootstrap
 
 bootstrap:
 	scripts/bootstrap
+
+# Regenerate deploy/crds and docs/api.md from the models (a test fails when they are stale).
+crds:
+	.venv/bin/python -m karpy.apis.crds
