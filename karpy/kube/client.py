@@ -21,7 +21,9 @@ import orjson
 from kubernetes_asyncio import client as sdk
 from kubernetes_asyncio import config as sdk_config
 
+from karpy.apis.codec import to_dict
 from karpy.kube.errors import KubeConfigError, KubeError, UnreachableError, from_status
+from karpy.kube.patch import MERGE_PATCH, encode_object, with_resource_version
 from karpy.kube.resources import Listed, ResourceKind, decode_item
 from karpy.runtime.ratelimit import TokenBucket
 
@@ -102,7 +104,75 @@ class KubeClient:
         """Delete one object. Raises NotFoundError if it is already gone."""
         await self.request("DELETE", kind.object_path(name, namespace))
 
+    async def create(
+        self, kind: ResourceKind[T], obj: object, *, namespace: str | None = None
+    ) -> T:
+        """Create `obj` (a karpy.apis model) and return the object as the apiserver stored it.
+
+        Raises ConflictError when an object of that name already exists, KubeError (422) when the
+        apiserver rejects it; the message names the object.
+        """
+        body = encode_object(kind, obj)
+        return await self.create_raw(kind, body, namespace=namespace)
+
+    async def merge_patch(
+        self,
+        kind: ResourceKind[T],
+        name: str,
+        patch: Mapping[str, Any],
+        *,
+        namespace: str | None = None,
+        resource_version: str | None = None,
+    ) -> T:
+        """Apply a JSON merge patch (RFC 7386) to the object and return the result.
+
+        With `resource_version` the write is optimistic: it raises ConflictError unless the object
+        is still at that version. Lists are replaced whole by a merge patch, so patches that change
+        a list (finalizers, taints, conditions) should pass the version they read it at.
+        Raises NotFoundError when the object does not exist.
+        """
+        raw = await self.request(
+            "PATCH",
+            kind.object_path(name, namespace),
+            body=with_resource_version(patch, resource_version),
+            content_type=MERGE_PATCH,
+        )
+        return decode_item(kind, raw).obj
+
+    async def patch_status(
+        self,
+        kind: ResourceKind[T],
+        name: str,
+        status: object,
+        *,
+        namespace: str | None = None,
+        resource_version: str | None = None,
+    ) -> T:
+        """Merge-patch the status subresource with `status` (a karpy.apis model) and return the
+        object. Fields the model leaves unset (None) are left as they are on the server; lists
+        (conditions) are replaced whole. Optimistic with `resource_version`, as `merge_patch`.
+        """
+        body = {"status": to_dict(status)}
+        raw = await self.request(
+            "PATCH",
+            kind.object_path(name, namespace) + "/status",
+            body=with_resource_version(body, resource_version),
+            content_type=MERGE_PATCH,
+        )
+        return decode_item(kind, raw).obj
+
     # ------------------------------------------------------------ raw access, karpy.kube only
+
+    async def create_raw(
+        self, kind: ResourceKind[T], body: Mapping[str, Any], *, namespace: str | None = None
+    ) -> T:
+        """POST one object's JSON to its collection and decode the stored object."""
+        if kind.namespaced and not namespace:
+            name = (body.get("metadata") or {}).get("name", "")
+            msg = f"{kind.kind} {name!r}: a namespace is required for a namespaced kind"
+            raise ValueError(msg)
+        raw = await self.request("POST", kind.collection_path(namespace), body=body)
+        return decode_item(kind, raw).obj
 
     async def list_raw(
         self,

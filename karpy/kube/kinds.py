@@ -1,4 +1,4 @@
-"""The core kinds karpy informs on, with their REST coordinates and decoders.
+"""The kinds karpy reads and writes (core and its CRDs), with their REST coordinates and decoders.
 
 Each `ResourceKind` binds a model from karpy.apis to the path it is listed and watched at, and
 decodes through the shared codec, so an informer needs nothing but the kind.
@@ -12,6 +12,9 @@ from typing import Final
 from karpy.apis.codec import from_dict
 from karpy.apis.kube.node import Node
 from karpy.apis.kube.pod import Pod
+from karpy.apis.v1.nodeclaim import NodeClaim
+from karpy.apis.v1.nodepool import NodePool
+from karpy.apis.v1alpha1.kwoknodeclass import KWOKNodeClass
 from karpy.kube.resources import ResourceKind
 
 NODES: Final = ResourceKind[Node](
@@ -27,4 +30,28 @@ PODS: Final = ResourceKind[Pod](
     version="v1",
     namespaced=True,
     decode=functools.partial(from_dict, Pod),
+)
+NODECLAIMS: Final = ResourceKind[NodeClaim](
+    kind=NodeClaim.KIND,
+    plural=NodeClaim.PLURAL,
+    group=NodeClaim.GROUP,
+    version=NodeClaim.VERSION,
+    namespaced=False,
+    decode=functools.partial(from_dict, NodeClaim),
+)
+NODEPOOLS: Final = ResourceKind[NodePool](
+    kind=NodePool.KIND,
+    plural=NodePool.PLURAL,
+    group=NodePool.GROUP,
+    version=NodePool.VERSION,
+    namespaced=False,
+    decode=functools.partial(from_dict, NodePool),
+)
+KWOK_NODECLASSES: Final = ResourceKind[KWOKNodeClass](
+    kind=KWOKNodeClass.KIND,
+    plural=KWOKNodeClass.PLURAL,
+    group=KWOKNodeClass.GROUP,
+    version=KWOKNodeClass.VERSION,
+    namespaced=False,
+    decode=functools.partial(from_dict, KWOKNodeClass),
 )
