@@ -408,3 +408,21 @@ async def test_upkeep_deletes_launch_templates_unused_for_a_minute(kit: Provider
         )["LaunchTemplates"]
         == []
     )
+
+
+async def test_launches_in_flight_count_against_their_subnet(kit: ProviderKit) -> None:
+    zone_a = (ZONE, "In", ("us-west-2a",))
+    before = kit.faults.sent.count("DescribeSubnets")
+    chosen = []
+    for i in range(10):
+        await kit.provider.create(make_nodeclaim(zone_a, (IT, "In", ("m5.large",)), name=f"b-{i}"))
+        chosen.append(_overrides(_fleet(kit))[0]["SubnetId"])
+        if chosen[-1] == kit.moto.subnets["a-small"]:
+            break
+    # The roomy /24 first; then its reserved addresses (29 pods + 1 each) tip the choice.
+    assert chosen[0] == kit.moto.subnets["a"]
+    assert chosen[-1] == kit.moto.subnets["a-small"]
+    assert kit.faults.sent.count("DescribeSubnets") - before == 1  # cached for a minute
+    kit.clock.step(datetime.timedelta(minutes=1))
+    await kit.provider.create(make_nodeclaim(zone_a, (IT, "In", ("m5.large",)), name="after"))
+    assert _overrides(_fleet(kit))[0]["SubnetId"] == kit.moto.subnets["a"]  # EC2's own count

@@ -39,6 +39,7 @@ from karpy.core.resources import QuantityError
 from karpy.runtime.clock import Clock
 from karpy_aws import errors as aws
 from karpy_aws.instance import Instances, fleet_request, launch_tags, parse_provider_id
+from karpy_aws.instancetypes import PODS
 from karpy_aws.launch import (
     Candidate,
     LaunchPlan,
@@ -51,10 +52,10 @@ from karpy_aws.launch import (
     restrict_to_zones,
 )
 from karpy_aws.launchtemplate import LaunchTemplates
-from karpy_aws.network import discover_subnets, subnet_per_zone
 from karpy_aws.nodeclaims import ClusterInfo, LaunchInputs, launched_nodeclaim, nodeclaim_from
 from karpy_aws.nodeclass import NODECLASS_HASH_VERSION, static_hash, subnet_terms
 from karpy_aws.offerings import AWSInstanceType, InstanceTypeCatalog
+from karpy_aws.subnets import ZonalSubnets
 from karpy_aws.unavailable import UnavailableOfferings
 
 NODECLASS_KIND: Final = NodeClassKind(group=wk.AWS_GROUP, kind="EC2NodeClass")
@@ -117,6 +118,7 @@ class AWSCloudProvider:
         self._clock = clock
         self._catalog_lock = asyncio.Lock()
         self._candidates: dict[tuple[object, ...], tuple[Candidate, ...]] = {}
+        self._subnets = ZonalSubnets(instances.ec2, clock)
 
     @property
     def name(self) -> str:
@@ -215,9 +217,7 @@ class AWSCloudProvider:
         try:
             inputs = LaunchInputs.of(nodeclass)
             types = await self._instance_types(nodeclass, inputs)
-            subnets = subnet_per_zone(
-                await discover_subnets(self._instances.ec2, subnet_terms(nodeclass.spec))
-            )
+            subnets = await self._subnets.for_launch(subnet_terms(nodeclass.spec))
         except aws.ConfigurationError as e:
             raise NodeClassNotReadyError(str(e)) from e
         except aws.AWSError as e:
@@ -268,6 +268,8 @@ class AWSCloudProvider:
                 condition_reason=CREATE_FAILED_REASON,
                 condition_message="CreateFleet returned an unexpected instance type or zone",
             )
+        # The node's pods take addresses from its subnet (VPC CNI), plus one for the node.
+        self._subnets.reserve(override.subnet_id, candidate.aws.capacity.get(PODS, 0) + 1)
         return launched_nodeclaim(
             nodeclaim,
             candidate=candidate,
