@@ -246,6 +246,10 @@ async def test_get_list_and_delete_follow_the_instance(kit: ProviderKit) -> None
     assert found.metadata.labels[wk.LABEL_NODEPOOL] == "default"
     assert found.metadata.labels[IT] == launched.metadata.labels[IT]
     assert found.metadata.labels[CT] == wk.CAPACITY_TYPE_SPOT
+    assert (
+        found.metadata.labels[wk.LABEL_AWS_ZONE_ID]
+        == launched.metadata.labels[wk.LABEL_AWS_ZONE_ID]
+    )
     assert found.metadata.creation_timestamp is not None
     assert found.status.capacity == launched.status.capacity
     assert [n.status.provider_id for n in await kit.provider.list()] == [provider_id]

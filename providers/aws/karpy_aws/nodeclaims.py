@@ -199,6 +199,9 @@ def nodeclaim_from(
         }
     )
     labels.pop(wk.LABEL_AWS_ZONE_ID, None)  # the type lists every zone id; the instance has one
+    zone_ids = {o.zone: o.zone_id for o in instance_type.offerings} if instance_type else {}
+    if zone_ids.get(instance.zone):
+        labels[wk.LABEL_AWS_ZONE_ID] = zone_ids[instance.zone]
     if wk.LABEL_NODEPOOL in instance.tags:
         labels[wk.LABEL_NODEPOOL] = instance.tags[wk.LABEL_NODEPOOL]
     core = to_core_instance_type(instance_type) if instance_type is not None else None
