@@ -100,6 +100,30 @@ class InstanceProfiles:
         self._cache[name] = now + self._ttl
         return name
 
+    async def delete_for_role(self, *, nodeclass: str, role: str) -> bool:
+        """Delete the profile karpy manages for ``role`` (its NodeClass is going away and has
+        no nodes left): remove its roles, then the profile. Return False if it was already
+        gone."""
+        name = profile_name(
+            cluster_name=self._cluster_name,
+            region=self._region,
+            nodeclass=nodeclass,
+            role=role_name(role),
+        )
+        self._cache.pop(name, None)
+        roles = await self._roles(name)
+        if roles is None:
+            return False
+        try:
+            for other in roles:
+                await self._iam.call(
+                    "RemoveRoleFromInstanceProfile", InstanceProfileName=name, RoleName=other
+                )
+            await self._iam.call("DeleteInstanceProfile", InstanceProfileName=name)
+        except NotFoundError:
+            return False
+        return True
+
     async def exists(self, name: str) -> bool:
         """Does the (user-managed) profile ``name`` exist? Cached like managed ones."""
         now = self._clock.now()

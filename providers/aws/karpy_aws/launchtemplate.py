@@ -243,6 +243,28 @@ class LaunchTemplates:
                 self._cache[name] = (LaunchTemplate(raw["LaunchTemplateId"], name), until)
         return len(found)
 
+    async def delete_for_nodeclass(self, cluster_name: str, nodeclass: str) -> tuple[str, ...]:
+        """Delete every template of ``nodeclass`` in this cluster (the NodeClass is going
+        away); return their names, sorted."""
+        found = await self._ec2.paginate(
+            "DescribeLaunchTemplates",
+            result_key="LaunchTemplates",
+            Filters=[
+                {"Name": f"tag:{TAG_KARPY_CLUSTER}", "Values": [cluster_name]},
+                {"Name": f"tag:{LABEL_AWS_EC2NODECLASS}", "Values": [nodeclass]},
+            ],
+        )
+        names = sorted(
+            str(raw["LaunchTemplateName"])
+            for raw in found
+            if str(raw["LaunchTemplateName"]).startswith(LAUNCH_TEMPLATE_NAME_PREFIX)
+        )
+        for name in names:
+            with contextlib.suppress(NotFoundError):  # someone else deleted it: same outcome
+                await self._ec2.call("DeleteLaunchTemplate", LaunchTemplateName=name)
+            self._cache.pop(name, None)
+        return tuple(names)
+
     def invalidate(self, name: str) -> None:
         """Forget ``name`` (CreateFleet said the template is gone)."""
         self._cache.pop(name, None)
