@@ -65,6 +65,8 @@ class Metrics:
     leader_election_leader: Gauge
     leader_election_transitions_total: Counter
     build_info: Gauge
+    cloudprovider_duration_seconds: Histogram
+    cloudprovider_errors_total: Counter
 
     @classmethod
     def create(cls, meter: Meter) -> Metrics:
@@ -121,6 +123,16 @@ class Metrics:
             ),
             build_info=meter.create_gauge(
                 "karpy_build_info", description="Always 1; labelled with the karpy version."
+            ),
+            cloudprovider_duration_seconds=meter.create_histogram(
+                "karpy_cloudprovider_duration_seconds",
+                unit="s",
+                description="Time spent in one CloudProvider call, by method and provider.",
+                explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
+            ),
+            cloudprovider_errors_total=meter.create_counter(
+                "karpy_cloudprovider_errors_total",
+                description="CloudProvider calls that raised, by method, provider and error type.",
             ),
         )
 
