@@ -1,0 +1,92 @@
+"""The conformance suite's subject: one CloudProvider plus what it needs to be exercised.
+
+Every contract test takes ``subject`` and runs once per provider (``pytest.param(id=...)``). A
+provider joins the suite by adding a param and a builder here; the tests themselves never know
+which provider they talk to.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator, Mapping
+
+import attrs
+import pytest
+
+from karpy.apis.meta import ObjectMeta, Quantity
+from karpy.apis.v1 import labels as wk
+from karpy.apis.v1.common import (
+    NodeClaimRequirement,
+    NodeClassReference,
+    NodeSelectorRequirementWithMinValues,
+    RequirementOperator,
+)
+from karpy.apis.v1.nodeclaim import NodeClaim, NodeClaimSpec, ResourceRequests
+from karpy.apis.v1.nodepool import NodeClaimTemplate, NodeClaimTemplateSpec, NodePool, NodePoolSpec
+from karpy.cloudprovider import CloudProvider
+from karpy.testing.fake_cloudprovider import TEST_NODE_CLASS, FakeCloudProvider
+
+
+@attrs.frozen
+class Subject:
+    """A provider under test, the NodePool and NodeClass its NodeClaims use, and a providerID
+    in its own scheme that names no instance."""
+
+    provider: CloudProvider
+    nodepool: NodePool
+    node_class_ref: NodeClassReference
+    missing_provider_id: str
+    prefix: str = attrs.field(factory=lambda: f"ct-{secrets.token_hex(3)}")
+
+    def nodeclaim(
+        self,
+        name: str,
+        *requirements: NodeClaimRequirement,
+        requests: Mapping[str, str] | None = None,
+    ) -> NodeClaim:
+        """A NodeClaim of the subject's NodePool, as the provisioner would create it."""
+        pool = self.nodepool.metadata.name or ""
+        return NodeClaim(
+            metadata=ObjectMeta(name=f"{self.prefix}-{name}", labels={wk.LABEL_NODEPOOL: pool}),
+            spec=NodeClaimSpec(
+                requirements=requirements,
+                node_class_ref=self.node_class_ref,
+                resources=ResourceRequests(
+                    requests={k: Quantity(v) for k, v in (requests or {}).items()}
+                ),
+            ),
+        )
+
+
+def requirement(key: str, *values: str) -> NodeClaimRequirement:
+    return NodeClaimRequirement(key=key, operator=RequirementOperator.IN, values=values)
+
+
+def nodepool(name: str, ref: NodeClassReference) -> NodePool:
+    os_linux = NodeSelectorRequirementWithMinValues(
+        key=wk.LABEL_OS, operator=RequirementOperator.IN, values=(wk.OS_LINUX,)
+    )
+    template = NodeClaimTemplate(
+        spec=NodeClaimTemplateSpec(requirements=(os_linux,), node_class_ref=ref)
+    )
+    return NodePool(metadata=ObjectMeta(name=name), spec=NodePoolSpec(template=template))
+
+
+async def _fake_subject(request: pytest.FixtureRequest) -> AsyncIterator[Subject]:
+    del request
+    ref = NodeClassReference(group=TEST_NODE_CLASS.group, kind=TEST_NODE_CLASS.kind, name="default")
+    yield Subject(
+        provider=FakeCloudProvider(),
+        nodepool=nodepool("default", ref),
+        node_class_ref=ref,
+        missing_provider_id="fake:///test-zone-1/fake-99999999",
+    )
+
+
+SUBJECTS = {"fake": _fake_subject}
+
+
+@pytest.fixture(params=[pytest.param(name, id=name) for name in SUBJECTS])
+async def subject(request: pytest.FixtureRequest) -> AsyncIterator[Subject]:
+    async for built in SUBJECTS[request.param](request):
+        yield built
