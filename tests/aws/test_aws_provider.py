@@ -11,7 +11,6 @@ from typing import Any
 import attrs
 import pytest
 
-import karpy_aws
 from karpy.apis.meta import ObjectMeta
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.common import NodeClaimRequirement, NodeClassReference, RequirementOperator
@@ -24,20 +23,14 @@ from karpy.cloudprovider import (
     NodeClassKind,
     NodeClassNotReadyError,
 )
-from karpy.runtime.clock import FakeClock
 from karpy_aws.instance import Instances, parse_provider_id
 from karpy_aws.launch import MAX_INSTANCE_TYPES
-from karpy_aws.nodeclaims import ClusterInfo
-from karpy_aws.session import AWSSession, AWSSettings
+from karpy_aws.session import AWSSession
 
 from .conftest import (
     AMI_IDS,
-    INSTANCE_TYPES,
-    REGION,
     SPOT_PRICES,
     ZONE_FACTORS,
-    Moto,
-    NodeClasses,
     ProviderKit,
     make_nodeclaim,
     ready_nodeclass,
@@ -294,29 +287,6 @@ async def test_instance_types_only_offer_zones_with_subnets(kit: ProviderKit) ->
         if o.zone == "us-west-2a" and o.capacity_type == "spot"
     )
     assert spot_2a.price == pytest.approx(SPOT_PRICES["c5.large"])
-
-
-async def test_build_assembles_a_working_provider(settings: AWSSettings, moto: Moto) -> None:
-    nodeclasses = NodeClasses()
-    nodeclasses.put(ready_nodeclass(moto))
-    cluster = ClusterInfo(
-        name="built-cluster", region=REGION, endpoint="https://built.test", ca_bundle="Q0E="
-    )
-    async with karpy_aws.build(
-        settings,
-        cluster,
-        nodeclasses=nodeclasses,
-        clock=FakeClock(),
-        instance_types=INSTANCE_TYPES,
-        use_pricing_api=False,
-    ) as provider:
-        assert isinstance(provider, CloudProvider)
-        launched = await provider.create(make_nodeclaim((IT, "In", ("c5.large",))))
-        assert launched.metadata.labels[IT] == "c5.large"
-        assert [n.status.provider_id for n in await provider.list()] == [
-            launched.status.provider_id
-        ]
-        await provider.delete(launched)
 
 
 async def test_a_vanished_launch_template_is_recreated_and_retried_once(kit: ProviderKit) -> None:

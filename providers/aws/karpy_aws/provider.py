@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from typing import Final, Protocol
 
@@ -108,7 +108,9 @@ class AWSCloudProvider:
         launch_templates: LaunchTemplates,
         unavailable: UnavailableOfferings,
         clock: Clock,
+        on_close: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
+        self._on_close = on_close
         self._instances = instances
         self._catalog = catalog
         self._cluster = cluster
@@ -131,6 +133,12 @@ class AWSCloudProvider:
         return (NODECLASS_KIND,)
 
     # ------------------------------------------------------------------ upkeep (not Protocol)
+
+    async def aclose(self) -> None:
+        """Release what the factory opened for this provider (the AWS session)."""
+        if self._on_close is not None:
+            on_close, self._on_close = self._on_close, None
+            await on_close()
 
     async def start_leading(self) -> int:
         """Adopt the cluster's existing launch templates so unused ones expire and are deleted

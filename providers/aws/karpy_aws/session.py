@@ -266,6 +266,10 @@ class AWSSession:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close every client (also what leaving ``async with`` does)."""
         self._open = False
         self._clients.clear()
         await self._stack.aclose()

@@ -1,0 +1,145 @@
+"""The entry point's factory: settings parsed with errors that name the key, and a provider
+built from a ProviderContext that reads EC2NodeClasses from the real local control plane and
+launches on moto."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from karpy.cloudprovider import CloudProvider
+from karpy.cloudprovider.registry import ProviderConfigError, ProviderContext
+from karpy.kube.client import KubeClient
+from karpy.localcluster import ClusterInfo as LocalClusterInfo
+from karpy.runtime.clock import FakeClock
+from karpy_aws import AWSProviderOptions, build
+from karpy_aws.factory import EC2NODECLASSES, KubeNodeClasses
+from karpy_aws.instanceprofile import InstanceProfiles
+from karpy_aws.nodeclassstatus import resolve_status
+from karpy_aws.session import AWSSession
+
+from .conftest import (
+    INSTANCE_TYPES,
+    K8S_VERSION,
+    REGION,
+    SSM_PREFIX,
+    Moto,
+    make_nodeclaim,
+    ready_nodeclass,
+)
+
+pytestmark = pytest.mark.aws
+
+
+@pytest.mark.parametrize(
+    ("settings", "match"),
+    [
+        pytest.param({}, "'region' is required", id="no-region"),
+        pytest.param({"region": REGION, "colour": "red"}, "'colour' is unknown", id="unknown"),
+        pytest.param(
+            {"region": REGION, "use-pricing-api": "maybe"}, "'use-pricing-api'", id="bool"
+        ),
+        pytest.param({"region": REGION, "max-attempts": "0"}, "'max-attempts'", id="count"),
+        pytest.param({"region": REGION, "retry-mode": "eager"}, "'retry-mode'", id="mode"),
+        pytest.param(
+            {"region": REGION, "cluster-endpoint": "https://x"}, "go together", id="half-cluster"
+        ),
+    ],
+)
+def test_bad_settings_name_the_key(settings: dict[str, str], match: str) -> None:
+    with pytest.raises(ProviderConfigError, match=match):
+        AWSProviderOptions.from_settings(settings)
+
+
+def test_settings_are_typed() -> None:
+    options = AWSProviderOptions.from_settings(
+        {
+            "region": REGION,
+            "max-attempts": "5",
+            "use-pricing-api": "False",
+            "instance-types": "m5.large, c5.large,m5.large",
+        }
+    )
+    assert options.max_attempts == 5
+    assert options.use_pricing_api is False
+    assert options.instance_types == ("c5.large", "m5.large")
+
+
+@pytest.fixture
+async def kube(cluster_info: LocalClusterInfo, karpy_crds: list[str]) -> AsyncIterator[KubeClient]:
+    client = await KubeClient.connect(cluster_info.kubeconfig, request_timeout=10.0)
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+def _settings(moto: Moto, **extra: str) -> dict[str, str]:
+    return {
+        "region": REGION,
+        "endpoint-url": moto.endpoint,
+        "require-loopback-endpoint": "true",
+        "max-attempts": "1",
+        "use-pricing-api": "false",
+        "instance-types": ",".join(INSTANCE_TYPES),
+        **extra,
+    }
+
+
+@pytest.mark.cluster
+async def test_the_factory_builds_a_provider_reading_nodeclasses_from_the_apiserver(
+    kube: KubeClient, moto: Moto, session: AWSSession
+) -> None:
+    name = f"aws-{secrets.token_hex(3)}"
+    profile = f"given-{secrets.token_hex(3)}"
+    await kube.create(
+        EC2NODECLASSES, ready_nodeclass(moto, name=name, instance_profile=profile, role=None)
+    )
+    try:
+        iam = await session.client("iam")
+        await iam.call("CreateInstanceProfile", InstanceProfileName=profile)
+        stored = await kube.get(EC2NODECLASSES, name)
+        status = await resolve_status(
+            stored,
+            ec2=await session.client("ec2"),
+            ssm=await session.client("ssm"),
+            profiles=InstanceProfiles(iam, FakeClock(), cluster_name="c", region=REGION),
+            k8s_version=K8S_VERSION,
+            clock=FakeClock(),
+            ssm_prefix=SSM_PREFIX,
+        )
+        await kube.patch_status(EC2NODECLASSES, name, status)
+        context = ProviderContext(
+            kube=kube,
+            clock=FakeClock(),
+            cluster_name=f"built-{secrets.token_hex(3)}",
+            settings=_settings(
+                moto, **{"cluster-endpoint": "https://k.test", "cluster-ca-bundle": "Q0E="}
+            ),
+        )
+        provider = await build(context)
+        try:
+            assert isinstance(provider, CloudProvider)
+            assert await KubeNodeClasses(kube).get("no-such-nodeclass") is None
+            launched = await provider.create(make_nodeclaim(nodeclass=name))
+            assert launched.status.provider_id is not None
+            assert [n.status.provider_id for n in await provider.list()] == [
+                launched.status.provider_id
+            ]
+            await provider.delete(launched)
+        finally:
+            await provider.aclose()
+    finally:
+        await kube.delete(EC2NODECLASSES, name)
+
+
+@pytest.mark.cluster
+async def test_a_cluster_eks_does_not_know_is_a_config_error(kube: KubeClient, moto: Moto) -> None:
+    context: ProviderContext[Any] = ProviderContext(
+        kube=kube, clock=FakeClock(), cluster_name="not-in-eks", settings=_settings(moto)
+    )
+    with pytest.raises(ProviderConfigError, match="'not-in-eks' could not be read from EKS"):
+        await build(context)
