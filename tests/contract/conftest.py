@@ -7,6 +7,7 @@ which provider they talk to.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 from collections.abc import AsyncIterator, Mapping
 
@@ -23,7 +24,12 @@ from karpy.apis.v1.common import (
 )
 from karpy.apis.v1.nodeclaim import NodeClaim, NodeClaimSpec, ResourceRequests
 from karpy.apis.v1.nodepool import NodeClaimTemplate, NodeClaimTemplateSpec, NodePool, NodePoolSpec
+from karpy.apis.v1alpha1.kwoknodeclass import KWOKNodeClass
 from karpy.cloudprovider import CloudProvider
+from karpy.kube.client import KubeClient
+from karpy.kube.errors import NotFoundError
+from karpy.kube.kinds import KWOK_NODECLASSES, NODES
+from karpy.localcluster import ClusterInfo
 from karpy.testing.fake_cloudprovider import TEST_NODE_CLASS, FakeCloudProvider
 
 
@@ -83,7 +89,37 @@ async def _fake_subject(request: pytest.FixtureRequest) -> AsyncIterator[Subject
     )
 
 
-SUBJECTS = {"fake": _fake_subject}
+async def _kwok_subject(request: pytest.FixtureRequest) -> AsyncIterator[Subject]:
+    """The kwok provider on the real local cluster, with its own KWOKNodeClass; every Node it
+    launched and the class are deleted afterwards (this directory has no cluster clean-up)."""
+    from karpy_kwok import KwokCloudProvider, KwokOptions
+    from karpy_kwok.catalog import load_entries
+
+    cluster_info: ClusterInfo = request.getfixturevalue("cluster_info")
+    request.getfixturevalue("karpy_crds")
+    kube = await KubeClient.connect(cluster_info.kubeconfig, request_timeout=10.0)
+    prefix = f"ct-{secrets.token_hex(3)}"
+    ref = NodeClassReference(group=wk.KWOK_GROUP, kind=KWOKNodeClass.KIND, name=prefix)
+    provider = KwokCloudProvider(kube, load_entries(), options=KwokOptions())
+    try:
+        await kube.create(KWOK_NODECLASSES, KWOKNodeClass(metadata=ObjectMeta(name=prefix)))
+        yield Subject(
+            provider=provider,
+            nodepool=nodepool(prefix, ref),
+            node_class_ref=ref,
+            missing_provider_id=f"kwok://{prefix}-missing",
+            prefix=prefix,
+        )
+    finally:
+        for launched in await provider.list():
+            with contextlib.suppress(NotFoundError):
+                await kube.delete(NODES, launched.metadata.name or "")
+        with contextlib.suppress(NotFoundError):
+            await kube.delete(KWOK_NODECLASSES, prefix)
+        await kube.close()
+
+
+SUBJECTS = {"fake": _fake_subject, "kwok": _kwok_subject}
 
 
 @pytest.fixture(params=[pytest.param(name, id=name) for name in SUBJECTS])

@@ -8,22 +8,33 @@ import re
 import pytest
 
 from karpy.apis.v1 import labels as wk
+from karpy.apis.v1.common import NodeClassReference
 from karpy.cloudprovider import (
     CreateError,
     DriftReason,
     NodeClaimNotFoundError,
     NodeClassNotReadyError,
 )
-from karpy.testing.fake_cloudprovider import FakeCloudProvider
+from karpy.testing.fake_cloudprovider import TEST_NODE_CLASS, FakeCloudProvider
 from karpy.testing.instancetypes import make_instance_types
-from tests.contract.conftest import Subject, requirement
+from tests.contract.conftest import Subject, nodepool, requirement
 
 
 @pytest.fixture
-def fake(subject: Subject) -> FakeCloudProvider:
-    if not isinstance(subject.provider, FakeCloudProvider):
-        pytest.skip("FakeCloudProvider knobs")
-    return subject.provider
+def fake() -> FakeCloudProvider:
+    return FakeCloudProvider()
+
+
+@pytest.fixture
+def subject(fake: FakeCloudProvider) -> Subject:
+    """Overrides the suite's parametrised subject: these tests are about the fake only."""
+    ref = NodeClassReference(group=TEST_NODE_CLASS.group, kind=TEST_NODE_CLASS.kind, name="default")
+    return Subject(
+        provider=fake,
+        nodepool=nodepool("default", ref),
+        node_class_ref=ref,
+        missing_provider_id="fake:///test-zone-1/fake-99999999",
+    )
 
 
 async def test_calls_are_recorded_and_ids_follow_the_fake_scheme(

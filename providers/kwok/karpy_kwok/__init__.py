@@ -1,4 +1,69 @@
 """karpy's embedded simulated provider: "launches" kwok-managed Node objects from a catalog.
 
-Registered under the entry-point group ``karpy.providers``; karpy itself never imports it.
+Registered under the entry-point group ``karpy.providers`` as ``kwok = "karpy_kwok:build"``;
+karpy itself never imports it. Settings (``ProviderContext.settings``):
+
+``registration-delay``
+    Go duration ("0", "5s", "1m") between a launch and its Node appearing. Default 0.
+``unavailable-offerings``
+    Comma-separated ``<instance-type>[:<zone>[:<capacity-type>]]`` shell patterns of offerings
+    that are out of capacity, e.g. ``m5.*:test-zone-a:spot,c6g.8xlarge``. Default none.
+``catalog``
+    Path of an instance catalog to use instead of the packaged catalog.json.
 """
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Final
+
+from karpy.cloudprovider.registry import ProviderConfigError, ProviderContext
+from karpy.kube.client import KubeClient
+from karpy.runtime.options import OptionsError, parse_duration
+from karpy_kwok.catalog import CatalogError, OfferingSelector, load_entries
+from karpy_kwok.provider import KwokCloudProvider, KwokOptions
+
+SETTINGS: Final = frozenset({"registration-delay", "unavailable-offerings", "catalog"})
+
+__all__ = ["KwokCloudProvider", "KwokOptions", "build", "options_from_settings"]
+
+
+def options_from_settings(settings: dict[str, str]) -> KwokOptions:
+    """Parse the provider's settings; ProviderConfigError names the bad key."""
+    unknown = sorted(set(settings) - SETTINGS)
+    if unknown:
+        msg = (
+            f"kwok provider: unknown setting {unknown[0]!r} (known: {', '.join(sorted(SETTINGS))})"
+        )
+        raise ProviderConfigError(msg)
+    try:
+        delay = parse_duration(settings.get("registration-delay", "0"))
+    except (OptionsError, ValueError) as error:
+        msg = f"kwok provider: setting 'registration-delay': {error}"
+        raise ProviderConfigError(msg) from error
+    try:
+        unavailable = tuple(
+            OfferingSelector.parse(part)
+            for part in settings.get("unavailable-offerings", "").split(",")
+            if part.strip()
+        )
+    except ValueError as error:
+        msg = f"kwok provider: setting 'unavailable-offerings': {error}"
+        raise ProviderConfigError(msg) from error
+    return KwokOptions(registration_delay=delay, unavailable=unavailable)
+
+
+def build(context: ProviderContext[KubeClient]) -> KwokCloudProvider:
+    """The ``karpy.providers`` factory: a KwokCloudProvider on the operator's KubeClient.
+
+    Pending launches (registration delay > 0) need ``provider.run()`` running in the operator's
+    TaskGroup.
+    """
+    options = options_from_settings(dict(context.settings))
+    catalog_path = context.settings.get("catalog")
+    try:
+        catalog = load_entries(Path(catalog_path) if catalog_path else None)
+    except CatalogError as error:
+        msg = f"kwok provider: setting 'catalog': {error}"
+        raise ProviderConfigError(msg) from error
+    return KwokCloudProvider(context.kube, catalog, options=options)

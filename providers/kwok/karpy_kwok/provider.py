@@ -1,0 +1,343 @@
+"""KwokCloudProvider: "launches" instances by creating Node objects that kwok then runs.
+
+No cloud: an instance *is* a Node annotated ``kwok.x-k8s.io/node=fake``, which kwok (running
+against the same apiserver) marks Ready and whose pods it moves to Running. So the provisioning
+path — NodeClaim, launch, registration, initialization — runs end to end on any cluster.
+
+providerID. ``kwok://<node-name>``, the scheme Karpenter's kwok provider uses; the Node is named
+after the NodeClaim, so ``get`` needs no lookup and a retried create of the same NodeClaim hits
+the existing Node instead of launching a second one.
+
+Registration delay. A real instance takes a while to join. With ``registration_delay`` > 0,
+``create`` returns at once (the NodeClaim is Launched) and records a *pending launch*; the Node is
+created once the delay has passed, by `run()`, a long-lived loop that wiring starts under the
+operator's TaskGroup (it is not part of the CloudProvider Protocol). Pending launches are
+instances like any other to ``get``, ``list`` and ``delete``, so garbage collection and
+termination treat them correctly. With no delay the Node is created inside ``create`` and
+``run()`` is not needed.
+
+Insufficient capacity. Offerings matched by ``unavailable`` selectors (settable at runtime with
+``set_unavailable``) are reported with ``available=False`` and never launched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable, Sequence
+from typing import Final
+
+import attrs
+
+from karpy.apis.kube.common import Taint, TaintEffect
+from karpy.apis.kube.node import Node, NodeSpec, NodeStatus, NodeSystemInfo
+from karpy.apis.meta import ConditionStatus, ObjectMeta
+from karpy.apis.v1 import labels as wk
+from karpy.apis.v1.common import NodeClassReference
+from karpy.apis.v1.nodeclaim import NodeClaim, NodeClaimSpec, NodeClaimStatus
+from karpy.apis.v1.nodepool import NodePool
+from karpy.apis.v1alpha1.kwoknodeclass import KWOKNodeClass
+from karpy.cloudprovider import (
+    InsufficientCapacityError,
+    NodeClaimNotFoundError,
+    NodeClassNotReadyError,
+)
+from karpy.cloudprovider.protocol import DriftReason, NodeClassKind, RepairPolicy
+from karpy.cloudprovider.selection import cheapest_launch, launched_nodeclaim
+from karpy.core.instancetypes import InstanceType
+from karpy.kube.client import KubeClient
+from karpy.kube.errors import ConflictError, KubeError, NotFoundError
+from karpy.kube.kinds import KWOK_NODECLASSES, NODES
+from karpy_kwok.catalog import CatalogEntry, OfferingSelector, instance_types
+
+log = logging.getLogger(__name__)
+
+PROVIDER_NAME: Final = "kwok"
+PROVIDER_ID_PREFIX: Final = "kwok://"
+KWOK_NODE_CLASS: Final = NodeClassKind(group=wk.KWOK_GROUP, kind=KWOKNodeClass.KIND)
+RETRY_SECONDS: Final = 1.0
+"""Wait before retrying a delayed Node creation that failed (the apiserver was unreachable)."""
+
+
+@attrs.frozen(kw_only=True)
+class KwokOptions:
+    registration_delay: float = 0.0
+    """Seconds between a launch and its Node appearing (how long a real instance takes to join)."""
+    unavailable: tuple[OfferingSelector, ...] = ()
+    """Offerings that are out of capacity from the start."""
+
+
+@attrs.frozen
+class _Pending:
+    node: Node
+    nodeclaim: NodeClaim
+    due: float
+
+
+def provider_id_of(node_name: str) -> str:
+    return f"{PROVIDER_ID_PREFIX}{node_name}"
+
+
+def node_name_of(provider_id: str) -> str | None:
+    """The Node name a kwok providerID names, or None when it is not one of ours."""
+    if not provider_id.startswith(PROVIDER_ID_PREFIX):
+        return None
+    name = provider_id.removeprefix(PROVIDER_ID_PREFIX)
+    return name if name and "/" not in name else None
+
+
+class KwokCloudProvider:
+    """A CloudProvider whose instances are kwok-managed Nodes (see the module docstring).
+
+    Side effects: creates and deletes Nodes through `kube`; keeps pending launches in memory.
+    """
+
+    def __init__(
+        self, kube: KubeClient, catalog: Sequence[CatalogEntry], *, options: KwokOptions
+    ) -> None:
+        if options.registration_delay < 0:
+            msg = f"kwok registration_delay must not be negative, got {options.registration_delay}"
+            raise ValueError(msg)
+        self._kube = kube
+        self._catalog = tuple(catalog)
+        self._options = options
+        self._unavailable = options.unavailable
+        self._pending: dict[str, _Pending] = {}
+        self._wakeup = asyncio.Event()
+
+    @property
+    def name(self) -> str:
+        return PROVIDER_NAME
+
+    def set_unavailable(self, selectors: Iterable[OfferingSelector]) -> None:
+        """Replace the set of out-of-capacity offerings (empty: everything is available)."""
+        self._unavailable = tuple(selectors)
+
+    async def create(self, nodeclaim: NodeClaim) -> NodeClaim:
+        """Launch on the cheapest compatible available offering (module docstring for the Node).
+
+        Raises NodeClassNotReadyError when the KWOKNodeClass is missing or not Ready, and
+        InsufficientCapacityError when no available offering fits.
+        """
+        await self._require_ready_nodeclass(nodeclaim)
+        launch = cheapest_launch(nodeclaim, self._instance_types())
+        name = nodeclaim.metadata.name
+        if launch is None:
+            msg = (
+                f"nodeclaim {name!r}: no kwok instance type has an available offering that is"
+                " compatible with its requirements and fits its requests"
+            )
+            raise InsufficientCapacityError(msg)
+        if not name:
+            msg = "nodeclaim has no metadata.name; kwok names its Node after it"
+            raise ValueError(msg)
+        launched = launched_nodeclaim(nodeclaim, launch, provider_id=provider_id_of(name))
+        node = self._node(launched)
+        if self._options.registration_delay > 0:
+            due = asyncio.get_running_loop().time() + self._options.registration_delay
+            self._pending[name] = _Pending(node, launched, due)
+            self._wakeup.set()
+        else:
+            await self._create_node(node)
+        log.info(
+            "launched nodeclaim",
+            extra={
+                "nodeclaim": name,
+                "provider_id": launched.status.provider_id,
+                "instance_type": launch.instance_type.name,
+                "zone": launch.offering.zone,
+                "capacity_type": launch.offering.capacity_type,
+            },
+        )
+        return launched
+
+    async def delete(self, nodeclaim: NodeClaim) -> None:
+        """Delete the Node (or drop the pending launch); NodeClaimNotFoundError once it is gone.
+
+        A Node held by finalizers still exists, so deleting it again succeeds until it is gone.
+        """
+        name = self._node_name(nodeclaim.status.provider_id or "")
+        if self._pending.pop(name, None) is not None:
+            return
+        try:
+            await self._kube.delete(NODES, name)
+        except NotFoundError as error:
+            msg = f"nodeclaim {nodeclaim.metadata.name!r}: kwok node {name!r} not found"
+            raise NodeClaimNotFoundError(msg) from error
+
+    async def get(self, provider_id: str) -> NodeClaim:
+        name = self._node_name(provider_id)
+        pending = self._pending.get(name)
+        if pending is not None:
+            return pending.nodeclaim
+        try:
+            node = await self._kube.get(NODES, name)
+        except NotFoundError as error:
+            msg = f"kwok instance {provider_id!r} not found"
+            raise NodeClaimNotFoundError(msg) from error
+        if not _is_ours(node):
+            msg = f"kwok instance {provider_id!r} not found (node {name!r} is not a kwok node)"
+            raise NodeClaimNotFoundError(msg)
+        return _nodeclaim_of(node)
+
+    async def list(self) -> Sequence[NodeClaim]:
+        listed = await self._kube.list(NODES)
+        found = {
+            item.obj.metadata.name: _nodeclaim_of(item.obj)
+            for item in listed.items
+            if _is_ours(item.obj)
+        }
+        for name, pending in self._pending.items():
+            found.setdefault(name, pending.nodeclaim)
+        return tuple(found.values())
+
+    async def get_instance_types(self, nodepool: NodePool) -> Sequence[InstanceType]:
+        """The whole catalog, for every NodePool, with out-of-capacity offerings marked."""
+        del nodepool
+        return self._instance_types()
+
+    async def is_drifted(self, nodeclaim: NodeClaim) -> DriftReason | None:
+        """kwok instances have no image or network to drift from."""
+        del nodeclaim
+        return None
+
+    def repair_policies(self) -> tuple[RepairPolicy, ...]:
+        return ()
+
+    def supported_node_classes(self) -> tuple[NodeClassKind, ...]:
+        return (KWOK_NODE_CLASS,)
+
+    async def run(self) -> None:
+        """Create the Nodes of pending launches as they fall due; runs until cancelled.
+
+        A failed creation is logged and retried after RETRY_SECONDS; a Node that already exists
+        counts as created.
+        """
+        loop = asyncio.get_running_loop()
+        while True:
+            self._wakeup.clear()
+            now = loop.time()
+            for name, pending in sorted(self._pending.items(), key=lambda kv: kv[1].due):
+                if pending.due > now:
+                    break
+                try:
+                    await self._create_node(pending.node)
+                except KubeError as error:
+                    log.warning(
+                        "failed creating kwok node",
+                        extra={"node": name, "error": str(error), "retry_after": RETRY_SECONDS},
+                    )
+                    if self._pending.get(name) is pending:
+                        self._pending[name] = attrs.evolve(pending, due=now + RETRY_SECONDS)
+                    continue
+                if self._pending.get(name) is pending:
+                    del self._pending[name]
+            timeout = min((p.due for p in self._pending.values()), default=now + 3600) - now
+            try:
+                async with asyncio.timeout(max(timeout, 0)):
+                    await self._wakeup.wait()
+            except TimeoutError:
+                continue
+
+    # ------------------------------------------------------------------ helpers
+
+    def _instance_types(self) -> tuple[InstanceType, ...]:
+        return instance_types(self._catalog, unavailable=self._unavailable)
+
+    def _node_name(self, provider_id: str) -> str:
+        name = node_name_of(provider_id)
+        if name is None:
+            msg = (
+                f"providerID {provider_id!r} is not a kwok providerID ({PROVIDER_ID_PREFIX}<node>)"
+            )
+            raise NodeClaimNotFoundError(msg)
+        return name
+
+    async def _require_ready_nodeclass(self, nodeclaim: NodeClaim) -> None:
+        ref = nodeclaim.spec.node_class_ref
+        if (ref.group, ref.kind) != (KWOK_NODE_CLASS.group, KWOK_NODE_CLASS.kind):
+            msg = (
+                f"nodeclaim {nodeclaim.metadata.name!r}: nodeClassRef {ref.group}/{ref.kind} is"
+                f" not a {KWOK_NODE_CLASS.kind}"
+            )
+            raise NodeClassNotReadyError(msg)
+        try:
+            nodeclass = await self._kube.get(KWOK_NODECLASSES, ref.name)
+        except NotFoundError as error:
+            msg = f"nodeclaim {nodeclaim.metadata.name!r}: KWOKNodeClass {ref.name!r} not found"
+            raise NodeClassNotReadyError(msg) from error
+        ready = next((c for c in nodeclass.status.conditions if c.type == "Ready"), None)
+        if ready is None or ready.status is not ConditionStatus.TRUE:
+            msg = f"nodeclaim {nodeclaim.metadata.name!r}: KWOKNodeClass {ref.name!r} is not Ready"
+            raise NodeClassNotReadyError(msg)
+
+    def _node(self, launched: NodeClaim) -> Node:
+        name = launched.metadata.name or ""
+        labels = {
+            **launched.metadata.labels,
+            wk.LABEL_HOSTNAME: name,
+            wk.LABEL_KWOK_NODECLASS: launched.spec.node_class_ref.name,
+        }
+        taints = (
+            *launched.spec.taints,
+            *launched.spec.startup_taints,
+            Taint(key=wk.TAINT_UNREGISTERED_KEY, effect=TaintEffect.NO_EXECUTE),
+        )
+        return Node(
+            metadata=ObjectMeta(
+                name=name,
+                labels=labels,
+                annotations={wk.ANNOTATION_KWOK_NODE: wk.KWOK_NODE_VALUE},
+            ),
+            spec=NodeSpec(provider_id=launched.status.provider_id, taints=taints),
+            status=NodeStatus(
+                capacity=launched.status.capacity,
+                allocatable=launched.status.allocatable,
+                node_info=NodeSystemInfo(
+                    architecture=labels.get(wk.LABEL_ARCH, ""),
+                    operating_system=labels.get(wk.LABEL_OS, ""),
+                ),
+            ),
+        )
+
+    async def _create_node(self, node: Node) -> None:
+        try:
+            await self._kube.create(NODES, node)
+        except ConflictError:
+            # A retried launch: the Node of this NodeClaim already exists.
+            log.debug("kwok node exists", extra={"node": node.metadata.name})
+
+
+def _is_ours(node: Node) -> bool:
+    return (
+        node.metadata.annotations.get(wk.ANNOTATION_KWOK_NODE) == wk.KWOK_NODE_VALUE
+        and wk.LABEL_KWOK_NODECLASS in node.metadata.labels
+        and node_name_of(node.spec.provider_id or "") == node.metadata.name
+    )
+
+
+def _nodeclaim_of(node: Node) -> NodeClaim:
+    """The NodeClaim view of a kwok Node: its labels, providerID, capacity and NodeClass."""
+    labels = node.metadata.labels
+    return NodeClaim(
+        metadata=ObjectMeta(
+            name=node.metadata.name,
+            labels=dict(labels),
+            creation_timestamp=node.metadata.creation_timestamp,
+            deletion_timestamp=node.metadata.deletion_timestamp,
+        ),
+        spec=NodeClaimSpec(
+            requirements=(),
+            node_class_ref=NodeClassReference(
+                group=KWOK_NODE_CLASS.group,
+                kind=KWOK_NODE_CLASS.kind,
+                name=labels[wk.LABEL_KWOK_NODECLASS],
+            ),
+        ),
+        status=NodeClaimStatus(
+            node_name=node.metadata.name,
+            provider_id=node.spec.provider_id,
+            capacity=node.status.capacity,
+            allocatable=node.status.allocatable,
+        ),
+    )
