@@ -1,0 +1,238 @@
+"""The kwok provider on the real local cluster: the Node it creates is the one Karpenter's kwok
+provider would create, and the real kwok makes it Ready; the registration delay, the
+insufficient-capacity knobs and NodeClass readiness behave as documented."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from karpy.apis.meta import ConditionStatus, ObjectMeta, Quantity
+from karpy.apis.v1 import labels as wk
+from karpy.apis.v1.common import (
+    NodeClaimRequirement,
+    NodeClassReference,
+    RequirementOperator,
+)
+from karpy.apis.v1.nodeclaim import NodeClaim, NodeClaimSpec, ResourceRequests
+from karpy.apis.v1alpha1.kwoknodeclass import KWOKNodeClass
+from karpy.cloudprovider import (
+    InsufficientCapacityError,
+    NodeClaimNotFoundError,
+    NodeClassNotReadyError,
+)
+from karpy.cloudprovider.registry import ProviderConfigError, ProviderContext
+from karpy.kube.client import KubeClient
+from karpy.kube.errors import NotFoundError
+from karpy.kube.kinds import KWOK_NODECLASSES, NODES
+from karpy.localcluster import ClusterInfo
+from karpy.runtime.clock import FakeClock
+from karpy_kwok import KwokCloudProvider, KwokOptions, build
+from karpy_kwok.catalog import OfferingSelector, load_entries
+from tests.contract.conftest import nodepool
+from tests.support.waiting import eventually
+
+pytestmark = pytest.mark.usefixtures("karpy_crds")
+
+REF = NodeClassReference(group=wk.KWOK_GROUP, kind=KWOKNodeClass.KIND, name="kwok-test")
+POOL = nodepool("default", REF)
+
+
+@pytest.fixture
+async def kube(cluster_info: ClusterInfo) -> AsyncIterator[KubeClient]:
+    kube = await KubeClient.connect(cluster_info.kubeconfig, request_timeout=10.0)
+    try:
+        await kube.create(KWOK_NODECLASSES, KWOKNodeClass(metadata=ObjectMeta(name=REF.name)))
+        yield kube
+    finally:
+        await kube.close()
+
+
+def _nodeclaim(name: str, *reqs: NodeClaimRequirement, cpu: str | None = None) -> NodeClaim:
+    return NodeClaim(
+        metadata=ObjectMeta(name=name, labels={wk.LABEL_NODEPOOL: "default"}),
+        spec=NodeClaimSpec(
+            requirements=reqs,
+            node_class_ref=REF,
+            resources=ResourceRequests(requests={"cpu": Quantity(cpu)} if cpu else {}),
+        ),
+    )
+
+
+def _in(key: str, *values: str) -> NodeClaimRequirement:
+    return NodeClaimRequirement(key=key, operator=RequirementOperator.IN, values=values)
+
+
+def _provider(
+    kube: KubeClient,
+    *,
+    registration_delay: float = 0.0,
+    unavailable: tuple[OfferingSelector, ...] = (),
+) -> KwokCloudProvider:
+    options = KwokOptions(registration_delay=registration_delay, unavailable=unavailable)
+    return KwokCloudProvider(kube, load_entries(), options=options)
+
+
+async def test_the_launched_node_carries_karpenters_shape_and_kwok_makes_it_ready(
+    kube: KubeClient,
+) -> None:
+    provider = _provider(kube)
+    launched = await provider.create(
+        _nodeclaim("kwok-a", _in(wk.LABEL_ARCH, wk.ARCH_ARM64), cpu="3")
+    )
+    assert launched.status.provider_id == "kwok://kwok-a"
+    node = await kube.get(NODES, "kwok-a")
+    labels = node.metadata.labels
+    # The cheapest arm64 type holding 3 cpu is a c6g.xlarge, spot in test-zone-a.
+    assert labels[wk.LABEL_INSTANCE_TYPE] == "c6g.xlarge"
+    assert labels[wk.LABEL_CAPACITY_TYPE] == wk.CAPACITY_TYPE_SPOT
+    assert labels[wk.LABEL_TOPOLOGY_ZONE] == "test-zone-a"
+    assert labels[wk.LABEL_ARCH] == wk.ARCH_ARM64
+    assert labels[wk.LABEL_OS] == wk.OS_LINUX
+    assert labels[wk.LABEL_NODEPOOL] == "default"
+    assert labels[wk.LABEL_HOSTNAME] == "kwok-a"
+    assert labels[wk.LABEL_KWOK_NODECLASS] == REF.name
+    assert node.metadata.annotations[wk.ANNOTATION_KWOK_NODE] == wk.KWOK_NODE_VALUE
+    assert node.spec.provider_id == "kwok://kwok-a"
+    # The controller-manager may add node.kubernetes.io/not-ready until kwok reports Ready.
+    assert (wk.TAINT_UNREGISTERED_KEY, "NoExecute") in {(t.key, t.effect) for t in node.spec.taints}
+    assert node.status.capacity["cpu"] == "4"
+    assert node.status.capacity["memory"] == "8Gi"
+
+    async def ready() -> bool:
+        current = await kube.get(NODES, "kwok-a")
+        return any(
+            c.type == "Ready" and c.status is ConditionStatus.TRUE
+            for c in current.status.conditions
+        )
+
+    assert await eventually(ready, within=30)
+    assert (await kube.get(NODES, "kwok-a")).status.allocatable[
+        "cpu"
+    ] == launched.status.allocatable["cpu"]
+    await provider.delete(launched)
+    with pytest.raises(NodeClaimNotFoundError):
+        await provider.delete(launched)
+
+
+async def test_a_registration_delay_creates_the_node_later(kube: KubeClient) -> None:
+    provider = _provider(kube, registration_delay=0.5)
+    loop = asyncio.get_running_loop()
+    async with asyncio.TaskGroup() as tasks:
+        runner = tasks.create_task(provider.run())
+        started = loop.time()
+        launched = await provider.create(_nodeclaim("kwok-delayed"))
+        assert loop.time() - started < 0.5
+        with pytest.raises(NotFoundError):
+            await kube.get(NODES, "kwok-delayed")
+        # Pending launches are instances: get and list see them.
+        assert (
+            await provider.get("kwok://kwok-delayed")
+        ).status.provider_id == "kwok://kwok-delayed"
+        assert "kwok-delayed" in {nc.metadata.name for nc in await provider.list()}
+
+        async def node_exists() -> bool:
+            try:
+                await kube.get(NODES, "kwok-delayed")
+            except NotFoundError:
+                return False
+            return True
+
+        assert await eventually(node_exists, within=10, interval=0.1)
+        assert loop.time() - started >= 0.5
+        # A deleted pending launch never becomes a Node.
+        pending = await provider.create(_nodeclaim("kwok-cancelled"))
+        await provider.delete(pending)
+        with pytest.raises(NodeClaimNotFoundError):
+            await provider.get("kwok://kwok-cancelled")
+        await asyncio.sleep(0.8)
+        with pytest.raises(NotFoundError):
+            await kube.get(NODES, "kwok-cancelled")
+        runner.cancel()
+    await provider.delete(launched)
+
+
+async def test_unavailable_offerings_are_skipped_then_insufficient_capacity(
+    kube: KubeClient,
+) -> None:
+    provider = _provider(kube, unavailable=(OfferingSelector("*", "*", wk.CAPACITY_TYPE_SPOT),))
+    types = await provider.get_instance_types(POOL)
+    assert all(
+        o.available == (o.capacity_type == wk.CAPACITY_TYPE_ON_DEMAND)
+        for it in types
+        for o in it.offerings
+    )
+    launched = await provider.create(_nodeclaim("kwok-ice"))
+    assert launched.metadata.labels[wk.LABEL_CAPACITY_TYPE] == wk.CAPACITY_TYPE_ON_DEMAND
+    provider.set_unavailable([OfferingSelector("*")])
+    with pytest.raises(InsufficientCapacityError):
+        await provider.create(_nodeclaim("kwok-ice-2"))
+    with pytest.raises(NotFoundError):
+        await kube.get(NODES, "kwok-ice-2")
+    provider.set_unavailable([])
+    assert (await provider.create(_nodeclaim("kwok-ice-3"))).status.provider_id
+
+
+async def test_a_missing_or_foreign_nodeclass_is_not_ready(kube: KubeClient) -> None:
+    provider = _provider(kube)
+    missing = NodeClassReference(group=REF.group, kind=REF.kind, name="no-such-class")
+    claim = _nodeclaim("kwok-nc")
+    with pytest.raises(NodeClassNotReadyError, match="'no-such-class' not found"):
+        await provider.create(
+            NodeClaim(
+                metadata=claim.metadata, spec=NodeClaimSpec(requirements=(), node_class_ref=missing)
+            )
+        )
+    foreign = NodeClassReference(group=wk.AWS_GROUP, kind="EC2NodeClass", name="default")
+    with pytest.raises(NodeClassNotReadyError, match="not a KWOKNodeClass"):
+        await provider.create(
+            NodeClaim(
+                metadata=claim.metadata, spec=NodeClaimSpec(requirements=(), node_class_ref=foreign)
+            )
+        )
+
+
+async def test_list_ignores_nodes_that_are_not_kwok_instances(kube: KubeClient) -> None:
+    from karpy.apis.kube.node import Node, NodeSpec
+
+    await kube.create(
+        NODES,
+        Node(
+            metadata=ObjectMeta(name="kwok-foreign"),
+            spec=NodeSpec(provider_id="kwok://kwok-foreign"),
+        ),
+    )
+    provider = _provider(kube)
+    assert "kwok-foreign" not in {nc.metadata.name for nc in await provider.list()}
+    with pytest.raises(NodeClaimNotFoundError):
+        await provider.get("kwok://kwok-foreign")
+    with pytest.raises(NodeClaimNotFoundError):
+        await provider.get("aws:///us-west-2a/i-0123")
+
+
+async def test_build_reads_the_settings(kube: KubeClient) -> None:
+    context = ProviderContext(
+        kube=kube,
+        clock=FakeClock(),
+        cluster_name="test",
+        settings={"registration-delay": "1m30s", "unavailable-offerings": "m5.*:test-zone-a:spot"},
+    )
+    provider = build(context)
+    assert provider.name == "kwok"
+    types = {it.name: it for it in await provider.get_instance_types(POOL)}
+    spot_a = [
+        o
+        for o in types["m5.large"].offerings
+        if (o.zone, o.capacity_type) == ("test-zone-a", "spot")
+    ]
+    assert [o.available for o in spot_a] == [False]
+    for bad, message in [
+        ({"colour": "red"}, "unknown setting 'colour'"),
+        ({"registration-delay": "soon"}, "registration-delay"),
+        ({"unavailable-offerings": "a:b:c:d"}, "unavailable-offerings"),
+        ({"catalog": "/nonexistent/catalog.json"}, "setting 'catalog'"),
+    ]:
+        with pytest.raises(ProviderConfigError, match=message):
+            build(ProviderContext(kube=kube, clock=FakeClock(), cluster_name="t", settings=bad))
