@@ -211,6 +211,8 @@ def _seed(endpoint: str) -> Moto:
         ("a-small", "us-west-2a", "10.0.9.0/26", {**DISCOVERY, "Name": "private-a-small"}),
         ("b", "us-west-2b", "10.0.2.0/24", {**DISCOVERY, "Name": "private-b", "tier": "x"}),
         ("c", "us-west-2c", "10.0.3.0/24", {**DISCOVERY, "Name": "private-c"}),
+        # Not discovered by DISCOVERY: only NodeClasses that name it launch in us-west-2d.
+        ("d", "us-west-2d", "10.0.4.0/24", {"karpy-test/extra": "d", "Name": "private-d"}),
         ("public", "us-west-2a", "10.0.100.0/24", {"Name": "public-a", "tier": "public"}),
     ]
     for name, zone, cidr, tag in layout:
@@ -310,6 +312,9 @@ class FaultInjector:
     * ``ice(instance_type, zone)``: CreateFleet overrides for that offering are removed from the
       request and reported in the response's ``Errors`` as InsufficientInstanceCapacity, which is
       how AWS reports capacity it does not have. If no override is left, moto is not called.
+    * With ``moto_endpoint`` set, instances CreateFleet launched get their launch template's
+      security groups, as on AWS (moto leaves them out; moto-notes "LT applied to fleet
+      instances").
     """
 
     faults: list[Fault] = attrs.Factory(list)
@@ -318,6 +323,7 @@ class FaultInjector:
     sent: list[str] = attrs.Factory(list)
     requests: dict[str, list[dict[str, Any]]] = attrs.Factory(dict)
     """Parameters of every call made, by operation, as the caller passed them."""
+    moto_endpoint: str | None = None
 
     def fail(
         self, operation: str, code: str, *, status: int = 400, times: int | None = None
@@ -340,6 +346,7 @@ class FaultInjector:
             EventHook("before-parameter-build.ec2.CreateFleet", self._strip_ice),
             EventHook("before-call.ec2.CreateFleet", self._short_circuit_ice),
             EventHook("after-call.ec2.CreateFleet", self._report_ice),
+            EventHook("after-call.ec2.CreateFleet", self._apply_template_groups),
         ]
 
     def _record(self, params: dict[str, Any], event_name: str, **kwargs: Any) -> None:
@@ -419,6 +426,29 @@ class FaultInjector:
         }
         return (_StatusOnly(200), response)
 
+    def _apply_template_groups(self, parsed: dict[str, Any], **kwargs: Any) -> None:
+        if self.moto_endpoint is None:
+            return
+        ec2 = botocore.session.get_session().create_client(
+            "ec2", region_name=REGION, endpoint_url=self.moto_endpoint
+        )
+        for entry in parsed.get("Instances", []):
+            spec = entry.get("LaunchTemplateAndOverrides", {}).get(
+                "LaunchTemplateSpecification", {}
+            )
+            lookup = (
+                {"LaunchTemplateId": spec["LaunchTemplateId"]}
+                if spec.get("LaunchTemplateId")
+                else {"LaunchTemplateName": spec.get("LaunchTemplateName", "")}
+            )
+            versions = ec2.describe_launch_template_versions(**lookup)["LaunchTemplateVersions"]
+            data = versions[-1]["LaunchTemplateData"]
+            groups = data.get("SecurityGroupIds") or [
+                g for nic in data.get("NetworkInterfaces", []) for g in nic.get("Groups", [])
+            ]
+            for instance_id in entry.get("InstanceIds", []) if groups else []:
+                ec2.modify_instance_attribute(InstanceId=instance_id, Groups=groups)
+
     def _report_ice(self, parsed: dict[str, Any], context: dict[str, Any], **kwargs: Any) -> None:
         if context.get("karpy_ice_errors") and not context.get("karpy_ice_all"):
             parsed.setdefault("Errors", []).extend(context["karpy_ice_errors"])
@@ -446,8 +476,8 @@ def spans() -> InMemorySpanExporter:
 
 
 @pytest.fixture
-def faults() -> FaultInjector:
-    return FaultInjector()
+def faults(moto: Moto) -> FaultInjector:
+    return FaultInjector(moto_endpoint=moto.endpoint)
 
 
 @pytest.fixture
