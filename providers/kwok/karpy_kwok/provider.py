@@ -38,6 +38,7 @@ from karpy.apis.v1.nodeclaim import NodeClaim, NodeClaimSpec, NodeClaimStatus
 from karpy.apis.v1.nodepool import NodePool
 from karpy.apis.v1alpha1.kwoknodeclass import KWOKNodeClass
 from karpy.cloudprovider import (
+    CreateError,
     InsufficientCapacityError,
     NodeClaimNotFoundError,
     NodeClassNotReadyError,
@@ -119,9 +120,12 @@ class KwokCloudProvider:
         Raises NodeClassNotReadyError when the KWOKNodeClass is missing or not Ready, and
         InsufficientCapacityError when no available offering fits.
         """
+        name = nodeclaim.metadata.name
+        pending = self._pending.get(name or "")
+        if pending is not None:
+            return pending.nodeclaim  # a retried create of a launch still pending
         await self._require_ready_nodeclass(nodeclaim)
         launch = cheapest_launch(nodeclaim, self._instance_types())
-        name = nodeclaim.metadata.name
         if launch is None:
             msg = (
                 f"nodeclaim {name!r}: no kwok instance type has an available offering that is"
@@ -138,7 +142,10 @@ class KwokCloudProvider:
             self._pending[name] = _Pending(node, launched, due)
             self._wakeup.set()
         else:
-            await self._create_node(node)
+            existing = await self._create_node(node)
+            if existing is not None:
+                # A retried create: report the instance that was launched the first time.
+                launched = _as_launched(launched, existing)
         log.info(
             "launched nodeclaim",
             extra={
@@ -210,8 +217,9 @@ class KwokCloudProvider:
     async def run(self) -> None:
         """Create the Nodes of pending launches as they fall due; runs until cancelled.
 
-        A failed creation is logged and retried after RETRY_SECONDS; a Node that already exists
-        counts as created.
+        A failed creation is logged and retried after RETRY_SECONDS; a kwok Node that already
+        exists counts as created; a launch deleted while its Node was being created has the Node
+        deleted again. Failures are logged, never raised: only cancellation ends the loop.
         """
         loop = asyncio.get_running_loop()
         while True:
@@ -222,6 +230,13 @@ class KwokCloudProvider:
                     break
                 try:
                     await self._create_node(pending.node)
+                except CreateError as error:
+                    log.warning(
+                        "failed creating kwok node", extra={"node": name, "error": str(error)}
+                    )
+                    if self._pending.get(name) is pending:
+                        del self._pending[name]
+                    continue
                 except KubeError as error:
                     log.warning(
                         "failed creating kwok node",
@@ -232,6 +247,9 @@ class KwokCloudProvider:
                     continue
                 if self._pending.get(name) is pending:
                     del self._pending[name]
+                else:
+                    # Deleted while its Node was being created: the Node must not outlive it.
+                    await self._delete_orphan(name)
             timeout = min((p.due for p in self._pending.values()), default=now + 3600) - now
             try:
                 async with asyncio.timeout(max(timeout, 0)):
@@ -240,6 +258,15 @@ class KwokCloudProvider:
                 continue
 
     # ------------------------------------------------------------------ helpers
+
+    async def _delete_orphan(self, name: str) -> None:
+        try:
+            await self._kube.delete(NODES, name)
+        except NotFoundError:
+            return
+        except KubeError as error:
+            # list() still shows the Node, so garbage collection removes it later.
+            log.warning("failed deleting kwok node", extra={"node": name, "error": str(error)})
 
     def _instance_types(self) -> tuple[InstanceType, ...]:
         return instance_types(self._catalog, unavailable=self._unavailable)
@@ -300,12 +327,23 @@ class KwokCloudProvider:
             ),
         )
 
-    async def _create_node(self, node: Node) -> None:
+    async def _create_node(self, node: Node) -> Node | None:
+        """Create the Node; when one of that name exists already, return it instead.
+
+        Raises CreateError when the name is taken by a Node that is not a kwok instance.
+        """
         try:
             await self._kube.create(NODES, node)
         except ConflictError:
-            # A retried launch: the Node of this NodeClaim already exists.
-            log.debug("kwok node exists", extra={"node": node.metadata.name})
+            name = node.metadata.name or ""
+            existing = await self._kube.get(NODES, name)
+            if not _is_ours(existing):
+                msg = f"node {name!r} exists and is not a kwok instance"
+                raise CreateError(
+                    msg, condition_reason="NodeNameTaken", condition_message=msg
+                ) from None
+            return existing
+        return None
 
 
 def _is_ours(node: Node) -> bool:
@@ -314,6 +352,18 @@ def _is_ours(node: Node) -> bool:
         and wk.LABEL_KWOK_NODECLASS in node.metadata.labels
         and node_name_of(node.spec.provider_id or "") == node.metadata.name
     )
+
+
+def _as_launched(launched: NodeClaim, node: Node) -> NodeClaim:
+    """`launched`, describing the already existing kwok `node` instead of a new choice."""
+    labels = {**launched.metadata.labels, **node.metadata.labels}
+    labels.pop(wk.LABEL_HOSTNAME, None)
+    labels.pop(wk.LABEL_KWOK_NODECLASS, None)
+    status = attrs.evolve(
+        launched.status, capacity=node.status.capacity, allocatable=node.status.allocatable
+    )
+    metadata = attrs.evolve(launched.metadata, labels=labels)
+    return attrs.evolve(launched, metadata=metadata, status=status)
 
 
 def _nodeclaim_of(node: Node) -> NodeClaim:

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from karpy.apis.kube.node import Node, NodeSpec
 from karpy.apis.meta import ConditionStatus, ObjectMeta, Quantity
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.common import (
@@ -19,6 +20,7 @@ from karpy.apis.v1.common import (
 from karpy.apis.v1.nodeclaim import NodeClaim, NodeClaimSpec, ResourceRequests
 from karpy.apis.v1alpha1.kwoknodeclass import KWOKNodeClass
 from karpy.cloudprovider import (
+    CreateError,
     InsufficientCapacityError,
     NodeClaimNotFoundError,
     NodeClassNotReadyError,
@@ -195,8 +197,6 @@ async def test_a_missing_or_foreign_nodeclass_is_not_ready(kube: KubeClient) -> 
 
 
 async def test_list_ignores_nodes_that_are_not_kwok_instances(kube: KubeClient) -> None:
-    from karpy.apis.kube.node import Node, NodeSpec
-
     await kube.create(
         NODES,
         Node(
@@ -236,3 +236,23 @@ async def test_build_reads_the_settings(kube: KubeClient) -> None:
     ]:
         with pytest.raises(ProviderConfigError, match=message):
             build(ProviderContext(kube=kube, clock=FakeClock(), cluster_name="t", settings=bad))
+
+
+async def test_a_retried_create_reports_the_first_launch(kube: KubeClient) -> None:
+    provider = _provider(kube)
+    first = await provider.create(_nodeclaim("kwok-retry"))
+    assert first.metadata.labels[wk.LABEL_CAPACITY_TYPE] == wk.CAPACITY_TYPE_SPOT
+    provider.set_unavailable([OfferingSelector("*", "*", wk.CAPACITY_TYPE_SPOT)])
+    again = await provider.create(_nodeclaim("kwok-retry"))
+    assert again.status.provider_id == first.status.provider_id
+    for key in (wk.LABEL_INSTANCE_TYPE, wk.LABEL_TOPOLOGY_ZONE, wk.LABEL_CAPACITY_TYPE):
+        assert again.metadata.labels[key] == first.metadata.labels[key]
+    assert again.status.capacity == first.status.capacity
+    assert len([nc for nc in await provider.list() if nc.metadata.name == "kwok-retry"]) == 1
+
+
+async def test_a_node_name_taken_by_another_node_is_a_create_error(kube: KubeClient) -> None:
+    await kube.create(NODES, Node(metadata=ObjectMeta(name="kwok-taken")))
+    with pytest.raises(CreateError) as caught:
+        await _provider(kube).create(_nodeclaim("kwok-taken"))
+    assert caught.value.condition_reason == "NodeNameTaken"
