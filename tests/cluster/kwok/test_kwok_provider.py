@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
@@ -25,7 +26,12 @@ from karpy.cloudprovider import (
     NodeClaimNotFoundError,
     NodeClassNotReadyError,
 )
-from karpy.cloudprovider.registry import ProviderConfigError, ProviderContext
+from karpy.cloudprovider.registry import (
+    ENTRY_POINT_GROUP,
+    ProviderConfigError,
+    ProviderContext,
+    build_provider,
+)
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError
 from karpy.kube.kinds import KWOK_NODECLASSES, NODES
@@ -256,3 +262,20 @@ async def test_a_node_name_taken_by_another_node_is_a_create_error(kube: KubeCli
     with pytest.raises(CreateError) as caught:
         await _provider(kube).create(_nodeclaim("kwok-taken"))
     assert caught.value.condition_reason == "NodeNameTaken"
+
+
+async def test_the_entry_point_line_builds_the_kwok_provider(
+    kube: KubeClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The line the project's pyproject declares, in a throwaway distribution on sys.path.
+    info = tmp_path / "karpy_kwok_entry-0.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: karpy-kwok-entry\nVersion: 0.0\n")
+    (info / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\nkwok = karpy_kwok:build\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    context = ProviderContext(kube=kube, clock=FakeClock(), cluster_name="test")
+    provider = await build_provider("kwok", context)
+    assert isinstance(provider, KwokCloudProvider)
+    assert (
+        await provider.create(_nodeclaim("kwok-entry"))
+    ).status.provider_id == "kwok://kwok-entry"
