@@ -102,7 +102,8 @@ class KwokCloudProvider:
         self._kube = kube
         self._catalog = tuple(catalog)
         self._options = options
-        self._unavailable = options.unavailable
+        # Built once per availability change, not per call: the scheduler asks for every batch.
+        self._types = instance_types(self._catalog, unavailable=options.unavailable)
         self._pending: dict[str, _Pending] = {}
         self._wakeup = asyncio.Event()
 
@@ -112,7 +113,7 @@ class KwokCloudProvider:
 
     def set_unavailable(self, selectors: Iterable[OfferingSelector]) -> None:
         """Replace the set of out-of-capacity offerings (empty: everything is available)."""
-        self._unavailable = tuple(selectors)
+        self._types = instance_types(self._catalog, unavailable=tuple(selectors))
 
     async def create(self, nodeclaim: NodeClaim) -> NodeClaim:
         """Launch on the cheapest compatible available offering (module docstring for the Node).
@@ -125,7 +126,7 @@ class KwokCloudProvider:
         if pending is not None:
             return pending.nodeclaim  # a retried create of a launch still pending
         await self._require_ready_nodeclass(nodeclaim)
-        launch = cheapest_launch(nodeclaim, self._instance_types())
+        launch = cheapest_launch(nodeclaim, self._types)
         if launch is None:
             msg = (
                 f"nodeclaim {name!r}: no kwok instance type has an available offering that is"
@@ -201,7 +202,7 @@ class KwokCloudProvider:
     async def get_instance_types(self, nodepool: NodePool) -> Sequence[InstanceType]:
         """The whole catalog, for every NodePool, with out-of-capacity offerings marked."""
         del nodepool
-        return self._instance_types()
+        return self._types
 
     async def is_drifted(self, nodeclaim: NodeClaim) -> DriftReason | None:
         """kwok instances have no image or network to drift from."""
@@ -267,9 +268,6 @@ class KwokCloudProvider:
         except KubeError as error:
             # list() still shows the Node, so garbage collection removes it later.
             log.warning("failed deleting kwok node", extra={"node": name, "error": str(error)})
-
-    def _instance_types(self) -> tuple[InstanceType, ...]:
-        return instance_types(self._catalog, unavailable=self._unavailable)
 
     def _node_name(self, provider_id: str) -> str:
         name = node_name_of(provider_id)
