@@ -324,6 +324,7 @@ class FaultInjector:
     requests: dict[str, list[dict[str, Any]]] = attrs.Factory(dict)
     """Parameters of every call made, by operation, as the caller passed them."""
     moto_endpoint: str | None = None
+    _moto_ec2: Any = None
 
     def fail(
         self, operation: str, code: str, *, status: int = 400, times: int | None = None
@@ -429,9 +430,11 @@ class FaultInjector:
     def _apply_template_groups(self, parsed: dict[str, Any], **kwargs: Any) -> None:
         if self.moto_endpoint is None:
             return
-        ec2 = botocore.session.get_session().create_client(
-            "ec2", region_name=REGION, endpoint_url=self.moto_endpoint
-        )
+        if self._moto_ec2 is None:  # making a botocore client takes ~0.3 s: make one
+            self._moto_ec2 = botocore.session.get_session().create_client(
+                "ec2", region_name=REGION, endpoint_url=self.moto_endpoint
+            )
+        ec2 = self._moto_ec2
         for entry in parsed.get("Instances", []):
             spec = entry.get("LaunchTemplateAndOverrides", {}).get(
                 "LaunchTemplateSpecification", {}
