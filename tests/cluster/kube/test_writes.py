@@ -13,6 +13,7 @@ import pytest
 
 from karpy.apis.kube.common import Taint, TaintEffect
 from karpy.apis.kube.node import Node, NodeSpec, NodeStatus
+from karpy.apis.kube.pod import Container, Pod, PodSpec
 from karpy.apis.meta import Condition, ConditionStatus, ObjectMeta, Quantity
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.common import NodeClaimRequirement, NodeClassReference, RequirementOperator
@@ -20,7 +21,7 @@ from karpy.apis.v1.nodeclaim import NodeClaim, NodeClaimSpec, NodeClaimStatus
 from karpy.apis.v1alpha1.kwoknodeclass import READY_SINCE
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import ConflictError, NotFoundError
-from karpy.kube.kinds import NODECLAIMS, NODES
+from karpy.kube.kinds import NODECLAIMS, NODES, PODS
 from karpy.kube.patch import add_finalizer, remove_finalizer
 from karpy.localcluster import ClusterInfo
 
@@ -183,3 +184,36 @@ async def test_removing_the_last_finalizer_releases_a_deleted_object(kube: KubeC
         await kube.get(NODECLAIMS, "write-claim-d")
     with pytest.raises(NotFoundError):
         await add_finalizer(kube, NODECLAIMS, "write-claim-d", wk.FINALIZER_TERMINATION)
+
+
+async def test_namespaced_kinds_are_created_and_patched_in_their_namespace(
+    kube: KubeClient, namespace: str
+) -> None:
+    pod = Pod(
+        metadata=ObjectMeta(name="write-pod"),
+        # No scheduler by that name exists, so nothing else writes the pod during the test.
+        spec=PodSpec(
+            containers=(Container(name="main", image="example.invalid/app:1"),),
+            scheduler_name="write-test-nobody",
+        ),
+    )
+    with pytest.raises(ValueError, match="a namespace is required"):
+        await kube.create(PODS, pod)
+    created = await kube.create(PODS, pod, namespace=namespace)
+    assert created.metadata.namespace == namespace
+    patched = await kube.merge_patch(
+        PODS,
+        "write-pod",
+        {"metadata": {"annotations": {wk.ANNOTATION_DO_NOT_DISRUPT: "true"}}},
+        namespace=namespace,
+        resource_version=created.metadata.resource_version,
+    )
+    assert patched.metadata.annotations[wk.ANNOTATION_DO_NOT_DISRUPT] == "true"
+    with_finalizer = await add_finalizer(
+        kube, PODS, "write-pod", "example.com/hold", namespace=namespace
+    )
+    assert with_finalizer.metadata.finalizers == ("example.com/hold",)
+    released = await remove_finalizer(
+        kube, PODS, "write-pod", "example.com/hold", namespace=namespace
+    )
+    assert released.metadata.finalizers == ()
