@@ -11,11 +11,12 @@ from typing import Any
 import botocore.session
 import pytest
 
-from karpy.apis.meta import ConditionStatus
+from karpy.apis.meta import ConditionStatus, Quantity
 from karpy.apis.v1 import ec2nodeclass as nc
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.ec2nodeclass import EC2NodeClass
 from karpy.apis.v1.ec2nodeclass_status import EC2NodeClassStatus
+from karpy.apis.v1.kubelet import KubeletConfiguration
 from karpy.runtime.clock import FakeClock
 from karpy_aws.instanceprofile import InstanceProfiles
 from karpy_aws.launch import ami_requirements
@@ -126,6 +127,7 @@ async def test_a_good_nodeclass_resolves_everything_and_is_ready(
         "SecurityGroupsReady",
         "AMIsReady",
         "InstanceProfileReady",
+        "ValidationSucceeded",
         "Ready",
     }
     assert all(status == "True" for status, _, _ in conditions.values())
@@ -191,6 +193,36 @@ async def test_role_and_instance_profile_together_are_refused(
     assert (state, reason) == ("False", "InstanceProfileInvalid")
     assert "exactly one of ['role', 'instanceProfile']" in message
     assert status.instance_profile is None
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        pytest.param(
+            {"ami_selector_terms": (nc.AMISelectorTerm(id="ami-0000000000000000c"),)},
+            "spec.amiFamily: required when amiSelectorTerms does not contain an alias",
+            id="no-ami-family",
+        ),
+        pytest.param(
+            {"metadata_options": nc.MetadataOptions(http_tokens="sometimes")},
+            "spec.metadataOptions.httpTokens: 'sometimes'",
+            id="imds",
+        ),
+        pytest.param(
+            {"kubelet": KubeletConfiguration(kube_reserved={"memory": Quantity("lots")})},
+            "kubelet.kubeReserved[memory]",
+            id="kubelet-quantity",
+        ),
+    ],
+)
+async def test_launch_settings_a_launch_could_not_use_fail_validation(
+    resolve: Resolver, moto: Moto, spec: dict[str, Any], message: str
+) -> None:
+    status = await resolve(_nodeclass(moto, role=_role(moto), **spec))
+    state, reason, got = _conditions(status)["ValidationSucceeded"]
+    assert (state, reason) == ("False", "NodeClassInvalid")
+    assert message in got
+    assert _conditions(status)["Ready"][0] == "False"
 
 
 async def test_a_given_instance_profile_must_exist(resolve: Resolver, moto: Moto) -> None:

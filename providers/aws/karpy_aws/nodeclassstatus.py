@@ -26,8 +26,18 @@ from karpy.runtime.clock import Clock
 from karpy_aws import errors as aws
 from karpy_aws.amis import AMI, DEFAULT_SSM_PREFIX, Variant, resolve_amis
 from karpy_aws.instanceprofile import InstanceProfiles
+from karpy_aws.instancetypes import CPU, EPHEMERAL_STORAGE, GIB, MEMORY, PODS, overhead
 from karpy_aws.network import discover_security_groups, discover_subnets
-from karpy_aws.nodeclass import ami_terms, security_group_terms, subnet_terms
+from karpy_aws.nodeclass import (
+    ami_family,
+    ami_terms,
+    block_devices,
+    ephemeral_storage_gib,
+    kubelet_settings,
+    metadata_options,
+    security_group_terms,
+    subnet_terms,
+)
 from karpy_aws.session import AWSClient
 
 # AWS answers that mean the NodeClass asks for something that is not there (or not allowed):
@@ -43,6 +53,7 @@ DEPENDENTS: Final = (
     ConditionType.SECURITY_GROUPS_READY,
     ConditionType.AMIS_READY,
     ConditionType.INSTANCE_PROFILE_READY,
+    ConditionType.VALIDATION_SUCCEEDED,
 )
 
 
@@ -56,6 +67,8 @@ class Outcome:
 
 
 _READY = Outcome(True, "Ready")
+# A small machine to evaluate kubelet reservations and eviction thresholds against.
+_PROBE_CAPACITY: Final = {CPU: 2000, MEMORY: 4 * GIB, PODS: 110, EPHEMERAL_STORAGE: 20 * GIB}
 T = TypeVar("T")
 
 
@@ -195,6 +208,21 @@ async def _instance_profile(
     return name, _READY
 
 
+def _validate(nodeclass: EC2NodeClass) -> Outcome:
+    """The launch-shaping fields the CRD schema cannot fully check (amiFamily without an alias,
+    IMDS values, block devices, kubelet quantities), checked the way a launch will read them."""
+    try:
+        family = ami_family(nodeclass.spec)
+        metadata_options(nodeclass.spec)
+        block_devices(nodeclass.spec, family)
+        ephemeral_storage_gib(nodeclass.spec, family)
+        kubelet = kubelet_settings(nodeclass.spec.kubelet)
+        overhead(_PROBE_CAPACITY, kubelet=kubelet)
+    except aws.ConfigurationError as e:
+        return Outcome(False, "NodeClassInvalid", str(e))
+    return _READY
+
+
 def _condition(
     previous: Sequence[Condition],
     kind: str,
@@ -237,7 +265,7 @@ async def resolve_status(
     """The NodeClass's status as of now: resolved subnets (most free addresses first),
     security groups, AMIs (preferred first, with the requirements of the types they serve)
     and instance profile (created for ``role`` if needed), with SubnetsReady,
-    SecurityGroupsReady, AMIsReady, InstanceProfileReady and Ready.
+    SecurityGroupsReady, AMIsReady, InstanceProfileReady, ValidationSucceeded and Ready.
 
     Side effect: may create an instance profile and add the role to it. Raises
     karpy_aws.errors.AWSError only for failures worth a retry (throttling, timeouts, outages).
@@ -249,7 +277,10 @@ async def resolve_status(
         nodeclass, ec2, ssm, k8s_version=k8s_version, now=now, ssm_prefix=ssm_prefix
     )
     profile, profile_ok = await _instance_profile(nodeclass, profiles)
-    outcomes = dict(zip(DEPENDENTS, (subnets_ok, groups_ok, amis_ok, profile_ok), strict=True))
+    valid = _validate(nodeclass)
+    outcomes = dict(
+        zip(DEPENDENTS, (subnets_ok, groups_ok, amis_ok, profile_ok, valid), strict=True)
+    )
     outcomes[ConditionType.READY] = ready_outcome(outcomes)
     previous = nodeclass.status.conditions
     generation = nodeclass.metadata.generation
