@@ -38,6 +38,7 @@ from karpy.core.requirements import RequirementError
 from karpy.core.resources import QuantityError
 from karpy.runtime.clock import Clock
 from karpy_aws import errors as aws
+from karpy_aws.drift import resource_drift, static_drift
 from karpy_aws.instance import Instances, fleet_request, launch_tags, parse_provider_id
 from karpy_aws.instancetypes import PODS
 from karpy_aws.launch import (
@@ -53,16 +54,12 @@ from karpy_aws.launch import (
 )
 from karpy_aws.launchtemplate import LaunchTemplates
 from karpy_aws.nodeclaims import ClusterInfo, LaunchInputs, launched_nodeclaim, nodeclaim_from
-from karpy_aws.nodeclass import NODECLASS_HASH_VERSION, static_hash, subnet_terms
+from karpy_aws.nodeclass import static_hash, subnet_terms
 from karpy_aws.offerings import AWSInstanceType, InstanceTypeCatalog
 from karpy_aws.subnets import ZonalSubnets
 from karpy_aws.unavailable import UnavailableOfferings
 
 NODECLASS_KIND: Final = NodeClassKind(group=wk.AWS_GROUP, kind="EC2NodeClass")
-AMI_DRIFT: Final = DriftReason("AMIDrift")
-SUBNET_DRIFT: Final = DriftReason("SubnetDrift")
-SECURITY_GROUP_DRIFT: Final = DriftReason("SecurityGroupDrift")
-NODECLASS_DRIFT: Final = DriftReason("NodeClassDrift")
 # Karpenter's AWS repair policies: kubelet's Ready, and the node monitoring agent's conditions.
 REPAIR_POLICIES: Final = (
     RepairPolicy("Ready", "False", timedelta(minutes=30)),
@@ -391,30 +388,16 @@ class AWSCloudProvider:
         nodeclass = await self._nodeclasses.get(nodeclaim.spec.node_class_ref.name)
         if nodeclass is None:
             return None
-        annotations = nodeclaim.metadata.annotations
-        recorded = annotations.get(wk.ANNOTATION_EC2NODECLASS_HASH)
-        same_version = (
-            annotations.get(wk.ANNOTATION_EC2NODECLASS_HASH_VERSION) == NODECLASS_HASH_VERSION
-        )
-        if recorded and same_version and recorded != static_hash(nodeclass.spec):
-            return NODECLASS_DRIFT
-        if not nodeclaim.status.provider_id:
-            return None
+        reason = static_drift(nodeclaim, nodeclass)
+        if reason is not None or not nodeclaim.status.provider_id:
+            return reason
         try:
             instance = await self._instances.get(parse_provider_id(nodeclaim.status.provider_id))
         except (aws.NotFoundError, aws.ConfigurationError) as e:
             raise NodeClaimNotFoundError(f"instance {nodeclaim.status.provider_id}: {e}") from e
         except aws.AWSError as e:
             raise CloudProviderError(f"checking drift: {e}") from e
-        status = nodeclass.status
-        if status.amis and instance.image_id not in {a.id for a in status.amis}:
-            return AMI_DRIFT
-        groups = {g.id for g in status.security_groups}
-        if groups and set(instance.security_group_ids) != groups:
-            return SECURITY_GROUP_DRIFT
-        if status.subnets and instance.subnet_id not in {s.id for s in status.subnets}:
-            return SUBNET_DRIFT
-        return None
+        return resource_drift(instance, nodeclass)
 
 
 def _create_error(error: aws.AWSError) -> CreateError:
