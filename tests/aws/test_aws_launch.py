@@ -76,6 +76,7 @@ def itype(
         usage_classes=(OD, SPOT),
         gpu_count=gpus,
         gpu_manufacturer="nvidia" if gpus else "",
+        gpu_name="t4" if gpus else "",
     )
     cap = capacity(info, pods=29)
     over = overhead(cap, kubelet=KubeletSettings())
@@ -288,3 +289,25 @@ def test_min_values_keep_exotic_and_dear_spot_types_and_are_checked() -> None:
     assert message is not None
     assert "needs at least 3 values (minValues)" in message
     assert "['m5.large', 'm5.xlarge']" in message
+
+
+@pytest.mark.parametrize(
+    ("key", "operator", "values", "expected"),
+    [
+        pytest.param(wk.LABEL_AWS_INSTANCE_GPU_COUNT, "Exists", (), {"g4dn.xlarge"}, id="gpu"),
+        pytest.param(
+            wk.LABEL_AWS_INSTANCE_GPU_COUNT, "DoesNotExist", (), {"m5.large"}, id="no-gpu"
+        ),
+        pytest.param(
+            wk.LABEL_AWS_INSTANCE_GPU_NAME, "NotIn", ("t4",), {"m5.large"}, id="not-that-gpu"
+        ),
+        pytest.param(wk.LABEL_AWS_INSTANCE_LOCAL_NVME, "Gt", ("0",), set(), id="nvme"),
+    ],
+)
+def test_types_without_an_accelerator_label_do_not_meet_a_requirement_on_it(
+    key: str, operator: str, values: tuple[str, ...], expected: set[str]
+) -> None:
+    types = [itype("m5.large", on_demand=0.1), itype("g4dn.xlarge", on_demand=0.5, gpus=1)]
+    wanted = Requirements([Requirement.new(key, operator, values)])
+    chosen = compatible_candidates(as_candidates(types), wanted, EMPTY)
+    assert {c.name for c in chosen} == expected

@@ -9,6 +9,7 @@ zone-id requirement are done once. Pure.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Final
 
 from karpy.apis.v1 import labels as wk
 from karpy.core.instancetypes import InstanceType, Offering
@@ -17,6 +18,20 @@ from karpy.core.resources import Resources
 from karpy_aws.instancetypes import CPU
 from karpy_aws.offerings import AWSInstanceType
 
+# Labels a type either has or lacks. A type that lacks one says so (DoesNotExist), as Karpenter's
+# instance types do, so that "instance-gpu-count Exists" or "local-nvme Gt 0" rules it out
+# instead of passing as an undefined well-known label.
+ABSENT_WHEN_UNSET: Final = (
+    wk.LABEL_AWS_INSTANCE_GPU_NAME,
+    wk.LABEL_AWS_INSTANCE_GPU_MANUFACTURER,
+    wk.LABEL_AWS_INSTANCE_GPU_COUNT,
+    wk.LABEL_AWS_INSTANCE_GPU_MEMORY,
+    wk.LABEL_AWS_INSTANCE_ACCELERATOR_NAME,
+    wk.LABEL_AWS_INSTANCE_ACCELERATOR_MANUFACTURER,
+    wk.LABEL_AWS_INSTANCE_ACCELERATOR_COUNT,
+    wk.LABEL_AWS_INSTANCE_LOCAL_NVME,
+)
+
 
 def _milli(values: Mapping[str, int]) -> Resources:
     # karpy_aws keeps cpu in millicores and everything else in base units (bytes, counts).
@@ -24,8 +39,9 @@ def _milli(values: Mapping[str, int]) -> Resources:
 
 
 def to_core_instance_type(instance_type: AWSInstanceType) -> InstanceType:
-    """The core's view of ``instance_type``: labels as requirements, every offering (available
-    or not), capacity and overhead in milli-units, and the zone ids of available offerings."""
+    """The core's view of ``instance_type``: labels as requirements (accelerator and local-NVMe
+    labels it lacks as DoesNotExist), every offering (available or not), capacity and overhead
+    in milli-units, and the zone ids of available offerings."""
     available_zone_ids = frozenset(o.zone_id for o in instance_type.offerings if o.available)
     labels = {k: v for k, v in instance_type.labels.items() if k != wk.LABEL_INSTANCE_TYPE}
     return InstanceType.make(
@@ -34,5 +50,8 @@ def to_core_instance_type(instance_type: AWSInstanceType) -> InstanceType:
         (Offering(o.zone, o.capacity_type, o.price, o.available) for o in instance_type.offerings),
         overhead=_milli(instance_type.overhead.total()),
         labels=labels,
-        extra=(Requirement(wk.LABEL_AWS_ZONE_ID, False, available_zone_ids),),
+        extra=(
+            Requirement(wk.LABEL_AWS_ZONE_ID, False, available_zone_ids),
+            *(Requirement(k, False) for k in ABSENT_WHEN_UNSET if k not in labels),
+        ),
     )
