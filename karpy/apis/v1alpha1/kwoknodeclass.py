@@ -1,20 +1,28 @@
 """KWOKNodeClass (karpenter.kwok.sh/v1alpha1): the NodeClass of the kwok provider.
 
-kwok nodes need no launch configuration, so the class carries no spec; it exists so a NodePool
-can reference a NodeClass exactly as it would an EC2NodeClass, and its status defaults to Ready
-so pools referencing it work without a controller.
+kwok nodes need no launch configuration, so the class exists mainly so a NodePool can reference
+a NodeClass exactly as it would an EC2NodeClass; its status defaults to Ready so pools referencing
+it work without a controller. The one spec field, nodeRegistrationDelay, lets a test hold back
+Node registration to exercise the same waiting paths a slow cloud instance would.
 """
 
 # ruff: noqa: RUF009  # karpy.apis.schema.field wraps attrs.field; it is a field specifier
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import ClassVar
 
 import attrs
 
-from karpy.apis.meta import Condition, ConditionStatus, ObjectMeta, conditions_field
+from karpy.apis.meta import (
+    DURATION_PATTERN,
+    Condition,
+    ConditionStatus,
+    ObjectMeta,
+    conditions_field,
+    parse_duration,
+)
 from karpy.apis.schema import field
 from karpy.apis.v1 import labels
 
@@ -38,6 +46,29 @@ def _ready_status() -> KWOKNodeClassStatus:
 
 
 @attrs.frozen(kw_only=True)
+class KWOKNodeClassSpec:
+    node_registration_delay: str | None = field(
+        default=None,
+        doc=(
+            "How long after its NodeClaim is launched a kwok Node registers, e.g. 30s or 1m30s; "
+            "unset registers at once."
+        ),
+        pattern=DURATION_PATTERN,
+        max_length=64,
+    )
+
+    def registration_delay(self) -> timedelta:
+        """The delay as a timedelta (zero when unset)."""
+        if self.node_registration_delay is None:
+            return timedelta(0)
+        parsed = parse_duration(
+            self.node_registration_delay, field_name="spec.nodeRegistrationDelay"
+        )
+        # DURATION_PATTERN admits no "Never", so a parsed value is always a timedelta.
+        return parsed if parsed is not None else timedelta(0)
+
+
+@attrs.frozen(kw_only=True)
 class KWOKNodeClassStatus:
     conditions: tuple[Condition, ...] = conditions_field()
 
@@ -52,6 +83,11 @@ class KWOKNodeClass:
     PLURAL: ClassVar[str] = "kwoknodeclasses"
 
     metadata: ObjectMeta = attrs.field(factory=ObjectMeta)
+    spec: KWOKNodeClassSpec = field(
+        factory=KWOKNodeClassSpec,
+        doc="How kwok simulates nodes of this class.",
+        crd_default=False,
+    )
     status: KWOKNodeClassStatus = field(
         factory=_ready_status, doc="Readiness; Ready unless something reports otherwise."
     )
