@@ -320,6 +320,7 @@ class FaultInjector:
     faults: list[Fault] = attrs.Factory(list)
     answers: dict[str, list[dict[str, Any]]] = attrs.Factory(dict)
     ice_offerings: set[tuple[str, str]] = attrs.Factory(set)
+    ice_codes: dict[tuple[str, str], str] = attrs.Factory(dict)
     sent: list[str] = attrs.Factory(list)
     requests: dict[str, list[dict[str, Any]]] = attrs.Factory(dict)
     """Parameters of every call made, by operation, as the caller passed them."""
@@ -336,8 +337,11 @@ class FaultInjector:
         repeats) instead of asking moto; for APIs moto does not have (the Pricing API)."""
         self.answers[operation] = list(responses)
 
-    def ice(self, instance_type: str, zone: str) -> None:
+    def ice(
+        self, instance_type: str, zone: str, *, code: str = "InsufficientInstanceCapacity"
+    ) -> None:
         self.ice_offerings.add((instance_type, zone))
+        self.ice_codes[(instance_type, zone)] = code
 
     def hooks(self) -> list[EventHook]:
         return [
@@ -350,9 +354,14 @@ class FaultInjector:
             EventHook("after-call.ec2.CreateFleet", self._apply_template_groups),
         ]
 
-    def _record(self, params: dict[str, Any], event_name: str, **kwargs: Any) -> None:
+    def _record(
+        self, params: dict[str, Any], event_name: str, context: dict[str, Any], **kwargs: Any
+    ) -> None:
+        # botocore runs the more specific CreateFleet hook (_strip_ice) first; it keeps the
+        # request as sent by the caller in the context.
         operation = event_name.rsplit(".", 1)[-1]
-        self.requests.setdefault(operation, []).append(copy.deepcopy(params))
+        sent = context.get("karpy_request", params)
+        self.requests.setdefault(operation, []).append(copy.deepcopy(sent))
 
     async def _before_send(
         self, request: Any, event_name: str, **kwargs: Any
@@ -381,6 +390,7 @@ class FaultInjector:
         return (_StatusOnly(200), {**response, "ResponseMetadata": meta})
 
     def _strip_ice(self, params: dict[str, Any], context: dict[str, Any], **kwargs: Any) -> None:
+        context["karpy_request"] = copy.deepcopy(params)
         failed: list[dict[str, Any]] = []
         for config in params.get("LaunchTemplateConfigs", []):
             kept = []
@@ -401,7 +411,7 @@ class FaultInjector:
                             )
                             == "spot"
                             else "on-demand",
-                            "ErrorCode": "InsufficientInstanceCapacity",
+                            "ErrorCode": self.ice_codes.get(key, "InsufficientInstanceCapacity"),
                             "ErrorMessage": "There is no Spot capacity available that matches "
                             "your request.",
                         }

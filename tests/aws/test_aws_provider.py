@@ -400,3 +400,22 @@ async def test_launches_in_flight_count_against_their_subnet(kit: ProviderKit) -
     kit.clock.step(datetime.timedelta(minutes=1))
     await kit.provider.create(make_nodeclaim(zone_a, (IT, "In", ("m5.large",)), name="after"))
     assert _overrides(_fleet(kit))[0]["SubnetId"] == kit.moto.subnets["a"]  # EC2's own count
+
+
+async def test_a_subnet_out_of_addresses_is_left_out_until_the_next_refresh(
+    kit: ProviderKit,
+) -> None:
+    zone_a = (ZONE, "In", ("us-west-2a",))
+    c5 = (IT, "In", ("c5.large",))
+    kit.faults.ice("c5.large", "us-west-2a", code="InsufficientFreeAddressesInSubnet")
+    with pytest.raises(InsufficientCapacityError):
+        await kit.provider.create(make_nodeclaim(zone_a, c5, name="full"))
+    assert _overrides(_fleet(kit))[0]["SubnetId"] == kit.moto.subnets["a"]
+    kit.faults.ice_offerings.clear()
+    # Another type in the same zone: its offering is fine, the subnet is not.
+    m5 = (IT, "In", ("m5.large",))
+    await kit.provider.create(make_nodeclaim(zone_a, m5, name="elsewhere"))
+    assert _overrides(_fleet(kit))[0]["SubnetId"] == kit.moto.subnets["a-small"]
+    kit.clock.step(datetime.timedelta(minutes=1))  # subnets refreshed: EC2's word again
+    await kit.provider.create(make_nodeclaim(zone_a, m5, name="back"))
+    assert _overrides(_fleet(kit))[0]["SubnetId"] == kit.moto.subnets["a"]

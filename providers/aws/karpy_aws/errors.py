@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Final
 
+INSUFFICIENT_FREE_ADDRESSES_CODE: Final = "InsufficientFreeAddressesInSubnet"
 # Codes that mean "this capacity cannot be had right now", as Karpenter treats them: an offering
 # that fails with one of these is put in the unavailable-offerings cache for a while.
 UNFULFILLABLE_CAPACITY_CODES: Final = frozenset(
@@ -19,7 +20,7 @@ UNFULFILLABLE_CAPACITY_CODES: Final = frozenset(
         "VcpuLimitExceeded",
         "UnfulfillableCapacity",
         "Unsupported",
-        "InsufficientFreeAddressesInSubnet",
+        INSUFFICIENT_FREE_ADDRESSES_CODE,
         "ReservationCapacityExceeded",
     }
 )

@@ -324,6 +324,9 @@ class AWSCloudProvider:
                 raise _create_error(e) from e
             break
         self._unavailable.mark_fleet_errors(launched.errors, capacity_type=plan.capacity_type)
+        for error in launched.errors:
+            if error.code == aws.INSUFFICIENT_FREE_ADDRESSES_CODE and error.subnet_id:
+                self._subnets.exhausted(error.subnet_id)
         if launched.instance_id is None or launched.zone is None or launched.instance_type is None:
             codes = sorted({e.code for e in launched.errors})
             if launched.errors and all(e.unfulfillable_capacity for e in launched.errors):

@@ -5,7 +5,7 @@ before every launch costs a call per NodeClaim, and EC2's count lags: a burst of
 all pick the same subnet and drain it. Like Karpenter, subnets are cached for a minute per
 selector, and every launch reserves the addresses its node will use (one per pod it can hold,
 as the VPC CNI assigns them) on the subnet it landed in, until the next refresh brings EC2's
-own count.
+own count. A subnet EC2 reports out of addresses is left out until then.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ class ZonalSubnets:
         self._cache: dict[tuple[SelectorTerm, ...], tuple[tuple[Subnet, ...], datetime.datetime]]
         self._cache = {}
         self._in_flight: dict[str, int] = {}
+        self._exhausted: set[str] = set()
 
     async def for_launch(self, terms: Sequence[SelectorTerm]) -> dict[str, Subnet]:
         """Zone -> the subnet to launch into, by free addresses less reservations.
@@ -49,6 +50,7 @@ class ZonalSubnets:
             found = await discover_subnets(self._ec2, key)
             for subnet in found:  # EC2's count now includes what was in flight
                 self._in_flight.pop(subnet.id, None)
+                self._exhausted.discard(subnet.id)
             cached = (found, now + self._ttl)
             self._cache[key] = cached
         return subnet_per_zone(
@@ -57,8 +59,14 @@ class ZonalSubnets:
                     s, available_ip_count=s.available_ip_count - self._in_flight.get(s.id, 0)
                 )
                 for s in cached[0]
+                if s.id not in self._exhausted
             ]
         )
+
+    def exhausted(self, subnet_id: str) -> None:
+        """EC2 said the subnet has no free address (InsufficientFreeAddressesInSubnet): leave
+        it out until the next refresh."""
+        self._exhausted.add(subnet_id)
 
     def reserve(self, subnet_id: str, addresses: int) -> None:
         """A node launched into ``subnet_id`` will use ``addresses`` addresses."""
