@@ -6,11 +6,15 @@ from typing import Any
 
 import attrs
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from karpy.apis.v1 import ec2nodeclass as nc
 from karpy.apis.v1 import ec2nodeclass_status as nc_status
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.cloudprovider import NodeClaimNotFoundError
+from karpy_aws.nodeclass import static_hash
 
 from .conftest import AMI_IDS, ProviderKit, make_nodeclaim, ready_nodeclass
 
@@ -93,3 +97,28 @@ async def test_without_its_nodeclass_nothing_can_drift(kit: ProviderKit) -> None
     launched = await _launch(kit)
     kit.nodeclasses.items.clear()
     assert await kit.provider.is_drifted(launched) is None
+
+
+_TAGS = st.dictionaries(st.sampled_from(["team", "env", "cost"]), st.sampled_from(["a", "b"]))
+_TERMS = st.lists(
+    st.sampled_from(["subnet-0aa", "subnet-0bb", "subnet-0cc"]), min_size=1, max_size=3
+).map(lambda ids: tuple(nc.SubnetSelectorTerm(id=i) for i in ids))
+
+
+@given(_TERMS, _TERMS, _TAGS, _TAGS)
+def test_static_hash_ignores_selectors_and_follows_static_fields(
+    terms_a: tuple[nc.SubnetSelectorTerm, ...],
+    terms_b: tuple[nc.SubnetSelectorTerm, ...],
+    tags_a: dict[str, str],
+    tags_b: dict[str, str],
+) -> None:
+    base = nc.EC2NodeClassSpec(
+        subnet_selector_terms=terms_a,
+        security_group_selector_terms=(nc.SecurityGroupSelectorTerm(id="sg-0aa"),),
+        ami_selector_terms=(nc.AMISelectorTerm(alias="al2023@latest"),),
+        role="node",
+        tags=tags_a,
+    )
+    assert static_hash(base) == static_hash(attrs.evolve(base, subnet_selector_terms=terms_b))
+    changed = attrs.evolve(base, tags=tags_b)
+    assert (static_hash(changed) == static_hash(base)) == (tags_a == tags_b)
