@@ -1,0 +1,317 @@
+"""One consistent read of the cluster, translated into the scheduling core's ClusterSnapshot.
+
+The provisioner solves against a frozen `karpy.core.snapshot.ClusterSnapshot`; this module builds
+it from the API models the informers keep: Nodes with the pods bound to them, launched NodeClaims
+that have no Node yet (in flight), NodePools as templates, DaemonSets as per-node overhead. Pods
+the provisioner wants placed are translated here too, each on its own: a pod the core cannot
+represent (a bad quantity, an unresolvable volume) becomes an `ObjectError` naming the pod and
+the field, and the rest of the batch goes on. The reading side (`read_cluster`) is synchronous,
+so it sees every store at the same instant: stores change only between awaits on the event loop.
+The translation side is pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import TypeVar
+
+import attrs
+
+from karpy.apis.kube.common import Taint as KubeTaint
+from karpy.apis.kube.node import Node as KubeNode
+from karpy.apis.kube.pod import Pod as KubePod
+from karpy.apis.kube.pod import PodPhase
+from karpy.apis.kube.storage import PersistentVolume, PersistentVolumeClaim, StorageClass
+from karpy.apis.kube.workloads import DaemonSet as KubeDaemonSet
+from karpy.apis.v1 import labels as wk
+from karpy.apis.v1.nodeclaim import NodeClaim
+from karpy.apis.v1.nodepool import NodePool as KubeNodePool
+from karpy.cloudprovider.requirements import requirements_from_api
+from karpy.core import pods as cp
+from karpy.core.instancetypes import InstanceType
+from karpy.core.requirements import RequirementError
+from karpy.core.snapshot import ClusterSnapshot, DaemonSet, Node, NodeName, NodePool, NodePoolName
+from karpy.core.taints import Effect, Taint
+from karpy.kube import kinds
+from karpy.kube.resources import ResourceKind
+from karpy.state.cluster import ClusterState
+from karpy.state.podview import (
+    ObjectError,
+    TranslationError,
+    VolumeIndex,
+    pod_view,
+    resources_of,
+)
+
+T = TypeVar("T")
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def taint(t: KubeTaint) -> Taint:
+    """An API taint as a core taint."""
+    return Taint(t.key, Effect(t.effect), t.value or "")
+
+
+def translate_pod(
+    pod: KubePod, *, creation: int = 0, volumes: VolumeIndex | None = None
+) -> cp.Pod | ObjectError:
+    """The core view of `pod`, or an error naming the pod and the field the core refused."""
+    meta = pod.metadata
+    namespace, name = meta.namespace or "default", meta.name or ""
+    try:
+        if not meta.uid:
+            raise TranslationError("metadata.uid: missing")
+        return pod_view(meta, pod.spec, uid=meta.uid, creation=creation, volumes=volumes)
+    except (TranslationError, ValueError) as e:
+        return ObjectError("Pod", namespace, name, meta.uid or "", f"Pod {namespace}/{name}: {e}")
+
+
+def nodepool_template(pool: KubeNodePool) -> NodePool:
+    """The parts of a NodePool scheduling reads; raises TranslationError naming the field."""
+    name = pool.metadata.name or ""
+    template = pool.spec.template
+    try:
+        reqs = requirements_from_api(
+            template.spec.requirements, field="spec.template.spec.requirements"
+        )
+        limits = resources_of(pool.spec.limits, field="spec.limits")
+    except (RequirementError, TranslationError) as e:
+        raise TranslationError(f"NodePool {name}: {e}") from e
+    return NodePool(
+        name=NodePoolName(name),
+        requirements=reqs,
+        labels=dict(template.metadata.labels),
+        taints=tuple(taint(t) for t in template.spec.taints),
+        startup_taints=tuple(taint(t) for t in template.spec.startup_taints),
+        limits=limits,
+        weight=pool.spec.weight or 0,
+    )
+
+
+def existing_node(node: KubeNode, pods: Iterable[cp.Pod]) -> Node:
+    """A registered Node and the pods bound to it; raises TranslationError naming the field."""
+    name = node.metadata.name or ""
+    labels = dict(node.metadata.labels)
+    try:
+        allocatable = resources_of(node.status.allocatable, field="status.allocatable")
+        capacity = resources_of(node.status.capacity, field="status.capacity")
+    except TranslationError as e:
+        raise TranslationError(f"Node {name}: {e}") from e
+    pool = labels.get(wk.LABEL_NODEPOOL)
+    return Node(
+        name=NodeName(name),
+        labels=labels,
+        taints=tuple(taint(t) for t in node.spec.taints),
+        allocatable=allocatable,
+        capacity=capacity,
+        pods=tuple(pods),
+        nodepool=NodePoolName(pool) if pool else None,
+        # An unmanaged node is usable as it is; a managed one once karpy marked it initialized.
+        initialized=pool is None or labels.get(wk.LABEL_NODE_INITIALIZED) == "true",
+    )
+
+
+def in_flight_node(claim: NodeClaim) -> Node | None:
+    """A launched NodeClaim whose Node has not registered, as a node the solver may fill.
+
+    None before launch (no allocatable yet): there is nothing to size pods against.
+    """
+    name = claim.metadata.name or ""
+    if not claim.status.allocatable:
+        return None
+    labels = dict(claim.metadata.labels)
+    try:
+        reqs = requirements_from_api(claim.spec.requirements, field="spec.requirements")
+        allocatable = resources_of(claim.status.allocatable, field="status.allocatable")
+        capacity = resources_of(claim.status.capacity, field="status.capacity")
+    except (RequirementError, TranslationError) as e:
+        raise TranslationError(f"NodeClaim {name}: {e}") from e
+    for key in reqs.keys():  # noqa: SIM118 - Requirements iterates Requirement values
+        value = reqs.single_value(key)
+        if value is not None:
+            labels.setdefault(key, value)
+    pool = labels.get(wk.LABEL_NODEPOOL)
+    return Node(
+        name=NodeName(claim.status.node_name or name),
+        labels=labels,
+        taints=tuple(taint(t) for t in (*claim.spec.taints, *claim.spec.startup_taints)),
+        allocatable=allocatable,
+        capacity=capacity,
+        nodepool=NodePoolName(pool) if pool else None,
+        initialized=False,
+        in_flight=True,
+    )
+
+
+def daemonset(ds: KubeDaemonSet) -> DaemonSet:
+    """A DaemonSet as the pod it would run on every node; raises TranslationError."""
+    namespace, name = ds.metadata.namespace or "default", ds.metadata.name or ""
+    meta = attrs.evolve(ds.spec.template.metadata, namespace=namespace, name=name)
+    try:
+        pod = pod_view(meta, ds.spec.template.spec, uid=f"daemonset/{namespace}/{name}")
+    except TranslationError as e:
+        raise TranslationError(f"DaemonSet {namespace}/{name}: spec.template.{e}") from e
+    return DaemonSet(namespace, name, pod)
+
+
+def is_terminal(pod: KubePod) -> bool:
+    """Succeeded or Failed: the pod no longer uses its node's resources."""
+    return pod.status.phase in (PodPhase.SUCCEEDED, PodPhase.FAILED)
+
+
+@attrs.frozen(kw_only=True)
+class ClusterObjects:
+    """The API objects a snapshot is built from (one consistent read)."""
+
+    nodes: Sequence[KubeNode] = ()
+    pods: Sequence[KubePod] = ()
+    nodepools: Sequence[KubeNodePool] = ()
+    nodeclaims: Sequence[NodeClaim] = ()
+    daemonsets: Sequence[KubeDaemonSet] = ()
+    volumes: VolumeIndex = attrs.field(factory=VolumeIndex)
+    namespaces: Mapping[str, Mapping[str, str]] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class SnapshotKinds:
+    """The optional kinds `read_cluster` reads when wiring registered them (None: not watched)."""
+
+    daemonsets: ResourceKind[KubeDaemonSet] | None = None
+    persistent_volumes: ResourceKind[PersistentVolume] | None = None
+    persistent_volume_claims: ResourceKind[PersistentVolumeClaim] | None = None
+    storage_classes: ResourceKind[StorageClass] | None = None
+
+
+def _objects(state: ClusterState, kind: ResourceKind[T] | None) -> list[T]:
+    return state.store(kind).objects() if kind is not None else []
+
+
+def read_cluster(state: ClusterState, *, optional: SnapshotKinds | None = None) -> ClusterObjects:
+    """Every object a snapshot needs, read in one synchronous step (hence consistent).
+
+    Nodes, Pods, NodePools and NodeClaims must be registered; the `optional` kinds are read when
+    given. Raises KeyError naming a required kind that is not registered.
+    """
+    extra = optional or SnapshotKinds()
+    claims = {
+        (c.metadata.namespace or "", c.metadata.name or ""): c
+        for c in _objects(state, extra.persistent_volume_claims)
+    }
+    return ClusterObjects(
+        nodes=state.store(kinds.NODES).objects(),
+        pods=state.store(kinds.PODS).objects(),
+        nodepools=state.store(kinds.NODEPOOLS).objects(),
+        nodeclaims=state.store(kinds.NODECLAIMS).objects(),
+        daemonsets=_objects(state, extra.daemonsets),
+        volumes=VolumeIndex(
+            claims=claims,
+            volumes={v.metadata.name or "": v for v in _objects(state, extra.persistent_volumes)},
+            classes={s.metadata.name or "": s for s in _objects(state, extra.storage_classes)},
+        ),
+    )
+
+
+@attrs.frozen(kw_only=True)
+class SnapshotBuild:
+    """A snapshot, the pods to place (in creation order) and every object left out, with why."""
+
+    snapshot: ClusterSnapshot
+    pods: tuple[cp.Pod, ...]
+    errors: tuple[ObjectError, ...]
+
+
+def _creation_order(pods: Iterable[KubePod]) -> list[KubePod]:
+    return sorted(
+        pods,
+        key=lambda p: (
+            p.metadata.creation_timestamp or _EPOCH,
+            p.metadata.namespace or "",
+            p.metadata.name or "",
+        ),
+    )
+
+
+def _error(kind: str, meta_namespace: str | None, name: str | None, message: str) -> ObjectError:
+    return ObjectError(kind, meta_namespace or "", name or "", "", message)
+
+
+def build_snapshot(
+    objects: ClusterObjects,
+    *,
+    pending: Iterable[KubePod],
+    instance_types: Mapping[str, Sequence[InstanceType]],
+) -> SnapshotBuild:
+    """Translate `objects` into a ClusterSnapshot and `pending` into core pods.
+
+    Nodes and NodePools being deleted are left out (nothing new may land on them); NodePools,
+    nodes or DaemonSets the core cannot represent are left out with an error, and so is each
+    pending pod it cannot represent. `instance_types` maps a NodePool name to what the provider
+    offers it.
+    """
+    errors: list[ObjectError] = []
+    pools: list[NodePool] = []
+    for pool in sorted(objects.nodepools, key=lambda p: p.metadata.name or ""):
+        if pool.metadata.deletion_timestamp is not None:
+            continue
+        try:
+            pools.append(nodepool_template(pool))
+        except TranslationError as e:
+            errors.append(_error("NodePool", None, pool.metadata.name, str(e)))
+
+    bound: dict[str, list[cp.Pod]] = {}
+    for i, pod in enumerate(_creation_order(objects.pods)):
+        if not pod.spec.node_name or is_terminal(pod):
+            continue
+        view = translate_pod(pod, creation=i)
+        if isinstance(view, ObjectError):
+            errors.append(view)
+        else:
+            bound.setdefault(pod.spec.node_name, []).append(view)
+
+    nodes: list[Node] = []
+    registered: set[str] = set()
+    for node in sorted(objects.nodes, key=lambda n: n.metadata.name or ""):
+        name = node.metadata.name or ""
+        registered.add(name)
+        if node.metadata.deletion_timestamp is not None:
+            continue
+        try:
+            nodes.append(existing_node(node, bound.get(name, ())))
+        except TranslationError as e:
+            errors.append(_error("Node", None, name, str(e)))
+    for claim in sorted(objects.nodeclaims, key=lambda c: c.metadata.name or ""):
+        if claim.metadata.deletion_timestamp is not None or claim.status.node_name in registered:
+            continue
+        try:
+            flying = in_flight_node(claim)
+        except TranslationError as e:
+            errors.append(_error("NodeClaim", None, claim.metadata.name, str(e)))
+            continue
+        if flying is not None:
+            nodes.append(flying)
+
+    daemonsets: list[DaemonSet] = []
+    for ds in objects.daemonsets:
+        try:
+            daemonsets.append(daemonset(ds))
+        except TranslationError as e:
+            errors.append(_error("DaemonSet", ds.metadata.namespace, ds.metadata.name, str(e)))
+
+    views: list[cp.Pod] = []
+    for i, pod in enumerate(_creation_order(pending)):
+        view = translate_pod(pod, creation=i, volumes=objects.volumes)
+        if isinstance(view, ObjectError):
+            errors.append(view)
+        else:
+            views.append(view)
+
+    snapshot = ClusterSnapshot(
+        nodepools=tuple(pools),
+        instance_types={name: tuple(types) for name, types in instance_types.items()},
+        nodes=tuple(nodes),
+        daemonsets=tuple(daemonsets),
+        namespaces={ns: cp.freeze_labels(labels) for ns, labels in objects.namespaces.items()},
+    )
+    return SnapshotBuild(snapshot=snapshot, pods=tuple(views), errors=tuple(errors))

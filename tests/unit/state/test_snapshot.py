@@ -1,0 +1,227 @@
+"""build_snapshot: one consistent read of the cluster becomes a snapshot the solver plans on."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import attrs
+import pytest
+
+from karpy.apis.codec import from_dict
+from karpy.apis.kube.common import Taint as KubeTaint
+from karpy.apis.kube.workloads import DaemonSet
+from karpy.apis.meta import Quantity
+from karpy.apis.v1 import labels as wk
+from karpy.apis.v1.nodeclaim import NodeClaim
+from karpy.core.resources import Resources
+from karpy.core.scheduling.scheduler import solve
+from karpy.core.taints import Effect, Taint
+from karpy.kube import kinds
+from karpy.kube.resources import Item, ObjectRef
+from karpy.runtime.telemetry import Telemetry
+from karpy.state.cluster import ClusterState
+from karpy.state.snapshot import ClusterObjects, build_snapshot, nodepool_template, read_cluster
+from karpy.testing.instancetypes import make_instance_types
+from tests.unit.state.support import apps_nodepool, inflate, node, pod
+
+TYPES = {"apps": make_instance_types(8)}
+DELETING = datetime(2026, 1, 2, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("replicas", [1, 6])
+def test_the_seed_walkthrough_plans_every_inflate_pod_onto_apps_nodes(replicas: int) -> None:
+    pending = inflate(replicas)
+    built = build_snapshot(
+        ClusterObjects(nodepools=[apps_nodepool()]), pending=pending, instance_types=TYPES
+    )
+    assert built.errors == ()
+    assert [p.name for p in built.pods] == [p.metadata.name for p in pending]
+    results = solve(built.snapshot, list(built.pods))
+    assert results.unplaced == ()
+    assert results.nominations == ()
+    placed = sorted(uid for claim in results.nodeclaims for uid in claim.pods)
+    assert placed == sorted(p.metadata.uid or "" for p in pending)
+    types = {t.name: t for t in TYPES["apps"]}
+    for claim in results.nodeclaims:
+        assert claim.nodepool == "apps"
+        assert claim.requirements.single_value("intent") == "apps"
+        assert claim.capacity_types == (wk.CAPACITY_TYPE_ON_DEMAND,)
+        # Each pod asks for 1 CPU and 1.5Gi (plus its pod slot); the first type must hold them.
+        assert claim.requests.fits(types[claim.instance_types[0]].allocatable)
+        assert claim.requests.get_amount("cpu") == 1000 * len(claim.pods)
+    # fake-it-i has i+1 vCPU less 100m reserved, so n one-CPU pods need fake-it-n at the least,
+    # and the cheapest plan puts them all on one such node.
+    (claim,) = results.nodeclaims
+    assert claim.instance_types[0] == f"fake-it-{replicas}"
+
+
+def test_bound_pods_use_their_node_and_deleting_or_terminal_objects_drop_out() -> None:
+    running = attrs.evolve(
+        inflate(1)[0],
+        spec=attrs.evolve(inflate(1)[0].spec, node_name="n1"),
+    )
+    done = from_dict(
+        type(running),
+        {
+            "metadata": {"name": "job", "namespace": "default", "uid": "uid-job"},
+            "spec": {"nodeName": "n1", "containers": []},
+            "status": {"phase": "Succeeded"},
+        },
+    )
+    managed = node(
+        "n1",
+        labels={wk.LABEL_NODEPOOL: "apps", "intent": "apps"},
+        allocatable={"cpu": "4", "memory": "8Gi", "pods": "110"},
+    )
+    gone = attrs.evolve(
+        node("n2"), metadata=attrs.evolve(node("n2").metadata, deletion_timestamp=DELETING)
+    )
+    built = build_snapshot(
+        ClusterObjects(nodes=[managed, gone], pods=[running, done], nodepools=[apps_nodepool()]),
+        pending=[],
+        instance_types=TYPES,
+    )
+    (n1,) = built.snapshot.nodes
+    assert n1.name == "n1"
+    assert [p.name for p in n1.pods] == [running.metadata.name]
+    assert n1.nodepool == "apps"
+    assert not n1.initialized  # managed, but karpy has not labelled it initialized yet
+    assert n1.allocatable == Resources.of({"cpu": 4, "memory": "8Gi", "pods": 110})
+
+
+def test_pending_pods_fill_an_existing_node_before_new_capacity() -> None:
+    ready = node(
+        "n1",
+        labels={wk.LABEL_NODEPOOL: "apps", "intent": "apps", wk.LABEL_NODE_INITIALIZED: "true"},
+        allocatable={"cpu": "4", "memory": "8Gi", "pods": "110"},
+    )
+    built = build_snapshot(
+        ClusterObjects(nodes=[ready], nodepools=[apps_nodepool()]),
+        pending=inflate(2),
+        instance_types=TYPES,
+    )
+    results = solve(built.snapshot, list(built.pods))
+    assert {n.node for n in results.nominations} == {"n1"}
+    assert len(results.nominations) == 2
+    assert results.nodeclaims == ()
+
+
+def test_a_launched_nodeclaim_without_a_node_is_in_flight() -> None:
+    claim = from_dict(
+        NodeClaim,
+        {
+            "metadata": {"name": "apps-x1", "labels": {wk.LABEL_NODEPOOL: "apps"}},
+            "spec": {
+                "requirements": [
+                    {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m"]},
+                    {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["a", "b"]},
+                ],
+                "nodeClassRef": {
+                    "group": "karpenter.kwok.sh",
+                    "kind": "KWOKNodeClass",
+                    "name": "d",
+                },
+                "startupTaints": [{"key": "boot", "effect": "NoSchedule"}],
+            },
+            "status": {"allocatable": {"cpu": "2", "memory": "4Gi", "pods": "10"}},
+        },
+    )
+    unlaunched = attrs.evolve(
+        claim,
+        metadata=attrs.evolve(claim.metadata, name="apps-x2"),
+        status=attrs.evolve(claim.status, allocatable={}),
+    )
+    built = build_snapshot(
+        ClusterObjects(nodeclaims=[claim, unlaunched]), pending=[], instance_types={}
+    )
+    (flying,) = built.snapshot.nodes
+    assert flying.in_flight
+    assert not flying.initialized
+    assert flying.label_map()["node.kubernetes.io/instance-type"] == "m"
+    assert "topology.kubernetes.io/zone" not in flying.label_map()
+    assert flying.taints == (Taint("boot", Effect.NO_SCHEDULE),)
+
+
+def test_bad_objects_are_left_out_with_errors_and_the_rest_still_builds() -> None:
+    bad_pool = attrs.evolve(
+        apps_nodepool(),
+        metadata=attrs.evolve(apps_nodepool().metadata, name="broken"),
+        spec=attrs.evolve(apps_nodepool().spec, limits={"cpu": Quantity("plenty")}),
+    )
+    bad_pod = pod("bad", {"containers": [{"name": "a", "resources": {"requests": {"cpu": "x"}}}]})
+    ds = from_dict(
+        DaemonSet,
+        {
+            "metadata": {"name": "logs", "namespace": "kube-system"},
+            "spec": {
+                "template": {
+                    "metadata": {"labels": {"app": "logs"}},
+                    "spec": {
+                        "containers": [{"name": "l", "resources": {"requests": {"cpu": "100m"}}}]
+                    },
+                }
+            },
+        },
+    )
+    built = build_snapshot(
+        ClusterObjects(nodepools=[apps_nodepool(), bad_pool], daemonsets=[ds]),
+        pending=[bad_pod, *inflate(1)],
+        instance_types=TYPES,
+    )
+    assert [p.name for p in built.snapshot.nodepools] == ["apps"]
+    assert [p.name for p in built.pods] == ["inflate-5d8c-0"]
+    assert [(e.kind, e.name) for e in built.errors] == [("NodePool", "broken"), ("Pod", "bad")]
+    assert built.errors[0].message.startswith("NodePool broken: spec.limits[cpu]:")
+    (logs,) = built.snapshot.daemonsets
+    assert logs.pod.requests().get_amount("cpu") == 100
+    assert logs.pod.namespace == "kube-system"
+
+
+def test_nodepool_template_carries_labels_taints_limits_and_weight() -> None:
+    pool = apps_nodepool()
+    gpu = from_dict(KubeTaint, {"key": "gpu", "value": "true", "effect": "NoSchedule"})
+    boot = from_dict(KubeTaint, {"key": "boot", "effect": "NoExecute"})
+    template_spec = attrs.evolve(pool.spec.template.spec, taints=(gpu,), startup_taints=(boot,))
+    spec = attrs.evolve(
+        pool.spec, weight=7, template=attrs.evolve(pool.spec.template, spec=template_spec)
+    )
+    view = nodepool_template(attrs.evolve(pool, spec=spec))
+    assert view.weight == 7
+    assert dict(view.labels) == {"intent": "apps"}
+    assert view.taints == (Taint("gpu", Effect.NO_SCHEDULE, "true"),)
+    assert view.startup_taints == (Taint("boot", Effect.NO_EXECUTE),)
+    assert view.limits == Resources.of({"cpu": 100})
+    assert view.requirements.single_value(wk.LABEL_CAPACITY_TYPE) == wk.CAPACITY_TYPE_ON_DEMAND
+    assert view.template_requirements().single_value(wk.LABEL_NODEPOOL) == "apps"
+
+
+@pytest.fixture
+def telemetry() -> Iterator[Telemetry]:
+    telemetry = Telemetry.setup(service_name="karpy-test")
+    yield telemetry
+    telemetry.shutdown()
+
+
+def _item(kind_name: str, name: str, obj: object) -> Item[object]:
+    ref = ObjectRef(
+        kind=kind_name, namespace="", name=name, uid=f"uid-{name}", resource_version="1"
+    )
+    return Item(ref=ref, obj=obj)
+
+
+def test_read_cluster_reads_every_registered_store(telemetry: Telemetry) -> None:
+    state = ClusterState(metrics=telemetry.metrics)
+    stores = {
+        k.kind: state.register(k)
+        for k in (kinds.NODES, kinds.PODS, kinds.NODEPOOLS, kinds.NODECLAIMS)
+    }
+    stores["NodePool"].replace([_item("NodePool", "apps", apps_nodepool())])
+    stores["Node"].replace([_item("Node", "n1", node("n1"))])
+    for store in stores.values():
+        store.listed.set()
+    objects = read_cluster(state)
+    assert [p.metadata.name for p in objects.nodepools] == ["apps"]
+    assert [n.metadata.name for n in objects.nodes] == ["n1"]
+    assert objects.pods == []
+    assert objects.daemonsets == []
