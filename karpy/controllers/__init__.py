@@ -1,0 +1,1 @@
+"""Reconcile loops: each reads ClusterState, decides with the pure core, writes via karpy.kube."""

@@ -1,0 +1,1 @@
+"""Provisioning: notice pods nothing can run, batch them, solve, and launch NodeClaims."""
