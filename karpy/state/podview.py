@@ -19,10 +19,15 @@ import attrs
 
 from karpy.apis.kube import common as kc
 from karpy.apis.kube.pod import Container as KubeContainer
-from karpy.apis.kube.pod import PodAffinity, PodSpec
+from karpy.apis.kube.pod import PodAffinity, PodSpec, Volume
 from karpy.apis.kube.pod import PodAffinityTerm as KubePodAffinityTerm
 from karpy.apis.kube.pod import TopologySpreadConstraint as KubeSpread
-from karpy.apis.kube.storage import PersistentVolume, PersistentVolumeClaim, StorageClass
+from karpy.apis.kube.storage import (
+    PersistentVolume,
+    PersistentVolumeClaim,
+    PersistentVolumeClaimSpec,
+    StorageClass,
+)
 from karpy.apis.meta import ObjectMeta
 from karpy.apis.v1 import labels as wk
 from karpy.cloudprovider.requirements import resources_from_quantities
@@ -209,7 +214,7 @@ def _volume_alternatives(
                 reqs = reqs.without(key)
             alts.append(reqs)
         return alts if alts and all(alts) else None
-    if sc is None or sc.volume_binding_mode != WAIT_FOR_FIRST_CONSUMER:
+    if sc is None:
         return None
     alts = [
         Requirements(
@@ -221,45 +226,64 @@ def _volume_alternatives(
     return alts or None
 
 
+def _claim_spec(
+    meta: ObjectMeta, vol: Volume, index: VolumeIndex, *, namespace: str, where: str
+) -> PersistentVolumeClaimSpec | None:
+    """The claim spec a volume resolves to (None: not a claim, so no topology)."""
+    if vol.persistent_volume_claim is not None:
+        name = vol.persistent_volume_claim.claim_name
+    elif vol.ephemeral is not None:
+        name = f"{meta.name}-{vol.name}"
+        template = vol.ephemeral.volume_claim_template
+        if (namespace, name) not in index.claims:
+            # The ephemeral-volume controller creates the claim after the pod: until then
+            # the template says which StorageClass will provision it.
+            return template.spec if template is not None else None
+    else:
+        return None
+    pvc = index.claims.get((namespace, name))
+    if pvc is None:
+        raise TranslationError(f"{where}: PersistentVolumeClaim {namespace}/{name} not found")
+    if pvc.metadata.deletion_timestamp is not None:
+        raise TranslationError(
+            f"{where}: PersistentVolumeClaim {namespace}/{name} is being deleted"
+        )
+    return pvc.spec
+
+
 def volume_requirements(
     meta: ObjectMeta, spec: PodSpec, index: VolumeIndex, *, namespace: str
 ) -> tuple[Requirements, ...]:
     """The pod's volume topology as alternatives: each volume's terms are ORed, volumes ANDed.
 
-    A claim that does not resolve (missing PVC or PV, no StorageClass) is an error, as Karpenter
-    skips such pods until their storage exists.
+    A claim that does not resolve (missing or deleting PVC, missing PV or StorageClass) or that
+    waits for an Immediate-binding provisioner is an error: Karpenter skips such pods until
+    their storage is settled, since where it lands decides where the pod may run.
     """
     per_volume: list[list[Requirements]] = []
     for i, vol in enumerate(spec.volumes):
-        where = f"spec.volumes[{i}]"
-        if vol.persistent_volume_claim is not None:
-            claim_name = vol.persistent_volume_claim.claim_name
-            where += ".persistentVolumeClaim.claimName"
-        elif vol.ephemeral is not None:
-            claim_name = f"{meta.name}-{vol.name}"
-            where += ".ephemeral"
-            if (namespace, claim_name) not in index.claims:
-                continue  # the ephemeral PVC is created with the pod; nothing to honour yet
-        else:
+        where = f"spec.volumes[{i}]" + (
+            ".persistentVolumeClaim.claimName" if vol.persistent_volume_claim else ".ephemeral"
+        )
+        claim = _claim_spec(meta, vol, index, namespace=namespace, where=where)
+        if claim is None:
             continue
-        pvc = index.claims.get((namespace, claim_name))
-        if pvc is None:
-            raise TranslationError(
-                f"{where}: PersistentVolumeClaim {namespace}/{claim_name} not found"
-            )
-        if pvc.metadata.deletion_timestamp is not None:
-            raise TranslationError(f"{where}: PersistentVolumeClaim {claim_name} is being deleted")
         pv: PersistentVolume | None = None
         sc: StorageClass | None = None
-        if pvc.spec.volume_name:
-            pv = index.volumes.get(pvc.spec.volume_name)
+        if claim.volume_name:
+            pv = index.volumes.get(claim.volume_name)
             if pv is None:
-                msg = f"{where}: PersistentVolume {pvc.spec.volume_name} not found"
-                raise TranslationError(msg)
-        elif pvc.spec.storage_class_name:
-            sc = index.classes.get(pvc.spec.storage_class_name)
+                raise TranslationError(f"{where}: PersistentVolume {claim.volume_name} not found")
+        elif claim.storage_class_name:
+            sc = index.classes.get(claim.storage_class_name)
             if sc is None:
-                msg = f"{where}: StorageClass {pvc.spec.storage_class_name} not found"
+                msg = f"{where}: StorageClass {claim.storage_class_name} not found"
+                raise TranslationError(msg)
+            if sc.volume_binding_mode != WAIT_FOR_FIRST_CONSUMER:
+                msg = (
+                    f"{where}: claim is unbound and StorageClass {sc.metadata.name} binds"
+                    " Immediately; waiting for its volume"
+                )
                 raise TranslationError(msg)
         alts = _volume_alternatives(pv, sc, field=where)
         if alts is not None:

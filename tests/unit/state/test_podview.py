@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -231,10 +232,34 @@ def _storage() -> VolumeIndex:
             "spec": {"storageClassName": "late"},
         },
     )
+    eager = from_dict(StorageClass, {"metadata": {"name": "eager"}, "provisioner": "x"})
+    waiting = from_dict(
+        PersistentVolumeClaim,
+        {
+            "metadata": {"name": "waiting", "namespace": "default"},
+            "spec": {"storageClassName": "eager"},
+        },
+    )
+    leaving = from_dict(
+        PersistentVolumeClaim,
+        {
+            "metadata": {
+                "name": "leaving",
+                "namespace": "default",
+                "deletionTimestamp": "2026-01-01T00:00:00Z",
+            },
+            "spec": {"volumeName": "pv-1"},
+        },
+    )
     return VolumeIndex(
-        claims={("default", "bound"): bound, ("default", "unbound"): unbound},
+        claims={
+            ("default", "bound"): bound,
+            ("default", "unbound"): unbound,
+            ("default", "waiting"): waiting,
+            ("default", "leaving"): leaving,
+        },
         volumes={"pv-1": zonal},
-        classes={"late": wffc},
+        classes={"late": wffc, "eager": eager},
     )
 
 
@@ -262,13 +287,65 @@ def test_volume_topology_from_bound_pvs_and_wait_for_first_consumer_classes() ->
     ]
 
 
-def test_a_missing_claim_is_a_per_pod_error_naming_the_volume() -> None:
-    out = translate_pod(pod("p", _with_claims("gone")), volumes=_storage())
+def test_an_ephemeral_volume_before_its_claim_exists_follows_the_template_class() -> None:
+    spec = {
+        "containers": [],
+        "volumes": [
+            {
+                "name": "scratch",
+                "ephemeral": {"volumeClaimTemplate": {"spec": {"storageClassName": "late"}}},
+            }
+        ],
+    }
+    view = _view(pod("p", spec), volumes=_storage())
+    assert len(view.volume_requirements) == 2
+
+
+@pytest.mark.parametrize(
+    ("claims", "problem"),
+    [
+        (
+            ("bound", "gone"),
+            "spec.volumes[1].persistentVolumeClaim.claimName:"
+            " PersistentVolumeClaim default/gone not found",
+        ),
+        (("leaving",), "PersistentVolumeClaim default/leaving is being deleted"),
+        (("waiting",), "claim is unbound and StorageClass eager binds Immediately"),
+    ],
+)
+def test_unsettled_storage_is_a_per_pod_error_naming_the_volume(
+    claims: tuple[str, ...], problem: str
+) -> None:
+    out = translate_pod(pod("p", _with_claims(*claims)), volumes=_storage())
     assert isinstance(out, ObjectError)
-    assert out.message == (
-        "Pod default/p: spec.volumes[0].persistentVolumeClaim.claimName:"
-        " PersistentVolumeClaim default/gone not found"
-    )
+    assert out.message.startswith("Pod default/p: spec.volumes[")
+    assert problem in out.message
+
+
+def test_sidecar_host_ports_count_and_bad_ports_name_their_field() -> None:
+    sidecar = {
+        "name": "proxy",
+        "restartPolicy": "Always",
+        "ports": [{"containerPort": 1, "hostPort": 15001, "protocol": "UDP"}],
+    }
+    plain = {"name": "setup", "ports": [{"containerPort": 1, "hostPort": 9}]}
+    view = _view(pod("p", {"containers": [], "initContainers": [plain, sidecar]}))
+    assert view.host_ports == (cp.HostPort(15001, "UDP"),)
+    bad = {"containers": [{"name": "a", "ports": [{"containerPort": 1, "hostPort": 70000}]}]}
+    out = translate_pod(pod("q", bad))
+    assert isinstance(out, ObjectError)
+    assert "spec.containers[0].ports[0].hostPort: 70000 is not in 1-65535" in out.message
+
+
+def test_owner_key_names_the_core_group() -> None:
+    owner = {
+        "apiVersion": "v1",
+        "kind": "ReplicationController",
+        "name": "rc",
+        "uid": "u",
+        "controller": True,
+    }
+    assert _view(pod("p", ownerReferences=[owner])).owner == "core/ReplicationController/default/rc"
 
 
 def test_a_bad_quantity_is_a_per_pod_error_naming_the_field() -> None:
