@@ -7,13 +7,17 @@ from datetime import UTC, datetime
 
 import attrs
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from karpy.apis.codec import from_dict
 from karpy.apis.kube.common import Taint as KubeTaint
+from karpy.apis.kube.node import Node as KubeNode
 from karpy.apis.kube.workloads import DaemonSet
 from karpy.apis.meta import Quantity
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import NodeClaim
+from karpy.apis.v1.nodepool import NodePool as KubeNodePool
 from karpy.core.resources import Resources
 from karpy.core.scheduling.scheduler import solve
 from karpy.core.taints import Effect, Taint
@@ -23,6 +27,7 @@ from karpy.runtime.telemetry import Telemetry
 from karpy.state.cluster import ClusterState
 from karpy.state.snapshot import ClusterObjects, build_snapshot, nodepool_template, read_cluster
 from karpy.testing.instancetypes import make_instance_types
+from tests.unit.apis.strategies import models
 from tests.unit.state.support import apps_nodepool, inflate, node, pod
 
 TYPES = {"apps": make_instance_types(8)}
@@ -225,3 +230,28 @@ def test_read_cluster_reads_every_registered_store(telemetry: Telemetry) -> None
     assert [n.metadata.name for n in objects.nodes] == ["n1"]
     assert objects.pods == []
     assert objects.daemonsets == []
+
+
+@given(
+    pools=st.lists(models(KubeNodePool), max_size=2),
+    nodes=st.lists(models(KubeNode), max_size=2),
+    claims=st.lists(models(NodeClaim), max_size=2),
+    daemonsets=st.lists(models(DaemonSet), max_size=2),
+)
+def test_any_decodable_objects_build_or_are_reported(
+    pools: list[KubeNodePool],
+    nodes: list[KubeNode],
+    claims: list[NodeClaim],
+    daemonsets: list[DaemonSet],
+) -> None:
+    objects = ClusterObjects(nodepools=pools, nodes=nodes, nodeclaims=claims, daemonsets=daemonsets)
+    built = build_snapshot(objects, pending=[], instance_types={})
+    live_pools = [p for p in pools if p.metadata.deletion_timestamp is None]
+    pool_errors = [e for e in built.errors if e.kind == "NodePool"]
+    assert len(built.snapshot.nodepools) + len(pool_errors) == len(live_pools)
+    assert len(built.snapshot.daemonsets) + sum(e.kind == "DaemonSet" for e in built.errors) == len(
+        daemonsets
+    )
+    for error in built.errors:
+        assert error.message.startswith(f"{error.kind} ")
+        assert ": spec." in error.message or ": status." in error.message
