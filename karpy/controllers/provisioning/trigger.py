@@ -4,18 +4,20 @@ A pod triggers provisioning only when kube-scheduler has already tried and faile
 (PodScheduled=False, reason Unschedulable) and nothing else is about to place it: it is not bound,
 not nominated by a preemption, not run by a DaemonSet (whose pods follow the nodes, not the other
 way round), not a kubelet mirror pod, not being deleted, and is scheduled by the default scheduler.
-Pure: a function of the Pod alone, so the informer callback can call it on every event without
-I/O.
+Pure: a function of the Pod alone, so the informer callback (`pod_subscriber`) can call it on
+every event without I/O.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Final
 
 from karpy.apis.kube.pod import Pod
 from karpy.apis.meta import ConditionStatus
+from karpy.controllers.provisioning.batcher import Batcher
+from karpy.kube.watch import Event, EventType
 
 DEFAULT_SCHEDULER: Final = "default-scheduler"
 # kubelet marks the API copy of a static pod with this annotation (and a Node owner).
@@ -76,3 +78,20 @@ def not_provisionable(
 def is_provisionable(pod: Pod, *, scheduler_names: Collection[str] = (DEFAULT_SCHEDULER,)) -> bool:
     """Whether `pod` should trigger provisioning (see `not_provisionable`)."""
     return not_provisionable(pod, scheduler_names=scheduler_names) is None
+
+
+def pod_subscriber(
+    batcher: Batcher, *, scheduler_names: Collection[str] = (DEFAULT_SCHEDULER,)
+) -> Callable[[Event[Pod]], None]:
+    """An informer callback that triggers `batcher` with each provisionable pod's UID.
+
+    Synchronous and non-blocking, as informer subscribers must be.
+    """
+
+    def on_event(event: Event[Pod]) -> None:
+        if event.type is EventType.DELETED:
+            return
+        if is_provisionable(event.item.obj, scheduler_names=scheduler_names):
+            batcher.trigger(event.item.ref.uid)
+
+    return on_event

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 
 from karpy.apis.codec import from_dict
 from karpy.apis.kube.pod import Pod
+from karpy.controllers.provisioning.batcher import Batcher
 from karpy.controllers.provisioning.trigger import (
     NotProvisionable,
     is_provisionable,
     not_provisionable,
+    pod_subscriber,
 )
+from karpy.kube.resources import Item, ObjectRef
+from karpy.kube.watch import Event, EventType
+from karpy.runtime.options import BatchingOptions
 
 UNSCHEDULABLE = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
 
@@ -100,3 +106,21 @@ def test_provisionable_pods(pod: Pod, expected: NotProvisionable | None) -> None
 def test_extra_scheduler_names_can_be_served() -> None:
     pod = _pod(spec={"schedulerName": "volcano"})
     assert is_provisionable(pod, scheduler_names=("default-scheduler", "volcano"))
+
+
+def _event(kind: EventType, pod: Pod, uid: str) -> Event[Pod]:
+    ref = ObjectRef(kind="Pod", namespace="default", name=uid, uid=uid, resource_version="1")
+    return Event(type=kind, item=Item(ref=ref, obj=pod))
+
+
+async def test_the_subscriber_triggers_only_for_live_provisionable_pods() -> None:
+    batcher = Batcher(BatchingOptions(idle_duration=0.01))
+    on_event = pod_subscriber(batcher)
+    on_event(_event(EventType.ADDED, _pod(), "pending"))
+    on_event(_event(EventType.MODIFIED, _pod(spec={"nodeName": "n1"}), "bound"))
+    on_event(_event(EventType.DELETED, _pod(), "deleted"))
+    on_event(_event(EventType.MODIFIED, _pod(), "pending"))
+    async with asyncio.timeout(10):
+        batch = await batcher.wait()
+    assert batch.uids == ("pending",)
+    assert batch.triggers == 2
