@@ -4,9 +4,10 @@ Pods arrive in bursts (a Deployment scaled to 100 creates 100 pods within a seco
 Solving for each pod alone would launch a node per pod; solving for the burst packs them. So,
 as Karpenter's batcher does, the window opens on the first trigger and closes once no trigger has
 come for `idle_duration`, or `max_duration` after it opened so a steady trickle still gets
-scheduled. Triggers are synchronous and never block, so an informer callback may fire them; the
-single reader awaits `wait()` and gets the pod UIDs of the batch. Durations run on the event
-loop's clock (house rule 9).
+scheduled. `trigger(uid)` is synchronous and never blocks, so an informer callback may call it:
+it records the UID and fires the coalescing `Trigger` (house rule 8) the single reader waits on;
+`wait()` returns the pod UIDs of the batch. Durations run on the event loop's clock (house rule
+9).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import enum
 
 import attrs
 
+from karpy.runtime.channels import Trigger
 from karpy.runtime.options import BatchingOptions
 
 
@@ -39,7 +41,7 @@ class Batch:
 class Batcher:
     """Karpenter's batcher on the event loop: non-blocking `trigger`, one reader of `wait`."""
 
-    def __init__(self, options: BatchingOptions) -> None:
+    def __init__(self, options: BatchingOptions, *, signal: Trigger) -> None:
         if options.idle_duration <= 0 or options.max_duration <= 0:
             msg = (
                 f"Batcher: idle ({options.idle_duration}s) and max ({options.max_duration}s)"
@@ -50,13 +52,13 @@ class Batcher:
         self._max = options.max_duration
         self._uids: dict[str, None] = {}  # an insertion-ordered set
         self._triggers = 0
-        self._signal = asyncio.Event()
+        self._signal = signal
 
     def trigger(self, uid: str) -> None:
         """Add `uid` to the open window (or open one). Synchronous; never blocks."""
         self._uids.setdefault(uid, None)
         self._triggers += 1
-        self._signal.set()
+        self._signal.fire()
 
     @property
     def pending(self) -> int:
@@ -65,13 +67,15 @@ class Batcher:
 
     async def wait(self) -> Batch:
         """Wait for the first trigger, then until the window closes; return the batch."""
-        await self._signal.wait()
+        # A fire already counted into the previous batch may still be pending: wait on until
+        # there is something to batch.
+        while not self._uids:
+            await self._signal.wait()
         loop = asyncio.get_running_loop()
         opened = loop.time()
         deadline = opened + self._max
         closed_by = ClosedBy.MAX_DURATION
         while (remaining := deadline - loop.time()) > 0:
-            self._signal.clear()
             idle = self._idle < remaining
             try:
                 async with asyncio.timeout(min(self._idle, remaining)):
@@ -79,8 +83,8 @@ class Batcher:
             except TimeoutError:
                 closed_by = ClosedBy.IDLE if idle else ClosedBy.MAX_DURATION
                 break
-        # Taking the batch and clearing the signal happen with no await between them, so a
-        # trigger either lands in this batch or opens the next window.
+        # No await between the last wake-up and taking the batch: a trigger either lands in
+        # this batch or opens the next window.
         batch = Batch(
             uids=tuple(self._uids),
             triggers=self._triggers,
@@ -89,5 +93,4 @@ class Batcher:
         )
         self._uids = {}
         self._triggers = 0
-        self._signal.clear()
         return batch

@@ -18,6 +18,7 @@ from karpy.controllers.provisioning.trigger import (
 )
 from karpy.kube.resources import Item, ObjectRef
 from karpy.kube.watch import Event, EventType
+from karpy.runtime.channels import Trigger
 from karpy.runtime.options import BatchingOptions
 
 UNSCHEDULABLE = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
@@ -114,7 +115,7 @@ def _event(kind: EventType, pod: Pod, uid: str) -> Event[Pod]:
 
 
 async def test_the_subscriber_triggers_only_for_live_provisionable_pods() -> None:
-    batcher = Batcher(BatchingOptions(idle_duration=0.01))
+    batcher = Batcher(BatchingOptions(idle_duration=0.01), signal=Trigger("provisioning"))
     on_event = pod_subscriber(batcher)
     on_event(_event(EventType.ADDED, _pod(), "pending"))
     on_event(_event(EventType.MODIFIED, _pod(spec={"nodeName": "n1"}), "bound"))
