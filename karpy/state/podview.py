@@ -113,14 +113,13 @@ def toleration(tol: kc.Toleration) -> Toleration:
 
 
 def _container(c: KubeContainer, *, field: str, init: bool) -> cp.Container:
+    requests = resources_of(c.resources.requests, field=f"{field}.resources.requests")
     # The apiserver defaults a missing request to its limit; do the same for models that
     # never went through it.
-    requests = {**c.resources.limits, **c.resources.requests}
-    return cp.Container(
-        c.name,
-        resources_of(requests, field=f"{field}.resources.requests"),
-        restart_always=init and c.restart_policy == "Always",
-    )
+    limit_only = {k: v for k, v in c.resources.limits.items() if k not in c.resources.requests}
+    if limit_only:
+        requests += resources_of(limit_only, field=f"{field}.resources.limits")
+    return cp.Container(c.name, requests, restart_always=init and c.restart_policy == "Always")
 
 
 def _host_ports(

@@ -355,6 +355,10 @@ def test_a_bad_quantity_is_a_per_pod_error_naming_the_field() -> None:
     assert (out.kind, out.namespace, out.name, out.uid) == ("Pod", "default", "p", "uid-p")
     assert out.message.startswith("Pod default/p: spec.containers[0].resources.requests[memory]:")
     assert "'lots'" in out.message
+    limits = {"containers": [{"name": "a", "resources": {"limits": {"cpu": "fast"}}}]}
+    out = translate_pod(pod("q", limits))
+    assert isinstance(out, ObjectError)
+    assert out.message.startswith("Pod default/q: spec.containers[0].resources.limits[cpu]:")
 
 
 def test_bad_requirements_and_spreads_name_their_field() -> None:
