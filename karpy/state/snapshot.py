@@ -47,6 +47,7 @@ from karpy.state.podview import (
 T = TypeVar("T")
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+LABEL_NAMESPACE_NAME = "kubernetes.io/metadata.name"
 
 
 def taint(t: KubeTaint) -> Taint:
@@ -307,11 +308,18 @@ def build_snapshot(
         else:
             views.append(view)
 
+    # Every namespace carries its own name as a label (set by the apiserver), so selectors on
+    # it work for the namespaces pods live in even when Namespace objects are not watched.
+    namespaces = {ns: {LABEL_NAMESPACE_NAME: ns} for ns in {p.namespace for p in views}}
+    for node_pods in bound.values():
+        namespaces.update({p.namespace: {LABEL_NAMESPACE_NAME: p.namespace} for p in node_pods})
+    for ns, labels in objects.namespaces.items():
+        namespaces[ns] = {LABEL_NAMESPACE_NAME: ns, **labels}
     snapshot = ClusterSnapshot(
         nodepools=tuple(pools),
         instance_types={name: tuple(types) for name, types in instance_types.items()},
         nodes=tuple(nodes),
         daemonsets=tuple(daemonsets),
-        namespaces={ns: cp.freeze_labels(labels) for ns, labels in objects.namespaces.items()},
+        namespaces={ns: cp.freeze_labels(labels) for ns, labels in namespaces.items()},
     )
     return SnapshotBuild(snapshot=snapshot, pods=tuple(views), errors=tuple(errors))

@@ -255,3 +255,21 @@ def test_any_decodable_objects_build_or_are_reported(
     for error in built.errors:
         assert error.message.startswith(f"{error.kind} ")
         assert ": spec." in error.message or ": status." in error.message
+
+
+def test_namespaces_carry_their_name_label_and_any_labels_given() -> None:
+    running = attrs.evolve(
+        pod("db", {"nodeName": "n1", "containers": []}),
+        metadata=attrs.evolve(pod("db").metadata, namespace="data"),
+    )
+    built = build_snapshot(
+        ClusterObjects(nodes=[node("n1")], pods=[running], namespaces={"team": {"tier": "a"}}),
+        pending=inflate(1),
+        instance_types={},
+    )
+    name = "kubernetes.io/metadata.name"
+    assert dict(built.snapshot.namespaces) == {
+        "default": ((name, "default"),),
+        "data": ((name, "data"),),
+        "team": ((name, "team"), ("tier", "a")),
+    }
