@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from karpy.apis.codec import from_dict
 from karpy.apis.kube.common import Taint as KubeTaint
 from karpy.apis.kube.node import Node as KubeNode
+from karpy.apis.kube.storage import PersistentVolumeClaim
 from karpy.apis.kube.workloads import DaemonSet
 from karpy.apis.meta import Quantity
 from karpy.apis.v1 import labels as wk
@@ -22,10 +23,16 @@ from karpy.core.resources import Resources
 from karpy.core.scheduling.scheduler import solve
 from karpy.core.taints import Effect, Taint
 from karpy.kube import kinds
-from karpy.kube.resources import Item, ObjectRef
+from karpy.kube.resources import Item, ObjectRef, ResourceKind
 from karpy.runtime.telemetry import Telemetry
 from karpy.state.cluster import ClusterState
-from karpy.state.snapshot import ClusterObjects, build_snapshot, nodepool_template, read_cluster
+from karpy.state.snapshot import (
+    ClusterObjects,
+    SnapshotKinds,
+    build_snapshot,
+    nodepool_template,
+    read_cluster,
+)
 from karpy.testing.instancetypes import make_instance_types
 from tests.unit.apis.strategies import models
 from tests.unit.state.support import apps_nodepool, inflate, node, pod
@@ -230,6 +237,37 @@ def test_read_cluster_reads_every_registered_store(telemetry: Telemetry) -> None
     assert [n.metadata.name for n in objects.nodes] == ["n1"]
     assert objects.pods == []
     assert objects.daemonsets == []
+
+
+def test_read_cluster_reads_optional_kinds_when_given(telemetry: Telemetry) -> None:
+    state = ClusterState(metrics=telemetry.metrics)
+    state.register(kinds.NODES)
+    state.register(kinds.PODS)
+    state.register(kinds.NODEPOOLS)
+    state.register(kinds.NODECLAIMS)
+    pvcs = ResourceKind[PersistentVolumeClaim](
+        kind="PersistentVolumeClaim",
+        plural="persistentvolumeclaims",
+        version="v1",
+        decode=lambda raw: from_dict(PersistentVolumeClaim, raw),
+    )
+    claim = from_dict(PersistentVolumeClaim, {"metadata": {"name": "data", "namespace": "db"}})
+    ref = ObjectRef(kind=pvcs.kind, namespace="db", name="data", uid="c", resource_version="1")
+    state.register(pvcs).replace([Item(ref=ref, obj=claim)])
+    objects = read_cluster(state, optional=SnapshotKinds(persistent_volume_claims=pvcs))
+    assert objects.volumes.claims == {("db", "data"): claim}
+    with pytest.raises(KeyError, match="DaemonSet"):
+        read_cluster(state, optional=SnapshotKinds(daemonsets=_unregistered_daemonsets()))
+
+
+def _unregistered_daemonsets() -> ResourceKind[DaemonSet]:
+    return ResourceKind[DaemonSet](
+        kind="DaemonSet",
+        plural="daemonsets",
+        version="v1",
+        group="apps",
+        decode=lambda raw: from_dict(DaemonSet, raw),
+    )
 
 
 @given(
