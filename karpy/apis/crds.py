@@ -108,9 +108,8 @@ assert tuple(c.model for c in CRDS) == CRD_KINDS  # noqa: S101 - import-time con
 def render_crd(crd: CRDInfo) -> dict[str, Any]:
     """The CustomResourceDefinition for one kind, as a dict."""
     model = crd.model
+    # object_schema marks spec required exactly when the model gives it no default.
     schema = object_schema(model, top_level=True)
-    if "spec" in schema["properties"]:
-        schema["required"] = ["spec"]
     subresources: dict[str, Any] = {"status": {}}
     if crd.scale:
         subresources["scale"] = {
