@@ -24,6 +24,7 @@ from karpy.apis.kube.common import (
 )
 from karpy.apis.kube.storage import PersistentVolumeClaimTemplate
 from karpy.apis.meta import ConditionStatus, ObjectMeta, Quantity
+from karpy.apis.schema import field
 
 
 class Protocol(enum.StrEnum):
@@ -36,7 +37,7 @@ class Protocol(enum.StrEnum):
 class ContainerPort:
     container_port: int
     host_port: int | None = None
-    host_ip: str | None = None
+    host_ip: str | None = field(default=None, wire="hostIP")
     protocol: Protocol = Protocol.TCP
     name: str | None = None
 
