@@ -47,7 +47,6 @@ from karpy.state.podview import (
 T = TypeVar("T")
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-LABEL_NAMESPACE_NAME = "kubernetes.io/metadata.name"
 
 
 def taint(t: KubeTaint) -> Taint:
@@ -310,11 +309,11 @@ def build_snapshot(
 
     # Every namespace carries its own name as a label (set by the apiserver), so selectors on
     # it work for the namespaces pods live in even when Namespace objects are not watched.
-    namespaces = {ns: {LABEL_NAMESPACE_NAME: ns} for ns in {p.namespace for p in views}}
+    namespaces = {ns: {wk.LABEL_NAMESPACE_NAME: ns} for ns in {p.namespace for p in views}}
     for node_pods in bound.values():
-        namespaces.update({p.namespace: {LABEL_NAMESPACE_NAME: p.namespace} for p in node_pods})
+        namespaces.update({p.namespace: {wk.LABEL_NAMESPACE_NAME: p.namespace} for p in node_pods})
     for ns, labels in objects.namespaces.items():
-        namespaces[ns] = {LABEL_NAMESPACE_NAME: ns, **labels}
+        namespaces[ns] = {wk.LABEL_NAMESPACE_NAME: ns, **labels}
     snapshot = ClusterSnapshot(
         nodepools=tuple(pools),
         instance_types={name: tuple(types) for name, types in instance_types.items()},

@@ -22,6 +22,9 @@ LABEL_ARCH: Final = "kubernetes.io/arch"
 LABEL_OS: Final = "kubernetes.io/os"
 LABEL_WINDOWS_BUILD: Final = "node.kubernetes.io/windows-build"
 LABEL_EXCLUDE_FROM_LB: Final = "node.kubernetes.io/exclude-from-external-load-balancers"
+LABEL_NAMESPACE_NAME: Final = "kubernetes.io/metadata.name"
+# kubelet marks the API copy of a static pod with this annotation (and a Node owner).
+ANNOTATION_MIRROR_POD: Final = "kubernetes.io/config.mirror"
 
 # Deprecated spellings that Karpenter normalises to the stable keys above.
 NORMALIZED_LABELS: Final[dict[str, str]] = {

@@ -16,12 +16,11 @@ from typing import Final
 
 from karpy.apis.kube.pod import Pod
 from karpy.apis.meta import ConditionStatus
+from karpy.apis.v1.labels import ANNOTATION_MIRROR_POD
 from karpy.controllers.provisioning.batcher import Batcher
 from karpy.kube.watch import Event, EventType
 
 DEFAULT_SCHEDULER: Final = "default-scheduler"
-# kubelet marks the API copy of a static pod with this annotation (and a Node owner).
-ANNOTATION_MIRROR_POD: Final = "kubernetes.io/config.mirror"
 POD_SCHEDULED: Final = "PodScheduled"
 REASON_UNSCHEDULABLE: Final = "Unschedulable"
 
