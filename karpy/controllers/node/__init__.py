@@ -1,0 +1,1 @@
+"""Controllers that act on Nodes karpy manages: draining and terminating them."""

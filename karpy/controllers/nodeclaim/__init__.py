@@ -1,0 +1,1 @@
+"""Controllers that act on NodeClaims: launch, register, initialize and finalize them."""

@@ -1,0 +1,163 @@
+"""LifecycleController: one reconcile loop that carries a NodeClaim from creation to deletion.
+
+Karpenter runs launch, registration and initialization as sub-reconcilers of one controller, so a
+NodeClaim's conditions advance in order and are written together; finalization on deletion removes
+the Node, then the instance, and only then lets the NodeClaim go. The karpenter.sh/termination
+finalizer is put on first, so no instance is ever launched that a deletion could forget.
+
+Registering it: a Runner keyed by NodeClaim name, `reconcile=controller.reconcile`, fed by
+NodeClaim ADDED/MODIFIED events (the NodeClaim's name) and by Node ADDED/MODIFIED/DELETED events
+(the name of the NodeClaim whose status.providerID equals the Node's spec.providerID; for a Node
+not yet linked, its providerID's NodeClaim). Conflicts and NotFound are handled here; the Runner's
+per-key backoff handles every other error.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import ClassVar, Final
+
+from karpy.apis.v1 import labels as wk
+from karpy.apis.v1.nodeclaim import NodeClaim
+from karpy.cloudprovider import CloudProvider, NodeClaimNotFoundError
+from karpy.controllers.nodeclaim.lifecycle.conditions import with_ready
+from karpy.controllers.nodeclaim.lifecycle.initialization import Initialization
+from karpy.controllers.nodeclaim.lifecycle.launch import LAUNCH_TIMEOUT, Launch
+from karpy.controllers.nodeclaim.lifecycle.nodes import nodes_with_provider_id
+from karpy.controllers.nodeclaim.lifecycle.outcome import Outcome
+from karpy.controllers.nodeclaim.lifecycle.registration import REGISTRATION_TIMEOUT, Registration
+from karpy.kube.client import KubeClient
+from karpy.kube.errors import ConflictError, NotFoundError
+from karpy.kube.kinds import NODECLAIMS, NODES
+from karpy.runtime.clock import Clock
+from karpy.runtime.logging import bind
+from karpy.runtime.reconciler import Result
+
+__all__ = ["LAUNCH_TIMEOUT", "REGISTRATION_TIMEOUT", "LifecycleController"]
+
+log = logging.getLogger(__name__)
+
+NODE_TERMINATION_WAIT: Final = 5.0
+"""Seconds between checks while a deleted NodeClaim's Node is being drained and removed."""
+
+INSTANCE_TERMINATION_WAIT: Final = 5.0
+"""Seconds between CloudProvider.delete calls until the provider says the instance is gone."""
+
+
+class LifecycleController:
+    """Launch → registration → initialization; finalization on deletion.
+
+    Args:
+        kube: the apiserver client (NodeClaims and Nodes are read and written).
+        cloud_provider: launches and terminates instances (wrap it in `instrumented` for spans).
+        clock: wall clock for condition stamps and the launch/registration timeouts.
+    """
+
+    name: ClassVar[str] = "nodeclaim.lifecycle"
+
+    def __init__(self, kube: KubeClient, cloud_provider: CloudProvider, *, clock: Clock) -> None:
+        self._kube = kube
+        self._cloud = cloud_provider
+        self._clock = clock
+        # Create results not yet persisted, by NodeClaim uid: a lost status write must not make
+        # the next reconcile launch a second instance.
+        self._launched: dict[str, NodeClaim] = {}
+        self._steps = (
+            Launch(kube, cloud_provider, clock=clock, launched=self._launched),
+            Registration(kube, clock=clock),
+            Initialization(kube, clock=clock),
+        )
+
+    async def reconcile(self, name: str) -> Result:
+        """Reconcile the NodeClaim called `name`. NotFound is done; a conflict requeues."""
+        with bind(controller=self.name, nodeclaim=name):
+            try:
+                nodeclaim = await self._kube.get(NODECLAIMS, name)
+                if nodeclaim.metadata.deletion_timestamp is not None:
+                    return await self._finalize(nodeclaim)
+                return await self._advance(nodeclaim)
+            except NotFoundError:
+                return Result()
+            except ConflictError:
+                return Result(requeue=True)
+
+    async def _advance(self, nodeclaim: NodeClaim) -> Result:
+        name = nodeclaim.metadata.name or ""
+        finalizers = nodeclaim.metadata.finalizers
+        if wk.FINALIZER_TERMINATION not in finalizers:
+            patch = {"metadata": {"finalizers": [*finalizers, wk.FINALIZER_TERMINATION]}}
+            await self._kube.merge_patch(
+                NODECLAIMS, name, patch, resource_version=nodeclaim.metadata.resource_version
+            )
+            return Result(requeue_after=0)
+        outcome = Outcome(nodeclaim)
+        result = Result()
+        for step in self._steps:
+            outcome = await step.reconcile(outcome.nodeclaim)
+            if outcome.stop is not None:
+                result = outcome.stop
+                break
+        if outcome.deleted:
+            return result
+        await self._write(nodeclaim, with_ready(outcome.nodeclaim, now=self._clock.now()))
+        return result
+
+    async def _write(self, original: NodeClaim, working: NodeClaim) -> None:
+        """At most one metadata patch and one status patch, each at the version last seen."""
+        name = original.metadata.name or ""
+        version = original.metadata.resource_version
+        if (working.metadata.labels, working.metadata.annotations) != (
+            original.metadata.labels,
+            original.metadata.annotations,
+        ):
+            patch = {
+                "metadata": {
+                    "labels": dict(working.metadata.labels),
+                    "annotations": dict(working.metadata.annotations),
+                }
+            }
+            written = await self._kube.merge_patch(
+                NODECLAIMS, name, patch, resource_version=version
+            )
+            version = written.metadata.resource_version
+        if working.status != original.status:
+            await self._kube.patch_status(
+                NODECLAIMS, name, working.status, resource_version=version
+            )
+        if working.status.provider_id:
+            self._launched.pop(working.metadata.uid or "", None)
+
+    async def _finalize(self, nodeclaim: NodeClaim) -> Result:
+        """Delete the Node, then the instance (until the provider says it is gone), then let the
+        NodeClaim go. The Node's own finalizer makes its deletion wait for the drain."""
+        if wk.FINALIZER_TERMINATION not in nodeclaim.metadata.finalizers:
+            return Result()
+        cached = self._launched.get(nodeclaim.metadata.uid or "")
+        target = nodeclaim if nodeclaim.status.provider_id or cached is None else cached
+        provider_id = target.status.provider_id
+        if provider_id:
+            nodes = await nodes_with_provider_id(self._kube, provider_id)
+            if nodes:
+                for node in nodes:
+                    if node.metadata.deletion_timestamp is None:
+                        try:
+                            await self._kube.delete(NODES, node.metadata.name or "")
+                        except NotFoundError:
+                            continue
+                return Result(requeue_after=NODE_TERMINATION_WAIT)
+            try:
+                await self._cloud.delete(target)
+            except NodeClaimNotFoundError:
+                pass
+            else:
+                return Result(requeue_after=INSTANCE_TERMINATION_WAIT)
+        remaining = [f for f in nodeclaim.metadata.finalizers if f != wk.FINALIZER_TERMINATION]
+        await self._kube.merge_patch(
+            NODECLAIMS,
+            nodeclaim.metadata.name or "",
+            {"metadata": {"finalizers": remaining or None}},
+            resource_version=nodeclaim.metadata.resource_version,
+        )
+        self._launched.pop(nodeclaim.metadata.uid or "", None)
+        log.info("deleted nodeclaim", extra={"provider-id": provider_id or ""})
+        return Result()

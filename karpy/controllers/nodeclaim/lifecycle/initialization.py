@@ -1,0 +1,108 @@
+"""Initialization: a registered Node becomes usable once kubelet and its daemons are done.
+
+The NodeClaim is Initialized (and the Node labelled karpenter.sh/initialized=true) when the Node
+is Ready, none of the NodeClaim's startup taints nor the ephemeral boot taints (not-ready,
+unreachable, cloud-provider uninitialized, unregistered) remain, and every extended resource the
+NodeClaim asked for (GPUs, ...) shows up in the Node's allocatable. Until then the scheduler must
+not count on the Node's capacity for disruption decisions.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Final
+
+from karpy.apis.kube.node import Node
+from karpy.apis.meta import ConditionStatus
+from karpy.apis.v1 import labels as wk
+from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim
+from karpy.controllers.nodeclaim.lifecycle.conditions import is_true, set_condition
+from karpy.controllers.nodeclaim.lifecycle.outcome import Outcome
+from karpy.kube.client import KubeClient
+from karpy.kube.errors import NotFoundError
+from karpy.kube.kinds import NODES
+from karpy.runtime.clock import Clock
+from karpy.runtime.reconciler import Result
+
+log = logging.getLogger(__name__)
+
+WELL_KNOWN_RESOURCES: Final = frozenset({"cpu", "memory", "ephemeral-storage", "pods"})
+"""Resources every Node reports from the start; only the others must be waited for."""
+
+ZERO_QUANTITIES: Final = frozenset({"", "0", "0m", "0k", "0Ki", "0M", "0Mi", "0G", "0Gi"})
+
+
+class Initialization:
+    """The initialization step (see the module docstring)."""
+
+    def __init__(self, kube: KubeClient, *, clock: Clock) -> None:
+        self._kube = kube
+        self._clock = clock
+
+    async def reconcile(self, nodeclaim: NodeClaim) -> Outcome:
+        if not is_true(nodeclaim, ConditionType.REGISTERED):
+            return Outcome(nodeclaim)
+        if is_true(nodeclaim, ConditionType.INITIALIZED):
+            return Outcome(nodeclaim)
+        now = self._clock.now()
+        name = nodeclaim.status.node_name or ""
+        try:
+            node = await self._kube.get(NODES, name)
+        except NotFoundError:
+            return Outcome(nodeclaim, stop=Result(requeue=True))
+        waiting = _not_initialized_because(nodeclaim, node)
+        if waiting is not None:
+            reason, message = waiting
+            marked = set_condition(
+                nodeclaim,
+                ConditionType.INITIALIZED,
+                ConditionStatus.UNKNOWN,
+                reason=reason,
+                message=message,
+                now=now,
+            )
+            return Outcome(marked)
+        if node.metadata.labels.get(wk.LABEL_NODE_INITIALIZED) != "true":
+            patch = {"metadata": {"labels": {wk.LABEL_NODE_INITIALIZED: "true"}}}
+            await self._kube.merge_patch(NODES, name, patch)
+        initialized = set_condition(
+            nodeclaim,
+            ConditionType.INITIALIZED,
+            ConditionStatus.TRUE,
+            reason="Initialized",
+            now=now,
+        )
+        labels = nodeclaim.metadata.labels
+        log.info(
+            "initialized nodeclaim",
+            extra={
+                "provider-id": nodeclaim.status.provider_id,
+                "node": name,
+                "allocatable": dict(node.status.allocatable),
+                "instance-type": labels.get(wk.LABEL_INSTANCE_TYPE, ""),
+            },
+        )
+        return Outcome(initialized)
+
+
+def _not_initialized_because(nodeclaim: NodeClaim, node: Node) -> tuple[str, str] | None:
+    """(reason, message) when the Node is not initialized yet, None when it is."""
+    ready = next((c for c in node.status.conditions if c.type == "Ready"), None)
+    if ready is None or ready.status is not ConditionStatus.TRUE:
+        return "NodeNotReady", "Node status is NotReady"
+    for taint in node.spec.taints:
+        if taint.key in wk.EPHEMERAL_TAINT_KEYS:
+            return "StartupTaintsExist", f"StartupTaint {taint.key!r} still exists"
+        if any(
+            taint.key == s.key and taint.effect == s.effect for s in nodeclaim.spec.startup_taints
+        ):
+            return "StartupTaintsExist", f"StartupTaint {taint.key!r} still exists"
+    for resource in sorted(nodeclaim.spec.resources.requests):
+        if resource in WELL_KNOWN_RESOURCES:
+            continue
+        if str(node.status.allocatable.get(resource, "")) in ZERO_QUANTITIES:
+            return (
+                "ResourceNotRegistered",
+                f"Resource {resource!r} was requested but not registered",
+            )
+    return None

@@ -1,0 +1,140 @@
+"""Registration: find the Node that joined for a launched NodeClaim and make it karpy's.
+
+When a Node with the NodeClaim's providerID appears, the NodeClaim's labels, annotations and
+taints (spec and startup, unless the Node carries karpenter.sh/do-not-sync-taints) are synced onto
+it, the karpenter.sh/termination finalizer is added so the Node is drained before it goes, the
+karpenter.sh/unregistered:NoExecute taint is lifted and karpenter.sh/registered=true is set; the
+NodeClaim records the Node's name and becomes Registered. A NodeClaim whose Node has not joined
+fifteen minutes after it was Launched is deleted (Karpenter's registration TTL).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import logging
+from typing import Any, Final
+
+import attrs
+
+from karpy.apis.codec import to_dict
+from karpy.apis.kube.common import Taint
+from karpy.apis.kube.node import Node
+from karpy.apis.meta import ConditionStatus
+from karpy.apis.v1 import labels as wk
+from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim
+from karpy.controllers.nodeclaim.lifecycle.conditions import get_condition, is_true, set_condition
+from karpy.controllers.nodeclaim.lifecycle.nodes import nodes_with_provider_id
+from karpy.controllers.nodeclaim.lifecycle.outcome import Outcome
+from karpy.kube.client import KubeClient
+from karpy.kube.errors import NotFoundError
+from karpy.kube.kinds import NODECLAIMS, NODES
+from karpy.runtime.clock import Clock
+from karpy.runtime.reconciler import Result
+
+log = logging.getLogger(__name__)
+
+REGISTRATION_TIMEOUT: Final = datetime.timedelta(minutes=15)
+"""A Launched NodeClaim whose Node has not joined this long after launch is deleted."""
+
+RECHECK_SECONDS: Final = 60.0
+"""Upper bound on the wait for a Node; Node events normally requeue the NodeClaim sooner."""
+
+
+class Registration:
+    """The registration step (see the module docstring)."""
+
+    def __init__(self, kube: KubeClient, *, clock: Clock) -> None:
+        self._kube = kube
+        self._clock = clock
+
+    async def reconcile(self, nodeclaim: NodeClaim) -> Outcome:
+        if not is_true(nodeclaim, ConditionType.LAUNCHED):
+            return Outcome(nodeclaim)
+        if is_true(nodeclaim, ConditionType.REGISTERED):
+            return Outcome(nodeclaim)
+        now = self._clock.now()
+        provider_id = nodeclaim.status.provider_id or ""
+        nodes = await nodes_with_provider_id(self._kube, provider_id)
+        if len(nodes) > 1:
+            names = sorted(n.metadata.name or "" for n in nodes)
+            msg = (
+                f"nodeclaim {nodeclaim.metadata.name!r}: nodes {names} share"
+                f" providerID {provider_id!r}"
+            )
+            raise ValueError(msg)
+        if not nodes:
+            return await self._not_joined(nodeclaim, now)
+        node = nodes[0]
+        await self._sync_node(nodeclaim, node)
+        name = node.metadata.name or ""
+        status = attrs.evolve(nodeclaim.status, node_name=name)
+        registered = set_condition(
+            attrs.evolve(nodeclaim, status=status),
+            ConditionType.REGISTERED,
+            ConditionStatus.TRUE,
+            reason="Registered",
+            now=now,
+        )
+        log.info(
+            "registered nodeclaim",
+            extra={"provider-id": provider_id, "node": name},
+        )
+        return Outcome(registered)
+
+    async def _not_joined(self, nodeclaim: NodeClaim, now: datetime.datetime) -> Outcome:
+        launched = get_condition(nodeclaim, ConditionType.LAUNCHED)
+        since = launched.last_transition_time if launched is not None else now
+        waited = now - since
+        if waited >= REGISTRATION_TIMEOUT:
+            log.info(
+                "terminating due to timeout",
+                extra={
+                    "reason": "registration_timeout",
+                    "ttl": REGISTRATION_TIMEOUT.total_seconds(),
+                },
+            )
+            with contextlib.suppress(NotFoundError):
+                await self._kube.delete(NODECLAIMS, nodeclaim.metadata.name or "")
+            return Outcome(nodeclaim, stop=Result(), deleted=True)
+        marked = set_condition(
+            nodeclaim,
+            ConditionType.REGISTERED,
+            ConditionStatus.UNKNOWN,
+            reason="NodeNotFound",
+            message="Node not registered with cluster",
+            now=now,
+        )
+        remaining = (REGISTRATION_TIMEOUT - waited).total_seconds()
+        return Outcome(marked, stop=Result(requeue_after=min(remaining, RECHECK_SECONDS)))
+
+    async def _sync_node(self, nodeclaim: NodeClaim, node: Node) -> None:
+        """One optimistic merge patch of the Node (its taint and finalizer lists are replaced
+        whole, so the patch only applies at the version read)."""
+        labels = {**nodeclaim.metadata.labels, wk.LABEL_NODE_REGISTERED: "true"}
+        metadata: dict[str, Any] = {
+            "labels": labels,
+            "annotations": dict(nodeclaim.metadata.annotations),
+        }
+        if wk.FINALIZER_TERMINATION not in node.metadata.finalizers:
+            metadata["finalizers"] = [*node.metadata.finalizers, wk.FINALIZER_TERMINATION]
+        taints = list(node.spec.taints)
+        if node.metadata.labels.get(wk.LABEL_DO_NOT_SYNC_TAINTS) != "true":
+            for taint in (*nodeclaim.spec.taints, *nodeclaim.spec.startup_taints):
+                if not any(_same_taint(taint, t) for t in taints):
+                    taints.append(taint)
+        taints = [t for t in taints if t.key != wk.TAINT_UNREGISTERED_KEY]
+        patch: dict[str, Any] = {"metadata": metadata}
+        if taints != list(node.spec.taints):
+            patch["spec"] = {"taints": [to_dict(t) for t in taints] or None}
+        await self._kube.merge_patch(
+            NODES,
+            node.metadata.name or "",
+            patch,
+            resource_version=node.metadata.resource_version,
+        )
+
+
+def _same_taint(a: Taint, b: Taint) -> bool:
+    """Taints match on key and effect, as Kubernetes' MatchTaint does."""
+    return a.key == b.key and a.effect == b.effect

@@ -1,0 +1,71 @@
+"""Shared pieces for the NodeClaim controller tests on the real local cluster."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import pytest
+
+from karpy.apis.kube.common import Taint
+from karpy.apis.meta import ObjectMeta
+from karpy.apis.v1 import labels as wk
+from karpy.apis.v1.common import NodeClassReference
+from karpy.apis.v1.nodeclaim import NodeClaim, NodeClaimSpec
+from karpy.apis.v1alpha1.kwoknodeclass import KWOKNodeClass
+from karpy.kube.client import KubeClient
+from karpy.kube.kinds import KWOK_NODECLASSES
+from karpy.localcluster import ClusterInfo
+from karpy.runtime.reconciler import Result
+from tests.support.waiting import eventually
+
+KWOK_REF = NodeClassReference(group=wk.KWOK_GROUP, kind=KWOKNodeClass.KIND, name="lifecycle-kwok")
+
+
+@pytest.fixture
+async def kube(cluster_info: ClusterInfo) -> AsyncIterator[KubeClient]:
+    kube = await KubeClient.connect(cluster_info.kubeconfig, request_timeout=10.0)
+    try:
+        await kube.create(KWOK_NODECLASSES, KWOKNodeClass(metadata=ObjectMeta(name=KWOK_REF.name)))
+        yield kube
+    finally:
+        await kube.close()
+
+
+def make_nodeclaim(
+    name: str,
+    *,
+    ref: NodeClassReference = KWOK_REF,
+    taints: tuple[Taint, ...] = (),
+    startup_taints: tuple[Taint, ...] = (),
+    termination_grace_period: str | None = None,
+) -> NodeClaim:
+    return NodeClaim(
+        metadata=ObjectMeta(
+            name=name,
+            labels={wk.LABEL_NODEPOOL: "default", "example.com/team": "blue"},
+            annotations={"example.com/owner": "tests"},
+        ),
+        spec=NodeClaimSpec(
+            requirements=(),
+            node_class_ref=ref,
+            taints=taints,
+            startup_taints=startup_taints,
+            termination_grace_period=termination_grace_period,
+        ),
+    )
+
+
+async def reconcile_until(
+    reconcile: Callable[[str], Awaitable[Result]],
+    name: str,
+    done: Callable[[], Awaitable[bool]],
+    *,
+    within: float = 30.0,
+) -> None:
+    """Reconcile `name` again and again (as the runner would on events) until `done()` holds."""
+
+    async def probe() -> bool:
+        await reconcile(name)
+        return await done()
+
+    await eventually(probe, within=within, interval=0.1)

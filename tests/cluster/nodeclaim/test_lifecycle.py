@@ -1,0 +1,198 @@
+"""The NodeClaim lifecycle controller on the real local cluster: kwok launches real Nodes that
+kwok makes Ready, so launch → registration → initialization runs end to end; the fake provider
+drives the failure paths (insufficient capacity, create errors, timeouts) under a FakeClock."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+
+from karpy.apis.kube.common import Taint, TaintEffect
+from karpy.apis.meta import ConditionStatus
+from karpy.apis.v1 import labels as wk
+from karpy.apis.v1.common import NodeClassReference
+from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim
+from karpy.cloudprovider import (
+    CloudProviderError,
+    CreateError,
+    InsufficientCapacityError,
+    NodeClassNotReadyError,
+)
+from karpy.controllers.nodeclaim.lifecycle import (
+    LAUNCH_TIMEOUT,
+    REGISTRATION_TIMEOUT,
+    LifecycleController,
+)
+from karpy.kube.client import KubeClient
+from karpy.kube.errors import NotFoundError
+from karpy.kube.kinds import NODECLAIMS, NODES
+from karpy.runtime.clock import FakeClock
+from karpy.testing.fake_cloudprovider import TEST_NODE_CLASS, FakeCloudProvider
+from karpy_kwok import KwokCloudProvider, KwokOptions
+from karpy_kwok.catalog import load_entries
+from tests.cluster.nodeclaim.conftest import make_nodeclaim, reconcile_until
+
+pytestmark = pytest.mark.usefixtures("karpy_crds")
+
+FAKE_REF = NodeClassReference(group=TEST_NODE_CLASS.group, kind=TEST_NODE_CLASS.kind, name="x")
+TEAM_TAINT = Taint(key="example.com/team", value="blue", effect=TaintEffect.NO_SCHEDULE)
+BOOT_TAINT = Taint(key="example.com/booting", effect=TaintEffect.NO_SCHEDULE)
+
+
+def _status(nodeclaim: NodeClaim, kind: ConditionType) -> ConditionStatus | None:
+    return next((c.status for c in nodeclaim.status.conditions if c.type == kind), None)
+
+
+async def _created(kube: KubeClient, nodeclaim: NodeClaim) -> tuple[NodeClaim, FakeClock]:
+    stored = await kube.create(NODECLAIMS, nodeclaim)
+    assert stored.metadata.creation_timestamp is not None
+    return stored, FakeClock(stored.metadata.creation_timestamp)
+
+
+async def _gone(kube: KubeClient, name: str) -> bool:
+    try:
+        await kube.get(NODECLAIMS, name)
+    except NotFoundError:
+        return True
+    return False
+
+
+async def test_a_kwok_nodeclaim_launches_registers_and_initializes(kube: KubeClient) -> None:
+    provider = KwokCloudProvider(kube, load_entries(), options=KwokOptions())
+    _, clock = await _created(
+        kube, make_nodeclaim("lc-kwok", taints=(TEAM_TAINT,), startup_taints=(BOOT_TAINT,))
+    )
+    controller = LifecycleController(kube, provider, clock=clock)
+
+    async def registered() -> bool:
+        got = await kube.get(NODECLAIMS, "lc-kwok")
+        return _status(got, ConditionType.REGISTERED) is ConditionStatus.TRUE
+
+    await reconcile_until(controller.reconcile, "lc-kwok", registered)
+    claim = await kube.get(NODECLAIMS, "lc-kwok")
+    assert wk.FINALIZER_TERMINATION in claim.metadata.finalizers
+    assert _status(claim, ConditionType.LAUNCHED) is ConditionStatus.TRUE
+    assert claim.status.provider_id == "kwok://lc-kwok"
+    assert claim.status.node_name == "lc-kwok"
+    assert claim.status.capacity["cpu"]
+    # What the provider chose is recorded as labels; the NodeClaim's own labels are kept.
+    assert claim.metadata.labels[wk.LABEL_INSTANCE_TYPE]
+    assert claim.metadata.labels[wk.LABEL_CAPACITY_TYPE] in {
+        wk.CAPACITY_TYPE_SPOT,
+        wk.CAPACITY_TYPE_ON_DEMAND,
+    }
+    assert claim.metadata.labels["example.com/team"] == "blue"
+
+    node = await kube.get(NODES, "lc-kwok")
+    assert node.metadata.labels[wk.LABEL_NODE_REGISTERED] == "true"
+    assert node.metadata.labels["example.com/team"] == "blue"
+    assert node.metadata.labels[wk.LABEL_NODEPOOL] == "default"
+    assert node.metadata.annotations["example.com/owner"] == "tests"
+    assert wk.FINALIZER_TERMINATION in node.metadata.finalizers
+    keys = {(t.key, t.effect) for t in node.spec.taints}
+    assert (wk.TAINT_UNREGISTERED_KEY, TaintEffect.NO_EXECUTE) not in keys
+    assert (TEAM_TAINT.key, TEAM_TAINT.effect) in keys
+    assert (BOOT_TAINT.key, BOOT_TAINT.effect) in keys
+
+    # The startup taint holds initialization back until something removes it.
+    await controller.reconcile("lc-kwok")
+    claim = await kube.get(NODECLAIMS, "lc-kwok")
+    assert _status(claim, ConditionType.INITIALIZED) is ConditionStatus.UNKNOWN
+    assert _status(claim, ConditionType.READY) is ConditionStatus.UNKNOWN
+    node = await kube.get(NODES, "lc-kwok")
+    remaining = [t for t in node.spec.taints if t.key != BOOT_TAINT.key]
+    await kube.merge_patch(
+        NODES,
+        "lc-kwok",
+        {
+            "spec": {
+                "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in remaining]
+            }
+        },
+        resource_version=node.metadata.resource_version,
+    )
+
+    async def ready() -> bool:
+        got = await kube.get(NODECLAIMS, "lc-kwok")
+        return _status(got, ConditionType.READY) is ConditionStatus.TRUE
+
+    await reconcile_until(controller.reconcile, "lc-kwok", ready)
+    claim = await kube.get(NODECLAIMS, "lc-kwok")
+    assert _status(claim, ConditionType.INITIALIZED) is ConditionStatus.TRUE
+    node = await kube.get(NODES, "lc-kwok")
+    assert node.metadata.labels[wk.LABEL_NODE_INITIALIZED] == "true"
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        pytest.param(InsufficientCapacityError("no capacity"), id="insufficient-capacity"),
+        pytest.param(NodeClassNotReadyError("class not ready"), id="nodeclass-not-ready"),
+    ],
+)
+async def test_a_nodeclaim_that_cannot_launch_is_deleted(
+    kube: KubeClient, error: CloudProviderError
+) -> None:
+    provider = FakeCloudProvider()
+    provider.next_create_error = error
+    _, clock = await _created(kube, make_nodeclaim("lc-ice", ref=FAKE_REF))
+    controller = LifecycleController(kube, provider, clock=clock)
+    await reconcile_until(controller.reconcile, "lc-ice", lambda: _gone(kube, "lc-ice"))
+    assert len(provider.create_calls) == 1
+    assert provider.created == {}
+
+
+async def test_a_create_error_is_a_condition_then_the_launch_times_out(kube: KubeClient) -> None:
+    provider = FakeCloudProvider()
+    provider.next_create_error = CreateError(
+        "quota", condition_reason="QuotaExceeded", condition_message="vCPU quota exceeded"
+    )
+    _, clock = await _created(kube, make_nodeclaim("lc-timeout", ref=FAKE_REF))
+    controller = LifecycleController(kube, provider, clock=clock)
+    await controller.reconcile("lc-timeout")  # finalizer
+    await controller.reconcile("lc-timeout")  # the failed create
+    claim = await kube.get(NODECLAIMS, "lc-timeout")
+    launched = next(c for c in claim.status.conditions if c.type == ConditionType.LAUNCHED)
+    assert launched.status is ConditionStatus.UNKNOWN
+    assert (launched.reason, launched.message) == ("QuotaExceeded", "vCPU quota exceeded")
+    # Creates keep failing (the cap allows none); five minutes after creation it is deleted.
+    provider.allowed_create_calls = 0
+    clock.step(LAUNCH_TIMEOUT)
+    await reconcile_until(controller.reconcile, "lc-timeout", lambda: _gone(kube, "lc-timeout"))
+    assert len(provider.create_calls) == 1
+
+
+async def test_a_node_that_never_joins_times_out_and_the_instance_is_deleted(
+    kube: KubeClient,
+) -> None:
+    provider = FakeCloudProvider()
+    _, clock = await _created(kube, make_nodeclaim("lc-noreg", ref=FAKE_REF))
+    controller = LifecycleController(kube, provider, clock=clock)
+    await controller.reconcile("lc-noreg")
+    result = await controller.reconcile("lc-noreg")
+    assert result.requeue_after is not None
+    claim = await kube.get(NODECLAIMS, "lc-noreg")
+    assert _status(claim, ConditionType.LAUNCHED) is ConditionStatus.TRUE
+    assert _status(claim, ConditionType.REGISTERED) is ConditionStatus.UNKNOWN
+    assert len(provider.created) == 1
+    clock.step(REGISTRATION_TIMEOUT - datetime.timedelta(seconds=1))
+    await controller.reconcile("lc-noreg")
+    assert not await _gone(kube, "lc-noreg")
+    clock.step(datetime.timedelta(seconds=1))
+    await reconcile_until(controller.reconcile, "lc-noreg", lambda: _gone(kube, "lc-noreg"))
+    # Finalization called Delete until the provider said the instance was gone.
+    assert provider.created == {}
+    assert len(provider.delete_calls) == 2
+
+
+async def test_no_launch_happens_before_the_finalizer_is_on(kube: KubeClient) -> None:
+    provider = FakeCloudProvider()
+    _, clock = await _created(kube, make_nodeclaim("lc-fin", ref=FAKE_REF))
+    controller = LifecycleController(kube, provider, clock=clock)
+    await controller.reconcile("lc-fin")
+    claim = await kube.get(NODECLAIMS, "lc-fin")
+    assert claim.metadata.finalizers == (wk.FINALIZER_TERMINATION,)
+    assert provider.create_calls == []
+    await controller.reconcile("lc-fin")
+    assert len(provider.create_calls) == 1
