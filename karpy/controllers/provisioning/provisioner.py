@@ -1,0 +1,345 @@
+"""Karpenter's provisioner: turn a batch of pending pods into NodeClaims.
+
+A singleton loop. The Batcher says a burst of provisionable pods has settled; the provisioner
+then refuses to act until ClusterState is synced (deciding from a partial picture would launch
+capacity that already exists), reads the cluster in one synchronous step (nodes, NodeClaims and
+pending pods at the same instant), asks the CloudProvider for each live NodePool's instance
+types, and lets the pure scheduling core solve. Pods the core put on existing or in-flight
+capacity get a `Nominated` event; pods it could not place get a `FailedScheduling` event with
+the core's one-line explanation (deduplicated, so a pod is not told the same thing every
+batch); the new NodeClaims are created in parallel. Launching them is the NodeClaim lifecycle
+controller's job.
+
+Pods placed on a NodeClaim created here are held back from later batches until that NodeClaim
+launches (from then on it is in-flight capacity in the snapshot), is deleted, or, if the
+informer has not shown it yet, until the nomination window passes: otherwise the next batch,
+before launch, would create a second NodeClaim for the same pods.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from typing import ClassVar, Final
+
+from opentelemetry.trace import Span
+
+from karpy.apis.kube.pod import Pod as KubePod
+from karpy.apis.v1.nodeclaim import NodeClaim
+from karpy.apis.v1.nodepool import NodePool
+from karpy.cloudprovider.errors import CloudProviderError
+from karpy.cloudprovider.protocol import CloudProvider
+from karpy.controllers.provisioning.batcher import Batcher
+from karpy.controllers.provisioning.nodeclaims import (
+    PlanError,
+    nodeclaim_from_plan,
+    summarize_instance_types,
+)
+from karpy.controllers.provisioning.trigger import is_provisionable
+from karpy.core.instancetypes import InstanceType
+from karpy.core.scheduling.results import NodeClaimPlan, Results
+from karpy.core.scheduling.scheduler import SchedulerOptions, solve
+from karpy.kube.client import KubeClient
+from karpy.kube.errors import ConflictError, KubeError
+from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
+from karpy.kube.kinds import NODECLAIMS
+from karpy.runtime.options import ReconcileOptions
+from karpy.runtime.reconciler import Result, Runner, WorkQueue
+from karpy.runtime.telemetry import Telemetry
+from karpy.state.cluster import ClusterState
+from karpy.state.snapshot import ClusterObjects, SnapshotKinds, build_snapshot, read_cluster
+
+log = logging.getLogger(__name__)
+
+KEY: Final = "provisioner"
+"""The singleton loop's only work-queue key."""
+NOT_SYNCED_REQUEUE: Final = 1.0
+"""Seconds before a batch that found cluster state unsynced is tried again."""
+LOGGED_PODS: Final = 5
+REASON_NOMINATED: Final = "Nominated"
+REASON_FAILED_SCHEDULING: Final = "FailedScheduling"
+
+
+class Nominations:
+    """Pods placed on NodeClaims this provisioner created that have not launched yet."""
+
+    def __init__(self, window: float) -> None:
+        self._window = window
+        self._held: dict[str, tuple[str, float]] = {}
+
+    def nominate(self, uids: Iterable[str], nodeclaim: str, *, now: float) -> None:
+        for uid in uids:
+            self._held[uid] = (nodeclaim, now)
+
+    def holds(self, uid: str, claims: Mapping[str, NodeClaim], *, now: float) -> bool:
+        """Whether `uid` waits for its NodeClaim; forgets the nomination once it no longer does."""
+        entry = self._held.get(uid)
+        if entry is None:
+            return False
+        name, since = entry
+        claim = claims.get(name)
+        waiting = (
+            now - since < self._window
+            if claim is None
+            else claim.metadata.deletion_timestamp is None and not claim.status.allocatable
+        )
+        if not waiting:
+            del self._held[uid]
+        return waiting
+
+    def retain(self, uids: Iterable[str]) -> None:
+        """Forget pods not in `uids` (bound, deleted, or no longer pending)."""
+        keep = set(uids)
+        for uid in [u for u in self._held if u not in keep]:
+            del self._held[uid]
+
+
+class Provisioner:
+    """The provisioning singleton: batch → snapshot → solve → events → create NodeClaims.
+
+    `run()` drives `reconcile_once()` through the shared Runner (span, log fields, backoff on
+    error) each time the Batcher closes a window; `stop()` ends it after the batch in hand.
+    """
+
+    name: ClassVar[str] = "provisioning.provisioner"
+
+    def __init__(
+        self,
+        client: KubeClient,
+        state: ClusterState,
+        *,
+        cloudprovider: CloudProvider,
+        batcher: Batcher,
+        recorder: Recorder,
+        telemetry: Telemetry,
+        reconcile: ReconcileOptions,
+        scheduler: SchedulerOptions | None = None,
+        snapshot_kinds: SnapshotKinds | None = None,
+        nomination_window: float = 20.0,
+        provider_timeout: float = 60.0,
+    ) -> None:
+        self._client = client
+        self._state = state
+        self._provider = cloudprovider
+        self._batcher = batcher
+        self._recorder = recorder
+        self._telemetry = telemetry
+        self._scheduler = scheduler or SchedulerOptions()
+        self._kinds = snapshot_kinds
+        self._provider_timeout = provider_timeout
+        self.nominations = Nominations(nomination_window)
+        self._queue: WorkQueue[str] = WorkQueue(self.name, telemetry=telemetry)
+        self._runner: Runner[str] = Runner(
+            self.name,
+            lambda _key: self.reconcile_once(),
+            queue=self._queue,
+            telemetry=telemetry,
+            backoff=reconcile.backoff,
+            requeue_on=(ConflictError,),
+        )
+        self._stopping = asyncio.Event()
+
+    async def run(self) -> None:
+        """Provision for each batch until `stop()`; the batch in hand is finished first."""
+        async with asyncio.TaskGroup() as group:
+            group.create_task(self._runner.run(), name=f"{self.name}-runner")
+            pump = group.create_task(self._pump(), name=f"{self.name}-batches")
+            await self._stopping.wait()
+            pump.cancel()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._runner.stop()
+
+    async def _pump(self) -> None:
+        while True:
+            batch = await self._batcher.wait()
+            log.debug(
+                "batch closed",
+                extra={"pods": len(batch.uids), "closed_by": batch.closed_by.value},
+            )
+            self._queue.add(KEY)
+
+    async def reconcile_once(self) -> Result:
+        """Provision once for every provisionable pod in cluster state.
+
+        Side effects: Events on pods, NodeClaims created. Raises KubeError when a NodeClaim
+        could not be created (the Runner backs off and the pods are tried again).
+        """
+        if not self._state.synced:
+            log.debug("waiting on cluster sync")
+            return Result(requeue_after=NOT_SYNCED_REQUEUE)
+        tracer = self._telemetry.tracer
+        with tracer.start_as_current_span("provisioning batch") as span:
+            with tracer.start_as_current_span("snapshot"):
+                objects = read_cluster(self._state, optional=self._kinds)
+                pending = self._pending(objects)
+                span.set_attribute("karpy.pods", len(pending))
+                if not pending:
+                    return Result()
+                log.info(
+                    "found provisionable pod(s)",
+                    extra={"pods": _pod_names(pending), "count": len(pending)},
+                )
+                pools = [p for p in objects.nodepools if p.metadata.deletion_timestamp is None]
+                types = await self._instance_types(pools)
+                build = build_snapshot(objects, pending=pending, instance_types=types)
+            by_uid = {p.metadata.uid or "": p for p in pending}
+            for error in build.errors:
+                if error.kind == "Pod" and error.uid in by_uid:
+                    await self._failed(by_uid[error.uid], error.message)
+                else:
+                    log.warning(
+                        "ignoring object the scheduler cannot represent",
+                        extra={"kind": error.kind, "object": error.name, "error": error.message},
+                    )
+            if not build.pods:
+                span.set_attribute("karpy.unschedulable", len(build.errors))
+                return Result()
+            with tracer.start_as_current_span("solve") as solve_span:
+                results = await asyncio.to_thread(
+                    solve, build.snapshot, list(build.pods), self._scheduler
+                )
+                solve_span.set_attribute("karpy.nodeclaims", len(results.nodeclaims))
+            await self._report(results, objects, by_uid)
+            span.set_attribute("karpy.unschedulable", len(results.unplaced))
+            with tracer.start_as_current_span("launch") as launch_span:
+                names = await self._launch(results.nodeclaims, pools, launch_span)
+            span.set_attribute("karpy.nodeclaims", names)
+        return Result()
+
+    def _pending(self, objects: ClusterObjects) -> list[KubePod]:
+        claims = {c.metadata.name or "": c for c in objects.nodeclaims}
+        now = asyncio.get_running_loop().time()
+        provisionable = [p for p in objects.pods if is_provisionable(p)]
+        self.nominations.retain(p.metadata.uid or "" for p in provisionable)
+        return [
+            p
+            for p in provisionable
+            if not self.nominations.holds(p.metadata.uid or "", claims, now=now)
+        ]
+
+    async def _instance_types(self, pools: Sequence[NodePool]) -> dict[str, Sequence[InstanceType]]:
+        found: dict[str, Sequence[InstanceType]] = {}
+
+        async def one(pool: NodePool) -> None:
+            name = pool.metadata.name or ""
+            try:
+                async with asyncio.timeout(self._provider_timeout):
+                    found[name] = await self._provider.get_instance_types(pool)
+            except (CloudProviderError, TimeoutError) as error:
+                # The pool launches nothing this batch; the others still can.
+                log.error(
+                    "failed to get instance types", extra={"nodepool": name, "error": str(error)}
+                )
+                found[name] = ()
+
+        async with asyncio.TaskGroup() as group:
+            for pool in pools:
+                group.create_task(one(pool))
+        return found
+
+    async def _report(
+        self, results: Results, objects: ClusterObjects, pods: Mapping[str, KubePod]
+    ) -> None:
+        registered = {n.metadata.name or "" for n in objects.nodes}
+        claim_of_node = {
+            c.status.node_name or c.metadata.name or "": c.metadata.name or ""
+            for c in objects.nodeclaims
+        }
+        unready: dict[str, int] = {}
+        for nomination in results.nominations:
+            pod = pods.get(nomination.pod)
+            if pod is None:
+                continue
+            if nomination.node in registered:
+                target = f"node/{nomination.node}"
+            else:
+                target = f"nodeclaim/{claim_of_node.get(nomination.node, nomination.node)}"
+                unready[target] = unready.get(target, 0) + 1
+            await self._event(
+                pod, EventType.NORMAL, REASON_NOMINATED, f"Pod should schedule on: {target}"
+            )
+        if unready:
+            log.info(
+                "computed unready node(s) will fit pod(s)",
+                extra={"nodes": len(unready), "pods": sum(unready.values())},
+            )
+        for explanation in results.unplaced:
+            pod = pods.get(explanation.uid)
+            if pod is not None:
+                await self._failed(pod, explanation.message)
+
+    async def _failed(self, pod: KubePod, message: str) -> None:
+        await self._event(
+            pod, EventType.WARNING, REASON_FAILED_SCHEDULING, f"Failed to schedule pod, {message}"
+        )
+
+    async def _event(self, pod: KubePod, type_: EventType, reason: str, message: str) -> None:
+        involved = InvolvedObject(
+            api_version="v1",
+            kind="Pod",
+            name=pod.metadata.name or "",
+            namespace=pod.metadata.namespace,
+            uid=pod.metadata.uid or "",
+        )
+        event = Event(involved=involved, type=type_, reason=reason, message=message)
+        await self._recorder.publish(event, now=asyncio.get_running_loop().time())
+
+    async def _launch(
+        self, plans: Sequence[NodeClaimPlan], pools: Sequence[NodePool], span: Span
+    ) -> list[str]:
+        if not plans:
+            return []
+        log.info(
+            "computed new nodeclaim(s) to fit pod(s)",
+            extra={"nodeclaims": len(plans), "pods": sum(len(p.pods) for p in plans)},
+        )
+        by_name = {p.metadata.name or "": p for p in pools}
+        created: list[str] = []
+        failures: list[str] = []
+
+        async def one(plan: NodeClaimPlan) -> None:
+            try:
+                claim = nodeclaim_from_plan(plan, by_name[plan.nodepool])
+                stored = await self._client.create(NODECLAIMS, claim)
+            except (PlanError, KubeError) as error:
+                log.error(
+                    "failed to create nodeclaim",
+                    extra={"nodepool": plan.nodepool, "error": str(error)},
+                )
+                failures.append(str(error))
+                return
+            name = stored.metadata.name or ""
+            created.append(name)
+            self.nominations.nominate(plan.pods, name, now=asyncio.get_running_loop().time())
+            log.info(
+                "created nodeclaim",
+                extra={
+                    "nodepool": plan.nodepool,
+                    "nodeclaim": name,
+                    "requests": dict(stored.spec.resources.requests),
+                    "instance-types": summarize_instance_types(plan.instance_types),
+                },
+            )
+
+        async with asyncio.TaskGroup() as group:
+            for plan in plans:
+                group.create_task(one(plan))
+        created.sort()
+        span.set_attribute("karpy.nodeclaims", created)
+        if failures:
+            msg = f"creating {len(failures)} of {len(plans)} nodeclaim(s) failed: {failures[0]}"
+            raise ProvisioningError(msg)
+        return created
+
+
+class ProvisioningError(Exception):
+    """Some NodeClaims of a batch could not be created; the batch is retried with backoff."""
+
+
+def _pod_names(pods: Sequence[KubePod]) -> str:
+    names = [f"{p.metadata.namespace}/{p.metadata.name}" for p in pods[:LOGGED_PODS]]
+    rest = len(pods) - LOGGED_PODS
+    return ", ".join(names) + (f" and {rest} other(s)" if rest > 0 else "")

@@ -1,0 +1,145 @@
+"""Kubernetes Events (core/v1) for the objects karpy acts on, without spamming them.
+
+Users learn why a pod is still pending from `kubectl describe pod`, which shows Events: karpy
+reports there as Karpenter does (`Nominated`, `FailedScheduling`, ...). A controller that runs
+every batch would repeat the same event for the same pod each time, so the recorder drops an
+event identical (same object, type, reason and message) to one it sent within `dedupe_window`
+seconds of loop time, as Karpenter's recorder does. Events are best effort: a failed write is
+logged and never fails the reconcile that reported it.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import logging
+from typing import Final
+
+import attrs
+
+from karpy.kube.client import KubeClient
+from karpy.kube.errors import KubeError
+from karpy.runtime.clock import Clock
+
+log = logging.getLogger(__name__)
+
+REPORTING_CONTROLLER: Final = "karpy"
+DEFAULT_DEDUPE_WINDOW: Final = 120.0
+"""Seconds an identical event is suppressed (Karpenter's recorder default: 2 minutes)."""
+
+
+class EventType(enum.StrEnum):
+    """core/v1 Event types."""
+
+    NORMAL = "Normal"
+    WARNING = "Warning"
+
+
+@attrs.frozen(kw_only=True)
+class InvolvedObject:
+    """The object an event is about. Cluster-scoped objects have no namespace; their events
+    go to the ``default`` namespace, as client-go's recorder does."""
+
+    api_version: str
+    kind: str
+    name: str
+    uid: str
+    namespace: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Event:
+    """One event to record."""
+
+    involved: InvolvedObject
+    type: EventType
+    reason: str
+    message: str
+
+
+class Recorder:
+    """Writes Events through `client`, dropping repeats within the dedupe window.
+
+    `clock` stamps the events (wall time); the dedupe window runs on the loop clock through
+    `now` (seconds, monotonic), which tests may replace.
+    """
+
+    def __init__(
+        self,
+        client: KubeClient,
+        clock: Clock,
+        *,
+        dedupe_window: float = DEFAULT_DEDUPE_WINDOW,
+        component: str = REPORTING_CONTROLLER,
+    ) -> None:
+        if dedupe_window < 0:
+            msg = f"Recorder: dedupe_window must be >= 0 seconds, got {dedupe_window}"
+            raise ValueError(msg)
+        self._client = client
+        self._clock = clock
+        self._window = dedupe_window
+        self._component = component
+        self._sent: dict[tuple[str, str, str, str], float] = {}
+        self._sequence = itertools.count(1)
+
+    def is_duplicate(self, event: Event, *, now: float) -> bool:
+        """Whether an identical event was sent less than the dedupe window before `now`."""
+        sent = self._sent.get(_key(event))
+        return sent is not None and now - sent < self._window
+
+    async def publish(self, event: Event, *, now: float) -> bool:
+        """Record `event` unless it is a duplicate; returns whether it was written.
+
+        Side effects: one POST to the apiserver. A KubeError is logged (warning) and reported
+        as not written; cancellation propagates.
+        """
+        if self.is_duplicate(event, now=now):
+            return False
+        self._forget_older_than(now)
+        obj = event.involved
+        namespace = obj.namespace or "default"
+        stamp = self._clock.now()
+        name = f"{obj.name}.{int(stamp.timestamp() * 1e9):x}{next(self._sequence):x}"
+        timestamp = stamp.isoformat().replace("+00:00", "Z")
+        involved = {
+            "apiVersion": obj.api_version,
+            "kind": obj.kind,
+            "name": obj.name,
+            "uid": obj.uid,
+        }
+        if obj.namespace:
+            involved["namespace"] = obj.namespace
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": namespace},
+            "involvedObject": involved,
+            "type": event.type.value,
+            "reason": event.reason,
+            "message": event.message,
+            "firstTimestamp": timestamp,
+            "lastTimestamp": timestamp,
+            "count": 1,
+            "source": {"component": self._component},
+            "reportingComponent": self._component,
+            "reportingInstance": self._component,
+        }
+        try:
+            await self._client.request("POST", f"/api/v1/namespaces/{namespace}/events", body=body)
+        except KubeError as error:
+            log.warning(
+                "failed to record event",
+                extra={"reason": event.reason, "object": obj.name, "error": str(error)},
+            )
+            return False
+        self._sent[_key(event)] = now
+        return True
+
+    def _forget_older_than(self, now: float) -> None:
+        expired = [key for key, sent in self._sent.items() if now - sent >= self._window]
+        for key in expired:
+            del self._sent[key]
+
+
+def _key(event: Event) -> tuple[str, str, str, str]:
+    return (event.involved.uid, event.type.value, event.reason, event.message)

@@ -1,0 +1,165 @@
+"""The provisioner on the real local cluster: pending pods become NodeClaims of the right shape,
+pods nothing can hold are told why (once), and capacity already in flight is used first.
+
+kube-scheduler marks each pod Unschedulable (no Node carries the test's label), which is what
+makes it provisionable; nothing launches the NodeClaims (that is the lifecycle controller's job),
+so a test that needs launched capacity writes the status a launch would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+from karpy.apis.kube.common import TaintEffect
+from karpy.apis.meta import Quantity
+from karpy.apis.v1 import labels as wk
+from karpy.apis.v1.common import RequirementOperator
+from karpy.apis.v1.nodeclaim import NodeClaimStatus
+from karpy.core.resources import parse_quantity
+from karpy.kube.kinds import NODECLAIMS
+from karpy.localcluster import ClusterInfo
+from tests.cluster.provisioning.harness import INTENT, TEST_TAINT, provisioning
+from tests.support.waiting import eventually
+
+pytestmark = pytest.mark.usefixtures("karpy_crds")
+
+
+async def test_pending_pods_become_one_nodeclaim_of_the_template(
+    cluster_info: ClusterInfo, namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="karpy")
+    async with provisioning(cluster_info.kubeconfig) as h:
+        uids = [await h.create_pod(namespace, f"inflate-{i}") for i in range(3)]
+        await h.wait_provisionable(*uids)
+
+        await h.provisioner.reconcile_once()
+
+        claims = await h.nodeclaims()
+        assert len(claims) == 1, "three 1-cpu pods pack onto one node"
+        claim = claims[0]
+        pool = h.pool.metadata.name or ""
+        name = claim.metadata.name or ""
+        assert name.startswith(f"{pool}-")
+        assert len(name) == len(pool) + 6
+        (owner,) = claim.metadata.owner_references
+        assert (owner.kind, owner.name, owner.uid) == ("NodePool", pool, h.pool.metadata.uid)
+        assert owner.block_owner_deletion is True
+        assert claim.metadata.labels[wk.LABEL_NODEPOOL] == pool
+        assert claim.metadata.labels[INTENT] == h.intent
+        reqs = {r.key: r for r in claim.spec.requirements}
+        assert reqs[wk.LABEL_INSTANCE_TYPE].operator is RequirementOperator.IN
+        assert reqs[wk.LABEL_INSTANCE_TYPE].values
+        assert reqs[wk.LABEL_CAPACITY_TYPE].operator is RequirementOperator.IN
+        assert set(reqs[wk.LABEL_CAPACITY_TYPE].values) <= {
+            wk.CAPACITY_TYPE_ON_DEMAND,
+            wk.CAPACITY_TYPE_SPOT,
+        }
+        assert reqs[INTENT].values == (h.intent,)
+        assert parse_quantity(claim.spec.resources.requests["cpu"]) >= parse_quantity("3")
+        assert parse_quantity(claim.spec.resources.requests["memory"]) >= parse_quantity("4608Mi")
+        assert [(t.key, t.effect) for t in claim.spec.taints] == [
+            (TEST_TAINT, TaintEffect.NO_SCHEDULE)
+        ]
+        assert claim.spec.node_class_ref == h.pool.spec.template.spec.node_class_ref
+        assert claim.spec.expire_after == "24h"
+
+        # Before launch the pods wait for that NodeClaim: another batch adds none.
+        await h.wait_seen(name)
+        await h.provisioner.reconcile_once()
+        assert [c.metadata.name for c in await h.nodeclaims()] == [name]
+
+    messages = [r.getMessage() for r in caplog.records]
+    assert "found provisionable pod(s)" in messages
+    assert "computed new nodeclaim(s) to fit pod(s)" in messages
+    created = [r for r in caplog.records if r.getMessage() == "created nodeclaim"]
+    assert len(created) == 1
+    assert created[0].__dict__["nodeclaim"] == name
+    assert created[0].__dict__["nodepool"] == pool
+    assert created[0].__dict__["instance-types"]
+    spans = {s.name: s for s in h.spans.get_finished_spans()}
+    batch = next(
+        s
+        for s in h.spans.get_finished_spans()
+        if s.name == "provisioning batch" and s.attributes and s.attributes.get("karpy.nodeclaims")
+    )
+    assert batch.attributes is not None
+    assert batch.attributes["karpy.nodeclaims"] == (name,)
+    pods = batch.attributes["karpy.pods"]
+    assert isinstance(pods, int)
+    assert pods >= 3
+    for child in ("snapshot", "solve", "launch"):
+        assert spans[child].parent is not None
+
+
+async def test_a_pod_no_nodepool_can_hold_is_told_why_once(
+    cluster_info: ClusterInfo, namespace: str
+) -> None:
+    async with provisioning(cluster_info.kubeconfig) as h:
+        uid = await h.create_pod(namespace, "nowhere", intent="no-such-intent")
+        await h.wait_provisionable(uid)
+
+        await h.provisioner.reconcile_once()
+        await h.provisioner.reconcile_once()
+
+        assert await h.nodeclaims() == []
+        events = await h.karpy_events(namespace)
+        failed = [e for e in events if e["involvedObject"]["uid"] == uid]
+        assert len(failed) == 1, "the second batch's identical event is deduplicated"
+        event = failed[0]
+        assert event["reason"] == "FailedScheduling"
+        assert event["type"] == "Warning"
+        assert event["involvedObject"]["name"] == "nowhere"
+        assert event["message"].startswith("Failed to schedule pod, ")
+        assert len(event["message"]) > len("Failed to schedule pod, ")
+
+
+async def test_pods_that_fit_an_in_flight_nodeclaim_add_no_nodeclaim(
+    cluster_info: ClusterInfo, namespace: str
+) -> None:
+    async with provisioning(cluster_info.kubeconfig) as h:
+        first = await h.create_pod(namespace, "first")
+        await h.wait_provisionable(first)
+        await h.provisioner.reconcile_once()
+        (claim,) = await h.nodeclaims()
+        name = claim.metadata.name or ""
+        # What a launch writes: the instance's capacity (room for several more such pods).
+        big = {"cpu": Quantity("8"), "memory": Quantity("32Gi"), "pods": Quantity("110")}
+        await h.kube.patch_status(NODECLAIMS, name, NodeClaimStatus(capacity=big, allocatable=big))
+        await h.wait_seen(name, launched=True)
+
+        second = await h.create_pod(namespace, "second")
+        await h.wait_provisionable(second)
+        await h.provisioner.reconcile_once()
+
+        assert [c.metadata.name for c in await h.nodeclaims()] == [name]
+
+        async def nominated() -> list[str]:
+            events = await h.karpy_events(namespace)
+            return [
+                e["message"]
+                for e in events
+                if e["reason"] == "Nominated" and e["involvedObject"]["uid"] == second
+            ]
+
+        assert await eventually(nominated, within=10) == [
+            f"Pod should schedule on: nodeclaim/{name}"
+        ]
+
+
+async def test_the_batcher_drives_the_provisioner(
+    cluster_info: ClusterInfo, namespace: str
+) -> None:
+    async with provisioning(cluster_info.kubeconfig) as h, asyncio.TaskGroup() as group:
+        running = group.create_task(h.provisioner.run())
+        try:
+            await h.create_pod(namespace, "batched-0")
+            await h.create_pod(namespace, "batched-1")
+            claims = await eventually(h.nodeclaims, within=60)
+            assert len(claims) == 1
+        finally:
+            h.provisioner.stop()
+        async with asyncio.timeout(10):
+            await running
