@@ -2,7 +2,8 @@
 
 This is the process boundary: it turns argv and the environment into `Options`, signals into a
 stop event, and failures into an exit code (0 after a clean shutdown, 1 when a root loop failed,
-for example when leadership was lost, 2 for bad options).
+for example when leadership was lost, 2 for bad options, an unusable kubeconfig or a cloud
+provider that cannot be found or built).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import sys
 
 import uvloop
 
+from karpy.cloudprovider.registry import ProviderError
 from karpy.kube.errors import KubeConfigError
 from karpy.kube.lease import LeadershipLostError
 from karpy.operator.supervisor import Supervisor
@@ -48,12 +50,20 @@ async def _main(options: Options) -> int:
         extra={
             "identity": options.leader_election.identity,
             "leader_election": options.leader_election.enabled,
+            "provider": options.provider.name,
+            "cluster_name": options.provider.cluster_name,
         },
     )
     try:
         components = await build(options)
     except KubeConfigError as error:
         log.error("cannot load kubernetes configuration", extra={"error": str(error)})
+        return 2
+    except ProviderError as error:
+        log.error(
+            "cannot build the cloud provider",
+            extra={"provider": options.provider.name, "error": str(error)},
+        )
         return 2
     try:
         await Supervisor(components, stop=stop).run()

@@ -1,23 +1,33 @@
 """THE composition root: the only place that constructs karpy's collaborators (house rule 5).
 
 Reading `build()` top to bottom shows the whole process graph: telemetry, the kube client, cluster
-state and its informers, the leader elector, the probe server, and the controllers. Controllers
-are registered in `_controllers()`; each is a `Runner` over a work queue, fed by informer
-subscriptions made here. Nothing else in karpy calls a constructor of another package's service.
+state and its informers, the cloud provider (found by name through `karpy.providers`, wrapped
+for spans and metrics), the leader elector, the probe server, and the controllers. Controllers
+are registered in `_controllers()`, fed by informer subscriptions made here; they run on the
+leader only. Nothing else in karpy calls a constructor of another package's service.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import attrs
 from opentelemetry.sdk.trace.export import SpanExporter
 
+from karpy.cloudprovider.instrumented import InstrumentedCloudProvider
+from karpy.cloudprovider.protocol import CloudProvider
+from karpy.cloudprovider.registry import ProviderContext, build_provider
+from karpy.controllers.provisioning.batcher import Batcher
+from karpy.controllers.provisioning.provisioner import Provisioner
+from karpy.controllers.provisioning.trigger import pod_subscriber
 from karpy.kube.client import KubeClient
-from karpy.kube.kinds import NODES, PODS
+from karpy.kube.events import Recorder
+from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, NODES, PODS
 from karpy.kube.lease import LeaderElector
 from karpy.kube.resources import ResourceKind
+from karpy.runtime.channels import Trigger
 from karpy.runtime.clock import Clock, SystemClock
 from karpy.runtime.health import ProbeServer
 from karpy.runtime.options import Options
@@ -26,14 +36,20 @@ from karpy.runtime.telemetry import Telemetry
 from karpy.state.cluster import ClusterState
 from karpy.state.informers import Informer
 
-INFORMED_KINDS: tuple[ResourceKind[Any], ...] = (NODES, PODS)
-"""Kinds every replica keeps in cluster state. karpy's CRDs join once their controllers land."""
+INFORMED_KINDS: tuple[ResourceKind[Any], ...] = (NODES, PODS, NODECLAIMS, NODEPOOLS)
+"""Kinds every replica keeps in cluster state (karpy's CRDs must be installed)."""
+
+PROVISIONING_KINDS: frozenset[str] = frozenset(k.kind for k in (NODES, PODS, NODECLAIMS, NODEPOOLS))
+"""The provisioner reads these; it is registered only when all of them are informed."""
 
 
 class Controller(Protocol):
     """What the supervisor needs from a controller loop (a `karpy.runtime.reconciler.Runner`)."""
 
-    name: str
+    @property
+    def name(self) -> str:
+        """Dotted controller name, used for task names and logs."""
+        ...
 
     async def run(self) -> None:
         """Work until `stop()` is called and in-flight work is done."""
@@ -56,13 +72,63 @@ class Components:
     elector: LeaderElector | None
     probes: ProbeServer
     controllers: Sequence[Controller]
+    cloudprovider: CloudProvider | None = None
 
     async def close(self) -> None:
-        """Close the kube client and flush telemetry (after the supervisor has stopped)."""
+        """Close the provider (its optional `aclose()` hook), the kube client, and flush
+        telemetry (after the supervisor has stopped)."""
         try:
-            await self.client.close()
+            if self.cloudprovider is not None:
+                await _close_provider(self.cloudprovider)
         finally:
-            self.telemetry.shutdown()
+            try:
+                await self.client.close()
+            finally:
+                self.telemetry.shutdown()
+
+
+@runtime_checkable
+class _Runs(Protocol):
+    """The optional provider hook: a background loop the operator owns."""
+
+    async def run(self) -> None: ...
+
+
+@runtime_checkable
+class _Closes(Protocol):
+    """The optional provider hook: release clients and connections at shutdown."""
+
+    async def aclose(self) -> None: ...
+
+
+def _unwrapped(provider: CloudProvider) -> object:
+    return provider.inner if isinstance(provider, InstrumentedCloudProvider) else provider
+
+
+async def _close_provider(provider: CloudProvider) -> None:
+    inner = _unwrapped(provider)
+    if isinstance(inner, _Closes):
+        await inner.aclose()
+
+
+class ProviderLoop:
+    """A provider's background `run()` hook as a controller: it runs with the controllers (on
+    the leader, where launches happen) and is cancelled when they stop."""
+
+    name = "cloudprovider.run"
+
+    def __init__(self, provider: _Runs) -> None:
+        self._provider = provider
+        self._stopping = asyncio.Event()
+
+    async def run(self) -> None:
+        async with asyncio.TaskGroup() as group:
+            loop = group.create_task(self._provider.run(), name=self.name)
+            await self._stopping.wait()
+            loop.cancel()
+
+    def stop(self) -> None:
+        self._stopping.set()
 
 
 async def build(
@@ -72,7 +138,11 @@ async def build(
     span_exporter: SpanExporter | None = None,
     kinds: Sequence[ResourceKind[Any]] = INFORMED_KINDS,
 ) -> Components:
-    """Construct the process graph for `options`. `span_exporter` and `kinds` serve tests."""
+    """Construct the process graph for `options`. `span_exporter` and `kinds` serve tests.
+
+    Raises KubeConfigError for an unusable kubeconfig and ProviderError (from
+    karpy.cloudprovider.registry) when the provider cannot be found or built.
+    """
     clock = clock if clock is not None else SystemClock()
     telemetry = Telemetry.setup(
         service_name=options.telemetry.service_name,
@@ -95,6 +165,20 @@ async def build(
         )
         for kind in kinds
     ]
+    try:
+        provider: CloudProvider = InstrumentedCloudProvider(
+            await build_provider(
+                options.provider.name,
+                ProviderContext(
+                    kube=client, clock=clock, cluster_name=options.provider.cluster_name
+                ),
+            ),
+            telemetry,
+        )
+    except BaseException:
+        await client.close()
+        telemetry.shutdown()
+        raise
     elector = (
         LeaderElector(client, options.leader_election, clock=clock, metrics=telemetry.metrics)
         if options.leader_election.enabled
@@ -116,12 +200,50 @@ async def build(
         informers=informers,
         elector=elector,
         probes=probes,
-        controllers=_controllers(),
+        controllers=_controllers(
+            options,
+            client=client,
+            state=state,
+            informers=informers,
+            provider=provider,
+            telemetry=telemetry,
+            clock=clock,
+        ),
+        cloudprovider=provider,
     )
 
 
-def _controllers() -> list[Controller]:
-    # Controllers are constructed here, each with its dependencies passed explicitly, and fed by
-    # informer subscriptions made here. None are registered yet: `karpy run` today keeps cluster
-    # state, leader election, probes and metrics running so controllers can be plugged in.
-    return []
+def _controllers(
+    options: Options,
+    *,
+    client: KubeClient,
+    state: ClusterState,
+    informers: Sequence[Informer[Any]],
+    provider: CloudProvider,
+    telemetry: Telemetry,
+    clock: Clock,
+) -> list[Controller]:
+    """Every controller loop, each with its dependencies passed explicitly."""
+    controllers: list[Controller] = []
+    by_kind = {informer.kind: informer for informer in informers}
+    if by_kind.keys() >= PROVISIONING_KINDS:
+        # pod informer -> Batcher (window) -> Provisioner (snapshot, solve, create NodeClaims)
+        batcher = Batcher(options.batching, signal=Trigger("provisioning-batch"))
+        by_kind[PODS.kind].subscribe(pod_subscriber(batcher))
+        controllers.append(
+            Provisioner(
+                client,
+                state,
+                cloudprovider=provider,
+                batcher=batcher,
+                recorder=Recorder(client, clock),
+                telemetry=telemetry,
+                reconcile=options.reconcile,
+                # Karpenter's nomination window: max(2 x batch max duration, 10s).
+                nomination_window=max(2 * options.batching.max_duration, 10.0),
+            )
+        )
+    inner = _unwrapped(provider)
+    if isinstance(inner, _Runs):
+        controllers.append(ProviderLoop(inner))
+    return controllers

@@ -113,8 +113,20 @@ class TelemetryOptions:
 
 
 @attrs.frozen
+class ProviderOptions:
+    """Which CloudProvider launches the NodeClaims, and for which cluster."""
+
+    name: str = "kwok"
+    """Entry-point name in the `karpy.providers` group; kwok needs no cloud, hence the default."""
+    cluster_name: str = "karpy"
+    """The name instances are tagged with (Karpenter's CLUSTER_NAME), so a provider can tell this
+    cluster's instances from others' in the same account."""
+
+
+@attrs.frozen
 class Options:
     log_level: LogLevel = "info"
+    provider: ProviderOptions = ProviderOptions()
     batching: BatchingOptions = BatchingOptions()
     leader_election: LeaderElectionOptions = LeaderElectionOptions()
     server: ServerOptions = ServerOptions()
@@ -250,6 +262,8 @@ class _Spec:
 _SPECS: Final[tuple[_Spec, ...]] = (
     _Spec("--kubeconfig", "KUBECONFIG", Path, "kubeconfig file (default: in-cluster config)"),
     _Spec("--log-level", "LOG_LEVEL", parse_log_level, "debug, info, warning or error"),
+    _Spec("--provider", "KARPY_PROVIDER", _non_empty, "cloud provider (karpy.providers name)"),
+    _Spec("--cluster-name", "CLUSTER_NAME", _non_empty, "cluster name instances are tagged with"),
     _Spec("--batch-idle-duration", "BATCH_IDLE_DURATION", _positive_duration, "batch idle window"),
     _Spec("--batch-max-duration", "BATCH_MAX_DURATION", _positive_duration, "batch max window"),
     _Spec("--metrics-port", "METRICS_PORT", parse_port, "port serving /metrics"),
@@ -383,6 +397,10 @@ def _assemble(raw: Mapping[str, object]) -> Options:
         raise OptionsError(msg)
     return Options(
         log_level=parse_log_level(_get(raw, "log_level", d.log_level, str)),
+        provider=ProviderOptions(
+            name=_get(raw, "provider", d.provider.name, str),
+            cluster_name=_get(raw, "cluster_name", d.provider.cluster_name, str),
+        ),
         batching=batching,
         leader_election=leader_election,
         server=ServerOptions(
