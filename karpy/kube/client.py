@@ -161,6 +161,20 @@ class KubeClient:
         )
         return decode_item(kind, raw).obj
 
+    async def evict(self, name: str, *, namespace: str) -> None:
+        """Ask the Eviction API (policy/v1) to evict pod `namespace`/`name`.
+
+        Raises TooManyRequestsError (429) when a PodDisruptionBudget does not allow it now: retry
+        later, never delete around it. NotFoundError when the pod is gone.
+        """
+        body = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+        }
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}/eviction"
+        await self.request("POST", path, body=body)
+
     # ------------------------------------------------------------ raw access, karpy.kube only
 
     async def create_raw(

@@ -1,0 +1,220 @@
+"""TerminationController: a Node with karpy's finalizer is drained before it, and its instance, go.
+
+Karpenter's order on Node deletion: taint the Node karpenter.sh/disrupted:NoSchedule so nothing new
+lands on it, delete its NodeClaim (so the claim cannot relaunch or outlive the Node), drain it in
+tiers through the Eviction API (eviction.py), and once its NodeClaim's terminationGracePeriod has
+run out delete the remaining pods directly; then terminate the instance through the CloudProvider
+and only then remove the finalizer, so the Node object disappears last.
+
+Registering it: a Runner keyed by Node name, `reconcile=controller.reconcile`, fed by Node
+ADDED/MODIFIED events (the Node's name; only Nodes being deleted with the finalizer do anything)
+and by Pod MODIFIED/DELETED events (the pod's spec.nodeName) so a drain moves on as pods leave.
+The controller requeues itself while it waits, so pod events only make it faster.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from typing import Any, ClassVar, Final
+
+from karpy.apis.codec import to_dict
+from karpy.apis.kube.common import Taint, TaintEffect
+from karpy.apis.kube.node import Node
+from karpy.apis.kube.pod import Pod
+from karpy.apis.meta import parse_duration
+from karpy.apis.v1 import labels as wk
+from karpy.apis.v1.nodeclaim import NodeClaim
+from karpy.cloudprovider import CloudProvider, NodeClaimNotFoundError
+from karpy.controllers.node.termination.eviction import (
+    EVICTION_BACKOFF,
+    Evictor,
+    do_not_disrupt,
+    needs_drain,
+    next_to_evict,
+)
+from karpy.kube.client import KubeClient
+from karpy.kube.errors import ConflictError, NotFoundError
+from karpy.kube.kinds import NODECLAIMS, NODES, PODS
+from karpy.runtime.backoff import Backoff
+from karpy.runtime.clock import Clock
+from karpy.runtime.logging import bind
+from karpy.runtime.reconciler import Result
+
+log = logging.getLogger(__name__)
+
+DISRUPTED_TAINT: Final = Taint(key=wk.TAINT_DISRUPTED_KEY, effect=TaintEffect.NO_SCHEDULE)
+
+DRAIN_RECHECK: Final = 1.0
+"""Seconds between looks at a draining Node when no eviction backoff is shorter."""
+
+INSTANCE_TERMINATION_WAIT: Final = 5.0
+"""Seconds between checks that the cloud instance is gone."""
+
+
+class TerminationController:
+    """Drain, terminate the instance, release the Node (module docstring).
+
+    Args:
+        kube: the apiserver client (Nodes, Pods, NodeClaims, evictions).
+        cloud_provider: terminates the instance behind the Node.
+        clock: wall clock; the terminationGracePeriod deadline is measured on it.
+        eviction_backoff: retry policy for evictions a PDB refused (default 100 ms → 10 s).
+    """
+
+    name: ClassVar[str] = "node.termination"
+
+    def __init__(
+        self,
+        kube: KubeClient,
+        cloud_provider: CloudProvider,
+        *,
+        clock: Clock,
+        eviction_backoff: Backoff = EVICTION_BACKOFF,
+    ) -> None:
+        self._kube = kube
+        self._cloud = cloud_provider
+        self._clock = clock
+        self._eviction_backoff = eviction_backoff
+        self._evictors: dict[str, Evictor] = {}
+
+    async def reconcile(self, name: str) -> Result:
+        """Reconcile the Node called `name`. NotFound is done; a conflict requeues."""
+        with bind(controller=self.name, node=name):
+            try:
+                node = await self._kube.get(NODES, name)
+                if (
+                    node.metadata.deletion_timestamp is None
+                    or wk.FINALIZER_TERMINATION not in node.metadata.finalizers
+                ):
+                    return Result()
+                return await self._finalize(node)
+            except NotFoundError:
+                self._evictors.pop(name, None)
+                return Result()
+            except ConflictError:
+                return Result(requeue=True)
+
+    async def _finalize(self, node: Node) -> Result:
+        name = node.metadata.name or ""
+        node = await self._taint(node)
+        nodeclaim = await self._nodeclaim_of(node)
+        if nodeclaim is not None and nodeclaim.metadata.deletion_timestamp is None:
+            try:
+                await self._kube.delete(NODECLAIMS, nodeclaim.metadata.name or "")
+            except NotFoundError:
+                nodeclaim = None
+        pods = [p for p in await self._pods_on(name) if needs_drain(p)]
+        if pods:
+            return await self._drain(node, nodeclaim, pods)
+        if not await self._instance_terminated(node, nodeclaim):
+            return Result(requeue_after=INSTANCE_TERMINATION_WAIT)
+        remaining = [f for f in node.metadata.finalizers if f != wk.FINALIZER_TERMINATION]
+        await self._kube.merge_patch(
+            NODES,
+            name,
+            {"metadata": {"finalizers": remaining or None}},
+            resource_version=node.metadata.resource_version,
+        )
+        self._evictors.pop(name, None)
+        log.info("deleted node", extra={"provider-id": node.spec.provider_id or ""})
+        return Result()
+
+    async def _taint(self, node: Node) -> Node:
+        """The Node with karpenter.sh/disrupted:NoSchedule on (one optimistic patch if missing)."""
+        if any(
+            t.key == DISRUPTED_TAINT.key and t.effect == DISRUPTED_TAINT.effect
+            for t in node.spec.taints
+        ):
+            return node
+        taints = [to_dict(t) for t in (*node.spec.taints, DISRUPTED_TAINT)]
+        patch: dict[str, Any] = {"spec": {"taints": taints}}
+        tainted = await self._kube.merge_patch(
+            NODES, node.metadata.name or "", patch, resource_version=node.metadata.resource_version
+        )
+        log.info("tainted node", extra={"taint": wk.TAINT_DISRUPTED_KEY})
+        return tainted
+
+    async def _drain(self, node: Node, nodeclaim: NodeClaim | None, pods: list[Pod]) -> Result:
+        name = node.metadata.name or ""
+        deadline = _grace_deadline(node, nodeclaim)
+        now = self._clock.now()
+        if deadline is not None and now >= deadline:
+            for pod in pods:
+                if pod.metadata.deletion_timestamp is None:
+                    try:
+                        await self._kube.delete(
+                            PODS, pod.metadata.name or "", namespace=pod.metadata.namespace
+                        )
+                    except NotFoundError:
+                        continue
+                    log.info(
+                        "deleted pod past termination grace period",
+                        extra={"pod": f"{pod.metadata.namespace}/{pod.metadata.name}"},
+                    )
+            return Result(requeue_after=DRAIN_RECHECK)
+        evictor = self._evictors.setdefault(
+            name, Evictor(self._kube, backoff=self._eviction_backoff)
+        )
+        wait = await evictor.evict(next_to_evict(pods))
+        blocked = sum(1 for p in pods if do_not_disrupt(p))
+        log.debug("draining node", extra={"pods": len(pods), "do-not-disrupt": blocked})
+        delay = DRAIN_RECHECK if wait is None else min(wait, DRAIN_RECHECK * 10)
+        if deadline is not None:
+            delay = min(delay, max((deadline - now).total_seconds(), 0.0))
+        return Result(requeue_after=delay)
+
+    async def _instance_terminated(self, node: Node, nodeclaim: NodeClaim | None) -> bool:
+        """Ask the provider to terminate the instance; True once it says it is gone.
+
+        Without a NodeClaim the provider's own view of the instance is used. When the provider's
+        instance *is* this Node object (kwok), it is gone once its deletion has begun: only the
+        finalizer released below keeps the object.
+        """
+        provider_id = node.spec.provider_id
+        if not provider_id:
+            return True
+        target = nodeclaim
+        if target is None or target.status.provider_id != provider_id:
+            try:
+                target = await self._cloud.get(provider_id)
+            except NodeClaimNotFoundError:
+                return True
+        try:
+            await self._cloud.delete(target)
+        except NodeClaimNotFoundError:
+            return True
+        try:
+            instance = await self._cloud.get(provider_id)
+        except NodeClaimNotFoundError:
+            return True
+        return (
+            instance.metadata.deletion_timestamp is not None
+            and instance.status.node_name == node.metadata.name
+        )
+
+    async def _nodeclaim_of(self, node: Node) -> NodeClaim | None:
+        provider_id = node.spec.provider_id
+        if not provider_id:
+            return None
+        listed = await self._kube.list(NODECLAIMS)
+        return next((i.obj for i in listed.items if i.obj.status.provider_id == provider_id), None)
+
+    async def _pods_on(self, node_name: str) -> list[Pod]:
+        listed = await self._kube.list(PODS)
+        return [i.obj for i in listed.items if i.obj.spec.node_name == node_name]
+
+
+def _grace_deadline(node: Node, nodeclaim: NodeClaim | None) -> datetime.datetime | None:
+    """When pods stop being evicted and are deleted: the deletion time plus the NodeClaim's
+    terminationGracePeriod; None when there is none (drain waits as long as it takes)."""
+    if nodeclaim is None or nodeclaim.spec.termination_grace_period is None:
+        return None
+    grace = parse_duration(
+        nodeclaim.spec.termination_grace_period,
+        field_name=f"nodeclaim {nodeclaim.metadata.name!r} spec.terminationGracePeriod",
+    )
+    started = nodeclaim.metadata.deletion_timestamp or node.metadata.deletion_timestamp
+    if grace is None or started is None:
+        return None
+    return started + grace

@@ -1,0 +1,24 @@
+"""Fixtures for the Node termination tests: a client and the KWOKNodeClass kwok launches from."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from karpy.apis.meta import ObjectMeta
+from karpy.apis.v1alpha1.kwoknodeclass import KWOKNodeClass
+from karpy.kube.client import KubeClient
+from karpy.kube.kinds import KWOK_NODECLASSES
+from karpy.localcluster import ClusterInfo
+from tests.cluster.nodeclaim.conftest import KWOK_REF
+
+
+@pytest.fixture
+async def kube(cluster_info: ClusterInfo) -> AsyncIterator[KubeClient]:
+    kube = await KubeClient.connect(cluster_info.kubeconfig, request_timeout=10.0)
+    try:
+        await kube.create(KWOK_NODECLASSES, KWOKNodeClass(metadata=ObjectMeta(name=KWOK_REF.name)))
+        yield kube
+    finally:
+        await kube.close()
