@@ -186,14 +186,16 @@ class Provisioner:
                 types = await self._instance_types(pools)
                 build = build_snapshot(objects, pending=pending, instance_types=types)
             by_uid = {p.metadata.uid or "": p for p in pending}
+            refused: list[Event] = []
             for error in build.errors:
                 if error.kind == "Pod" and error.uid in by_uid:
-                    await self._failed(by_uid[error.uid], error.message)
+                    refused.append(_failed_event(by_uid[error.uid], error.message))
                 else:
                     log.warning(
                         "ignoring object the scheduler cannot represent",
                         extra={"kind": error.kind, "object": error.name, "error": error.message},
                     )
+            await self._publish(refused)
             if not build.pods:
                 span.set_attribute("karpy.unschedulable", len(build.errors))
                 return Result()
@@ -248,6 +250,7 @@ class Provisioner:
             c.status.node_name or c.metadata.name or "": c.metadata.name or ""
             for c in objects.nodeclaims
         }
+        events: list[Event] = []
         unready: dict[str, int] = {}
         for nomination in results.nominations:
             pod = pods.get(nomination.pod)
@@ -258,8 +261,10 @@ class Provisioner:
             else:
                 target = f"nodeclaim/{claim_of_node.get(nomination.node, nomination.node)}"
                 unready[target] = unready.get(target, 0) + 1
-            await self._event(
-                pod, EventType.NORMAL, REASON_NOMINATED, f"Pod should schedule on: {target}"
+            events.append(
+                _pod_event(
+                    pod, EventType.NORMAL, REASON_NOMINATED, f"Pod should schedule on: {target}"
+                )
             )
         if unready:
             log.info(
@@ -269,23 +274,15 @@ class Provisioner:
         for explanation in results.unplaced:
             pod = pods.get(explanation.uid)
             if pod is not None:
-                await self._failed(pod, explanation.message)
+                events.append(_failed_event(pod, explanation.message))
+        await self._publish(events)
 
-    async def _failed(self, pod: KubePod, message: str) -> None:
-        await self._event(
-            pod, EventType.WARNING, REASON_FAILED_SCHEDULING, f"Failed to schedule pod, {message}"
-        )
-
-    async def _event(self, pod: KubePod, type_: EventType, reason: str, message: str) -> None:
-        involved = InvolvedObject(
-            api_version="v1",
-            kind="Pod",
-            name=pod.metadata.name or "",
-            namespace=pod.metadata.namespace,
-            uid=pod.metadata.uid or "",
-        )
-        event = Event(involved=involved, type=type_, reason=reason, message=message)
-        await self._recorder.publish(event, now=asyncio.get_running_loop().time())
+    async def _publish(self, events: Sequence[Event]) -> None:
+        """Record `events` concurrently (each is best effort; see Recorder.publish)."""
+        now = asyncio.get_running_loop().time()
+        async with asyncio.TaskGroup() as group:
+            for event in events:
+                group.create_task(self._recorder.publish(event, now=now))
 
     async def _launch(
         self, plans: Sequence[NodeClaimPlan], pools: Sequence[NodePool], span: Span
@@ -333,6 +330,23 @@ class Provisioner:
             msg = f"creating {len(failures)} of {len(plans)} nodeclaim(s) failed: {failures[0]}"
             raise ProvisioningError(msg)
         return created
+
+
+def _pod_event(pod: KubePod, type_: EventType, reason: str, message: str) -> Event:
+    involved = InvolvedObject(
+        api_version="v1",
+        kind="Pod",
+        name=pod.metadata.name or "",
+        namespace=pod.metadata.namespace,
+        uid=pod.metadata.uid or "",
+    )
+    return Event(involved=involved, type=type_, reason=reason, message=message)
+
+
+def _failed_event(pod: KubePod, message: str) -> Event:
+    return _pod_event(
+        pod, EventType.WARNING, REASON_FAILED_SCHEDULING, f"Failed to schedule pod, {message}"
+    )
 
 
 class ProvisioningError(Exception):
