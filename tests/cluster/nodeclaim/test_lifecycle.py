@@ -26,12 +26,14 @@ from karpy.controllers.nodeclaim.lifecycle import (
 )
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError
+from karpy.kube.events import Recorder
 from karpy.kube.kinds import NODECLAIMS, NODES
 from karpy.runtime.clock import FakeClock
 from karpy.testing.fake_cloudprovider import TEST_NODE_CLASS, FakeCloudProvider
 from karpy_kwok import KwokCloudProvider, KwokOptions
 from karpy_kwok.catalog import load_entries
-from tests.cluster.nodeclaim.conftest import make_nodeclaim, reconcile_until
+from tests.cluster.nodeclaim.conftest import events_about, make_nodeclaim, reconcile_until
+from tests.support.kubehttp import KubeHTTP
 
 pytestmark = pytest.mark.usefixtures("karpy_crds")
 
@@ -63,7 +65,7 @@ async def test_a_kwok_nodeclaim_launches_registers_and_initializes(kube: KubeCli
     _, clock = await _created(
         kube, make_nodeclaim("lc-kwok", taints=(TEAM_TAINT,), startup_taints=(BOOT_TAINT,))
     )
-    controller = LifecycleController(kube, provider, clock=clock)
+    controller = LifecycleController(kube, provider, clock=clock, recorder=Recorder(kube, clock))
 
     async def registered() -> bool:
         got = await kube.get(NODECLAIMS, "lc-kwok")
@@ -125,22 +127,29 @@ async def test_a_kwok_nodeclaim_launches_registers_and_initializes(kube: KubeCli
 
 
 @pytest.mark.parametrize(
-    "error",
+    ("error", "reason"),
     [
-        pytest.param(InsufficientCapacityError("no capacity"), id="insufficient-capacity"),
-        pytest.param(NodeClassNotReadyError("class not ready"), id="nodeclass-not-ready"),
+        pytest.param(
+            InsufficientCapacityError("no capacity"),
+            "InsufficientCapacityError",
+            id="insufficient-capacity",
+        ),
+        pytest.param(
+            NodeClassNotReadyError("class not ready"), "NodeClassNotReady", id="nodeclass-not-ready"
+        ),
     ],
 )
 async def test_a_nodeclaim_that_cannot_launch_is_deleted(
-    kube: KubeClient, error: CloudProviderError
+    kube: KubeClient, kube_http: KubeHTTP, error: CloudProviderError, reason: str
 ) -> None:
     provider = FakeCloudProvider()
     provider.next_create_error = error
-    _, clock = await _created(kube, make_nodeclaim("lc-ice", ref=FAKE_REF))
-    controller = LifecycleController(kube, provider, clock=clock)
+    stored, clock = await _created(kube, make_nodeclaim("lc-ice", ref=FAKE_REF))
+    controller = LifecycleController(kube, provider, clock=clock, recorder=Recorder(kube, clock))
     await reconcile_until(controller.reconcile, "lc-ice", lambda: _gone(kube, "lc-ice"))
     assert len(provider.create_calls) == 1
     assert provider.created == {}
+    assert ("Warning", reason) in events_about(kube_http, stored.metadata.uid or "")
 
 
 async def test_a_create_error_is_a_condition_then_the_launch_times_out(kube: KubeClient) -> None:
@@ -149,7 +158,7 @@ async def test_a_create_error_is_a_condition_then_the_launch_times_out(kube: Kub
         "quota", condition_reason="QuotaExceeded", condition_message="vCPU quota exceeded"
     )
     _, clock = await _created(kube, make_nodeclaim("lc-timeout", ref=FAKE_REF))
-    controller = LifecycleController(kube, provider, clock=clock)
+    controller = LifecycleController(kube, provider, clock=clock, recorder=Recorder(kube, clock))
     await controller.reconcile("lc-timeout")  # finalizer
     await controller.reconcile("lc-timeout")  # the failed create
     claim = await kube.get(NODECLAIMS, "lc-timeout")
@@ -168,7 +177,7 @@ async def test_a_node_that_never_joins_times_out_and_the_instance_is_deleted(
 ) -> None:
     provider = FakeCloudProvider()
     _, clock = await _created(kube, make_nodeclaim("lc-noreg", ref=FAKE_REF))
-    controller = LifecycleController(kube, provider, clock=clock)
+    controller = LifecycleController(kube, provider, clock=clock, recorder=Recorder(kube, clock))
     await controller.reconcile("lc-noreg")
     result = await controller.reconcile("lc-noreg")
     assert result.requeue_after is not None
@@ -189,7 +198,7 @@ async def test_a_node_that_never_joins_times_out_and_the_instance_is_deleted(
 async def test_no_launch_happens_before_the_finalizer_is_on(kube: KubeClient) -> None:
     provider = FakeCloudProvider()
     _, clock = await _created(kube, make_nodeclaim("lc-fin", ref=FAKE_REF))
-    controller = LifecycleController(kube, provider, clock=clock)
+    controller = LifecycleController(kube, provider, clock=clock, recorder=Recorder(kube, clock))
     await controller.reconcile("lc-fin")
     claim = await kube.get(NODECLAIMS, "lc-fin")
     assert claim.metadata.finalizers == (wk.FINALIZER_TERMINATION,)

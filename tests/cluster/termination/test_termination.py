@@ -20,11 +20,12 @@ from karpy.controllers.node.termination import TerminationController
 from karpy.controllers.nodeclaim.lifecycle import LifecycleController
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError
+from karpy.kube.events import Recorder
 from karpy.kube.kinds import NODECLAIMS, NODES, PODS
 from karpy.runtime.clock import FakeClock
 from karpy_kwok import KwokCloudProvider, KwokOptions
 from karpy_kwok.catalog import load_entries
-from tests.cluster.nodeclaim.conftest import make_nodeclaim, reconcile_until
+from tests.cluster.nodeclaim.conftest import events_about, make_nodeclaim, reconcile_until
 from tests.support.kubehttp import KubeHTTP
 
 pytestmark = pytest.mark.usefixtures("karpy_crds")
@@ -51,8 +52,8 @@ async def _registered_node(
     harness = Harness(
         kube,
         clock,
-        LifecycleController(kube, provider, clock=clock),
-        TerminationController(kube, provider, clock=clock),
+        LifecycleController(kube, provider, clock=clock, recorder=Recorder(kube, clock)),
+        TerminationController(kube, provider, clock=clock, recorder=Recorder(kube, clock)),
     )
 
     async def registered() -> bool:
@@ -106,7 +107,7 @@ async def test_a_pdb_allowing_no_disruption_holds_the_node_until_it_allows_one(
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="karpy.controllers.node.termination")
     h = await _registered_node(kube, "tm-pdb")
-    await _run_pod(kube, namespace, "guarded", "tm-pdb")
+    guarded = await _run_pod(kube, namespace, "guarded", "tm-pdb")
     pdb_path = f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets"
     kube_http.request(
         "POST",
@@ -126,6 +127,8 @@ async def test_a_pdb_allowing_no_disruption_holds_the_node_until_it_allows_one(
         await asyncio.sleep(result.requeue_after)
     refusals = [r for r in caplog.records if r.getMessage() == "eviction refused"]
     assert len(refusals) >= 3, "each retry after the backoff met the PDB's 429 again"
+    node_uid = (await kube.get(NODES, "tm-pdb")).metadata.uid or ""
+    assert ("Warning", "FailedDraining") in events_about(kube_http, node_uid)
     node = await kube.get(NODES, "tm-pdb")
     assert wk.FINALIZER_TERMINATION in node.metadata.finalizers
     assert (wk.TAINT_DISRUPTED_KEY, "NoSchedule") in {(t.key, t.effect) for t in node.spec.taints}
@@ -143,6 +146,7 @@ async def test_a_pdb_allowing_no_disruption_holds_the_node_until_it_allows_one(
     )
     with pytest.raises(NotFoundError):
         await kube.get(PODS, "guarded", namespace=namespace)
+    assert ("Normal", "Evicted") in events_about(kube_http, guarded.metadata.uid or "", namespace)
     await reconcile_until(
         h.lifecycle.reconcile, "tm-pdb", lambda: _nodeclaim_absent(kube, "tm-pdb")
     )

@@ -14,6 +14,7 @@ The controller requeues itself while it waits, so pod events only make it faster
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import logging
 from typing import Any, ClassVar, Final
@@ -30,11 +31,13 @@ from karpy.controllers.node.termination.eviction import (
     EVICTION_BACKOFF,
     Evictor,
     do_not_disrupt,
+    involved_pod,
     needs_drain,
     next_to_evict,
 )
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import ConflictError, NotFoundError
+from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
 from karpy.kube.kinds import NODECLAIMS, NODES, PODS
 from karpy.runtime.backoff import Backoff
 from karpy.runtime.clock import Clock
@@ -59,6 +62,7 @@ class TerminationController:
         kube: the apiserver client (Nodes, Pods, NodeClaims, evictions).
         cloud_provider: terminates the instance behind the Node.
         clock: wall clock; the terminationGracePeriod deadline is measured on it.
+        recorder: publishes Evicted, FailedDraining and TerminationGracePeriodExpiring events.
         eviction_backoff: retry policy for evictions a PDB refused (default 100 ms → 10 s).
     """
 
@@ -70,9 +74,11 @@ class TerminationController:
         cloud_provider: CloudProvider,
         *,
         clock: Clock,
+        recorder: Recorder,
         eviction_backoff: Backoff = EVICTION_BACKOFF,
     ) -> None:
         self._kube = kube
+        self._recorder = recorder
         self._cloud = cloud_provider
         self._clock = clock
         self._eviction_backoff = eviction_backoff
@@ -152,13 +158,36 @@ class TerminationController:
                         "deleted pod past termination grace period",
                         extra={"pod": f"{pod.metadata.namespace}/{pod.metadata.name}"},
                     )
+                    await self._recorder.publish(
+                        Event(
+                            involved=involved_pod(pod),
+                            type=EventType.WARNING,
+                            reason="TerminationGracePeriodExpiring",
+                            message=(
+                                f"Deleting the pod to accommodate the terminationTime"
+                                f" {deadline.isoformat()} of the node"
+                            ),
+                        ),
+                        now=asyncio.get_running_loop().time(),
+                    )
             return Result(requeue_after=DRAIN_RECHECK)
-        evictor = self._evictors.setdefault(
-            name, Evictor(self._kube, backoff=self._eviction_backoff)
-        )
+        evictor = self._evictors.get(name)
+        if evictor is None:
+            evictor = Evictor(self._kube, recorder=self._recorder, backoff=self._eviction_backoff)
+            self._evictors[name] = evictor
         wait = await evictor.evict(next_to_evict(pods))
         blocked = sum(1 for p in pods if do_not_disrupt(p))
         log.debug("draining node", extra={"pods": len(pods), "do-not-disrupt": blocked})
+        if wait is not None or blocked:
+            await self._recorder.publish(
+                Event(
+                    involved=_involved_node(node),
+                    type=EventType.WARNING,
+                    reason="FailedDraining",
+                    message=f"Failed to drain node, {len(pods)} pods are waiting to be evicted",
+                ),
+                now=asyncio.get_running_loop().time(),
+            )
         delay = DRAIN_RECHECK if wait is None else min(wait, DRAIN_RECHECK * 10)
         if deadline is not None:
             delay = min(delay, max((deadline - now).total_seconds(), 0.0))
@@ -203,6 +232,15 @@ class TerminationController:
     async def _pods_on(self, node_name: str) -> list[Pod]:
         listed = await self._kube.list(PODS)
         return [i.obj for i in listed.items if i.obj.spec.node_name == node_name]
+
+
+def _involved_node(node: Node) -> InvolvedObject:
+    return InvolvedObject(
+        api_version=node.api_version,
+        kind=node.kind,
+        name=node.metadata.name or "",
+        uid=node.metadata.uid or "",
+    )
 
 
 def _grace_deadline(node: Node, nodeclaim: NodeClaim | None) -> datetime.datetime | None:

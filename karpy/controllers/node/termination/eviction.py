@@ -21,6 +21,7 @@ from karpy.apis.kube.pod import Pod, PodPhase
 from karpy.apis.v1 import labels as wk
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError, TooManyRequestsError
+from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
 from karpy.runtime.backoff import Backoff, KeyedBackoff
 
 log = logging.getLogger(__name__)
@@ -73,6 +74,17 @@ def next_to_evict(pods: Iterable[Pod]) -> tuple[Pod, ...]:
     return tuple(p for p in evictable if tier_of(p) == first and not terminating(p))
 
 
+def involved_pod(pod: Pod) -> InvolvedObject:
+    """The pod as the subject of an Event."""
+    return InvolvedObject(
+        api_version=pod.api_version,
+        kind=pod.kind,
+        name=pod.metadata.name or "",
+        uid=pod.metadata.uid or "",
+        namespace=pod.metadata.namespace,
+    )
+
+
 def _key(pod: Pod) -> str:
     return pod.metadata.uid or f"{pod.metadata.namespace}/{pod.metadata.name}"
 
@@ -84,8 +96,11 @@ class Evictor:
     be tried again (loop time), and forgets it once the eviction is accepted.
     """
 
-    def __init__(self, kube: KubeClient, *, backoff: Backoff = EVICTION_BACKOFF) -> None:
+    def __init__(
+        self, kube: KubeClient, *, recorder: Recorder, backoff: Backoff = EVICTION_BACKOFF
+    ) -> None:
         self._kube = kube
+        self._recorder = recorder
         self._backoff: KeyedBackoff[str] = KeyedBackoff(backoff)
         self._not_before: dict[str, float] = {}
 
@@ -123,6 +138,15 @@ class Evictor:
                 continue
             self._forget(key)
             log.info("evicted pod", extra={"pod": f"{pod.metadata.namespace}/{pod.metadata.name}"})
+            await self._recorder.publish(
+                Event(
+                    involved=involved_pod(pod),
+                    type=EventType.NORMAL,
+                    reason="Evicted",
+                    message="Evicted pod",
+                ),
+                now=loop.time(),
+            )
         return wait
 
     def refusals(self, pod: Pod) -> int:

@@ -28,6 +28,7 @@ from karpy.controllers.nodeclaim.lifecycle.outcome import Outcome
 from karpy.controllers.nodeclaim.lifecycle.registration import REGISTRATION_TIMEOUT, Registration
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import ConflictError, NotFoundError
+from karpy.kube.events import Recorder
 from karpy.kube.kinds import NODECLAIMS, NODES
 from karpy.runtime.clock import Clock
 from karpy.runtime.logging import bind
@@ -51,11 +52,19 @@ class LifecycleController:
         kube: the apiserver client (NodeClaims and Nodes are read and written).
         cloud_provider: launches and terminates instances (wrap it in `instrumented` for spans).
         clock: wall clock for condition stamps and the launch/registration timeouts.
+        recorder: publishes the InsufficientCapacityError and NodeClassNotReady events.
     """
 
     name: ClassVar[str] = "nodeclaim.lifecycle"
 
-    def __init__(self, kube: KubeClient, cloud_provider: CloudProvider, *, clock: Clock) -> None:
+    def __init__(
+        self,
+        kube: KubeClient,
+        cloud_provider: CloudProvider,
+        *,
+        clock: Clock,
+        recorder: Recorder,
+    ) -> None:
         self._kube = kube
         self._cloud = cloud_provider
         self._clock = clock
@@ -63,7 +72,7 @@ class LifecycleController:
         # the next reconcile launch a second instance.
         self._launched: dict[str, NodeClaim] = {}
         self._steps = (
-            Launch(kube, cloud_provider, clock=clock, launched=self._launched),
+            Launch(kube, cloud_provider, clock=clock, recorder=recorder, launched=self._launched),
             Registration(kube, clock=clock),
             Initialization(kube, clock=clock),
         )

@@ -11,6 +11,7 @@ status write never launches a second instance.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import datetime
 import logging
@@ -31,6 +32,7 @@ from karpy.controllers.nodeclaim.lifecycle.conditions import is_true, set_condit
 from karpy.controllers.nodeclaim.lifecycle.outcome import Outcome
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError
+from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
 from karpy.kube.kinds import NODECLAIMS
 from karpy.runtime.clock import Clock
 from karpy.runtime.reconciler import Result
@@ -50,9 +52,11 @@ class Launch:
         cloud_provider: CloudProvider,
         *,
         clock: Clock,
+        recorder: Recorder,
         launched: dict[str, NodeClaim],
     ) -> None:
         self._kube = kube
+        self._recorder = recorder
         self._cloud = cloud_provider
         self._clock = clock
         self._launched = launched
@@ -81,6 +85,15 @@ class Launch:
                 )
                 log.warning(
                     "failed launching nodeclaim", extra={"reason": reason, "error": str(error)}
+                )
+                await self._recorder.publish(
+                    Event(
+                        involved=involved_nodeclaim(nodeclaim),
+                        type=EventType.WARNING,
+                        reason=reason,
+                        message=str(error),
+                    ),
+                    now=asyncio.get_running_loop().time(),
                 )
                 return await self._delete(nodeclaim)
             except CreateError as error:
@@ -115,6 +128,16 @@ class Launch:
         with contextlib.suppress(NotFoundError):
             await self._kube.delete(NODECLAIMS, nodeclaim.metadata.name or "")
         return Outcome(nodeclaim, stop=Result(), deleted=True)
+
+
+def involved_nodeclaim(nodeclaim: NodeClaim) -> InvolvedObject:
+    """The NodeClaim as the subject of an Event."""
+    return InvolvedObject(
+        api_version=nodeclaim.api_version,
+        kind=nodeclaim.kind,
+        name=nodeclaim.metadata.name or "",
+        uid=nodeclaim.metadata.uid or "",
+    )
 
 
 def _with_details(nodeclaim: NodeClaim, launched: NodeClaim) -> NodeClaim:
