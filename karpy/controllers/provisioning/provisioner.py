@@ -164,8 +164,8 @@ class Provisioner:
     async def reconcile_once(self) -> Result:
         """Provision once for every provisionable pod in cluster state.
 
-        Side effects: Events on pods, NodeClaims created. Raises KubeError when a NodeClaim
-        could not be created (the Runner backs off and the pods are tried again).
+        Side effects: Events on pods, NodeClaims created. Raises ProvisioningError when some
+        NodeClaim could not be created (the Runner backs off; the pods are tried again).
         """
         if not self._state.synced:
             log.debug("waiting on cluster sync")
@@ -197,7 +197,7 @@ class Provisioner:
                     )
             await self._publish(refused)
             if not build.pods:
-                span.set_attribute("karpy.unschedulable", len(build.errors))
+                span.set_attribute("karpy.unschedulable", len(refused))
                 return Result()
             with tracer.start_as_current_span("solve") as solve_span:
                 results = await asyncio.to_thread(
@@ -205,7 +205,7 @@ class Provisioner:
                 )
                 solve_span.set_attribute("karpy.nodeclaims", len(results.nodeclaims))
             await self._report(results, objects, by_uid)
-            span.set_attribute("karpy.unschedulable", len(results.unplaced))
+            span.set_attribute("karpy.unschedulable", len(results.unplaced) + len(refused))
             with tracer.start_as_current_span("launch") as launch_span:
                 names = await self._launch(results.nodeclaims, pools, launch_span)
             span.set_attribute("karpy.nodeclaims", names)

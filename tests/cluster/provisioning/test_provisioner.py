@@ -114,6 +114,11 @@ async def test_a_pod_no_nodepool_can_hold_is_told_why_once(
         assert event["involvedObject"]["name"] == "nowhere"
         assert event["message"].startswith("Failed to schedule pod, ")
         assert len(event["message"]) > len("Failed to schedule pod, ")
+        batch = next(s for s in h.spans.get_finished_spans() if s.name == "provisioning batch")
+        assert batch.attributes is not None
+        unschedulable = batch.attributes["karpy.unschedulable"]
+        assert isinstance(unschedulable, int)
+        assert unschedulable >= 1
 
 
 async def test_pods_that_fit_an_in_flight_nodeclaim_add_no_nodeclaim(
