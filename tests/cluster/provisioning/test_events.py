@@ -1,0 +1,85 @@
+"""The event recorder on the real apiserver: what `kubectl describe` shows, and no repeats."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from karpy.kube.client import KubeClient
+from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
+from karpy.localcluster import ClusterInfo
+from karpy.runtime.clock import SystemClock
+
+
+@pytest.fixture
+async def kube(cluster_info: ClusterInfo) -> AsyncIterator[KubeClient]:
+    kube = await KubeClient.connect(cluster_info.kubeconfig, request_timeout=10.0)
+    try:
+        yield kube
+    finally:
+        await kube.close()
+
+
+def _event(involved: InvolvedObject, message: str = "Pod should schedule on: node/n1") -> Event:
+    return Event(involved=involved, type=EventType.NORMAL, reason="Nominated", message=message)
+
+
+async def _events_about(kube: KubeClient, namespace: str, uid: str) -> list[dict[str, Any]]:
+    listing = await kube.request("GET", f"/api/v1/namespaces/{namespace}/events")
+    return [e for e in listing.get("items", []) if e["involvedObject"].get("uid") == uid]
+
+
+async def test_an_event_names_its_object_and_repeats_are_dropped_within_the_window(
+    kube: KubeClient, namespace: str
+) -> None:
+    uid = f"uid-{secrets.token_hex(4)}"
+    pod = InvolvedObject(api_version="v1", kind="Pod", name="p", namespace=namespace, uid=uid)
+    recorder = Recorder(kube, SystemClock(), dedupe_window=60.0)
+
+    assert await recorder.publish(_event(pod), now=0.0)
+    assert not await recorder.publish(_event(pod), now=30.0), "same event within the window"
+    assert await recorder.publish(_event(pod, "Pod should schedule on: node/n2"), now=31.0)
+    assert await recorder.publish(_event(pod), now=61.0), "the window has passed"
+
+    events = await _events_about(kube, namespace, uid)
+    assert len(events) == 3
+    first = events[0]
+    assert first["reason"] == "Nominated"
+    assert first["type"] == "Normal"
+    assert first["reportingComponent"] == "karpy"
+    assert first["source"] == {"component": "karpy"}
+    assert first["involvedObject"] == {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "name": "p",
+        "namespace": namespace,
+        "uid": uid,
+    }
+
+
+async def test_events_about_cluster_scoped_objects_go_to_the_default_namespace(
+    kube: KubeClient,
+) -> None:
+    uid = f"uid-{secrets.token_hex(4)}"
+    pool = InvolvedObject(api_version="karpenter.sh/v1", kind="NodePool", name="np", uid=uid)
+    assert await Recorder(kube, SystemClock()).publish(_event(pool), now=0.0)
+    (event,) = await _events_about(kube, "default", uid)
+    assert "namespace" not in event["involvedObject"]
+
+
+async def test_a_refused_event_is_reported_as_not_written(
+    kube: KubeClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    pod = InvolvedObject(
+        api_version="v1", kind="Pod", name="p", namespace="no-such-namespace", uid="u"
+    )
+    assert not await Recorder(kube, SystemClock()).publish(_event(pod), now=0.0)
+    assert "failed to record event" in [r.getMessage() for r in caplog.records]
+
+
+def test_a_negative_window_is_refused() -> None:
+    with pytest.raises(ValueError, match="dedupe_window"):
+        Recorder(object(), SystemClock(), dedupe_window=-1.0)  # type: ignore[arg-type]
