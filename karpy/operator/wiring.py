@@ -20,6 +20,7 @@ from karpy.cloudprovider.instrumented import InstrumentedCloudProvider
 from karpy.cloudprovider.protocol import CloudProvider
 from karpy.cloudprovider.registry import ProviderContext, build_provider
 from karpy.controllers.provisioning.batcher import Batcher
+from karpy.controllers.provisioning.deleting import node_subscriber
 from karpy.controllers.provisioning.provisioner import Provisioner
 from karpy.controllers.provisioning.trigger import pod_subscriber
 from karpy.kube.client import KubeClient
@@ -230,6 +231,7 @@ def _controllers(
         # pod informer -> Batcher (window) -> Provisioner (snapshot, solve, create NodeClaims)
         batcher = Batcher(options.batching, signal=Trigger("provisioning-batch"))
         by_kind[PODS.kind].subscribe(pod_subscriber(batcher))
+        by_kind[NODES.kind].subscribe(node_subscriber(batcher))
         controllers.append(
             Provisioner(
                 client,

@@ -31,6 +31,7 @@ from karpy.apis.v1.nodepool import NodePool
 from karpy.cloudprovider.errors import CloudProviderError
 from karpy.cloudprovider.protocol import CloudProvider
 from karpy.controllers.provisioning.batcher import Batcher
+from karpy.controllers.provisioning.deleting import pods_of_deleting_nodes
 from karpy.controllers.provisioning.nodeclaims import (
     PlanError,
     nodeclaim_from_plan,
@@ -212,9 +213,13 @@ class Provisioner:
         return Result()
 
     def _pending(self, objects: ClusterObjects) -> list[KubePod]:
+        """Provisionable pods and the reschedulable pods of deleting nodes, less the pods
+        waiting for a NodeClaim created here to launch."""
         claims = {c.metadata.name or "": c for c in objects.nodeclaims}
         now = asyncio.get_running_loop().time()
         provisionable = [p for p in objects.pods if is_provisionable(p)]
+        # Pods of deleting nodes count as pending now, so their new node launches during drain.
+        provisionable.extend(pods_of_deleting_nodes(objects.nodes, objects.pods))
         self.nominations.retain(p.metadata.uid or "" for p in provisionable)
         return [
             p

@@ -19,9 +19,9 @@ from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.common import RequirementOperator
 from karpy.apis.v1.nodeclaim import NodeClaimStatus
 from karpy.core.resources import parse_quantity
-from karpy.kube.kinds import NODECLAIMS
+from karpy.kube.kinds import NODECLAIMS, NODES, PODS
 from karpy.localcluster import ClusterInfo
-from tests.cluster.provisioning.harness import INTENT, TEST_TAINT, provisioning
+from tests.cluster.provisioning.harness import INTENT, TEST_TAINT, pod_body, provisioning
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.usefixtures("karpy_crds")
@@ -168,3 +168,44 @@ async def test_the_batcher_drives_the_provisioner(
             h.provisioner.stop()
         async with asyncio.timeout(10):
             await running
+
+
+async def test_pods_of_a_deleting_node_get_a_new_nodeclaim_before_they_are_evicted(
+    cluster_info: ClusterInfo, namespace: str
+) -> None:
+    async with provisioning(cluster_info.kubeconfig) as h:
+        node = f"leaving-{namespace[-6:]}"
+        # A finalizer keeps the Node in its deleting state, as the termination controller does.
+        await h.kube.create_raw(
+            NODES,
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {
+                    "name": node,
+                    "labels": {INTENT: h.intent},
+                    "finalizers": ["karpy.test/hold"],
+                },
+            },
+        )
+        body = pod_body("resident", cpu="1", intent=h.intent)
+        body["spec"]["nodeName"] = node
+        pod = await h.kube.create_raw(PODS, body, namespace=namespace)
+        await h.kube.delete(NODES, node)
+
+        async def node_deleting_with_its_pod() -> bool:
+            seen = h.state.store(NODES).get(node)
+            bound = h.state.store(PODS).get("resident", namespace=namespace)
+            return (
+                seen is not None
+                and seen.metadata.deletion_timestamp is not None
+                and bound is not None
+                and bound.spec.node_name == node
+            )
+
+        await eventually(node_deleting_with_its_pod, within=30)
+        await h.provisioner.reconcile_once()
+
+        (claim,) = await h.nodeclaims()
+        assert parse_quantity(claim.spec.resources.requests["cpu"]) >= parse_quantity("1")
+        assert pod.metadata.uid is not None

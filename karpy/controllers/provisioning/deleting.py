@@ -1,0 +1,54 @@
+"""Pods that will need a new home because their Node is going away, and the trigger for them.
+
+When a Node is being deleted (drift, expiry, consolidation, a user's `kubectl delete node`), its
+pods will be evicted and become pending. Karpenter does not wait for that: the provisioner
+counts the reschedulable pods of deleting nodes as pending in the same batch, so replacement
+capacity is launched while the node drains. A Node that starts deleting therefore triggers the
+batcher too. Pure predicates plus a non-blocking informer callback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+
+from karpy.apis.kube.node import Node
+from karpy.apis.kube.pod import Pod
+from karpy.apis.v1.labels import ANNOTATION_MIRROR_POD
+from karpy.controllers.provisioning.batcher import Batcher
+from karpy.kube.watch import Event, EventType
+from karpy.state.snapshot import is_terminal
+
+
+def is_reschedulable(pod: Pod) -> bool:
+    """Whether `pod` would need a new node if its node went away: not finished, not already
+    being deleted, not a DaemonSet pod (it goes with its node) and not a kubelet mirror pod."""
+    meta = pod.metadata
+    return not (
+        is_terminal(pod)
+        or meta.deletion_timestamp is not None
+        or any(ref.kind in ("DaemonSet", "Node") for ref in meta.owner_references)
+        or ANNOTATION_MIRROR_POD in meta.annotations
+    )
+
+
+def pods_of_deleting_nodes(nodes: Iterable[Node], pods: Sequence[Pod]) -> list[Pod]:
+    """The reschedulable pods bound to nodes that are being deleted."""
+    deleting = {n.metadata.name for n in nodes if n.metadata.deletion_timestamp is not None}
+    if not deleting:
+        return []
+    return [p for p in pods if p.spec.node_name in deleting and is_reschedulable(p)]
+
+
+def node_subscriber(batcher: Batcher) -> Callable[[Event[Node]], None]:
+    """An informer callback that triggers `batcher` when a Node is being deleted.
+
+    Synchronous and non-blocking, as informer subscribers must be.
+    """
+
+    def on_event(event: Event[Node]) -> None:
+        if event.type is EventType.DELETED:
+            return
+        if event.item.obj.metadata.deletion_timestamp is not None:
+            batcher.trigger(f"node/{event.item.ref.uid}")
+
+    return on_event

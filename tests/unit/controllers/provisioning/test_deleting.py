@@ -1,0 +1,104 @@
+"""Pods of deleting nodes count as pending; a Node that starts deleting triggers a batch."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from karpy.apis.kube.node import Node
+from karpy.apis.kube.pod import Pod, PodPhase, PodSpec, PodStatus
+from karpy.apis.meta import ObjectMeta, OwnerReference
+from karpy.apis.v1.labels import ANNOTATION_MIRROR_POD
+from karpy.controllers.provisioning.batcher import Batcher
+from karpy.controllers.provisioning.deleting import (
+    is_reschedulable,
+    node_subscriber,
+    pods_of_deleting_nodes,
+)
+from karpy.kube.resources import Item, ObjectRef
+from karpy.kube.watch import Event, EventType
+from karpy.runtime.channels import Trigger
+from karpy.runtime.options import BatchingOptions
+
+WHEN = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def _owner(kind: str) -> OwnerReference:
+    return OwnerReference(api_version="apps/v1", kind=kind, name="o", uid="o-uid")
+
+
+def _pod(
+    name: str,
+    node: str,
+    *,
+    owners: tuple[OwnerReference, ...] = (),
+    annotations: dict[str, str] | None = None,
+    deleting: bool = False,
+    phase: PodPhase = PodPhase.RUNNING,
+) -> Pod:
+    meta = ObjectMeta(
+        name=name,
+        namespace="default",
+        uid=name,
+        owner_references=owners,
+        annotations=annotations or {},
+        deletion_timestamp=WHEN if deleting else None,
+    )
+    return Pod(metadata=meta, spec=PodSpec(node_name=node), status=PodStatus(phase=phase))
+
+
+def _node(name: str, *, deleting: bool) -> Node:
+    return Node(
+        metadata=ObjectMeta(name=name, uid=name, deletion_timestamp=WHEN if deleting else None)
+    )
+
+
+@pytest.mark.parametrize(
+    ("pod", "expected"),
+    [
+        pytest.param(_pod("web", "n"), True, id="running"),
+        pytest.param(_pod("rs", "n", owners=(_owner("ReplicaSet"),)), True, id="rs"),
+        pytest.param(_pod("done", "n", phase=PodPhase.SUCCEEDED), False, id="succeeded"),
+        pytest.param(_pod("failed", "n", phase=PodPhase.FAILED), False, id="failed"),
+        pytest.param(_pod("going", "n", deleting=True), False, id="terminating"),
+        pytest.param(_pod("ds", "n", owners=(_owner("DaemonSet"),)), False, id="ds"),
+        pytest.param(
+            _pod("mirror", "n", annotations={ANNOTATION_MIRROR_POD: "x"}), False, id="mirror"
+        ),
+    ],
+)
+def test_which_pods_need_a_new_home(pod: Pod, expected: bool) -> None:
+    assert is_reschedulable(pod) is expected
+
+
+def test_only_pods_of_deleting_nodes_are_taken() -> None:
+    nodes = [_node("leaving", deleting=True), _node("staying", deleting=False)]
+    pods = [
+        _pod("a", "leaving"),
+        _pod("b", "staying"),
+        _pod("c", "leaving", owners=(_owner("DaemonSet"),)),
+    ]
+    assert [p.metadata.name for p in pods_of_deleting_nodes(nodes, pods)] == ["a"]
+    assert pods_of_deleting_nodes([_node("staying", deleting=False)], pods) == []
+
+
+def _event(node: Node, type_: EventType) -> Event[Node]:
+    ref = ObjectRef(
+        kind="Node",
+        namespace="",
+        name=node.metadata.name or "",
+        uid="node-uid",
+        resource_version="1",
+    )
+    return Event(type=type_, item=Item(ref=ref, obj=node))
+
+
+async def test_a_node_that_starts_deleting_triggers_the_batcher() -> None:
+    batcher = Batcher(BatchingOptions(), signal=Trigger("test"))
+    on_event = node_subscriber(batcher)
+    on_event(_event(_node("staying", deleting=False), EventType.MODIFIED))
+    on_event(_event(_node("leaving", deleting=True), EventType.DELETED))
+    assert batcher.pending == 0
+    on_event(_event(_node("leaving", deleting=True), EventType.MODIFIED))
+    assert batcher.pending == 1
