@@ -7,15 +7,27 @@ the provisioner fed by the pod informer; a provider's background `run()` joins t
 
 from __future__ import annotations
 
+import asyncio
+import secrets
+
+import attrs
 import pytest
 
+from karpy.apis.v1 import labels as wk
+from karpy.apis.v1.common import NodeClassReference
+from karpy.apis.v1.nodeclaim import NodeClaim
+from karpy.apis.v1alpha1.kwoknodeclass import KWOKNodeClass
 from karpy.cloudprovider.instrumented import InstrumentedCloudProvider
 from karpy.cloudprovider.registry import UnknownProviderError
 from karpy.controllers.provisioning.provisioner import Provisioner
+from karpy.kube.client import KubeClient
 from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, NODES, PODS
 from karpy.localcluster import ClusterInfo
+from karpy.operator.supervisor import Supervisor
 from karpy.operator.wiring import ProviderLoop, build
 from karpy.runtime.options import Options, load
+from tests.cluster.provisioning.harness import make_nodepool, pod_body
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.usefixtures("karpy_crds")
 
@@ -60,6 +72,45 @@ async def test_build_refuses_an_unknown_provider_naming_the_installed_ones(
     with pytest.raises(UnknownProviderError, match="'nope'") as caught:
         await build(_options(cluster_info, "--provider", "nope"))
     assert "kwok" in caught.value.available
+
+
+async def test_karpy_run_turns_a_pending_pod_into_a_nodeclaim_with_the_kwok_provider(
+    cluster_info: ClusterInfo, namespace: str
+) -> None:
+    options = _options(cluster_info, "--batch-idle-duration", "200ms", "--batch-max-duration", "2s")
+    components = await build(options)
+    kube = components.client
+    intent = f"apps-{secrets.token_hex(3)}"
+    pool = make_nodepool(f"pool-{secrets.token_hex(3)}", intent)
+    ref = NodeClassReference(group=wk.KWOK_GROUP, kind=KWOKNodeClass.KIND, name="default")
+    template = attrs.evolve(
+        pool.spec.template, spec=attrs.evolve(pool.spec.template.spec, node_class_ref=ref)
+    )
+    pool = attrs.evolve(pool, spec=attrs.evolve(pool.spec, template=template))
+    stop = asyncio.Event()
+    try:
+        await kube.create(NODEPOOLS, pool)
+        async with asyncio.TaskGroup() as group:
+            supervised = group.create_task(Supervisor(components, stop=stop).run())
+            try:
+                await kube.create_raw(
+                    PODS, pod_body("walkthrough", cpu="1", intent=intent), namespace=namespace
+                )
+                claims = await eventually(lambda: _claims_of(kube, pool.metadata.name), within=90)
+            finally:
+                stop.set()
+            async with asyncio.timeout(30):
+                await supervised
+    finally:
+        await components.close()
+    (claim,) = claims
+    assert claim.metadata.labels[wk.LABEL_NODEPOOL] == pool.metadata.name
+    assert claim.spec.node_class_ref == ref
+
+
+async def _claims_of(kube: KubeClient, pool: str | None) -> list[NodeClaim]:
+    listed = await kube.list(NODECLAIMS)
+    return [i.obj for i in listed.items if i.obj.metadata.labels.get(wk.LABEL_NODEPOOL) == pool]
 
 
 def test_provider_options_default_to_kwok_and_read_their_environment() -> None:
