@@ -8,6 +8,7 @@ import datetime
 
 import pytest
 
+from karpy.apis.codec import to_dict
 from karpy.apis.kube.common import Taint, TaintEffect
 from karpy.apis.meta import ConditionStatus
 from karpy.apis.v1 import labels as wk
@@ -25,7 +26,7 @@ from karpy.controllers.nodeclaim.lifecycle import (
     LifecycleController,
 )
 from karpy.kube.client import KubeClient
-from karpy.kube.errors import NotFoundError
+from karpy.kube.errors import ConflictError, NotFoundError
 from karpy.kube.events import Recorder
 from karpy.kube.kinds import NODECLAIMS, NODES
 from karpy.runtime.clock import FakeClock
@@ -58,6 +59,24 @@ async def _gone(kube: KubeClient, name: str) -> bool:
     except NotFoundError:
         return True
     return False
+
+
+async def _remove_taint(kube: KubeClient, node_name: str, key: str) -> None:
+    """What a daemon does once it is ready; retried when kwok's heartbeat wins the race."""
+    for _ in range(20):
+        node = await kube.get(NODES, node_name)
+        taints = [to_dict(t) for t in node.spec.taints if t.key != key]
+        try:
+            await kube.merge_patch(
+                NODES,
+                node_name,
+                {"spec": {"taints": taints or None}},
+                resource_version=node.metadata.resource_version,
+            )
+        except ConflictError:
+            continue
+        return
+    raise AssertionError(f"could not remove taint {key} from {node_name}")
 
 
 async def test_a_kwok_nodeclaim_launches_registers_and_initializes(kube: KubeClient) -> None:
@@ -102,18 +121,7 @@ async def test_a_kwok_nodeclaim_launches_registers_and_initializes(kube: KubeCli
     claim = await kube.get(NODECLAIMS, "lc-kwok")
     assert _status(claim, ConditionType.INITIALIZED) is ConditionStatus.UNKNOWN
     assert _status(claim, ConditionType.READY) is ConditionStatus.UNKNOWN
-    node = await kube.get(NODES, "lc-kwok")
-    remaining = [t for t in node.spec.taints if t.key != BOOT_TAINT.key]
-    await kube.merge_patch(
-        NODES,
-        "lc-kwok",
-        {
-            "spec": {
-                "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in remaining]
-            }
-        },
-        resource_version=node.metadata.resource_version,
-    )
+    await _remove_taint(kube, "lc-kwok", BOOT_TAINT.key)
 
     async def ready() -> bool:
         got = await kube.get(NODECLAIMS, "lc-kwok")
@@ -127,26 +135,30 @@ async def test_a_kwok_nodeclaim_launches_registers_and_initializes(kube: KubeCli
 
 
 @pytest.mark.parametrize(
-    ("error", "reason"),
+    ("error", "reason", "name"),
     [
         pytest.param(
             InsufficientCapacityError("no capacity"),
             "InsufficientCapacityError",
+            "lc-ice",
             id="insufficient-capacity",
         ),
         pytest.param(
-            NodeClassNotReadyError("class not ready"), "NodeClassNotReady", id="nodeclass-not-ready"
+            NodeClassNotReadyError("class not ready"),
+            "NodeClassNotReady",
+            "lc-noclass",
+            id="nodeclass-not-ready",
         ),
     ],
 )
 async def test_a_nodeclaim_that_cannot_launch_is_deleted(
-    kube: KubeClient, kube_http: KubeHTTP, error: CloudProviderError, reason: str
+    kube: KubeClient, kube_http: KubeHTTP, error: CloudProviderError, reason: str, name: str
 ) -> None:
     provider = FakeCloudProvider()
     provider.next_create_error = error
-    stored, clock = await _created(kube, make_nodeclaim("lc-ice", ref=FAKE_REF))
+    stored, clock = await _created(kube, make_nodeclaim(name, ref=FAKE_REF))
     controller = LifecycleController(kube, provider, clock=clock, recorder=Recorder(kube, clock))
-    await reconcile_until(controller.reconcile, "lc-ice", lambda: _gone(kube, "lc-ice"))
+    await reconcile_until(controller.reconcile, name, lambda: _gone(kube, name))
     assert len(provider.create_calls) == 1
     assert provider.created == {}
     assert ("Warning", reason) in events_about(kube_http, stored.metadata.uid or "")

@@ -127,14 +127,19 @@ class TerminationController:
         return Result()
 
     async def _taint(self, node: Node) -> Node:
-        """The Node with karpenter.sh/disrupted:NoSchedule on (one optimistic patch if missing)."""
+        """The Node with karpenter.sh/disrupted:NoSchedule on and excluded from external load
+        balancers (one optimistic patch when the taint is missing)."""
         if any(
             t.key == DISRUPTED_TAINT.key and t.effect == DISRUPTED_TAINT.effect
             for t in node.spec.taints
         ):
             return node
         taints = [to_dict(t) for t in (*node.spec.taints, DISRUPTED_TAINT)]
-        patch: dict[str, Any] = {"spec": {"taints": taints}}
+        patch: dict[str, Any] = {
+            # Load balancers stop sending new connections to a Node that is going away.
+            "metadata": {"labels": {wk.LABEL_EXCLUDE_FROM_LB: "true"}},
+            "spec": {"taints": taints},
+        }
         tainted = await self._kube.merge_patch(
             NODES, node.metadata.name or "", patch, resource_version=node.metadata.resource_version
         )

@@ -50,7 +50,7 @@ class Initialization:
             node = await self._kube.get(NODES, name)
         except NotFoundError:
             return Outcome(nodeclaim, stop=Result(requeue=True))
-        waiting = _not_initialized_because(nodeclaim, node)
+        waiting = initialization_blocker(nodeclaim, node)
         if waiting is not None:
             reason, message = waiting
             marked = set_condition(
@@ -85,8 +85,8 @@ class Initialization:
         return Outcome(initialized)
 
 
-def _not_initialized_because(nodeclaim: NodeClaim, node: Node) -> tuple[str, str] | None:
-    """(reason, message) when the Node is not initialized yet, None when it is."""
+def initialization_blocker(nodeclaim: NodeClaim, node: Node) -> tuple[str, str] | None:
+    """Why the Node is not initialized yet, as a condition (reason, message); None when it is."""
     ready = next((c for c in node.status.conditions if c.type == "Ready"), None)
     if ready is None or ready.status is not ConditionStatus.TRUE:
         return "NodeNotReady", "Node status is NotReady"
