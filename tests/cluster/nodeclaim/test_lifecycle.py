@@ -5,12 +5,14 @@ drives the failure paths (insufficient capacity, create errors, timeouts) under 
 from __future__ import annotations
 
 import datetime
+import logging
 
 import pytest
 
 from karpy.apis.codec import to_dict
 from karpy.apis.kube.common import Taint, TaintEffect
-from karpy.apis.meta import ConditionStatus
+from karpy.apis.kube.node import Node, NodeSpec
+from karpy.apis.meta import ConditionStatus, ObjectMeta
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.common import NodeClassReference
 from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim
@@ -217,3 +219,63 @@ async def test_no_launch_happens_before_the_finalizer_is_on(kube: KubeClient) ->
     assert provider.create_calls == []
     await controller.reconcile("lc-fin")
     assert len(provider.create_calls) == 1
+
+
+@pytest.mark.parametrize(
+    "sync_taints", [pytest.param(True, id="sync"), pytest.param(False, id="do-not-sync")]
+)
+async def test_registration_takes_over_the_node_with_the_nodeclaims_provider_id(
+    kube: KubeClient, caplog: pytest.LogCaptureFixture, sync_taints: bool
+) -> None:
+    caplog.set_level(logging.INFO, logger="karpy.controllers.nodeclaim.lifecycle")
+    name = f"lc-hand-{'sync' if sync_taints else 'nosync'}"
+    provider = FakeCloudProvider()
+    _, clock = await _created(kube, make_nodeclaim(name, ref=FAKE_REF, taints=(TEAM_TAINT,)))
+    controller = LifecycleController(kube, provider, clock=clock, recorder=Recorder(kube, clock))
+    await controller.reconcile(name)
+    await controller.reconcile(name)
+    claim = await kube.get(NODECLAIMS, name)
+    provider_id = claim.status.provider_id
+    assert provider_id is not None
+    # The instance joins as a Node of another name, as a real kubelet would register it.
+    existing = Taint(key="example.com/existing", effect=TaintEffect.NO_SCHEDULE)
+    labels = {} if sync_taints else {wk.LABEL_DO_NOT_SYNC_TAINTS: "true"}
+    await kube.create(
+        NODES,
+        Node(
+            metadata=ObjectMeta(name=f"{name}-node", labels=labels),
+            spec=NodeSpec(
+                provider_id=provider_id,
+                taints=(
+                    existing,
+                    Taint(key=wk.TAINT_UNREGISTERED_KEY, effect=TaintEffect.NO_EXECUTE),
+                ),
+            ),
+        ),
+    )
+
+    async def registered() -> bool:
+        got = await kube.get(NODECLAIMS, name)
+        return _status(got, ConditionType.REGISTERED) is ConditionStatus.TRUE
+
+    await reconcile_until(controller.reconcile, name, registered)
+    claim = await kube.get(NODECLAIMS, name)
+    assert claim.status.node_name == f"{name}-node"
+    node = await kube.get(NODES, f"{name}-node")
+    assert node.metadata.labels[wk.LABEL_NODE_REGISTERED] == "true"
+    assert (
+        node.metadata.labels[wk.LABEL_INSTANCE_TYPE]
+        == claim.metadata.labels[wk.LABEL_INSTANCE_TYPE]
+    )
+    assert wk.FINALIZER_TERMINATION in node.metadata.finalizers
+    keys = {t.key for t in node.spec.taints}
+    assert wk.TAINT_UNREGISTERED_KEY not in keys
+    assert existing.key in keys
+    assert (TEAM_TAINT.key in keys) is sync_taints
+    record = next(r for r in caplog.records if r.getMessage() == "registered nodeclaim")
+    fields = vars(record)
+    assert fields["node"] == f"{name}-node"
+    assert fields["provider-id"] == provider_id
+    assert fields["instance-type"] == claim.metadata.labels[wk.LABEL_INSTANCE_TYPE]
+    assert fields["zone"] == claim.metadata.labels[wk.LABEL_TOPOLOGY_ZONE]
+    assert fields["capacity-type"] == claim.metadata.labels[wk.LABEL_CAPACITY_TYPE]

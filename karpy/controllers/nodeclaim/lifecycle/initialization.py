@@ -17,6 +17,7 @@ from karpy.apis.meta import ConditionStatus
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim
 from karpy.controllers.nodeclaim.lifecycle.conditions import is_true, set_condition
+from karpy.controllers.nodeclaim.lifecycle.fields import log_fields
 from karpy.controllers.nodeclaim.lifecycle.outcome import Outcome
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError
@@ -72,14 +73,12 @@ class Initialization:
             reason="Initialized",
             now=now,
         )
-        labels = nodeclaim.metadata.labels
         log.info(
             "initialized nodeclaim",
             extra={
-                "provider-id": nodeclaim.status.provider_id,
+                **log_fields(initialized),
                 "node": name,
                 "allocatable": dict(node.status.allocatable),
-                "instance-type": labels.get(wk.LABEL_INSTANCE_TYPE, ""),
             },
         )
         return Outcome(initialized)

@@ -20,7 +20,6 @@ from typing import Final
 import attrs
 
 from karpy.apis.meta import ConditionStatus
-from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim
 from karpy.cloudprovider import (
     CloudProvider,
@@ -29,6 +28,7 @@ from karpy.cloudprovider import (
     NodeClassNotReadyError,
 )
 from karpy.controllers.nodeclaim.lifecycle.conditions import is_true, set_condition
+from karpy.controllers.nodeclaim.lifecycle.fields import log_fields
 from karpy.controllers.nodeclaim.lifecycle.outcome import Outcome
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError
@@ -112,15 +112,9 @@ class Launch:
         launched = set_condition(
             launched, ConditionType.LAUNCHED, ConditionStatus.TRUE, reason="Launched", now=now
         )
-        labels = launched.metadata.labels
         log.info(
             "launched nodeclaim",
-            extra={
-                "provider-id": launched.status.provider_id,
-                "instance-type": labels.get(wk.LABEL_INSTANCE_TYPE, ""),
-                "zone": labels.get(wk.LABEL_TOPOLOGY_ZONE, ""),
-                "capacity-type": labels.get(wk.LABEL_CAPACITY_TYPE, ""),
-            },
+            extra=log_fields(launched),
         )
         return Outcome(launched)
 

@@ -24,6 +24,7 @@ from karpy.apis.meta import ConditionStatus
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim
 from karpy.controllers.nodeclaim.lifecycle.conditions import get_condition, is_true, set_condition
+from karpy.controllers.nodeclaim.lifecycle.fields import log_fields
 from karpy.controllers.nodeclaim.lifecycle.nodes import nodes_with_provider_id
 from karpy.controllers.nodeclaim.lifecycle.outcome import Outcome
 from karpy.kube.client import KubeClient
@@ -78,7 +79,7 @@ class Registration:
         )
         log.info(
             "registered nodeclaim",
-            extra={"provider-id": provider_id, "node": name},
+            extra={**log_fields(registered), "node": name},
         )
         return Outcome(registered)
 
