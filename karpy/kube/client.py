@@ -93,9 +93,18 @@ class KubeClient:
         raw = await self.request("GET", kind.object_path(name, namespace))
         return decode_item(kind, raw).obj
 
-    async def list(self, kind: ResourceKind[T], *, namespace: str | None = None) -> Listed[T]:
-        """A consistent list of every object of `kind` (paginated), decoded."""
-        raws, version = await self.list_raw(kind, namespace=namespace)
+    async def list(
+        self,
+        kind: ResourceKind[T],
+        *,
+        namespace: str | None = None,
+        field_selector: str | None = None,
+    ) -> Listed[T]:
+        """A consistent list of every object of `kind` (paginated), decoded; only those matching
+        `field_selector` (e.g. "spec.nodeName=n1") when one is given."""
+        raws, version = await self.list_raw(
+            kind, namespace=namespace, field_selector=field_selector
+        )
         return Listed(items=tuple(decode_item(kind, raw) for raw in raws), resource_version=version)
 
     async def delete(
@@ -194,12 +203,15 @@ class KubeClient:
         *,
         namespace: str | None = None,
         page_size: int = LIST_PAGE_SIZE,
+        field_selector: str | None = None,
     ) -> tuple[builtins.list[Mapping[str, Any]], str]:
         """Every object's JSON and the list's resourceVersion, following `continue` tokens."""
         items: builtins.list[Mapping[str, Any]] = []
         token = ""
         while True:
             query: builtins.list[tuple[str, str]] = [("limit", str(page_size))]
+            if field_selector:
+                query.append(("fieldSelector", field_selector))
             if token:
                 query.append(("continue", token))
             page = await self.request("GET", kind.collection_path(namespace), query=query)

@@ -235,7 +235,7 @@ class TerminationController:
         return next((i.obj for i in listed.items if i.obj.status.provider_id == provider_id), None)
 
     async def _pods_on(self, node_name: str) -> list[Pod]:
-        listed = await self._kube.list(PODS)
+        listed = await self._kube.list(PODS, field_selector=f"spec.nodeName={node_name}")
         return [i.obj for i in listed.items if i.obj.spec.node_name == node_name]
 
 
