@@ -15,6 +15,7 @@ import secrets
 import signal
 from pathlib import Path
 
+import pytest
 from kubernetes_asyncio import client
 
 from karpy.localcluster import ClusterInfo
@@ -27,6 +28,9 @@ from tests.cluster.runtime.support import (
     stop_replica,
 )
 from tests.support.waiting import eventually
+
+# karpy run watches NodeClaims and NodePools: /readyz waits for their CRDs.
+pytestmark = pytest.mark.usefixtures("karpy_crds")
 
 log = logging.getLogger(__name__)
 
