@@ -12,6 +12,7 @@ import logging
 import attrs
 import pytest
 
+from karpy.apis.codec import parse_time
 from karpy.apis.kube.pod import Container, Pod, PodSpec
 from karpy.apis.meta import ConditionStatus, ObjectMeta
 from karpy.apis.v1 import labels as wk
@@ -173,6 +174,12 @@ async def test_a_do_not_disrupt_pod_holds_the_node_until_the_grace_period_ends(
         return False
 
     await reconcile_until(h.termination.reconcile, "tm-dnd", ordinary_gone, within=60)
+    # The lifecycle records the deadline on the NodeClaim the drain deleted.
+    await h.lifecycle.reconcile("tm-dnd")
+    claim = await kube.get(NODECLAIMS, "tm-dnd")
+    assert claim.metadata.deletion_timestamp is not None
+    recorded = claim.metadata.annotations[wk.ANNOTATION_NODECLAIM_TERMINATION_TIMESTAMP]
+    assert parse_time(recorded) == claim.metadata.deletion_timestamp + datetime.timedelta(minutes=2)
     await h.termination.reconcile("tm-dnd")
     precious = await kube.get(PODS, "precious", namespace=namespace)
     assert precious.metadata.deletion_timestamp is None

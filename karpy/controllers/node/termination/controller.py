@@ -23,7 +23,6 @@ from karpy.apis.codec import to_dict
 from karpy.apis.kube.common import Taint, TaintEffect
 from karpy.apis.kube.node import Node
 from karpy.apis.kube.pod import Pod
-from karpy.apis.meta import parse_duration
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.cloudprovider import CloudProvider, NodeClaimNotFoundError
@@ -35,6 +34,7 @@ from karpy.controllers.node.termination.eviction import (
     needs_drain,
     next_to_evict,
 )
+from karpy.controllers.nodeclaim.deadline import termination_deadline
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import ConflictError, NotFoundError
 from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
@@ -249,15 +249,8 @@ def _involved_node(node: Node) -> InvolvedObject:
 
 
 def _grace_deadline(node: Node, nodeclaim: NodeClaim | None) -> datetime.datetime | None:
-    """When pods stop being evicted and are deleted: the deletion time plus the NodeClaim's
-    terminationGracePeriod; None when there is none (drain waits as long as it takes)."""
-    if nodeclaim is None or nodeclaim.spec.termination_grace_period is None:
+    """When pods stop being evicted and are deleted (the NodeClaim's termination deadline);
+    None when there is none (the drain waits as long as it takes)."""
+    if nodeclaim is None:
         return None
-    grace = parse_duration(
-        nodeclaim.spec.termination_grace_period,
-        field_name=f"nodeclaim {nodeclaim.metadata.name!r} spec.terminationGracePeriod",
-    )
-    started = nodeclaim.metadata.deletion_timestamp or node.metadata.deletion_timestamp
-    if grace is None or started is None:
-        return None
-    return started + grace
+    return termination_deadline(nodeclaim, deleted_at=node.metadata.deletion_timestamp)

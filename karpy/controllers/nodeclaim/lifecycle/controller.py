@@ -17,9 +17,11 @@ from __future__ import annotations
 import logging
 from typing import ClassVar, Final
 
+from karpy.apis.codec import format_time
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.cloudprovider import CloudProvider, NodeClaimNotFoundError
+from karpy.controllers.nodeclaim.deadline import termination_deadline
 from karpy.controllers.nodeclaim.lifecycle.conditions import with_ready
 from karpy.controllers.nodeclaim.lifecycle.initialization import Initialization
 from karpy.controllers.nodeclaim.lifecycle.launch import LAUNCH_TIMEOUT, Launch
@@ -141,6 +143,17 @@ class LifecycleController:
         NodeClaim go. The Node's own finalizer makes its deletion wait for the drain."""
         if wk.FINALIZER_TERMINATION not in nodeclaim.metadata.finalizers:
             return Result()
+        deadline = termination_deadline(nodeclaim)
+        annotation = wk.ANNOTATION_NODECLAIM_TERMINATION_TIMESTAMP
+        if deadline is not None and annotation not in nodeclaim.metadata.annotations:
+            # Record the forced-termination deadline once, where users and the drain see it.
+            await self._kube.merge_patch(
+                NODECLAIMS,
+                nodeclaim.metadata.name or "",
+                {"metadata": {"annotations": {annotation: format_time(deadline)}}},
+                resource_version=nodeclaim.metadata.resource_version,
+            )
+            return Result(requeue_after=0)
         cached = self._launched.get(nodeclaim.metadata.uid or "")
         target = nodeclaim if nodeclaim.status.provider_id or cached is None else cached
         provider_id = target.status.provider_id
