@@ -67,6 +67,9 @@ class Metrics:
     build_info: Gauge
     cloudprovider_duration_seconds: Histogram
     cloudprovider_errors_total: Counter
+    provisioner_scheduling_duration_seconds: Histogram
+    provisioner_unschedulable_pods: Gauge
+    nodeclaims_created_total: Counter
 
     @classmethod
     def create(cls, meter: Meter) -> Metrics:
@@ -133,6 +136,20 @@ class Metrics:
             cloudprovider_errors_total=meter.create_counter(
                 "karpy_cloudprovider_errors_total",
                 description="CloudProvider calls that raised, by method, provider and error type.",
+            ),
+            provisioner_scheduling_duration_seconds=meter.create_histogram(
+                "karpy_provisioner_scheduling_duration_seconds",
+                unit="s",
+                description="Time one provisioning solve took.",
+                explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
+            ),
+            provisioner_unschedulable_pods=meter.create_gauge(
+                "karpy_provisioner_unschedulable_pods_count",
+                description="Pods the last provisioning batch could not place.",
+            ),
+            nodeclaims_created_total=meter.create_counter(
+                "karpy_nodeclaims_created_total",
+                description="NodeClaims created, by reason and nodepool.",
             ),
         )
 

@@ -201,12 +201,18 @@ class Provisioner:
                 span.set_attribute("karpy.unschedulable", len(refused))
                 return Result()
             with tracer.start_as_current_span("solve") as solve_span:
+                started = asyncio.get_running_loop().time()
                 results = await asyncio.to_thread(
                     solve, build.snapshot, list(build.pods), self._scheduler
                 )
+                self._telemetry.metrics.provisioner_scheduling_duration_seconds.record(
+                    asyncio.get_running_loop().time() - started
+                )
                 solve_span.set_attribute("karpy.nodeclaims", len(results.nodeclaims))
             await self._report(results, objects, by_uid)
-            span.set_attribute("karpy.unschedulable", len(results.unplaced) + len(refused))
+            unschedulable = len(results.unplaced) + len(refused)
+            self._telemetry.metrics.provisioner_unschedulable_pods.set(unschedulable)
+            span.set_attribute("karpy.unschedulable", unschedulable)
             with tracer.start_as_current_span("launch") as launch_span:
                 names = await self._launch(results.nodeclaims, pools, launch_span)
             span.set_attribute("karpy.nodeclaims", names)
@@ -315,6 +321,9 @@ class Provisioner:
                 return
             name = stored.metadata.name or ""
             created.append(name)
+            self._telemetry.metrics.nodeclaims_created_total.add(
+                1, {"reason": "provisioning", "nodepool": plan.nodepool}
+            )
             self.nominations.nominate(plan.pods, name, now=asyncio.get_running_loop().time())
             log.info(
                 "created nodeclaim",

@@ -64,6 +64,7 @@ class Harness:
     spans: InMemorySpanExporter
     pool: NodePool
     intent: str
+    telemetry: Telemetry
 
     async def create_pod(
         self, namespace: str, name: str, *, cpu: str = "1", intent: str | None = None
@@ -184,7 +185,9 @@ async def provisioning(
                 lambda: _has(state, pool.metadata.name or ""), within=30, interval=0.05
             )
             try:
-                yield Harness(kube, state, provider, provisioner, batcher, spans, pool, intent)
+                yield Harness(
+                    kube, state, provider, provisioner, batcher, spans, pool, intent, telemetry
+                )
             finally:
                 for task in tasks:
                     task.cancel()

@@ -71,6 +71,14 @@ async def test_pending_pods_become_one_nodeclaim_of_the_template(
         await h.provisioner.reconcile_once()
         assert [c.metadata.name for c in await h.nodeclaims()] == [name]
 
+        exposition = h.telemetry.prometheus_text()
+        created_line = (
+            f'karpy_nodeclaims_created_total{{nodepool="{pool}",reason="provisioning"}} 1'
+        )
+        assert created_line in exposition
+        assert "karpy_provisioner_unschedulable_pods_count 0" in exposition
+        assert "karpy_provisioner_scheduling_duration_seconds_count" in exposition
+
     messages = [r.getMessage() for r in caplog.records]
     assert "found provisionable pod(s)" in messages
     assert "computed new nodeclaim(s) to fit pod(s)" in messages
