@@ -19,6 +19,10 @@ from opentelemetry.sdk.trace.export import SpanExporter
 from karpy.cloudprovider.instrumented import InstrumentedCloudProvider
 from karpy.cloudprovider.protocol import CloudProvider
 from karpy.cloudprovider.registry import ProviderContext, build_provider
+from karpy.controllers.node.termination import subscribers as termination_events
+from karpy.controllers.node.termination.controller import TerminationController
+from karpy.controllers.nodeclaim.lifecycle import subscribers as lifecycle_events
+from karpy.controllers.nodeclaim.lifecycle.controller import LifecycleController
 from karpy.controllers.provisioning.batcher import Batcher
 from karpy.controllers.provisioning.deleting import node_subscriber
 from karpy.controllers.provisioning.provisioner import Provisioner
@@ -33,6 +37,7 @@ from karpy.runtime.clock import Clock, SystemClock
 from karpy.runtime.health import ProbeServer
 from karpy.runtime.options import Options
 from karpy.runtime.ratelimit import TokenBucket
+from karpy.runtime.reconciler import Runner, WorkQueue
 from karpy.runtime.telemetry import Telemetry
 from karpy.state.cluster import ClusterState
 from karpy.state.informers import Informer
@@ -245,7 +250,72 @@ def _controllers(
                 nomination_window=max(2 * options.batching.max_duration, 10.0),
             )
         )
+    if by_kind.keys() >= {NODES.kind, PODS.kind, NODECLAIMS.kind}:
+        controllers.extend(
+            _lifecycle_and_termination(
+                options,
+                client=client,
+                state=state,
+                by_kind=by_kind,
+                provider=provider,
+                telemetry=telemetry,
+                clock=clock,
+            )
+        )
     inner = _unwrapped(provider)
     if isinstance(inner, _Runs):
         controllers.append(ProviderLoop(inner))
     return controllers
+
+
+#: Parallel reconciles per controller: NodeClaims and Nodes are independent of each other.
+LIFECYCLE_WORKERS = 8
+
+
+def _lifecycle_and_termination(
+    options: Options,
+    *,
+    client: KubeClient,
+    state: ClusterState,
+    by_kind: dict[str, Informer[Any]],
+    provider: CloudProvider,
+    telemetry: Telemetry,
+    clock: Clock,
+) -> list[Controller]:
+    """NodeClaim lifecycle (keyed by NodeClaim name) and Node termination (keyed by Node name).
+
+    They are registered together: finalizing a NodeClaim waits for its Node's termination and
+    terminating a Node ends with its NodeClaim's instance.
+    """
+    lifecycle = LifecycleController(client, provider, clock=clock, recorder=Recorder(client, clock))
+    termination = TerminationController(
+        client, provider, clock=clock, recorder=Recorder(client, clock)
+    )
+    lifecycle_queue = WorkQueue[str](lifecycle.name, telemetry=telemetry)
+    termination_queue = WorkQueue[str](termination.name, telemetry=telemetry)
+    by_kind[NODECLAIMS.kind].subscribe(lifecycle_events.nodeclaim_subscriber(lifecycle_queue.add))
+    by_kind[NODES.kind].subscribe(
+        lifecycle_events.node_subscriber(lifecycle_queue.add, state.store(NODECLAIMS))
+    )
+    by_kind[NODES.kind].subscribe(termination_events.node_subscriber(termination_queue.add))
+    by_kind[PODS.kind].subscribe(
+        termination_events.pod_subscriber(termination_queue.add, state.store(NODES))
+    )
+    return [
+        Runner(
+            lifecycle.name,
+            lifecycle.reconcile,
+            queue=lifecycle_queue,
+            telemetry=telemetry,
+            backoff=options.reconcile.backoff,
+            workers=LIFECYCLE_WORKERS,
+        ),
+        Runner(
+            termination.name,
+            termination.reconcile,
+            queue=termination_queue,
+            telemetry=telemetry,
+            backoff=options.reconcile.backoff,
+            workers=LIFECYCLE_WORKERS,
+        ),
+    ]

@@ -13,6 +13,7 @@ import secrets
 import attrs
 import pytest
 
+from karpy.apis.meta import ObjectMeta
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.common import NodeClassReference
 from karpy.apis.v1.nodeclaim import NodeClaim
@@ -21,7 +22,7 @@ from karpy.cloudprovider.instrumented import InstrumentedCloudProvider
 from karpy.cloudprovider.registry import UnknownProviderError
 from karpy.controllers.provisioning.provisioner import Provisioner
 from karpy.kube.client import KubeClient
-from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, NODES, PODS
+from karpy.kube.kinds import KWOK_NODECLASSES, NODECLAIMS, NODEPOOLS, NODES, PODS
 from karpy.localcluster import ClusterInfo
 from karpy.operator.supervisor import Supervisor
 from karpy.operator.wiring import ProviderLoop, build
@@ -62,6 +63,8 @@ async def test_build_with_kwok_registers_the_provisioner_and_the_provider_loop(
         provisioners = [c for c in components.controllers if isinstance(c, Provisioner)]
         assert [p.name for p in provisioners] == ["provisioning.provisioner"]
         assert any(isinstance(c, ProviderLoop) for c in components.controllers)
+        names = {c.name for c in components.controllers}
+        assert {"nodeclaim.lifecycle", "node.termination"} <= names
     finally:
         await components.close()
 
@@ -89,6 +92,8 @@ async def test_karpy_run_turns_a_pending_pod_into_a_nodeclaim_with_the_kwok_prov
     pool = attrs.evolve(pool, spec=attrs.evolve(pool.spec, template=template))
     stop = asyncio.Event()
     try:
+        # The lifecycle controller launches what the provisioner creates: the class must exist.
+        await kube.create(KWOK_NODECLASSES, KWOKNodeClass(metadata=ObjectMeta(name=ref.name)))
         await kube.create(NODEPOOLS, pool)
         async with asyncio.TaskGroup() as group:
             supervised = group.create_task(Supervisor(components, stop=stop).run())
