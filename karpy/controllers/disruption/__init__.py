@@ -1,0 +1,1 @@
+"""The disruption singleton: voluntary removal of nodes (Emptiness so far) within budgets."""
