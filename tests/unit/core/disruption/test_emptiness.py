@@ -3,6 +3,8 @@ allows, never a node with pods, never one before consolidateAfter has passed."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 import pytest
 from hypothesis import given
@@ -21,7 +23,7 @@ POOL = "default"
 WHEN_EMPTY_30S = PoolDisruption(consolidate_after=30.0, budgets=(BudgetSpec(nodes="100%"),))
 
 
-def empty(name: str, *, idle: float = 60.0, **changes: object) -> Candidate:
+def empty(name: str, *, idle: float = 60.0, **changes: Any) -> Candidate:
     """An initialized, empty NodeClaim of POOL idle for `idle` seconds."""
     base = Candidate(
         nodeclaim=name,
@@ -33,7 +35,7 @@ def empty(name: str, *, idle: float = 60.0, **changes: object) -> Candidate:
         do_not_disrupt=False,
         reschedulable_pods=0,
     )
-    return attrs.evolve(base, **changes)  # type: ignore[misc]
+    return attrs.evolve(base, **changes)
 
 
 def test_empty_node_past_consolidate_after_is_deleted() -> None:
