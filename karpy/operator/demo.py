@@ -1,41 +1,364 @@
-"""``karpy demo`` — the README's main command.
+"""``karpy demo`` — the README's main command: seed 000's walkthrough on one machine.
 
-Today it proves the ground karpy stands on: it builds (first time) and starts the real local
-control plane, shows what runs where with each component's memory, and takes it all down again,
-exiting non-zero if any step misbehaves. The provisioning walkthrough joins it once the
-provisioning loops land.
+It brings up the real local control plane, installs karpy's CRDs, a KWOKNodeClass and a
+NodePool (label intent=apps, WhenEmpty, consolidateAfter 30s), runs the whole karpy daemon
+in-process with the kwok provider, and scales the ``inflate`` Deployment (pause image, 1 CPU,
+1.5Gi, nodeSelector intent=apps) from 0 to 1, to 6 and back to 0, printing a live timeline of
+pods, NodeClaims (instance type, zone, capacity type, price) and nodes. Every step has an
+expectation; the exit code is 0 only when all of them held. karpy's own JSON logs go to a file
+so the timeline stays readable.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import signal
 import sys
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, TextIO
 
-from karpy.localcluster import LocalCluster, LocalClusterError
-from karpy.localcluster.cli import main as cluster_cli
+import attrs
+import uvloop
+
+from karpy.apis.crds import CRDS, render_crd
+from karpy.apis.kube.pod import Pod
+from karpy.apis.meta import ConditionStatus
+from karpy.apis.v1 import labels as wk
+from karpy.apis.v1.nodeclaim import NodeClaim
+from karpy.apis.v1.nodepool import NodePool
+from karpy.cloudprovider.protocol import CloudProvider
+from karpy.kube.client import KubeClient
+from karpy.kube.install import apply, install_crds, scale
+from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, NODES, PODS
+from karpy.localcluster import ClusterInfo, LocalCluster, LocalClusterError
+from karpy.operator.supervisor import Supervisor
+from karpy.operator.wiring import build
+from karpy.runtime.logging import configure
+from karpy.runtime.options import load
+
+NAMESPACE = "default"
+POOL = "default"
+
+
+def _nodeclass() -> dict[str, Any]:
+    return {
+        "apiVersion": f"{wk.KWOK_GROUP}/v1alpha1",
+        "kind": "KWOKNodeClass",
+        "metadata": {"name": POOL},
+    }
+
+
+def _nodepool(consolidate_after: str) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{wk.GROUP}/v1",
+        "kind": "NodePool",
+        "metadata": {"name": POOL},
+        "spec": {
+            "template": {
+                "metadata": {"labels": {"intent": "apps"}},
+                "spec": {
+                    "requirements": [
+                        {"key": wk.LABEL_OS, "operator": "In", "values": [wk.OS_LINUX]},
+                        {
+                            "key": wk.LABEL_CAPACITY_TYPE,
+                            "operator": "In",
+                            "values": [wk.CAPACITY_TYPE_SPOT, wk.CAPACITY_TYPE_ON_DEMAND],
+                        },
+                    ],
+                    "nodeClassRef": {"group": wk.KWOK_GROUP, "kind": "KWOKNodeClass", "name": POOL},
+                },
+            },
+            "disruption": {
+                "consolidationPolicy": "WhenEmpty",
+                "consolidateAfter": consolidate_after,
+            },
+            "limits": {"cpu": "1000"},
+        },
+    }
+
+
+INFLATE: Mapping[str, Any] = {
+    "apiVersion": "apps/v1",
+    "kind": "Deployment",
+    "metadata": {"name": "inflate", "namespace": NAMESPACE},
+    "spec": {
+        "replicas": 0,
+        "selector": {"matchLabels": {"app": "inflate"}},
+        "template": {
+            "metadata": {"labels": {"app": "inflate"}},
+            "spec": {
+                "nodeSelector": {"intent": "apps"},
+                "containers": [
+                    {
+                        "name": "inflate",
+                        "image": "public.ecr.aws/eks-distro/kubernetes/pause:3.2",
+                        "resources": {"requests": {"cpu": "1", "memory": "1.5Gi"}},
+                    }
+                ],
+            },
+        },
+    },
+}
+
+
+@attrs.frozen
+class View:
+    """What the timeline shows at one instant."""
+
+    pending: int
+    running: int
+    claims: Mapping[str, NodeClaim]
+    nodes: frozenset[str]
+
+
+@attrs.define
+class Timeline:
+    """Prints what changed between two views, with the time since the demo started."""
+
+    out: TextIO
+    prices: Mapping[tuple[str, str, str], float]
+    started: float = attrs.field(factory=time.monotonic)
+    last: View | None = None
+    launched: set[str] = attrs.field(factory=set)
+    ready: set[str] = attrs.field(factory=set)
+    peak_nodes: int = 0
+    peak_cost: float = 0.0
+
+    def say(self, message: str) -> None:
+        self.out.write(f"[{time.monotonic() - self.started:6.1f}s] {message}\n")
+        self.out.flush()
+
+    def update(self, view: View) -> None:
+        last = self.last or View(0, 0, {}, frozenset())
+        for name, claim in sorted(view.claims.items()):
+            if name not in last.claims:
+                requests = ", ".join(f"{k}={v}" for k, v in claim.spec.resources.requests.items())
+                self.say(f"nodeclaim {name} created ({requests})")
+            if name not in self.launched and _true(claim, "Launched"):
+                self.launched.add(name)
+                labels = claim.metadata.labels
+                key = (
+                    labels.get(wk.LABEL_INSTANCE_TYPE, "?"),
+                    labels.get(wk.LABEL_TOPOLOGY_ZONE, "?"),
+                    labels.get(wk.LABEL_CAPACITY_TYPE, "?"),
+                )
+                price = self.prices.get(key)
+                cost = f"${price:.4f}/h" if price is not None else "price unknown"
+                self.say(f"nodeclaim {name} launched: {key[0]} in {key[1]}, {key[2]}, {cost}")
+            if name not in self.ready and _true(claim, "Ready"):
+                self.ready.add(name)
+                self.say(f"nodeclaim {name} ready as node {claim.status.node_name}")
+        for name in sorted(set(last.claims) - set(view.claims)):
+            self.say(f"nodeclaim {name} removed")
+        if (view.pending, view.running) != (last.pending, last.running):
+            self.say(f"pods: {view.pending} pending, {view.running} running")
+        self.peak_nodes = max(self.peak_nodes, len(view.nodes))
+        self.peak_cost = max(self.peak_cost, self.cost(view))
+        self.last = view
+
+    def cost(self, view: View) -> float:
+        total = 0.0
+        for claim in view.claims.values():
+            labels = claim.metadata.labels
+            key = (
+                labels.get(wk.LABEL_INSTANCE_TYPE, ""),
+                labels.get(wk.LABEL_TOPOLOGY_ZONE, ""),
+                labels.get(wk.LABEL_CAPACITY_TYPE, ""),
+            )
+            total += self.prices.get(key, 0.0)
+        return total
+
+
+def _true(claim: NodeClaim, condition: str) -> bool:
+    return any(
+        c.type == condition and c.status is ConditionStatus.TRUE for c in claim.status.conditions
+    )
+
+
+async def _view(client: KubeClient) -> View:
+    pods = [
+        p.obj
+        for p in (await client.list(PODS, namespace=NAMESPACE)).items
+        if p.obj.metadata.labels.get("app") == "inflate"
+        and p.obj.metadata.deletion_timestamp is None
+    ]
+    claims = {
+        c.obj.metadata.name or "": c.obj
+        for c in (await client.list(NODECLAIMS)).items
+        if c.obj.metadata.labels.get(wk.LABEL_NODEPOOL) == POOL
+    }
+    nodes = frozenset(
+        n.obj.metadata.name or ""
+        for n in (await client.list(NODES)).items
+        if n.obj.metadata.labels.get(wk.LABEL_NODEPOOL) == POOL
+    )
+    running = sum(1 for p in pods if _running(p))
+    return View(len(pods) - running, running, claims, nodes)
+
+
+def _running(pod: Pod) -> bool:
+    return pod.status is not None and pod.status.phase == "Running"
+
+
+async def _prices(provider: CloudProvider, client: KubeClient) -> dict[tuple[str, str, str], float]:
+    pool: NodePool = await client.get(NODEPOOLS, POOL)
+    prices: dict[tuple[str, str, str], float] = {}
+    for instance_type in await provider.get_instance_types(pool):
+        for offering in instance_type.offerings:
+            prices[(instance_type.name, offering.zone, offering.capacity_type)] = offering.price
+    return prices
+
+
+@attrs.frozen
+class Step:
+    title: str
+    replicas: int
+    expectation: str
+    met: Callable[[View], bool]
+    within: float
+
+
+async def _play(info: ClusterInfo, *, consolidate_after: int, out: TextIO, log: TextIO) -> bool:
+    configure("info", stream=log)
+    options = load(
+        [
+            "--kubeconfig",
+            str(info.kubeconfig),
+            "--disable-leader-election",
+            "--bind-address",
+            "127.0.0.1",
+            "--metrics-port",
+            "0",
+            "--health-probe-port",
+            "0",
+            "--provider",
+            "kwok",
+        ],
+        {},
+    )
+    components = await build(options)
+    client = components.client
+    steps = (
+        Step("inflate at 0 replicas", 0, "no NodeClaim", lambda v: not v.claims, 5.0),
+        Step(
+            "scale inflate to 1",
+            1,
+            "1 pod running on a new node",
+            lambda v: v.running == 1 and bool(v.nodes),
+            180.0,
+        ),
+        Step("scale inflate to 6", 6, "6 pods running", lambda v: v.running == 6, 240.0),
+        Step(
+            "scale inflate to 0",
+            0,
+            f"pods gone, then every node removed after {consolidate_after}s empty",
+            lambda v: v.running + v.pending == 0 and not v.claims and not v.nodes,
+            consolidate_after + 120.0,
+        ),
+    )
+    results: list[tuple[Step, bool, float]] = []
+    try:
+        async with asyncio.timeout(60):
+            await install_crds(client, [render_crd(crd) for crd in CRDS])
+            await apply(client, _nodeclass())
+            await apply(client, _nodepool(f"{consolidate_after}s"))
+            await apply(client, INFLATE)
+        provider = components.cloudprovider
+        if provider is None:  # build() always makes one; kept explicit for the type checker
+            raise RuntimeError("karpy demo: the daemon was built without a cloud provider")
+        timeline = Timeline(out=out, prices=await _prices(provider, client))
+        stop = asyncio.Event()
+        async with asyncio.TaskGroup() as group:
+            supervised = group.create_task(Supervisor(components, stop=stop).run())
+            try:
+                for step in steps:
+                    timeline.say(f"== {step.title}: expecting {step.expectation}")
+                    await scale(client, INFLATE, step.replicas)
+                    began = time.monotonic()
+                    ok = await _until(client, timeline, step.met, within=step.within)
+                    results.append((step, ok, time.monotonic() - began))
+                    timeline.say(
+                        f"   {'ok' if ok else 'FAILED'} in {time.monotonic() - began:.1f}s"
+                    )
+                    if not ok:
+                        break
+            finally:
+                stop.set()
+            async with asyncio.timeout(60):
+                await supervised
+    finally:
+        await components.close()
+    _summary(out, results, timeline_peak=(timeline.peak_nodes, timeline.peak_cost), steps=steps)
+    return len(results) == len(steps) and all(ok for _, ok, _ in results)
+
+
+async def _until(
+    client: KubeClient, timeline: Timeline, met: Callable[[View], bool], *, within: float
+) -> bool:
+    deadline = time.monotonic() + within
+    while True:
+        view = await _view(client)
+        timeline.update(view)
+        if met(view):
+            return True
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.5)
+
+
+def _summary(
+    out: TextIO,
+    results: list[tuple[Step, bool, float]],
+    *,
+    timeline_peak: tuple[int, float],
+    steps: tuple[Step, ...],
+) -> None:
+    out.write("\nsummary\n")
+    done = {step.title: (ok, took) for step, ok, took in results}
+    for step in steps:
+        if step.title in done:
+            ok, took = done[step.title]
+            verdict = "ok    " if ok else "FAILED"
+            out.write(f"  {verdict}  {step.title} ({took:.1f}s): {step.expectation}\n")
+        else:
+            out.write(f"  skipped {step.title}\n")
+    nodes, cost = timeline_peak
+    out.write(f"  peak: {nodes} node(s), ${cost:.4f}/h\n")
+    out.flush()
 
 
 def main(argv: list[str]) -> int:
-    """Entry point of ``karpy demo``; returns the exit code."""
-    parser = argparse.ArgumentParser(prog="karpy demo", description=__doc__)
+    """Entry point of ``karpy demo``; returns the exit code (0 only if every step held)."""
+    parser = argparse.ArgumentParser(prog="karpy demo", description=__doc__.split("\n\n")[0])
     parser.add_argument("--name", default="karpy-demo", help="local cluster name")
+    parser.add_argument(
+        "--consolidate-after",
+        type=int,
+        default=30,
+        help="seconds a node must stay empty before it is removed (default 30)",
+    )
     parser.add_argument("--keep", action="store_true", help="leave the cluster running at the end")
     args = parser.parse_args(argv)
+    # A terminated demo still tears its cluster down (the finally below runs on SystemExit).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     cluster = LocalCluster(args.name)
     try:
-        cluster.up()
+        info = cluster.up()
     except LocalClusterError as error:
         sys.stderr.write(f"karpy demo: {error}\n")
         return 1
+    # Beside the cluster's state directory, which `down` removes: the log outlives the demo.
+    log_path = Path(info.state_dir).parent / f"{args.name}.karpy.log"
+    sys.stdout.write(f"karpy's own logs: {log_path}\n\n")
     try:
-        sys.stdout.write("\n")
-        code = cluster_cli(["--name", args.name, "status"])
+        with log_path.open("a") as log:
+            passed: bool = uvloop.run(
+                _play(info, consolidate_after=args.consolidate_after, out=sys.stdout, log=log)
+            )
     finally:
         if not args.keep:
             cluster.down()
-    if code == 0 and not args.keep:
-        leftovers = [row.name for row in cluster.status() if row.running]
-        if leftovers:
-            sys.stderr.write(f"karpy demo: still running after down: {', '.join(leftovers)}\n")
-            return 1
-    return code
+    return 0 if passed else 1
