@@ -19,15 +19,19 @@ from opentelemetry.sdk.trace.export import SpanExporter
 from karpy.cloudprovider.instrumented import InstrumentedCloudProvider
 from karpy.cloudprovider.protocol import CloudProvider
 from karpy.cloudprovider.registry import ProviderContext, build_provider
+from karpy.controllers.disruption.emptiness import EmptinessController
 from karpy.controllers.node.termination import subscribers as termination_events
 from karpy.controllers.node.termination.controller import TerminationController
 from karpy.controllers.nodeclaim.lifecycle import subscribers as lifecycle_events
 from karpy.controllers.nodeclaim.lifecycle.controller import LifecycleController
+from karpy.controllers.nodeclaim.podevents import PodEventsController
+from karpy.controllers.nodeclaim.podevents import pod_subscriber as podevents_subscriber
 from karpy.controllers.provisioning.batcher import Batcher
 from karpy.controllers.provisioning.deleting import node_subscriber
 from karpy.controllers.provisioning.provisioner import Provisioner
 from karpy.controllers.provisioning.trigger import pod_subscriber
 from karpy.kube.client import KubeClient
+from karpy.kube.errors import NotFoundError
 from karpy.kube.events import Recorder
 from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, NODES, PODS
 from karpy.kube.lease import LeaderElector
@@ -47,6 +51,9 @@ INFORMED_KINDS: tuple[ResourceKind[Any], ...] = (NODES, PODS, NODECLAIMS, NODEPO
 
 PROVISIONING_KINDS: frozenset[str] = frozenset(k.kind for k in (NODES, PODS, NODECLAIMS, NODEPOOLS))
 """The provisioner reads these; it is registered only when all of them are informed."""
+
+DISRUPTION_KINDS: frozenset[str] = PROVISIONING_KINDS
+"""Disruption (emptiness) and lastPodEventTime read these; registered only when all are informed."""
 
 
 class Controller(Protocol):
@@ -262,6 +269,17 @@ def _controllers(
                 clock=clock,
             )
         )
+    if by_kind.keys() >= DISRUPTION_KINDS:
+        controllers.extend(
+            _disruption(
+                options,
+                client=client,
+                state=state,
+                by_kind=by_kind,
+                telemetry=telemetry,
+                clock=clock,
+            )
+        )
     inner = _unwrapped(provider)
     if isinstance(inner, _Runs):
         controllers.append(ProviderLoop(inner))
@@ -317,5 +335,50 @@ def _lifecycle_and_termination(
             telemetry=telemetry,
             backoff=options.reconcile.backoff,
             workers=LIFECYCLE_WORKERS,
+        ),
+    ]
+
+
+def _disruption(
+    options: Options,
+    *,
+    client: KubeClient,
+    state: ClusterState,
+    by_kind: dict[str, Informer[Any]],
+    telemetry: Telemetry,
+    clock: Clock,
+) -> list[Controller]:
+    """Emptiness (a singleton polled every 10 s and triggered by pod events on nodes) and the
+    lastPodEventTime stamper it depends on (keyed by Node name).
+
+    pod informer -> podevents subscriber -> {podevents queue, disruption trigger}
+    """
+    trigger = Trigger("disruption")
+    podevents = PodEventsController(client, state.store(NODECLAIMS), clock=clock)
+    podevents_queue = WorkQueue[str](podevents.name, telemetry=telemetry)
+
+    def on_pod_moved(node: str) -> None:
+        podevents_queue.add(node)
+        trigger.fire()
+
+    by_kind[PODS.kind].subscribe(podevents_subscriber(on_pod_moved, state))
+    return [
+        EmptinessController(
+            client,
+            state,
+            clock=clock,
+            recorder=Recorder(client, clock),
+            telemetry=telemetry,
+            reconcile=options.reconcile,
+            trigger=trigger,
+        ),
+        Runner(
+            podevents.name,
+            podevents.reconcile,
+            queue=podevents_queue,
+            telemetry=telemetry,
+            backoff=options.reconcile.backoff,
+            workers=LIFECYCLE_WORKERS,
+            done_on=(NotFoundError,),
         ),
     ]

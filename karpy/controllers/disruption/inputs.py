@@ -1,0 +1,110 @@
+"""Translate cluster state into the pure emptiness decision's inputs.
+
+Kept apart from the loop so the translation (which pods count, when a NodeClaim became
+Initialized, how NodePool durations become seconds) can be read and tested on its own. A NodePool
+whose durations do not parse is not skipped silently: the error is carried into the core, which
+leaves that pool's nodes alone and reports why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from karpy.apis.kube.node import Node
+from karpy.apis.kube.pod import Pod
+from karpy.apis.meta import ConditionStatus, parse_duration
+from karpy.apis.v1 import labels as wk
+from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim
+from karpy.apis.v1.nodepool import Budget, NodePool
+from karpy.controllers.provisioning.deleting import is_reschedulable
+from karpy.core.disruption.budgets import BudgetSpec
+from karpy.core.disruption.emptiness import Candidate, PoolDisruption
+
+
+def initialized_at(claim: NodeClaim) -> float | None:
+    """When the NodeClaim's Initialized condition turned True (epoch seconds), else None."""
+    for condition in claim.status.conditions:
+        if condition.type == ConditionType.INITIALIZED and condition.status is ConditionStatus.TRUE:
+            return condition.last_transition_time.timestamp()
+    return None
+
+
+def _do_not_disrupt(annotations: Mapping[str, str]) -> bool:
+    return annotations.get(wk.ANNOTATION_DO_NOT_DISRUPT) == "true"
+
+
+def candidates(
+    claims: Iterable[NodeClaim], nodes: Iterable[Node], pods: Iterable[Pod]
+) -> list[Candidate]:
+    """One Candidate per NodeClaim, with its Node's reschedulable pod count."""
+    by_name = {n.metadata.name or "": n for n in nodes}
+    busy: dict[str, int] = {}
+    for pod in pods:
+        if pod.spec.node_name and is_reschedulable(pod):
+            busy[pod.spec.node_name] = busy.get(pod.spec.node_name, 0) + 1
+    found: list[Candidate] = []
+    for claim in claims:
+        node_name = claim.status.node_name
+        node = by_name.get(node_name) if node_name else None
+        annotations = dict(claim.metadata.annotations)
+        if node is not None:
+            annotations.update(node.metadata.annotations)
+        last = claim.status.last_pod_event_time
+        found.append(
+            Candidate(
+                nodeclaim=claim.metadata.name or "",
+                node=node.metadata.name if node is not None else None,
+                nodepool=claim.metadata.labels.get(wk.LABEL_NODEPOOL),
+                initialized_at=initialized_at(claim),
+                last_pod_event_time=last.timestamp() if last is not None else None,
+                deleting=claim.metadata.deletion_timestamp is not None
+                or (node is not None and node.metadata.deletion_timestamp is not None),
+                do_not_disrupt=_do_not_disrupt(claim.metadata.annotations)
+                or (node is not None and _do_not_disrupt(node.metadata.annotations)),
+                reschedulable_pods=busy.get(node_name or "", 0),
+            )
+        )
+    return found
+
+
+def _budget(budget: Budget, index: int) -> BudgetSpec:
+    reasons = frozenset(str(r) for r in budget.reasons)
+    if budget.duration is None:
+        return BudgetSpec(nodes=budget.nodes, schedule=budget.schedule, reasons=reasons)
+    field = f"spec.disruption.budgets[{index}].duration"
+    try:
+        duration = parse_duration(budget.duration, field_name=field)
+    except ValueError as error:
+        return BudgetSpec(nodes=budget.nodes, error=str(error))
+    if duration is None:
+        return BudgetSpec(nodes=budget.nodes, error=f"{field}: Never is not a window length")
+    return BudgetSpec(
+        nodes=budget.nodes,
+        schedule=budget.schedule,
+        duration=duration.total_seconds(),
+        reasons=reasons,
+    )
+
+
+def pool_disruption(pool: NodePool) -> PoolDisruption:
+    """The core's view of `pool.spec.disruption`."""
+    disruption = pool.spec.disruption
+    budgets = tuple(_budget(b, i) for i, b in enumerate(disruption.budgets))
+    try:
+        after = parse_duration(
+            disruption.consolidate_after, field_name="spec.disruption.consolidateAfter"
+        )
+    except ValueError as error:
+        return PoolDisruption(consolidate_after=None, budgets=budgets, error=str(error))
+    return PoolDisruption(
+        consolidate_after=after.total_seconds() if after is not None else None, budgets=budgets
+    )
+
+
+def pools(nodepools: Sequence[NodePool]) -> dict[str, PoolDisruption]:
+    """Live NodePools by name (a deleting NodePool's nodes go with it, not by emptiness)."""
+    return {
+        p.metadata.name or "": pool_disruption(p)
+        for p in nodepools
+        if p.metadata.deletion_timestamp is None
+    }
