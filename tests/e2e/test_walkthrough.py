@@ -3,7 +3,9 @@
 The whole daemon (`karpy.operator.wiring.build` + the Supervisor, as `karpy run` starts them)
 runs against the real local control plane with the kwok provider: pending pods become
 NodeClaims, kwok Nodes register and initialize, and kube-scheduler binds the pods, which kwok
-then runs. Scale-down to zero is checked for the pods only; node emptiness is not built yet.
+then runs. Scaling to zero empties the nodes; Emptiness then deletes their NodeClaims once
+consolidateAfter has passed since the last pod left (5 s here instead of the seed's 30 s, and a
+100% budget, to keep the suite fast), and termination removes the Nodes.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ from karpy.runtime.options import load
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.usefixtures("karpy_crds")
+
+CONSOLIDATE_AFTER = "5s"
+"""The seed says 30s; a short wait keeps the suite fast and exercises the same path."""
 
 
 def _nodepool(name: str, intent: str) -> dict[str, Any]:
@@ -44,7 +49,11 @@ def _nodepool(name: str, intent: str) -> dict[str, Any]:
                     },
                 },
             },
-            "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "30s"},
+            "disruption": {
+                "consolidationPolicy": "WhenEmpty",
+                "consolidateAfter": CONSOLIDATE_AFTER,
+                "budgets": [{"nodes": "100%"}],
+            },
         },
     }
 
@@ -168,6 +177,8 @@ async def test_inflate_scales_out_onto_new_kwok_nodes(
 
                 await scale(0)
                 await eventually(lambda: _none_left(core, namespace), within=60)
+                await eventually(lambda: _no_claims(custom, name), within=120)
+                await eventually(lambda: _nodes_gone(core, nodes), within=60)
             finally:
                 stop.set()
             async with asyncio.timeout(60):
@@ -179,3 +190,13 @@ async def test_inflate_scales_out_onto_new_kwok_nodes(
 async def _none_left(core: client.CoreV1Api, namespace: str) -> bool:
     pods = await core.list_namespaced_pod(namespace, label_selector="app=inflate")
     return not pods.items
+
+
+async def _no_claims(custom: client.CustomObjectsApi, pool: str) -> bool:
+    listed = await custom.list_cluster_custom_object(wk.GROUP, "v1", "nodeclaims")
+    return not any(c["metadata"]["labels"].get(wk.LABEL_NODEPOOL) == pool for c in listed["items"])
+
+
+async def _nodes_gone(core: client.CoreV1Api, names: set[str]) -> bool:
+    listed = await core.list_node()
+    return not names & {n.metadata.name for n in listed.items}
