@@ -46,9 +46,6 @@ def candidates(
     for claim in claims:
         node_name = claim.status.node_name
         node = by_name.get(node_name) if node_name else None
-        annotations = dict(claim.metadata.annotations)
-        if node is not None:
-            annotations.update(node.metadata.annotations)
         last = claim.status.last_pod_event_time
         found.append(
             Candidate(

@@ -65,6 +65,7 @@ async def test_build_with_kwok_registers_the_provisioner_and_the_provider_loop(
         assert any(isinstance(c, ProviderLoop) for c in components.controllers)
         names = {c.name for c in components.controllers}
         assert {"nodeclaim.lifecycle", "node.termination"} <= names
+        assert {"disruption.emptiness", "nodeclaim.podevents"} <= names
     finally:
         await components.close()
 

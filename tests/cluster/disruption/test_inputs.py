@@ -1,0 +1,156 @@
+"""Cluster state → emptiness inputs, and pod events → lastPodEventTime keys. No cluster needed:
+these check the translation rules (which pods keep a node busy, how durations become seconds,
+what counts as a bind or a removal)."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterator
+
+import attrs
+import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from karpy.apis.kube.node import Node
+from karpy.apis.kube.pod import Pod, PodPhase, PodSpec, PodStatus
+from karpy.apis.meta import Condition, ConditionStatus, ObjectMeta, OwnerReference
+from karpy.apis.v1 import labels as wk
+from karpy.apis.v1.common import NodeClassReference
+from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim, NodeClaimSpec, NodeClaimStatus
+from karpy.apis.v1.nodepool import Budget, Disruption, DisruptionReason, NodePool
+from karpy.controllers.disruption import inputs
+from karpy.controllers.nodeclaim.podevents import pod_subscriber
+from karpy.kube.kinds import PODS
+from karpy.kube.resources import Item, ObjectRef
+from karpy.kube.watch import Event, EventType
+from karpy.runtime.telemetry import Telemetry
+from karpy.state.cluster import ClusterState
+from tests.cluster.provisioning.harness import make_nodepool
+
+WHEN = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+
+
+def _claim(name: str, node: str, *, annotations: dict[str, str] | None = None) -> NodeClaim:
+    initialized = Condition(
+        type=ConditionType.INITIALIZED,
+        status=ConditionStatus.TRUE,
+        reason="Initialized",
+        last_transition_time=WHEN,
+    )
+    return NodeClaim(
+        metadata=ObjectMeta(
+            name=name, labels={wk.LABEL_NODEPOOL: "p"}, annotations=annotations or {}
+        ),
+        spec=NodeClaimSpec(
+            requirements=(), node_class_ref=NodeClassReference(group="g", kind="K", name="n")
+        ),
+        status=NodeClaimStatus(node_name=node, conditions=(initialized,)),
+    )
+
+
+def _pod(name: str, node: str, *, meta: ObjectMeta | None = None) -> Pod:
+    base = meta or ObjectMeta()
+    metadata = attrs.evolve(base, name=name, namespace="ns", uid=name)
+    return Pod(metadata=metadata, spec=PodSpec(node_name=node))
+
+
+def test_candidates_count_only_reschedulable_pods_and_read_annotations() -> None:
+    daemon = OwnerReference(api_version="apps/v1", kind="DaemonSet", name="ds", uid="u")
+    pods = [
+        _pod("daemon", "n1", meta=ObjectMeta(owner_references=(daemon,))),
+        _pod("mirror", "n1", meta=ObjectMeta(annotations={wk.ANNOTATION_MIRROR_POD: "x"})),
+        _pod("leaving", "n1", meta=ObjectMeta(deletion_timestamp=WHEN)),
+        _done(_pod("done", "n1")),
+        _pod("app", "n2"),
+    ]
+    nodes = [
+        Node(metadata=ObjectMeta(name="n1")),
+        Node(metadata=ObjectMeta(name="n2", annotations={wk.ANNOTATION_DO_NOT_DISRUPT: "true"})),
+    ]
+    found = {
+        c.nodeclaim: c
+        for c in inputs.candidates(
+            [
+                _claim("a", "n1"),
+                _claim("b", "n2"),
+                _claim("c", "n3", annotations={wk.ANNOTATION_DO_NOT_DISRUPT: "true"}),
+            ],
+            nodes,
+            pods,
+        )
+    }
+    assert found["c"].do_not_disrupt
+    assert found["c"].node is None  # its Node is not in cluster state
+    assert found["a"].reschedulable_pods == 0
+    assert found["a"].initialized_at == WHEN.timestamp()
+    assert found["a"].nodepool == "p"
+    assert not found["a"].do_not_disrupt
+    assert found["b"].reschedulable_pods == 1
+    assert found["b"].do_not_disrupt
+
+
+def _done(pod: Pod) -> Pod:
+    return attrs.evolve(pod, status=PodStatus(phase=PodPhase.SUCCEEDED))
+
+
+def test_pool_durations_become_seconds_and_bad_ones_fail_closed() -> None:
+    pool = make_nodepool("p", "i")
+    disruption = Disruption(
+        consolidate_after="1m30s",
+        budgets=(
+            Budget(
+                nodes="0", schedule="@daily", duration="1h30m", reasons=(DisruptionReason.EMPTY,)
+            ),
+            Budget(nodes="1", schedule="@daily", duration="soon"),
+        ),
+    )
+    pool = _with(pool, disruption)
+    (translated,) = inputs.pools([pool]).values()
+    assert translated.consolidate_after == 90.0
+    assert translated.budgets[0].duration == 5400.0
+    assert translated.budgets[0].reasons == frozenset({"Empty"})
+    assert translated.budgets[1].error is not None
+    assert "budgets[1].duration" in translated.budgets[1].error
+    never = _with(pool, Disruption(consolidate_after="Never"))
+    assert inputs.pool_disruption(never).consolidate_after is None
+
+
+def _with(pool: NodePool, disruption: Disruption) -> NodePool:
+    return attrs.evolve(pool, spec=attrs.evolve(pool.spec, disruption=disruption))
+
+
+@pytest.fixture
+def state() -> Iterator[ClusterState]:
+    telemetry = Telemetry.setup(service_name="karpy-test", span_exporter=InMemorySpanExporter())
+    state = ClusterState(metrics=telemetry.metrics)
+    state.register(PODS)
+    yield state
+    telemetry.shutdown()
+
+
+def _event(kind: EventType, pod: Pod) -> Event[Pod]:
+    ref = ObjectRef(
+        kind="Pod",
+        namespace="ns",
+        name=pod.metadata.name or "",
+        uid=pod.metadata.uid or "",
+        resource_version="1",
+    )
+    return Event(type=kind, item=Item(ref=ref, obj=pod))
+
+
+def test_pod_subscriber_queues_binds_and_removals_once_synced(state: ClusterState) -> None:
+    queued: list[str] = []
+    on_event = pod_subscriber(queued.append, state)
+    on_event(_event(EventType.ADDED, _pod("listed", "n0")))
+    assert queued == []  # the initial list is remembered, not an event on the node
+    state.store(PODS).replace([])
+    state.mark_listed()
+    on_event(_event(EventType.ADDED, _pod("new", "")))
+    on_event(_event(EventType.MODIFIED, _pod("new", "n1")))
+    on_event(_event(EventType.MODIFIED, _pod("new", "n1")))
+    assert queued == ["n1"]
+    on_event(_event(EventType.MODIFIED, _done(_pod("new", "n1"))))
+    on_event(_event(EventType.DELETED, _done(_pod("new", "n1"))))
+    on_event(_event(EventType.DELETED, _pod("listed", "n0")))
+    assert queued == ["n1", "n1", "n0"]
