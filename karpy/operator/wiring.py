@@ -371,6 +371,8 @@ def _disruption(
             telemetry=telemetry,
             reconcile=options.reconcile,
             trigger=trigger,
+            # Karpenter's nomination window, as for the provisioner.
+            nomination_window=max(2 * options.batching.max_duration, 10.0),
         ),
         Runner(
             podevents.name,

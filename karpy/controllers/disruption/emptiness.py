@@ -38,6 +38,9 @@ KEY: Final = "emptiness"
 POLLING_PERIOD: Final = 10.0
 """Seconds between runs (Karpenter's disruption pollingPeriod)."""
 NOT_SYNCED_REQUEUE: Final = 1.0
+NOMINATION_WINDOW: Final = 20.0
+"""Seconds a freshly initialized node is kept for the pods it was launched for: Karpenter's
+max(2 x batch max duration, 10 s) with the default 10 s batch max duration."""
 REASON_DISRUPTION_TERMINATING: Final = "DisruptionTerminating"
 
 
@@ -57,6 +60,7 @@ class EmptinessController:
         reconcile: ReconcileOptions,
         trigger: Trigger,
         polling_period: float = POLLING_PERIOD,
+        nomination_window: float = NOMINATION_WINDOW,
     ) -> None:
         if polling_period <= 0:
             msg = f"EmptinessController: polling_period must be > 0 seconds, got {polling_period}"
@@ -68,6 +72,7 @@ class EmptinessController:
         self._telemetry = telemetry
         self._trigger = trigger
         self._period = polling_period
+        self._nomination_window = nomination_window
         self._queue: WorkQueue[str] = WorkQueue(self.name, telemetry=telemetry)
         self._runner: Runner[str] = Runner(
             self.name,
@@ -108,10 +113,13 @@ class EmptinessController:
         nodes = self._state.store(NODES).objects()
         pods = self._state.store(PODS).objects()
         nodepools = self._state.store(NODEPOOLS).objects()
+        now = self._clock.now().timestamp()
         decision = decide(
-            inputs.candidates(claims, nodes, pods),
+            inputs.candidates(
+                claims, nodes, pods, now=now, nomination_window=self._nomination_window
+            ),
             inputs.pools(nodepools),
-            now=self._clock.now().timestamp(),
+            now=now,
         )
         for skip in decision.skipped:
             log.debug(

@@ -1,7 +1,14 @@
 """Translate cluster state into the pure emptiness decision's inputs.
 
 Kept apart from the loop so the translation (which pods count, when a NodeClaim became
-Initialized, how NodePool durations become seconds) can be read and tested on its own. A NodePool
+Initialized, how NodePool durations become seconds) can be read and tested on its own.
+
+Nomination: Karpenter never disrupts a node its provisioner nominated pods onto, for a window of
+max(2 x batch max duration, 10 s). karpy's provisioner keeps nominations only until launch, so
+here a node counts as nominated while it was Initialized less than that window ago and no pod
+event has reached it since: every new node is launched for pods, and kube-scheduler binds them
+moments after it becomes schedulable. Without this, a node with consolidateAfter 0s could be
+removed in the instant between initialization and its pods' binding. A NodePool
 whose durations do not parse is not skipped silently: the error is carried into the core, which
 leaves that pool's nodes alone and reports why.
 """
@@ -33,10 +40,22 @@ def _do_not_disrupt(annotations: Mapping[str, str]) -> bool:
     return annotations.get(wk.ANNOTATION_DO_NOT_DISRUPT) == "true"
 
 
+def _nominated(initialized: float | None, last: float | None, *, now: float, window: float) -> bool:
+    if initialized is None or now - initialized >= window:
+        return False
+    return last is None or last < initialized
+
+
 def candidates(
-    claims: Iterable[NodeClaim], nodes: Iterable[Node], pods: Iterable[Pod]
+    claims: Iterable[NodeClaim],
+    nodes: Iterable[Node],
+    pods: Iterable[Pod],
+    *,
+    now: float,
+    nomination_window: float,
 ) -> list[Candidate]:
-    """One Candidate per NodeClaim, with its Node's reschedulable pod count."""
+    """One Candidate per NodeClaim, with its Node's reschedulable pod count; `now` is UTC
+    epoch seconds."""
     by_name = {n.metadata.name or "": n for n in nodes}
     busy: dict[str, int] = {}
     for pod in pods:
@@ -46,19 +65,22 @@ def candidates(
     for claim in claims:
         node_name = claim.status.node_name
         node = by_name.get(node_name) if node_name else None
-        last = claim.status.last_pod_event_time
+        last_time = claim.status.last_pod_event_time
+        last = last_time.timestamp() if last_time is not None else None
+        initialized = initialized_at(claim)
         found.append(
             Candidate(
                 nodeclaim=claim.metadata.name or "",
                 node=node.metadata.name if node is not None else None,
                 nodepool=claim.metadata.labels.get(wk.LABEL_NODEPOOL),
-                initialized_at=initialized_at(claim),
-                last_pod_event_time=last.timestamp() if last is not None else None,
+                initialized_at=initialized,
+                last_pod_event_time=last,
                 deleting=claim.metadata.deletion_timestamp is not None
                 or (node is not None and node.metadata.deletion_timestamp is not None),
                 do_not_disrupt=_do_not_disrupt(claim.metadata.annotations)
                 or (node is not None and _do_not_disrupt(node.metadata.annotations)),
                 reschedulable_pods=busy.get(node_name or "", 0),
+                nominated=_nominated(initialized, last, now=now, window=nomination_window),
             )
         )
     return found

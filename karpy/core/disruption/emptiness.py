@@ -2,10 +2,11 @@
 is a parameter, in UTC epoch seconds like every time here).
 
 Karpenter's first disruption method. A candidate must be managed (carry the nodepool label, with
-the NodePool present), Initialized, not already deleting, not annotated
-`karpenter.sh/do-not-disrupt: "true"`, in a pool with consolidateAfter not Never (emptiness
-applies to every consolidation policy: WhenEmpty, WhenEmptyOrUnderutilized, Balanced), and have
-had no reschedulable pod for at least consolidateAfter since max(lastPodEventTime, Initialized).
+the NodePool present), Initialized, not already deleting, not nominated for pending pods, not
+annotated `karpenter.sh/do-not-disrupt: "true"`, in a pool with consolidateAfter not Never
+(emptiness applies to every consolidation policy: WhenEmpty, WhenEmptyOrUnderutilized,
+Balanced), and have had no reschedulable pod for at least consolidateAfter since
+max(lastPodEventTime, Initialized).
 Chosen candidates are then capped per pool by the `Empty` budget allowance, counting NodeClaims
 already being deleted. Every candidate left out gets a reason, so the caller can explain itself.
 """
@@ -43,6 +44,7 @@ class Candidate:
 
     `reschedulable_pods` counts pods bound to the node other than DaemonSet-owned, mirror,
     terminal or terminating pods. `initialized_at` is None until the NodeClaim is Initialized.
+    `nominated` marks a node that pods are expected to land on (it is not disrupted yet).
     """
 
     nodeclaim: str
@@ -53,6 +55,7 @@ class Candidate:
     deleting: bool
     do_not_disrupt: bool
     reschedulable_pods: int
+    nominated: bool = False
 
 
 class SkipReason(enum.StrEnum):
@@ -63,6 +66,7 @@ class SkipReason(enum.StrEnum):
     NOT_INITIALIZED = "NotInitialized"
     DELETING = "Deleting"
     DO_NOT_DISRUPT = "DoNotDisrupt"
+    NOMINATED = "Nominated"
     CONSOLIDATION_DISABLED = "ConsolidateAfterNever"
     INVALID_CONSOLIDATE_AFTER = "InvalidConsolidateAfter"
     NOT_EMPTY = "NotEmpty"
@@ -114,6 +118,8 @@ def _ineligible(
         return skip(
             SkipReason.DO_NOT_DISRUPT, "disruption is blocked by karpenter.sh/do-not-disrupt"
         )
+    if candidate.nominated:
+        return skip(SkipReason.NOMINATED, "node is nominated for pending pods")
     if disruption.error is not None:
         return skip(SkipReason.INVALID_CONSOLIDATE_AFTER, disruption.error)
     after = disruption.consolidate_after

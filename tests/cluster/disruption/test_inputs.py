@@ -77,16 +77,36 @@ def test_candidates_count_only_reschedulable_pods_and_read_annotations() -> None
             ],
             nodes,
             pods,
+            now=WHEN.timestamp() + 60,
+            nomination_window=20.0,
         )
     }
     assert found["c"].do_not_disrupt
     assert found["c"].node is None  # its Node is not in cluster state
+    assert not found["a"].nominated
     assert found["a"].reschedulable_pods == 0
     assert found["a"].initialized_at == WHEN.timestamp()
     assert found["a"].nodepool == "p"
     assert not found["a"].do_not_disrupt
     assert found["b"].reschedulable_pods == 1
     assert found["b"].do_not_disrupt
+
+
+def test_a_fresh_node_no_pod_reached_yet_counts_as_nominated() -> None:
+    claim = _claim("a", "n1")
+    nodes = [Node(metadata=ObjectMeta(name="n1"))]
+    initialized = WHEN.timestamp()
+
+    def nominated(after: float, last: datetime.datetime | None) -> bool:
+        stamped = attrs.evolve(claim, status=attrs.evolve(claim.status, last_pod_event_time=last))
+        (found,) = inputs.candidates(
+            [stamped], nodes, [], now=initialized + after, nomination_window=20.0
+        )
+        return found.nominated
+
+    assert nominated(5.0, None)
+    assert not nominated(25.0, None)
+    assert not nominated(5.0, WHEN + datetime.timedelta(seconds=1))
 
 
 def _done(pod: Pod) -> Pod:

@@ -58,6 +58,7 @@ BUDGET_ZERO = {POOL: PoolDisruption(consolidate_after=0.0, budgets=(BudgetSpec(n
         pytest.param(empty("a", initialized_at=None), W30, SkipReason.NOT_INITIALIZED, id="new"),
         pytest.param(empty("a", deleting=True), W30, SkipReason.DELETING, id="deleting"),
         pytest.param(empty("a", do_not_disrupt=True), W30, SkipReason.DO_NOT_DISRUPT, id="dnd"),
+        pytest.param(empty("a", nominated=True), W30, SkipReason.NOMINATED, id="nominated"),
         pytest.param(empty("a", reschedulable_pods=1), W30, SkipReason.NOT_EMPTY, id="has-pod"),
         pytest.param(empty("a", idle=29.0), W30, SkipReason.NOT_CONSOLIDATABLE, id="too-soon"),
         pytest.param(empty("a"), NEVER, SkipReason.CONSOLIDATION_DISABLED, id="never"),
@@ -101,6 +102,7 @@ candidates_strategy = st.lists(
         deleting=st.booleans(),
         do_not_disrupt=st.booleans(),
         reschedulable_pods=st.integers(0, 3),
+        nominated=st.booleans(),
     ),
     max_size=12,
     unique_by=lambda c: c.nodeclaim,
@@ -129,6 +131,7 @@ def test_properties_never_exceed_budget_never_delete_a_busy_or_fresh_node(
         assert candidate.reschedulable_pods == 0
         assert not candidate.deleting
         assert not candidate.do_not_disrupt
+        assert not candidate.nominated
         assert candidate.nodepool is not None
         assert candidate.node is not None
         after = pools[candidate.nodepool].consolidate_after
