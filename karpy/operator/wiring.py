@@ -2,9 +2,11 @@
 
 Reading `build()` top to bottom shows the whole process graph: telemetry, the kube client, cluster
 state and its informers, the cloud provider (found by name through `karpy.providers`, wrapped
-for spans and metrics), the leader elector, the probe server, and the controllers. Controllers
-are registered in `_controllers()`, fed by informer subscriptions made here; they run on the
-leader only. Nothing else in karpy calls a constructor of another package's service.
+for spans and metrics), the leader elector, the probe server, and the controllers (provisioning,
+NodeClaim lifecycle, Node termination, disruption by emptiness with its lastPodEventTime
+stamper). Controllers are registered in `_controllers()`, fed by informer subscriptions made
+here; they run on the leader only. Nothing else in karpy calls a constructor of another
+package's service.
 """
 
 from __future__ import annotations
