@@ -70,6 +70,7 @@ class Metrics:
     provisioner_scheduling_duration_seconds: Histogram
     provisioner_unschedulable_pods: Gauge
     nodeclaims_created_total: Counter
+    nodeclaims_disrupted_total: Counter
 
     @classmethod
     def create(cls, meter: Meter) -> Metrics:
@@ -150,6 +151,10 @@ class Metrics:
             nodeclaims_created_total=meter.create_counter(
                 "karpy_nodeclaims_created_total",
                 description="NodeClaims created, by reason and nodepool.",
+            ),
+            nodeclaims_disrupted_total=meter.create_counter(
+                "karpy_nodeclaims_disrupted_total",
+                description="NodeClaims deleted by voluntary disruption, by reason and nodepool.",
             ),
         )
 

@@ -102,7 +102,8 @@ async def test_inflate_scales_out_onto_new_kwok_nodes(
         },
     )
     await custom.create_cluster_custom_object(wk.GROUP, "v1", "nodepools", _nodepool(name, intent))
-    await apps.create_namespaced_deployment(namespace, _inflate(intent))
+    # The SDK accepts plain manifests; its annotations only name the model classes.
+    await apps.create_namespaced_deployment(namespace, _inflate(intent))  # type: ignore[arg-type]
 
     options = load(
         [
@@ -130,11 +131,12 @@ async def test_inflate_scales_out_onto_new_kwok_nodes(
             "inflate", namespace, {"spec": {"replicas": replicas}}
         )
 
-    async def running(count: int) -> list[Any] | None:
+    async def running(count: int) -> list[Any]:
+        """The live inflate pods when exactly `count` run, else an empty list."""
         pods = await core.list_namespaced_pod(namespace, label_selector="app=inflate")
         live = [p for p in pods.items if p.metadata.deletion_timestamp is None]
         ok = len(live) == count and all(p.status.phase == "Running" for p in live)
-        return live if ok else None
+        return live if ok else []
 
     async def ready_claims() -> list[dict[str, Any]]:
         listed = await custom.list_cluster_custom_object(wk.GROUP, "v1", "nodeclaims")

@@ -152,6 +152,10 @@ class EmptinessController:
             await self._client.delete(NODECLAIMS, candidate.nodeclaim)
         except NotFoundError:
             log.debug("nodeclaim already gone", extra={"nodeclaim": candidate.nodeclaim})
+            return
+        self._telemetry.metrics.nodeclaims_disrupted_total.add(
+            1, {"reason": "empty", "nodepool": candidate.nodepool or ""}
+        )
 
 
 def _event(claim: NodeClaim, message: str) -> Event:

@@ -47,6 +47,7 @@ class Env:
     podevents: PodEventsController
     moved: list[str]
     trigger: Trigger
+    telemetry: Telemetry
 
     async def node_with_claim(self, pool: str) -> tuple[str, str]:
         """An Initialized NodeClaim of `pool` registered as a Node; returns (claim, node)."""
@@ -162,7 +163,7 @@ async def environment(cluster_info: ClusterInfo) -> AsyncIterator[Env]:
             try:
                 async with asyncio.timeout(30):
                     await state.wait_synced()
-                yield Env(kube, state, clock, controller, podevents, moved, trigger)
+                yield Env(kube, state, clock, controller, podevents, moved, trigger, telemetry)
             finally:
                 for task in tasks:
                     task.cancel()
@@ -191,6 +192,8 @@ async def test_empty_node_is_deleted_after_consolidate_after_and_not_before(
         result = await env.controller.reconcile_once()
         assert result.requeue_after == 10.0
         assert not await env.exists(claim)
+        disrupted = f'karpy_nodeclaims_disrupted_total{{nodepool="{pool}",reason="empty"}} 1'
+        assert disrupted in env.telemetry.prometheus_text()
 
 
 @pytest.mark.parametrize(
