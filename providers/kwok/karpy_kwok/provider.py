@@ -125,7 +125,8 @@ class KwokCloudProvider:
         pending = self._pending.get(name or "")
         if pending is not None:
             return pending.nodeclaim  # a retried create of a launch still pending
-        await self._require_ready_nodeclass(nodeclaim)
+        nodeclass = await self._require_ready_nodeclass(nodeclaim)
+        delay = self._registration_delay(nodeclass)
         launch = cheapest_launch(nodeclaim, self._types)
         if launch is None:
             msg = (
@@ -138,8 +139,8 @@ class KwokCloudProvider:
             raise ValueError(msg)
         launched = launched_nodeclaim(nodeclaim, launch, provider_id=provider_id_of(name))
         node = self._node(launched)
-        if self._options.registration_delay > 0:
-            due = asyncio.get_running_loop().time() + self._options.registration_delay
+        if delay > 0:
+            due = asyncio.get_running_loop().time() + delay
             self._pending[name] = _Pending(node, launched, due)
             self._wakeup.set()
         else:
@@ -278,7 +279,14 @@ class KwokCloudProvider:
             raise NodeClaimNotFoundError(msg)
         return name
 
-    async def _require_ready_nodeclass(self, nodeclaim: NodeClaim) -> None:
+    def _registration_delay(self, nodeclass: KWOKNodeClass) -> float:
+        """Seconds before the Node appears: the NodeClass's spec.nodeRegistrationDelay when it
+        sets one, else the provider's registration-delay setting."""
+        if nodeclass.spec.node_registration_delay is not None:
+            return nodeclass.spec.registration_delay().total_seconds()
+        return self._options.registration_delay
+
+    async def _require_ready_nodeclass(self, nodeclaim: NodeClaim) -> KWOKNodeClass:
         ref = nodeclaim.spec.node_class_ref
         if (ref.group, ref.kind) != (KWOK_NODE_CLASS.group, KWOK_NODE_CLASS.kind):
             msg = (
@@ -295,6 +303,7 @@ class KwokCloudProvider:
         if ready is None or ready.status is not ConditionStatus.TRUE:
             msg = f"nodeclaim {nodeclaim.metadata.name!r}: KWOKNodeClass {ref.name!r} is not Ready"
             raise NodeClassNotReadyError(msg)
+        return nodeclass
 
     def _node(self, launched: NodeClaim) -> Node:
         name = launched.metadata.name or ""

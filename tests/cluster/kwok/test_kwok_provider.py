@@ -8,6 +8,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import attrs
 import pytest
 
 from karpy.apis.kube.node import Node, NodeSpec
@@ -19,7 +20,7 @@ from karpy.apis.v1.common import (
     RequirementOperator,
 )
 from karpy.apis.v1.nodeclaim import NodeClaim, NodeClaimSpec, ResourceRequests
-from karpy.apis.v1alpha1.kwoknodeclass import KWOKNodeClass
+from karpy.apis.v1alpha1.kwoknodeclass import KWOKNodeClass, KWOKNodeClassSpec
 from karpy.cloudprovider import (
     CreateError,
     InsufficientCapacityError,
@@ -279,3 +280,40 @@ async def test_the_entry_point_line_builds_the_kwok_provider(
     assert (
         await provider.create(_nodeclaim("kwok-entry"))
     ).status.provider_id == "kwok://kwok-entry"
+
+
+async def test_the_nodeclass_registration_delay_overrides_the_provider_setting(
+    kube: KubeClient,
+) -> None:
+    slow = NodeClassReference(group=wk.KWOK_GROUP, kind=KWOKNodeClass.KIND, name="kwok-slow")
+    await kube.create(
+        KWOK_NODECLASSES,
+        KWOKNodeClass(
+            metadata=ObjectMeta(name=slow.name),
+            spec=KWOKNodeClassSpec(node_registration_delay="1s"),
+        ),
+    )
+    provider = _provider(kube, registration_delay=0.0)
+    claim = attrs.evolve(
+        _nodeclaim("kwok-slow-1"),
+        spec=attrs.evolve(_nodeclaim("kwok-slow-1").spec, node_class_ref=slow),
+    )
+    loop = asyncio.get_running_loop()
+    async with asyncio.TaskGroup() as tasks:
+        runner = tasks.create_task(provider.run())
+        started = loop.time()
+        launched = await provider.create(claim)
+        with pytest.raises(NotFoundError):
+            await kube.get(NODES, "kwok-slow-1")
+
+        async def node_exists() -> bool:
+            try:
+                await kube.get(NODES, "kwok-slow-1")
+            except NotFoundError:
+                return False
+            return True
+
+        assert await eventually(node_exists, within=10, interval=0.1)
+        assert loop.time() - started >= 1.0
+        runner.cancel()
+    await provider.delete(launched)
