@@ -3,10 +3,10 @@
 Reading `build()` top to bottom shows the whole process graph: telemetry, the kube client, cluster
 state and its informers, the cloud provider (found by name through `karpy.providers`, wrapped
 for spans and metrics), the leader elector, the probe server, and the controllers (provisioning,
-NodeClaim lifecycle, Node termination, disruption by emptiness with its lastPodEventTime
-stamper). Controllers are registered in `_controllers()`, fed by informer subscriptions made
-here; they run on the leader only. Nothing else in karpy calls a constructor of another
-package's service.
+NodeClaim lifecycle and garbage collection, Node termination, disruption by emptiness with its
+lastPodEventTime stamper). Controllers are registered in `_controllers()`, fed by informer
+subscriptions made here; they run on the leader only. Nothing else in karpy calls a constructor
+of another package's service.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from karpy.cloudprovider.registry import ProviderContext, build_provider
 from karpy.controllers.disruption.emptiness import EmptinessController
 from karpy.controllers.node.termination import subscribers as termination_events
 from karpy.controllers.node.termination.controller import TerminationController
+from karpy.controllers.nodeclaim.garbagecollection import GarbageCollectionController
 from karpy.controllers.nodeclaim.lifecycle import subscribers as lifecycle_events
 from karpy.controllers.nodeclaim.lifecycle.controller import LifecycleController
 from karpy.controllers.nodeclaim.podevents import PodEventsController
@@ -302,7 +303,8 @@ def _lifecycle_and_termination(
     telemetry: Telemetry,
     clock: Clock,
 ) -> list[Controller]:
-    """NodeClaim lifecycle (keyed by NodeClaim name) and Node termination (keyed by Node name).
+    """NodeClaim lifecycle (keyed by NodeClaim name), Node termination (keyed by Node name) and
+    NodeClaim garbage collection (a singleton pass every two minutes).
 
     They are registered together: finalizing a NodeClaim waits for its Node's termination and
     terminating a Node ends with its NodeClaim's instance.
@@ -321,6 +323,9 @@ def _lifecycle_and_termination(
     by_kind[PODS.kind].subscribe(
         termination_events.pod_subscriber(termination_queue.add, state.store(NODES))
     )
+    garbagecollection = GarbageCollectionController(
+        client, provider, clock=clock, telemetry=telemetry, reconcile=options.reconcile
+    )
     return [
         Runner(
             lifecycle.name,
@@ -338,6 +343,7 @@ def _lifecycle_and_termination(
             backoff=options.reconcile.backoff,
             workers=LIFECYCLE_WORKERS,
         ),
+        garbagecollection,
     ]
 
 

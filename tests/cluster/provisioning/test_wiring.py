@@ -64,7 +64,7 @@ async def test_build_with_kwok_registers_the_provisioner_and_the_provider_loop(
         assert [p.name for p in provisioners] == ["provisioning.provisioner"]
         assert any(isinstance(c, ProviderLoop) for c in components.controllers)
         names = {c.name for c in components.controllers}
-        assert {"nodeclaim.lifecycle", "node.termination"} <= names
+        assert {"nodeclaim.lifecycle", "nodeclaim.garbagecollection", "node.termination"} <= names
         assert {"disruption.emptiness", "nodeclaim.podevents"} <= names
     finally:
         await components.close()

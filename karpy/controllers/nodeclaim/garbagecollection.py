@@ -1,0 +1,171 @@
+"""Delete NodeClaims whose instance vanished behind karpy's back.
+
+An instance can be terminated outside karpy (a console click, a spot reclaim karpy missed, a
+provider-side cleanup). Its NodeClaim would then wait forever for a Node that is gone or never
+becomes Ready again. Every two minutes (and once at start) this loop lists the provider's
+instances and deletes each launched NodeClaim (it has a providerID, and its Launched condition
+turned True more than the grace period ago) that the provider no longer lists and whose Node is
+missing or not Ready. Deleting the NodeClaim hands it to the lifecycle finalizer, which cleans
+up the Node. A NodeClaim that is not yet Launched belongs to the lifecycle's launch timeout,
+not to this loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+from typing import ClassVar, Final
+
+from karpy.apis.kube.node import Node
+from karpy.apis.meta import ConditionStatus
+from karpy.apis.v1 import labels as wk
+from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim
+from karpy.cloudprovider.protocol import CloudProvider
+from karpy.kube.client import KubeClient
+from karpy.kube.errors import NotFoundError
+from karpy.kube.kinds import NODECLAIMS, NODES
+from karpy.runtime.clock import Clock
+from karpy.runtime.options import ReconcileOptions
+from karpy.runtime.reconciler import Result, Runner, WorkQueue
+from karpy.runtime.telemetry import Telemetry
+
+log = logging.getLogger(__name__)
+
+KEY: Final = "garbagecollection"
+"""The single work-queue key: each reconcile is one pass over every NodeClaim."""
+
+PERIOD: Final = 120.0
+"""Seconds between passes (Karpenter's two minutes)."""
+
+GRACE_PERIOD: Final = 10.0
+"""Seconds after launch before a NodeClaim may be collected: the provider's list may lag."""
+
+PROVIDER_TIMEOUT: Final = 60.0
+"""Seconds allowed for one `CloudProvider.list()` call."""
+
+
+def _launched_at(claim: NodeClaim) -> datetime.datetime | None:
+    """When the NodeClaim's Launched condition turned True; None while it is not Launched."""
+    for condition in claim.status.conditions:
+        if condition.type == ConditionType.LAUNCHED and condition.status is ConditionStatus.TRUE:
+            return condition.last_transition_time
+    return None
+
+
+def _ready(node: Node) -> bool:
+    return any(
+        c.type == "Ready" and c.status is ConditionStatus.TRUE for c in node.status.conditions
+    )
+
+
+def collectable(
+    claim: NodeClaim,
+    *,
+    listed: frozenset[str],
+    nodes: dict[str, Node],
+    now: datetime.datetime,
+    grace_period: float = GRACE_PERIOD,
+) -> bool:
+    """Whether `claim` has no provider instance (`listed` provider IDs) and no Ready Node
+    (`nodes` by provider ID), and launched more than `grace_period` seconds before `now`."""
+    provider_id = claim.status.provider_id
+    if not provider_id or claim.metadata.deletion_timestamp is not None:
+        return False
+    launched = _launched_at(claim)
+    if launched is None or (now - launched).total_seconds() <= grace_period:
+        return False
+    if provider_id in listed:
+        return False
+    node = nodes.get(provider_id)
+    return node is None or not _ready(node)
+
+
+class GarbageCollectionController:
+    """Delete NodeClaims with no cloud provider representation; `reconcile_once()` is one pass."""
+
+    name: ClassVar[str] = "nodeclaim.garbagecollection"
+
+    def __init__(
+        self,
+        client: KubeClient,
+        cloudprovider: CloudProvider,
+        *,
+        clock: Clock,
+        telemetry: Telemetry,
+        reconcile: ReconcileOptions,
+        period: float = PERIOD,
+        grace_period: float = GRACE_PERIOD,
+    ) -> None:
+        if period <= 0:
+            msg = f"GarbageCollectionController: period must be > 0 seconds, got {period}"
+            raise ValueError(msg)
+        if grace_period < 0:
+            msg = (
+                "GarbageCollectionController: grace_period must be >= 0 seconds,"
+                f" got {grace_period}"
+            )
+            raise ValueError(msg)
+        self._client = client
+        self._cloudprovider = cloudprovider
+        self._telemetry = telemetry
+        self._clock = clock
+        self._period = period
+        self._grace_period = grace_period
+        self._queue: WorkQueue[str] = WorkQueue(self.name, telemetry=telemetry)
+        self._runner: Runner[str] = Runner(
+            self.name,
+            lambda _key: self.reconcile_once(),
+            queue=self._queue,
+            telemetry=telemetry,
+            backoff=reconcile.backoff,
+        )
+
+    async def run(self) -> None:
+        """Run once now and then every period until `stop()`."""
+        self._queue.add(KEY)
+        await self._runner.run()
+
+    def stop(self) -> None:
+        self._runner.stop()
+
+    async def reconcile_once(self) -> Result:
+        """Delete every collectable NodeClaim; always comes back after the period.
+
+        The NodeClaims are listed before the instances, so a NodeClaim launched between the
+        two calls is never judged against a list that could not contain it.
+        """
+        claims = (await self._client.list(NODECLAIMS)).items
+        async with asyncio.timeout(PROVIDER_TIMEOUT):
+            instances = await self._cloudprovider.list()
+        listed = frozenset(i.status.provider_id for i in instances if i.status.provider_id)
+        nodes = {
+            item.obj.spec.provider_id: item.obj
+            for item in (await self._client.list(NODES)).items
+            if item.obj.spec.provider_id
+        }
+        now = self._clock.now()
+        for item in claims:
+            claim = item.obj
+            if not collectable(
+                claim, listed=listed, nodes=nodes, now=now, grace_period=self._grace_period
+            ):
+                continue
+            name = claim.metadata.name or ""
+            try:
+                await self._client.delete(NODECLAIMS, name)
+            except NotFoundError:
+                continue
+            nodepool = claim.metadata.labels.get(wk.LABEL_NODEPOOL, "")
+            self._telemetry.metrics.nodeclaims_disrupted_total.add(
+                1, {"reason": "garbage_collected", "nodepool": nodepool}
+            )
+            log.info(
+                "garbage collecting nodeclaim with no cloudprovider representation",
+                extra={
+                    "nodeclaim": name,
+                    "provider-id": claim.status.provider_id,
+                    "nodepool": nodepool,
+                },
+            )
+        return Result(requeue_after=self._period)
