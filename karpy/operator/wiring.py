@@ -186,7 +186,10 @@ async def build(
             await build_provider(
                 options.provider.name,
                 ProviderContext(
-                    kube=client, clock=clock, cluster_name=options.provider.cluster_name
+                    kube=client,
+                    clock=clock,
+                    cluster_name=options.provider.cluster_name,
+                    settings=options.provider.settings,
                 ),
             ),
             telemetry,

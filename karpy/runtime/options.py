@@ -121,6 +121,10 @@ class ProviderOptions:
     cluster_name: str = "karpy"
     """The name instances are tagged with (Karpenter's CLUSTER_NAME), so a provider can tell this
     cluster's instances from others' in the same account."""
+    settings: Mapping[str, str] = attrs.field(factory=dict)
+    """The provider's own settings (`--provider-setting key=value`, or the environment variable
+    `KARPY_PROVIDER_SETTING_<KEY>`), passed as they are; each provider parses and checks its own
+    and names the key it refuses (docs/configuration.md lists them per provider)."""
 
 
 @attrs.frozen
@@ -320,9 +324,50 @@ def _dest(spec: _Spec) -> str:
     return spec.flag.removeprefix("--").replace("-", "_")
 
 
+PROVIDER_SETTING_FLAG: Final = "--provider-setting"
+PROVIDER_SETTING_ENV_PREFIX: Final = "KARPY_PROVIDER_SETTING_"
+_SETTING_KEY = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?")
+
+
+def _setting_key(key: str, *, source: str) -> str:
+    if not _SETTING_KEY.fullmatch(key):
+        msg = (
+            f"{source}: invalid provider setting key {key!r}: expected lowercase letters, digits"
+            " and dashes, e.g. 'registration-delay'"
+        )
+        raise OptionsError(msg)
+    return key
+
+
+def parse_provider_settings(flags: Sequence[str], environ: Mapping[str, str]) -> dict[str, str]:
+    """The provider's settings from `KARPY_PROVIDER_SETTING_<KEY>` variables (KEY upper case with
+    underscores, e.g. `KARPY_PROVIDER_SETTING_REGISTRATION_DELAY`), then from each
+    `--provider-setting key=value` flag, a flag overriding the variable of the same key."""
+    settings: dict[str, str] = {}
+    for name in sorted(environ):
+        if name.startswith(PROVIDER_SETTING_ENV_PREFIX) and name != PROVIDER_SETTING_ENV_PREFIX:
+            key = name.removeprefix(PROVIDER_SETTING_ENV_PREFIX).lower().replace("_", "-")
+            settings[_setting_key(key, source=name)] = environ[name]
+    for flag in flags:
+        key, sep, value = flag.partition("=")
+        if not sep:
+            msg = f"{PROVIDER_SETTING_FLAG}: expected key=value, got {flag!r}"
+            raise OptionsError(msg)
+        settings[_setting_key(key.strip(), source=PROVIDER_SETTING_FLAG)] = value
+    return settings
+
+
 def build_parser(prog: str = "karpy run") -> argparse.ArgumentParser:
     """The argparse parser for `karpy run`; every flag also reads its environment variable."""
     parser = argparse.ArgumentParser(prog=prog, description="Run the karpy operator.")
+    parser.add_argument(
+        PROVIDER_SETTING_FLAG,
+        dest="provider_settings",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help=f"a cloud provider setting; repeatable [env {PROVIDER_SETTING_ENV_PREFIX}<KEY>]",
+    )
     for spec in _SPECS:
         helptext = f"{spec.help} [env {spec.env}]"
         if spec.takes_value:
@@ -353,6 +398,7 @@ def load(argv: Sequence[str], environ: Mapping[str, str]) -> Options:
         except ValueError as error:
             msg = f"{source}: {error}"
             raise OptionsError(msg) from error
+    raw["provider_settings"] = parse_provider_settings(namespace.provider_settings, environ)
     return _assemble(raw)
 
 
@@ -400,6 +446,7 @@ def _assemble(raw: Mapping[str, object]) -> Options:
         provider=ProviderOptions(
             name=_get(raw, "provider", d.provider.name, str),
             cluster_name=_get(raw, "cluster_name", d.provider.cluster_name, str),
+            settings=_get(raw, "provider_settings", {}, dict),
         ),
         batching=batching,
         leader_election=leader_election,

@@ -140,3 +140,41 @@ def test_options_is_frozen() -> None:
 
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         Options().log_level = "debug"  # type: ignore[misc]
+
+
+def test_provider_settings_come_from_variables_and_repeated_flags() -> None:
+    options = load(
+        [
+            "--provider-setting",
+            "registration-delay=5s",
+            "--provider-setting",
+            "unavailable-offerings=c5.large:test-zone-a:spot,m5.large::",
+        ],
+        {
+            "KARPY_PROVIDER_SETTING_REGISTRATION_DELAY": "1s",
+            "KARPY_PROVIDER_SETTING_CATALOG": "/etc/karpy/catalog.json",
+        },
+    )
+    assert options.provider.settings == {
+        "registration-delay": "5s",  # the flag wins over the variable
+        "catalog": "/etc/karpy/catalog.json",
+        "unavailable-offerings": "c5.large:test-zone-a:spot,m5.large::",
+    }
+    assert load([], {}).provider.settings == {}
+
+
+@pytest.mark.parametrize(
+    ("argv", "environ", "named"),
+    [
+        pytest.param(["--provider-setting", "region"], {}, "--provider-setting", id="no-equals"),
+        pytest.param(["--provider-setting", "Region=x"], {}, "'Region'", id="upper-case-key"),
+        pytest.param(
+            [], {"KARPY_PROVIDER_SETTING_A.B": "x"}, "KARPY_PROVIDER_SETTING_A.B", id="env"
+        ),
+    ],
+)
+def test_a_malformed_provider_setting_is_refused_by_name(
+    argv: list[str], environ: dict[str, str], named: str
+) -> None:
+    with pytest.raises(OptionsError, match=named):
+        load(argv, environ)
