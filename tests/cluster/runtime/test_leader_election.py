@@ -94,6 +94,11 @@ async def test_exactly_one_leader_and_failover_after_kill(
             assert ports is not None
             assert await eventually(functools.partial(_ok, ports[0], "/readyz"), within=60)
             assert (await http_get(ports[0], "/healthz"))[0] == 200
+        # Only the leader runs controllers: NodeClaim garbage collection reconciles once at start,
+        # so its reconcile counter shows on the leader's /metrics and never on the follower's.
+        gc_series = 'controller="nodeclaim.garbagecollection"'
+        assert await eventually(functools.partial(_serves, leader, gc_series), within=30)
+        assert not await _serves(follower, gc_series)
         # Leadership is stable: over several retry periods there is always exactly one leader.
         for _ in range(5):
             assert await leaders(replicas, lease) == [leader.identity]
@@ -113,6 +118,8 @@ async def test_exactly_one_leader_and_failover_after_kill(
         log.info("leader failover after SIGKILL took %.2f s", failover)
         assert failover <= MAX_FAILOVER_AFTER_KILL
         assert await eventually(lambda: follower.is_leader(lease), within=5)
+        # ... and the new leader starts its controllers.
+        assert await eventually(functools.partial(_serves, follower, gc_series), within=30)
     finally:
         for replica in replicas:
             await stop_replica(replica)
@@ -149,6 +156,18 @@ async def test_sigterm_releases_the_lease_for_an_immediate_handover(
     finally:
         for replica in replicas:
             await stop_replica(replica)
+
+
+async def _serves(replica: Replica, series: str) -> bool:
+    """Whether the replica's /metrics has a reconcile counter line containing `series`."""
+    ports = replica.ports()
+    if ports is None:
+        return False
+    status, body = await http_get(ports[1], "/metrics")
+    return status == 200 and any(
+        line.startswith("karpy_controller_reconcile_total{") and series in line
+        for line in body.splitlines()
+    )
 
 
 async def _ok(port: int, path: str) -> bool:
