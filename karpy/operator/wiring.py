@@ -33,6 +33,8 @@ from karpy.controllers.provisioning.batcher import Batcher
 from karpy.controllers.provisioning.deleting import node_subscriber
 from karpy.controllers.provisioning.provisioner import Provisioner
 from karpy.controllers.provisioning.trigger import pod_subscriber
+from karpy.core.scheduling.preferences import MinValuesPolicy, PreferencePolicy
+from karpy.core.scheduling.scheduler import SchedulerOptions
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError
 from karpy.kube.events import Recorder
@@ -261,6 +263,10 @@ def _controllers(
                 reconcile=options.reconcile,
                 # Karpenter's nomination window: max(2 x batch max duration, 10s).
                 nomination_window=max(2 * options.batching.max_duration, 10.0),
+                scheduler=SchedulerOptions(
+                    preference_policy=PreferencePolicy(options.scheduling.preference_policy),
+                    min_values_policy=MinValuesPolicy(options.scheduling.min_values_policy),
+                ),
             )
         )
     if by_kind.keys() >= {NODES.kind, PODS.kind, NODECLAIMS.kind}:

@@ -41,6 +41,19 @@ class BatchingOptions:
 
 
 @attrs.frozen
+class SchedulingOptions:
+    """How the provisioner's solver treats soft constraints (Karpenter's names and values)."""
+
+    preference_policy: str = "Respect"
+    """PREFERENCE_POLICY: `Respect` tries preferred affinities, spreads and PreferNoSchedule
+    taints first and relaxes them one at a time; `Ignore` schedules as if they were absent."""
+    min_values_policy: str = "Strict"
+    """MIN_VALUES_POLICY: `Strict` never launches a NodeClaim with fewer instance-type choices than
+    a requirement's minValues; `BestEffort` does so as the last resort rather than leave pods
+    pending."""
+
+
+@attrs.frozen
 class LeaderElectionOptions:
     """Leader election on a coordination.k8s.io/v1 Lease, with client-go's timings."""
 
@@ -132,6 +145,7 @@ class Options:
     log_level: LogLevel = "info"
     provider: ProviderOptions = ProviderOptions()
     batching: BatchingOptions = BatchingOptions()
+    scheduling: SchedulingOptions = SchedulingOptions()
     leader_election: LeaderElectionOptions = LeaderElectionOptions()
     server: ServerOptions = ServerOptions()
     kube: KubeOptions = KubeOptions()
@@ -244,6 +258,17 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _one_of(*choices: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        value = text.strip()
+        if value not in choices:
+            msg = f"invalid value {text!r}: expected one of {', '.join(choices)}"
+            raise ValueError(msg)
+        return value
+
+    return parse
+
+
 def _non_empty(text: str) -> str:
     if not text.strip():
         msg = "must not be empty"
@@ -270,6 +295,18 @@ _SPECS: Final[tuple[_Spec, ...]] = (
     _Spec("--cluster-name", "CLUSTER_NAME", _non_empty, "cluster name instances are tagged with"),
     _Spec("--batch-idle-duration", "BATCH_IDLE_DURATION", _positive_duration, "batch idle window"),
     _Spec("--batch-max-duration", "BATCH_MAX_DURATION", _positive_duration, "batch max window"),
+    _Spec(
+        "--preference-policy",
+        "PREFERENCE_POLICY",
+        _one_of("Respect", "Ignore"),
+        "Respect or Ignore scheduling preferences",
+    ),
+    _Spec(
+        "--min-values-policy",
+        "MIN_VALUES_POLICY",
+        _one_of("Strict", "BestEffort"),
+        "Strict or BestEffort minValues",
+    ),
     _Spec("--metrics-port", "METRICS_PORT", parse_port, "port serving /metrics"),
     _Spec("--health-probe-port", "HEALTH_PROBE_PORT", parse_port, "port serving /healthz, /readyz"),
     _Spec("--bind-address", "BIND_ADDRESS", _non_empty, "address the probe and metrics ports bind"),
@@ -449,6 +486,10 @@ def _assemble(raw: Mapping[str, object]) -> Options:
             settings=_get(raw, "provider_settings", {}, dict),
         ),
         batching=batching,
+        scheduling=SchedulingOptions(
+            preference_policy=_get(raw, "preference_policy", d.scheduling.preference_policy, str),
+            min_values_policy=_get(raw, "min_values_policy", d.scheduling.min_values_policy, str),
+        ),
         leader_election=leader_election,
         server=ServerOptions(
             bind_address=_get(raw, "bind_address", d.server.bind_address, str),

@@ -178,3 +178,16 @@ def test_a_malformed_provider_setting_is_refused_by_name(
 ) -> None:
     with pytest.raises(OptionsError, match=named):
         load(argv, environ)
+
+
+def test_scheduling_policies_take_karpenters_names_and_values() -> None:
+    assert load([], {}).scheduling.preference_policy == "Respect"
+    assert load([], {}).scheduling.min_values_policy == "Strict"
+    options = load(
+        ["--min-values-policy", "BestEffort"],
+        {"PREFERENCE_POLICY": "Ignore", "MIN_VALUES_POLICY": "Strict"},
+    )
+    assert options.scheduling.preference_policy == "Ignore"
+    assert options.scheduling.min_values_policy == "BestEffort"
+    with pytest.raises(OptionsError, match="PREFERENCE_POLICY: invalid value 'respect'"):
+        load([], {"PREFERENCE_POLICY": "respect"})
