@@ -58,6 +58,8 @@ KEY: Final = "provisioner"
 NOT_SYNCED_REQUEUE: Final = 1.0
 """Seconds before a batch that found cluster state unsynced is tried again."""
 LOGGED_PODS: Final = 5
+SPAN_PODS: Final = 500
+"""Pods named on a provisioning batch's span (attribute `karpy.pod_names`); the count is exact."""
 REASON_NOMINATED: Final = "Nominated"
 REASON_FAILED_SCHEDULING: Final = "FailedScheduling"
 
@@ -177,6 +179,7 @@ class Provisioner:
                 objects = read_cluster(self._state, optional=self._kinds)
                 pending = self._pending(objects)
                 span.set_attribute("karpy.pods", len(pending))
+                span.set_attribute("karpy.pod_names", _span_pod_names(pending))
                 if not pending:
                     return Result()
                 log.info(
@@ -201,6 +204,10 @@ class Provisioner:
                 span.set_attribute("karpy.unschedulable", len(refused))
                 return Result()
             with tracer.start_as_current_span("solve") as solve_span:
+                log.info(
+                    "computing scheduling decision for provisionable pod(s)",
+                    extra={"pods": len(build.pods), "nodepools": len(pools)},
+                )
                 started = asyncio.get_running_loop().time()
                 results = await asyncio.to_thread(
                     solve, build.snapshot, list(build.pods), self._scheduler
@@ -365,6 +372,12 @@ def _failed_event(pod: KubePod, message: str) -> Event:
 
 class ProvisioningError(Exception):
     """Some NodeClaims of a batch could not be created; the batch is retried with backoff."""
+
+
+def _span_pod_names(pods: Sequence[KubePod]) -> list[str]:
+    """`namespace/name` of the batch's first SPAN_PODS pods: enough to find a pod's batch in a
+    trace backend without making a 20,000-pod batch's span megabytes long."""
+    return [f"{p.metadata.namespace}/{p.metadata.name}" for p in pods[:SPAN_PODS]]
 
 
 def _pod_names(pods: Sequence[KubePod]) -> str:

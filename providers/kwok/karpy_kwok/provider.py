@@ -149,7 +149,7 @@ class KwokCloudProvider:
                 # A retried create: report the instance that was launched the first time.
                 launched = _as_launched(launched, existing)
         log.info(
-            "launched nodeclaim",
+            "launched kwok instance",
             extra={
                 "nodeclaim": name,
                 "provider_id": launched.status.provider_id,

@@ -87,7 +87,6 @@ async def test_pending_pods_become_one_nodeclaim_of_the_template(
     assert created[0].__dict__["nodeclaim"] == name
     assert created[0].__dict__["nodepool"] == pool
     assert created[0].__dict__["instance-types"]
-    spans = {s.name: s for s in h.spans.get_finished_spans()}
     batch = next(
         s
         for s in h.spans.get_finished_spans()
@@ -98,8 +97,23 @@ async def test_pending_pods_become_one_nodeclaim_of_the_template(
     pods = batch.attributes["karpy.pods"]
     assert isinstance(pods, int)
     assert pods >= 3
-    for child in ("snapshot", "solve", "launch"):
-        assert spans[child].parent is not None
+    pod_names = batch.attributes["karpy.pod_names"]
+    assert isinstance(pod_names, tuple)
+    assert len(pod_names) == pods
+    assert {f"{namespace}/inflate-{i}" for i in range(3)} <= set(pod_names)
+    children = {
+        s.name
+        for s in h.spans.get_finished_spans()
+        if s.parent is not None and s.parent.span_id == batch.context.span_id
+    }
+    assert {"snapshot", "solve", "launch"} <= children
+    computing = [
+        r
+        for r in caplog.records
+        if r.getMessage() == "computing scheduling decision for provisionable pod(s)"
+    ]
+    assert computing
+    assert computing[-1].__dict__["pods"] == pods
 
 
 async def test_a_pod_no_nodepool_can_hold_is_told_why_once(
