@@ -1,0 +1,223 @@
+"""The whole daemon on the session's local cluster, and the manifests and probes e2e tests share.
+
+`running_daemon` builds karpy exactly as `karpy run` does (`karpy.operator.wiring.build` plus the
+Supervisor, kwok provider, short batch windows) and stops it in order when the test body ends.
+The rest are plain manifests (a KWOKNodeClass with its NodePool, a pause-image Deployment) and
+read-only probes for `tests.support.waiting.eventually`, so each test reads as its scenario.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+from kubernetes_asyncio import client
+
+from karpy.apis.v1 import labels as wk
+from karpy.core.resources import CPU, parse_resource
+from karpy.localcluster import ClusterInfo
+from karpy.operator.supervisor import Supervisor
+from karpy.operator.wiring import Components, build
+from karpy.runtime.options import load
+
+PAUSE_IMAGE = "public.ecr.aws/eks-distro/kubernetes/pause:3.2"
+STOP_TIMEOUT = 60.0
+"""Seconds the daemon gets to shut down once a test is done with it."""
+
+
+@asynccontextmanager
+async def running_daemon(cluster_info: ClusterInfo) -> AsyncIterator[Components]:
+    """karpy running against the local cluster with the kwok provider, until the block ends.
+
+    Batches close after 200 ms idle (2 s at most) so scenarios move quickly. A failure of the
+    daemon cancels the test body and surfaces from here.
+    """
+    options = load(
+        [
+            "--kubeconfig",
+            str(cluster_info.kubeconfig),
+            "--disable-leader-election",
+            "--bind-address",
+            "127.0.0.1",
+            "--metrics-port",
+            "0",
+            "--health-probe-port",
+            "0",
+            "--batch-idle-duration",
+            "200ms",
+            "--batch-max-duration",
+            "2s",
+        ],
+        {},
+    )
+    components = await build(options)
+    stop = asyncio.Event()
+    try:
+        async with asyncio.TaskGroup() as group:
+            supervised = group.create_task(Supervisor(components, stop=stop).run())
+            try:
+                yield components
+            finally:
+                stop.set()
+            async with asyncio.timeout(STOP_TIMEOUT):
+                await supervised
+    finally:
+        await components.close()
+
+
+async def create_nodepool(
+    api: client.ApiClient,
+    name: str,
+    *,
+    labels: Mapping[str, str],
+    consolidate_after: str = "Never",
+    weight: int | None = None,
+    limits: Mapping[str, str] | None = None,
+) -> None:
+    """A KWOKNodeClass and a WhenEmpty NodePool (100% budget), both called `name`, whose nodes
+    carry `labels`."""
+    custom = client.CustomObjectsApi(api)
+    await custom.create_cluster_custom_object(
+        wk.KWOK_GROUP,
+        "v1alpha1",
+        "kwoknodeclasses",
+        {
+            "apiVersion": f"{wk.KWOK_GROUP}/v1alpha1",
+            "kind": "KWOKNodeClass",
+            "metadata": {"name": name},
+        },
+    )
+    spec: dict[str, Any] = {
+        "template": {
+            "metadata": {"labels": dict(labels)},
+            "spec": {
+                "requirements": [
+                    {"key": wk.LABEL_OS, "operator": "In", "values": [wk.OS_LINUX]},
+                ],
+                "nodeClassRef": {"group": wk.KWOK_GROUP, "kind": "KWOKNodeClass", "name": name},
+            },
+        },
+        "disruption": {
+            "consolidationPolicy": "WhenEmpty",
+            "consolidateAfter": consolidate_after,
+            "budgets": [{"nodes": "100%"}],
+        },
+    }
+    if weight is not None:
+        spec["weight"] = weight
+    if limits is not None:
+        spec["limits"] = dict(limits)
+    await custom.create_cluster_custom_object(
+        wk.GROUP,
+        "v1",
+        "nodepools",
+        {
+            "apiVersion": f"{wk.GROUP}/v1",
+            "kind": "NodePool",
+            "metadata": {"name": name},
+            "spec": spec,
+        },
+    )
+
+
+def deployment(
+    name: str,
+    *,
+    node_selector: Mapping[str, str],
+    replicas: int = 0,
+    cpu: str = "1",
+    memory: str = "1.5Gi",
+    affinity: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Seed 000's `inflate`: pause containers labelled app=`name` that request `cpu`/`memory`."""
+    pod: dict[str, Any] = {
+        "nodeSelector": dict(node_selector),
+        "containers": [
+            {
+                "name": "pause",
+                "image": PAUSE_IMAGE,
+                "resources": {"requests": {"cpu": cpu, "memory": memory}},
+            }
+        ],
+    }
+    if affinity is not None:
+        pod["affinity"] = dict(affinity)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": pod},
+        },
+    }
+
+
+async def create_deployment(api: client.ApiClient, namespace: str, body: dict[str, Any]) -> None:
+    # The SDK accepts plain manifests; its annotations only name the model classes.
+    await client.AppsV1Api(api).create_namespaced_deployment(namespace, body)  # type: ignore[arg-type]
+
+
+async def scale(api: client.ApiClient, namespace: str, name: str, replicas: int) -> None:
+    await client.AppsV1Api(api).patch_namespaced_deployment_scale(
+        name, namespace, {"spec": {"replicas": replicas}}
+    )
+
+
+async def live_pods(api: client.ApiClient, namespace: str, app: str) -> list[Any]:
+    """Pods labelled app=`app` that are not being deleted."""
+    pods = await client.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=f"app={app}")
+    return [p for p in pods.items if p.metadata.deletion_timestamp is None]
+
+
+def running(
+    api: client.ApiClient, namespace: str, app: str, count: int
+) -> Callable[[], Awaitable[list[Any]]]:
+    """A probe: the live pods of `app` when exactly `count` of them run, else an empty list."""
+
+    async def probe() -> list[Any]:
+        live = await live_pods(api, namespace, app)
+        ok = len(live) == count and all(p.status.phase == "Running" for p in live)
+        return live if ok else []
+
+    return probe
+
+
+async def nodeclaims(api: client.ApiClient, pool: str) -> list[dict[str, Any]]:
+    """The NodeClaims labelled as belonging to NodePool `pool`."""
+    listed = await client.CustomObjectsApi(api).list_cluster_custom_object(
+        wk.GROUP, "v1", "nodeclaims"
+    )
+    return [c for c in listed["items"] if c["metadata"]["labels"].get(wk.LABEL_NODEPOOL) == pool]
+
+
+def is_ready(claim: Mapping[str, Any]) -> bool:
+    return any(
+        k["type"] == "Ready" and k["status"] == "True"
+        for k in claim.get("status", {}).get("conditions", [])
+    )
+
+
+def cpu_capacity(claims: Sequence[Mapping[str, Any]]) -> int:
+    """The summed cpu capacity (millicores) of launched NodeClaims."""
+    return sum(
+        parse_resource(CPU, c.get("status", {}).get("capacity", {}).get(CPU, "0")) for c in claims
+    )
+
+
+async def node_names(api: client.ApiClient) -> set[str]:
+    listed = await client.CoreV1Api(api).list_node()
+    return {n.metadata.name for n in listed.items}
+
+
+async def steadily(probe: Callable[[], Awaitable[object]], *, during: float) -> None:
+    """Fail as soon as `probe()` returns something falsy within the next `during` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + during
+    while loop.time() < deadline:
+        value = await probe()
+        assert value, f"condition stopped holding: {value!r}"
+        await asyncio.sleep(0.2)
