@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import secrets
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -51,3 +54,42 @@ def test_up_is_idempotent_and_down_leaves_no_process(tmp_path: Path) -> None:
     assert not (tmp_path / "state").exists()
     assert cluster.info() is None
     assert not cluster.down()
+
+
+@pytest.mark.usefixtures("local_cluster")  # binaries are built once, by the session cluster
+def test_the_cli_brings_a_cluster_up_and_down_as_separate_processes() -> None:
+    """`karpy cluster up`, `status`, `env`, `down`, each its own process, as a user types them:
+    the components outlive `up`, and nothing outlives `down`."""
+    name = f"cli-{secrets.token_hex(3)}"
+
+    def karpy(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "karpy", "cluster", "--name", name, *args],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
+
+    up = karpy("up")
+    try:
+        assert up.returncode == 0, up.stderr
+        assert up.stdout.startswith("export KUBECONFIG=")
+        status = karpy("status")
+        assert status.returncode == 0, status.stdout
+        lines = status.stdout.splitlines()
+        header = next(i for i, line in enumerate(lines) if line.startswith("COMPONENT"))
+        rows = [line.split() for line in lines[header + 1 :] if line.strip()]
+        assert [row[0] for row in rows] == list(COMPONENTS)
+        assert all(row[1] == "running" for row in rows)
+        pids = [int(row[2]) for row in rows]
+        assert all(_alive(pid) for pid in pids)
+        assert karpy("env").stdout == up.stdout
+    finally:
+        down = karpy("down")
+    assert down.returncode == 0, down.stderr
+    assert not any(_alive(pid) for pid in pids)
+    assert karpy("status").returncode == 1
+    env = karpy("env")
+    assert env.returncode == 1
+    assert f"cluster {name!r} is not up" in env.stderr
