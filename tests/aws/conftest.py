@@ -11,11 +11,7 @@ from __future__ import annotations
 
 import copy
 import datetime
-import json
-import os
 import secrets
-import socket
-import sys
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -36,6 +32,8 @@ from karpy.apis.v1.common import NodeClaimRequirement, NodeClassReference, Requi
 from karpy.apis.v1.ec2nodeclass import EC2NodeClass
 from karpy.apis.v1.nodeclaim import NodeClaim, NodeClaimSpec, ResourceRequests
 from karpy.runtime.clock import FakeClock
+from karpy_aws.emulator.server import moto_server
+from karpy_aws.emulator.world import AMI_IDS, World, seed
 from karpy_aws.instance import Instances
 from karpy_aws.launchtemplate import LaunchTemplates
 from karpy_aws.nodeclaims import ClusterInfo
@@ -51,243 +49,25 @@ CLUSTER = "test-cluster"
 DISCOVERY = {"karpenter.sh/discovery": CLUSTER}
 SSM_PREFIX = "/test/aws/service"
 K8S_VERSION = "1.31"
-
-# ------------------------------------------------------------------ seeded AMIs (MOTO_AMIS_PATH)
-
-AMI_IDS = {
-    "al2023x86old": "ami-00000000000000001",
-    "al2023x86new": "ami-00000000000000002",
-    "al2023arm": "ami-00000000000000003",
-    "al2023gpu": "ami-00000000000000004",
-    "al2023neuron": "ami-00000000000000005",
-    "al2x86": "ami-00000000000000006",
-    "al2arm": "ami-00000000000000007",
-    "al2gpu": "ami-00000000000000008",
-    "brx86": "ami-00000000000000009",
-    "brarm": "ami-0000000000000000a",
-    "brnvidia": "ami-0000000000000000b",
-    "custom1": "ami-0000000000000000c",
-    "custom2": "ami-0000000000000000d",
-    "customarm": "ami-0000000000000000e",
-}
-
-
-def _ami(ami_id: str, name: str, arch: str, created: str, owner: str = "amazon") -> dict[str, Any]:
-    return {
-        "ami_id": ami_id,
-        "name": name,
-        "description": name,
-        "architecture": arch,
-        "owner_id": ACCOUNT if owner == "self" else "137112412989",
-        "root_device_name": "/dev/xvda",
-        "root_device_type": "ebs",
-        "virtualization_type": "hvm",
-        "hypervisor": "xen",
-        "state": "available",
-        "creation_date": created,
-        "public": owner != "self",
-    }
-
-
-AMIS = [
-    _ami(
-        AMI_IDS["al2023x86old"],
-        "amazon-eks-node-al2023-x86_64-standard-1.31-v20260101",
-        "x86_64",
-        "2026-01-01T00:00:00.000Z",
-    ),
-    _ami(
-        AMI_IDS["al2023x86new"],
-        "amazon-eks-node-al2023-x86_64-standard-1.31-v20260201",
-        "x86_64",
-        "2026-02-01T00:00:00.000Z",
-    ),
-    _ami(
-        AMI_IDS["al2023arm"],
-        "amazon-eks-node-al2023-arm64-standard-1.31-v20260201",
-        "arm64",
-        "2026-02-01T00:00:00.000Z",
-    ),
-    _ami(
-        AMI_IDS["al2023gpu"],
-        "amazon-eks-node-al2023-x86_64-nvidia-1.31-v20260201",
-        "x86_64",
-        "2026-02-01T00:00:00.000Z",
-    ),
-    _ami(
-        AMI_IDS["al2023neuron"],
-        "amazon-eks-node-al2023-x86_64-neuron-1.31-v20260201",
-        "x86_64",
-        "2026-02-01T00:00:00.000Z",
-    ),
-    _ami(AMI_IDS["al2x86"], "amazon-eks-node-1.31-v20260201", "x86_64", "2026-02-01T00:00:00.000Z"),
-    _ami(
-        AMI_IDS["al2arm"],
-        "amazon-eks-arm64-node-1.31-v20260201",
-        "arm64",
-        "2026-02-01T00:00:00.000Z",
-    ),
-    _ami(
-        AMI_IDS["al2gpu"],
-        "amazon-eks-gpu-node-1.31-v20260201",
-        "x86_64",
-        "2026-02-01T00:00:00.000Z",
-    ),
-    _ami(
-        AMI_IDS["brx86"],
-        "bottlerocket-aws-k8s-1.31-x86_64-v1.30.0",
-        "x86_64",
-        "2026-02-01T00:00:00.000Z",
-    ),
-    _ami(
-        AMI_IDS["brarm"],
-        "bottlerocket-aws-k8s-1.31-aarch64-v1.30.0",
-        "arm64",
-        "2026-02-01T00:00:00.000Z",
-    ),
-    _ami(
-        AMI_IDS["brnvidia"],
-        "bottlerocket-aws-k8s-1.31-nvidia-x86_64-v1.30.0",
-        "x86_64",
-        "2026-02-01T00:00:00.000Z",
-    ),
-    _ami(AMI_IDS["custom1"], "team-node-v1", "x86_64", "2026-01-10T00:00:00.000Z", owner="self"),
-    _ami(AMI_IDS["custom2"], "team-node-v2", "x86_64", "2026-01-20T00:00:00.000Z", owner="self"),
-    _ami(
-        AMI_IDS["customarm"], "team-node-arm-v1", "arm64", "2026-01-15T00:00:00.000Z", owner="self"
-    ),
-]
-
-_E = "eks/optimized-ami/" + K8S_VERSION
-SSM_ALIASES = {
-    f"{_E}/amazon-linux-2023/x86_64/standard/recommended/image_id": AMI_IDS["al2023x86new"],
-    f"{_E}/amazon-linux-2023/x86_64/standard/amazon-eks-node-al2023-x86_64-standard-"
-    f"{K8S_VERSION}-v20260101/image_id": AMI_IDS["al2023x86old"],
-    f"{_E}/amazon-linux-2023/arm64/standard/recommended/image_id": AMI_IDS["al2023arm"],
-    f"{_E}/amazon-linux-2023/x86_64/nvidia/recommended/image_id": AMI_IDS["al2023gpu"],
-    f"{_E}/amazon-linux-2023/x86_64/neuron/recommended/image_id": AMI_IDS["al2023neuron"],
-    f"{_E}/amazon-linux-2/recommended/image_id": AMI_IDS["al2x86"],
-    f"{_E}/amazon-linux-2-arm64/recommended/image_id": AMI_IDS["al2arm"],
-    f"{_E}/amazon-linux-2-gpu/recommended/image_id": AMI_IDS["al2gpu"],
-    f"bottlerocket/aws-k8s-{K8S_VERSION}/x86_64/latest/image_id": AMI_IDS["brx86"],
-    f"bottlerocket/aws-k8s-{K8S_VERSION}/arm64/latest/image_id": AMI_IDS["brarm"],
-    f"bottlerocket/aws-k8s-{K8S_VERSION}-nvidia/x86_64/latest/image_id": AMI_IDS["brnvidia"],
-}
-
+"""Alias parameters are seeded for this version only (the AMIs are named after it too)."""
 
 # ------------------------------------------------------------------ the server
 
-
-@attrs.frozen
-class Moto:
-    """The running server and the ids of what was seeded into it."""
-
-    endpoint: str
-    vpc_id: str
-    subnets: dict[str, str]  # seed name -> subnet id
-    security_groups: dict[str, str]  # seed name -> group id
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _seed(endpoint: str) -> Moto:
-    # botocore's synchronous client is the simplest tool for one-off seeding.
-    kw: dict[str, Any] = {"region_name": REGION, "endpoint_url": endpoint}
-    sdk = botocore.session.get_session()
-    ec2 = sdk.create_client("ec2", **kw)
-    ssm = sdk.create_client("ssm", **kw)
-
-    def tags(extra: dict[str, str]) -> list[dict[str, Any]]:
-        return [{"Key": k, "Value": v} for k, v in extra.items()]
-
-    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
-    subnets = {}
-    layout = [
-        ("a", "us-west-2a", "10.0.1.0/24", {**DISCOVERY, "Name": "private-a"}),
-        ("a-small", "us-west-2a", "10.0.9.0/26", {**DISCOVERY, "Name": "private-a-small"}),
-        ("b", "us-west-2b", "10.0.2.0/24", {**DISCOVERY, "Name": "private-b", "tier": "x"}),
-        ("c", "us-west-2c", "10.0.3.0/24", {**DISCOVERY, "Name": "private-c"}),
-        # Not discovered by DISCOVERY: only NodeClasses that name it launch in us-west-2d.
-        ("d", "us-west-2d", "10.0.4.0/24", {"karpy-test/extra": "d", "Name": "private-d"}),
-        ("public", "us-west-2a", "10.0.100.0/24", {"Name": "public-a", "tier": "public"}),
-    ]
-    for name, zone, cidr, tag in layout:
-        sid = ec2.create_subnet(VpcId=vpc, CidrBlock=cidr, AvailabilityZone=zone)["Subnet"][
-            "SubnetId"
-        ]
-        ec2.create_tags(Resources=[sid], Tags=tags(tag))
-        subnets[name] = sid
-    groups = {}
-    for name, tag in [
-        ("nodes", {**DISCOVERY, "Name": "nodes"}),
-        ("extra", {"team": "blue"}),
-        ("other", {"team": "red"}),
-    ]:
-        gid = ec2.create_security_group(GroupName=f"sg-{name}", Description=name, VpcId=vpc)[
-            "GroupId"
-        ]
-        ec2.create_tags(Resources=[gid], Tags=tags(tag))
-        groups[name] = gid
-    ec2.create_tags(
-        Resources=[AMI_IDS["custom1"], AMI_IDS["custom2"]],
-        Tags=tags({"team": "blue", "os": "linux"}),
-    )
-    ec2.create_tags(Resources=[AMI_IDS["customarm"]], Tags=tags({"team": "blue"}))
-    for suffix, value in SSM_ALIASES.items():
-        ssm.put_parameter(Name=f"{SSM_PREFIX}/{suffix}", Value=value, Type="String")
-    return Moto(endpoint=endpoint, vpc_id=vpc, subnets=subnets, security_groups=groups)
+Moto = World
+"""The running server and the ids of what was seeded into it (karpy_aws.emulator.world)."""
 
 
 @pytest.fixture(scope="session")
 def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Moto]:
     """Start moto's ThreadedMotoServer on 127.0.0.1 (never any other address) and seed it."""
-    if "moto.ec2.models.amis" in sys.modules:
-        pytest.fail("moto's EC2 models were imported before the moto fixture set MOTO_AMIS_PATH")
-    amis = tmp_path_factory.mktemp("moto") / "amis.json"
-    amis.write_text(json.dumps(AMIS))
-    saved = {k: os.environ.get(k) for k in _ENV}
-    os.environ.update(
-        {
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_SESSION_TOKEN": "testing",
-            "AWS_DEFAULT_REGION": REGION,
-            "AWS_CONFIG_FILE": os.devnull,
-            "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
-            "AWS_EC2_METADATA_DISABLED": "true",
-            "MOTO_AMIS_PATH": str(amis),
-        }
-    )
-    from moto.server import ThreadedMotoServer
+    with moto_server(tmp_path_factory.mktemp("moto")) as endpoint:
+        yield seed(
+            endpoint,
+            discovery=DISCOVERY,
+            kubernetes_versions=(K8S_VERSION,),
+            ssm_prefix=SSM_PREFIX,
+        )
 
-    port = _free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        yield _seed(f"http://127.0.0.1:{port}")
-    finally:
-        server.stop()
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
-_ENV = (
-    "AWS_ACCESS_KEY_ID",
-    "AWS_SECRET_ACCESS_KEY",
-    "AWS_SESSION_TOKEN",
-    "AWS_DEFAULT_REGION",
-    "AWS_CONFIG_FILE",
-    "AWS_SHARED_CREDENTIALS_FILE",
-    "AWS_EC2_METADATA_DISABLED",
-    "MOTO_AMIS_PATH",
-)
 
 # ------------------------------------------------------------------ fault injection
 
