@@ -1,8 +1,10 @@
 """Properties of solve(): whatever the input, the plan keeps every hard constraint.
 
 Random small scenarios (NodePools with taints, requirements and limits; a catalog with varied
-offerings; existing nodes; pods with selectors, tolerations, spread, anti-affinity, affinity and
-host ports) are solved and checked by an independent validator, and solved twice for determinism.
+offerings; DaemonSets; existing nodes, some tainted, whose pods may bind host ports or keep pods
+away with anti-affinity; pods with selectors, node-affinity terms, tolerations, spread,
+anti-affinity by host and by zone, affinity and host ports) are solved and checked by an
+independent validator, and solved twice for determinism.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from karpy.core.pods import (
 )
 from karpy.core.resources import Resources
 from karpy.core.scheduling import solve
-from karpy.core.snapshot import ClusterSnapshot
+from karpy.core.snapshot import ClusterSnapshot, DaemonSet
 from karpy.core.taints import Effect, Taint, Toleration
 from tests.unit.core import builders as b
 from tests.unit.core.validate import check
@@ -71,18 +73,48 @@ def scenarios(draw: st.DrawFn) -> tuple[ClusterSnapshot, list[Pod], int]:
             pool_reqs.append(b.req(wk.LABEL_INSTANCE_TYPE, "Exists", min_values=mv))
         fields["requirements"] = b.reqs(*pool_reqs)
         pools.append(b.nodepool(f"pool-{i}", **fields))
+    daemonsets = []
+    for i in range(draw(st.integers(0, 2))):
+        ds_fields: dict[str, object] = {"cpu": draw(st.sampled_from(("100m", "250m", "500m")))}
+        if draw(st.booleans()):
+            ds_fields["tolerations"] = (Toleration("dedicated", value="batch"),)
+        if draw(st.booleans()):
+            ct = draw(st.sampled_from((wk.CAPACITY_TYPE_SPOT, wk.CAPACITY_TYPE_ON_DEMAND)))
+            ds_fields["node_selector"] = {wk.LABEL_CAPACITY_TYPE: ct}
+        ds_pod = b.pod(f"ds-{i}", **ds_fields)  # type: ignore[arg-type]
+        daemonsets.append(DaemonSet("kube-system", f"ds-{i}", ds_pod))
     nodes = []
     for i in range(draw(st.integers(0, 2))):
-        existing = [
-            b.pod(f"old-{i}-{j}", cpu="500m", labels={"app": "web"})
-            for j in range(draw(st.integers(0, 2)))
-        ]
-        nodes.append(b.node(f"node-{i}", zone=draw(st.sampled_from(b.ZONES)), pods_=existing))
+        existing = []
+        for j in range(draw(st.integers(0, 2))):
+            old: dict[str, object] = {"cpu": "500m", "labels": {"app": "web"}}
+            extra = draw(st.sampled_from(("none", "port", "anti-host", "anti-zone")))
+            if extra == "port":
+                old["host_ports"] = (HostPort(8080),)
+            elif extra != "none":
+                key = wk.LABEL_HOSTNAME if extra == "anti-host" else wk.LABEL_TOPOLOGY_ZONE
+                target = LabelSelector.of({"app": f"g{draw(st.integers(0, 3))}"})
+                old["pod_anti_affinity"] = (PodAffinityTerm(target, key),)
+            existing.append(b.pod(f"old-{i}-{j}", **old))  # type: ignore[arg-type]
+        taints = (TAINT,) if draw(st.integers(0, 3)) == 0 else ()
+        zone = draw(st.sampled_from(b.ZONES))
+        nodes.append(b.node(f"node-{i}", zone=zone, pods_=existing, taints=taints))
     pending: list[Pod] = []
     for g in range(draw(st.integers(1, 4))):
         kind = draw(
             st.sampled_from(
-                ("plain", "zone", "spread", "hostspread", "anti", "affinity", "port", "toleration")
+                (
+                    "plain",
+                    "zone",
+                    "terms",
+                    "spread",
+                    "hostspread",
+                    "anti",
+                    "zoneanti",
+                    "affinity",
+                    "port",
+                    "toleration",
+                )
             )
         )
         fields = {"cpu": draw(st.sampled_from(CPUS)), "memory": draw(st.sampled_from(MEMS))}
@@ -91,12 +123,20 @@ def scenarios(draw: st.DrawFn) -> tuple[ClusterSnapshot, list[Pod], int]:
         sel = LabelSelector.of(labels)
         if kind == "zone":
             fields["node_selector"] = {wk.LABEL_TOPOLOGY_ZONE: draw(st.sampled_from(b.ZONES))}
+        elif kind == "terms":
+            first = draw(st.sampled_from(("zone-z", *b.ZONES)))
+            fields["required_node_affinity"] = (
+                b.reqs(b.req(wk.LABEL_TOPOLOGY_ZONE, "In", first)),
+                b.reqs(b.req(wk.LABEL_TOPOLOGY_ZONE, "In", draw(st.sampled_from(b.ZONES)))),
+            )
         elif kind == "spread":
             fields["topology_spread"] = (TopologySpreadConstraint(wk.LABEL_TOPOLOGY_ZONE, 1, sel),)
         elif kind == "hostspread":
             fields["topology_spread"] = (TopologySpreadConstraint(wk.LABEL_HOSTNAME, 1, sel),)
         elif kind == "anti":
             fields["pod_anti_affinity"] = (PodAffinityTerm(sel, wk.LABEL_HOSTNAME),)
+        elif kind == "zoneanti":
+            fields["pod_anti_affinity"] = (PodAffinityTerm(sel, wk.LABEL_TOPOLOGY_ZONE),)
         elif kind == "affinity":
             fields["pod_affinity"] = (PodAffinityTerm(sel, wk.LABEL_TOPOLOGY_ZONE),)
         elif kind == "port":
@@ -104,7 +144,8 @@ def scenarios(draw: st.DrawFn) -> tuple[ClusterSnapshot, list[Pod], int]:
         elif kind == "toleration":
             fields["tolerations"] = (Toleration("dedicated", value="batch"),)
         pending.extend(b.pods(draw(st.integers(1, 8)), prefix=f"g{g}", **fields))
-    return b.snapshot(pools, types, nodes=nodes), pending, draw(st.integers(1, 4))
+    snap = b.snapshot(pools, types, nodes=nodes, daemonsets=daemonsets)
+    return snap, pending, draw(st.integers(1, 4))
 
 
 @given(scenarios())
