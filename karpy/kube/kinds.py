@@ -12,6 +12,8 @@ from typing import Final
 from karpy.apis.codec import from_dict
 from karpy.apis.kube.node import Node
 from karpy.apis.kube.pod import Pod
+from karpy.apis.kube.storage import PersistentVolume, PersistentVolumeClaim, StorageClass
+from karpy.apis.kube.workloads import DaemonSet
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.apis.v1.nodepool import NodePool
 from karpy.apis.v1alpha1.kwoknodeclass import KWOKNodeClass
@@ -54,4 +56,34 @@ KWOK_NODECLASSES: Final = ResourceKind[KWOKNodeClass](
     version=KWOKNodeClass.VERSION,
     namespaced=False,
     decode=functools.partial(from_dict, KWOKNodeClass),
+)
+DAEMONSETS: Final = ResourceKind[DaemonSet](
+    kind=DaemonSet.KIND,
+    plural="daemonsets",
+    group="apps",
+    version="v1",
+    namespaced=True,
+    decode=functools.partial(from_dict, DaemonSet),
+)
+PERSISTENT_VOLUMES: Final = ResourceKind[PersistentVolume](
+    kind=PersistentVolume.KIND,
+    plural="persistentvolumes",
+    version="v1",
+    namespaced=False,
+    decode=functools.partial(from_dict, PersistentVolume),
+)
+PERSISTENT_VOLUME_CLAIMS: Final = ResourceKind[PersistentVolumeClaim](
+    kind=PersistentVolumeClaim.KIND,
+    plural="persistentvolumeclaims",
+    version="v1",
+    namespaced=True,
+    decode=functools.partial(from_dict, PersistentVolumeClaim),
+)
+STORAGE_CLASSES: Final = ResourceKind[StorageClass](
+    kind=StorageClass.KIND,
+    plural="storageclasses",
+    group="storage.k8s.io",
+    version="v1",
+    namespaced=False,
+    decode=functools.partial(from_dict, StorageClass),
 )

@@ -12,8 +12,8 @@ of another package's service.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Mapping, Sequence
+from typing import Any, Final, Protocol, TypeVar, runtime_checkable
 
 import attrs
 from opentelemetry.sdk.trace.export import SpanExporter
@@ -38,7 +38,16 @@ from karpy.core.scheduling.scheduler import SchedulerOptions
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError
 from karpy.kube.events import Recorder
-from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, NODES, PODS
+from karpy.kube.kinds import (
+    DAEMONSETS,
+    NODECLAIMS,
+    NODEPOOLS,
+    NODES,
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
+    PODS,
+    STORAGE_CLASSES,
+)
 from karpy.kube.lease import LeaderElector
 from karpy.kube.resources import ResourceKind
 from karpy.runtime.channels import Trigger
@@ -50,8 +59,29 @@ from karpy.runtime.reconciler import Runner, WorkQueue
 from karpy.runtime.telemetry import Telemetry
 from karpy.state.cluster import ClusterState
 from karpy.state.informers import Informer
+from karpy.state.snapshot import SnapshotKinds
 
-INFORMED_KINDS: tuple[ResourceKind[Any], ...] = (NODES, PODS, NODECLAIMS, NODEPOOLS)
+T = TypeVar("T")
+
+SNAPSHOT_KINDS: Final = SnapshotKinds(
+    daemonsets=DAEMONSETS,
+    persistent_volumes=PERSISTENT_VOLUMES,
+    persistent_volume_claims=PERSISTENT_VOLUME_CLAIMS,
+    storage_classes=STORAGE_CLASSES,
+)
+"""What the provisioner's snapshot reads beyond the four required kinds: DaemonSets (their pods'
+requests are every new node's overhead) and the storage kinds (a pod's volumes pin its zone)."""
+
+INFORMED_KINDS: tuple[ResourceKind[Any], ...] = (
+    NODES,
+    PODS,
+    NODECLAIMS,
+    NODEPOOLS,
+    DAEMONSETS,
+    PERSISTENT_VOLUMES,
+    PERSISTENT_VOLUME_CLAIMS,
+    STORAGE_CLASSES,
+)
 """Kinds every replica keeps in cluster state (karpy's CRDs must be installed)."""
 
 PROVISIONING_KINDS: frozenset[str] = frozenset(k.kind for k in (NODES, PODS, NODECLAIMS, NODEPOOLS))
@@ -263,6 +293,7 @@ def _controllers(
                 reconcile=options.reconcile,
                 # Karpenter's nomination window: max(2 x batch max duration, 10s).
                 nomination_window=max(2 * options.batching.max_duration, 10.0),
+                snapshot_kinds=_snapshot_kinds(by_kind),
                 scheduler=SchedulerOptions(
                     preference_policy=PreferencePolicy(options.scheduling.preference_policy),
                     min_values_policy=MinValuesPolicy(options.scheduling.min_values_policy),
@@ -296,6 +327,20 @@ def _controllers(
     if isinstance(inner, _Runs):
         controllers.append(ProviderLoop(inner))
     return controllers
+
+
+def _snapshot_kinds(by_kind: Mapping[str, Informer[Any]]) -> SnapshotKinds:
+    """SNAPSHOT_KINDS less the kinds this process does not inform (tests inform fewer)."""
+
+    def informed(kind: ResourceKind[T] | None) -> ResourceKind[T] | None:
+        return kind if kind is not None and kind.kind in by_kind else None
+
+    return SnapshotKinds(
+        daemonsets=informed(SNAPSHOT_KINDS.daemonsets),
+        persistent_volumes=informed(SNAPSHOT_KINDS.persistent_volumes),
+        persistent_volume_claims=informed(SNAPSHOT_KINDS.persistent_volume_claims),
+        storage_classes=informed(SNAPSHOT_KINDS.storage_classes),
+    )
 
 
 #: Parallel reconciles per controller: NodeClaims and Nodes are independent of each other.

@@ -22,7 +22,7 @@ from karpy.cloudprovider.instrumented import InstrumentedCloudProvider
 from karpy.cloudprovider.registry import UnknownProviderError
 from karpy.controllers.provisioning.provisioner import Provisioner
 from karpy.kube.client import KubeClient
-from karpy.kube.kinds import KWOK_NODECLASSES, NODECLAIMS, NODEPOOLS, NODES, PODS
+from karpy.kube.kinds import KWOK_NODECLASSES, NODECLAIMS, NODEPOOLS, PODS
 from karpy.localcluster import ClusterInfo
 from karpy.operator.supervisor import Supervisor
 from karpy.operator.wiring import ProviderLoop, build
@@ -55,7 +55,14 @@ async def test_build_with_kwok_registers_the_provisioner_and_the_provider_loop(
     components = await build(_options(cluster_info, "--provider", "kwok", "--cluster-name", "t"))
     try:
         assert {i.kind for i in components.informers} == {
-            k.kind for k in (NODES, PODS, NODECLAIMS, NODEPOOLS)
+            "Node",
+            "Pod",
+            "NodeClaim",
+            "NodePool",
+            "DaemonSet",
+            "PersistentVolume",
+            "PersistentVolumeClaim",
+            "StorageClass",
         }
         provider = components.cloudprovider
         assert isinstance(provider, InstrumentedCloudProvider)
