@@ -68,13 +68,25 @@ def bits(mask: int) -> list[int]:
 def daemon_overhead(
     daemonsets: Sequence[DaemonSet], template: Requirements, taints: Sequence[Taint]
 ) -> Resources:
-    """Summed requests of the DaemonSets that would run on a node of this template."""
+    """Summed requests of the DaemonSets that would run on a node of this template.
+
+    A DaemonSet counts when it tolerates the taints and its nodeSelector plus *any* one of its
+    required node-affinity terms (they are ORed) is compatible with the template.
+    """
     total = Resources()
     for ds in sorted(daemonsets, key=lambda d: (d.namespace, d.name)):
         if untolerated(taints, ds.pod.tolerations) is not None:
             continue
-        reqs = pod_requirements(ds.pod, start(ds.pod, PreferencePolicy.IGNORE))
-        if template.compatible(reqs, allow_undefined=_WELL_KNOWN) is not None:
+        first = start(ds.pod, PreferencePolicy.IGNORE)
+        rungs = [
+            attrs.evolve(first, node_term=i)
+            for i in range(max(len(ds.pod.required_node_affinity), 1))
+        ]
+        if all(
+            template.compatible(pod_requirements(ds.pod, rung), allow_undefined=_WELL_KNOWN)
+            is not None
+            for rung in rungs
+        ):
             continue
         total = total + ds.pod.requests()
     return total

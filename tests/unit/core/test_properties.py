@@ -78,9 +78,14 @@ def scenarios(draw: st.DrawFn) -> tuple[ClusterSnapshot, list[Pod], int]:
         ds_fields: dict[str, object] = {"cpu": draw(st.sampled_from(("100m", "250m", "500m")))}
         if draw(st.booleans()):
             ds_fields["tolerations"] = (Toleration("dedicated", value="batch"),)
-        if draw(st.booleans()):
-            ct = draw(st.sampled_from((wk.CAPACITY_TYPE_SPOT, wk.CAPACITY_TYPE_ON_DEMAND)))
-            ds_fields["node_selector"] = {wk.LABEL_CAPACITY_TYPE: ct}
+        placement = draw(st.sampled_from(("everywhere", "selector", "terms")))
+        cts = draw(st.permutations((wk.CAPACITY_TYPE_SPOT, wk.CAPACITY_TYPE_ON_DEMAND)))
+        if placement == "selector":
+            ds_fields["node_selector"] = {wk.LABEL_CAPACITY_TYPE: cts[0]}
+        elif placement == "terms":  # ORed terms: the second may match where the first does not
+            ds_fields["required_node_affinity"] = tuple(
+                b.reqs(b.req(wk.LABEL_CAPACITY_TYPE, "In", ct)) for ct in cts
+            )
         ds_pod = b.pod(f"ds-{i}", **ds_fields)  # type: ignore[arg-type]
         daemonsets.append(DaemonSet("kube-system", f"ds-{i}", ds_pod))
     nodes = []

@@ -155,6 +155,28 @@ def test_daemonset_overhead_sizes_the_nodeclaim() -> None:
     assert claim.requests.get_amount("cpu") == 1500
 
 
+def test_daemonset_counts_when_a_later_node_affinity_term_matches_the_pool() -> None:
+    on_demand = b.req(wk.LABEL_CAPACITY_TYPE, "In", wk.CAPACITY_TYPE_ON_DEMAND)
+    pool = b.nodepool(requirements=b.reqs(on_demand))
+    spot_only = b.reqs(b.req(wk.LABEL_CAPACITY_TYPE, "In", wk.CAPACITY_TYPE_SPOT))
+    terms = (spot_only, b.reqs(on_demand))  # ORed: the second term admits the pool's nodes
+    ds = DaemonSet("kube-system", "agent", b.pod("agent", cpu="1", required_node_affinity=terms))
+    (claim,) = b.run(b.snapshot([pool], daemonsets=[ds]), [b.pod(cpu="1500m")]).nodeclaims
+    assert claim.requests.get_amount("cpu") == 2500
+    assert claim.instance_types[0] == "it-4"
+
+
+def test_daemonset_whose_node_affinity_terms_all_miss_the_pool_adds_nothing() -> None:
+    pool = b.nodepool(
+        labels={"team": "a"},
+        requirements=b.reqs(b.req(wk.LABEL_CAPACITY_TYPE, "In", "on-demand")),
+    )
+    terms = (b.reqs(b.req(wk.LABEL_CAPACITY_TYPE, "In", "spot")), b.reqs(b.req("team", "In", "b")))
+    ds = DaemonSet("kube-system", "agent", b.pod("agent", cpu="1", required_node_affinity=terms))
+    (claim,) = b.run(b.snapshot([pool], daemonsets=[ds]), [b.pod(cpu="500m")]).nodeclaims
+    assert claim.requests.get_amount("cpu") == 500
+
+
 def test_daemonset_not_tolerating_the_pool_adds_nothing() -> None:
     pool = b.nodepool(taints=(Taint("t", Effect.NO_SCHEDULE),))
     ds = DaemonSet("kube-system", "agent", b.pod("agent", cpu="1"))
