@@ -10,6 +10,7 @@ from karpy.core.pods import (
     HostPort,
     InclusionPolicy,
     LabelSelector,
+    Pod,
     PodAffinityTerm,
     PreferredSchedulingTerm,
     TopologySpreadConstraint,
@@ -17,7 +18,9 @@ from karpy.core.pods import (
     WhenUnsatisfiable,
 )
 from karpy.core.resources import Resources
-from karpy.core.scheduling import Results, solve
+from karpy.core.scheduling import Results, SchedulerOptions, solve
+from karpy.core.scheduling.improve import improve
+from karpy.core.scheduling.scheduler import Solver
 from karpy.core.snapshot import DaemonSet
 from karpy.core.taints import Effect, Taint, Toleration, TolerationOperator
 from tests.unit.core import builders as b
@@ -104,6 +107,46 @@ def test_existing_nodes_are_used_before_new_nodeclaims() -> None:
     results = b.run(b.snapshot(nodes=[b.node("n1")]), b.pods(3))
     assert not results.nodeclaims
     assert {n.node for n in results.nominations} == {"n1"}
+
+
+def test_initialized_nodes_are_tried_before_starting_and_in_flight_ones() -> None:
+    # Names sort the other way round, so only readiness explains the order.
+    in_flight = b.node("a-in-flight", initialized=False, in_flight=True)
+    starting = b.node("b-starting", initialized=False)
+    ready = b.node("c-ready")
+    snap = b.snapshot(nodes=[in_flight, starting, ready])
+    for count, expected in ((1, {"c-ready"}), (2, {"c-ready", "b-starting"})):
+        results = b.run(snap, b.pods(count, cpu="3"))
+        assert {n.node for n in results.nominations} == expected
+        assert not results.nodeclaims
+    results = b.run(snap, b.pods(3, cpu="3"))
+    assert {n.node for n in results.nominations} == {"a-in-flight", "b-starting", "c-ready"}
+
+
+def test_an_in_flight_node_is_used_instead_of_a_new_nodeclaim() -> None:
+    launching = b.node("launching", initialized=False, in_flight=True, nodepool_name="default")
+    results = b.run(b.snapshot(nodes=[launching]), b.pods(2, cpu="1"))
+    assert not results.nodeclaims
+    assert [n.node for n in results.nominations] == ["launching", "launching"]
+
+
+def test_an_extended_resource_goes_only_to_types_that_have_it() -> None:
+    gpu = "nvidia.com/gpu"
+    types = [
+        *b.catalog(),
+        b.instance_type("g-1", 4, 16, price=1.0, extra={gpu: "1"}),
+        b.instance_type("g-4", 16, 64, price=4.0, extra={gpu: "4"}),
+    ]
+    snap = b.snapshot(types=types)
+    one, two = b.pod("one", extra={gpu: "1"}), b.pod("two", extra={gpu: "2"})
+    results = b.run(snap, [one, two, b.pod("plain")])
+    assert b.claim_of(results, one) == b.claim_of(results, two)
+    (claim,) = [c for c in results.nodeclaims if one.uid in c.pods]
+    assert claim.instance_types == ("g-4",)
+    assert claim.requests.get_amount(gpu) == 3000
+    alone = b.run(snap, [b.pod(extra={gpu: "1"})]).nodeclaims
+    assert [c.instance_types for c in alone] == [("g-1", "g-4")]
+    assert b.run(snap, [b.pod(extra={gpu: "5"})]).unplaced
 
 
 def test_existing_node_capacity_counts_its_pods() -> None:
@@ -204,6 +247,26 @@ def test_zonal_spread_counts_existing_pods() -> None:
     zones = Counter(_zone_of(results, b.claim_of(results, p)) for p in web)
     assert zones["zone-a"] == 0
     assert zones["zone-b"] == zones["zone-c"] == 2
+
+
+def test_spread_counts_only_pods_in_the_pods_own_namespace() -> None:
+    # Three matching pods in another namespace sit in zone-a; spread never looks across
+    # namespaces, so the pending pods still take one zone each.
+    spread = TopologySpreadConstraint(ZONE, 1, LabelSelector.of({"app": "s"}))
+    others = [b.pod(f"o{i}", namespace="other", labels={"app": "s"}) for i in range(3)]
+    crowded = b.node("n1", zone="zone-a", pods_=others)
+    pending = b.pods(3, labels={"app": "s"}, topology_spread=(spread,))
+    results = b.run(b.snapshot(nodes=[crowded]), pending)
+    zones = []
+    for p in pending:
+        where = b.claim_of(results, p)
+        zones.append("zone-a" if where == "n1" else _zone_of(results, where))
+    assert sorted(zones) == ["zone-a", "zone-b", "zone-c"]
+    # Moved into the pods' namespace, the same three pods push them out of zone-a.
+    mine = [b.pod(f"m{i}", labels={"app": "s"}) for i in range(3)]
+    results = b.run(b.snapshot(nodes=[b.node("n1", zone="zone-a", pods_=mine)]), pending)
+    assert "n1" not in results.placed().values()
+    assert all(_zone_of(results, c.name) != "zone-a" for c in results.nodeclaims)
 
 
 def test_hostname_spread_puts_one_pod_per_node_at_max_skew_one() -> None:
@@ -506,3 +569,48 @@ def test_a_pod_prefers_a_nodeclaim_it_fits_for_free() -> None:
     assert b.claim_of(looked, small) == b.claim_of(looked, roomy)
     assert b.claim_of(first_fit, small) == b.claim_of(first_fit, full)
     assert looked.price < first_fit.price
+
+
+def _one_claim_per_pod(pending: list[Pod]) -> Solver:
+    """A solver whose greedy state has each pod on its own new NodeClaim (what the dissolve
+    step starts from when earlier pods could not share)."""
+    solver = Solver(b.snapshot(), pending, SchedulerOptions())
+    for cls in solver.classes:
+        ctx = solver.context(cls)
+        for pod in cls.pods:
+            opened = solver.new_claim(ctx)
+            assert opened is not None
+            claim, placement = opened
+            claim.commit(placement, pod, ctx)
+            solver.placed_on[pod.uid] = claim
+            solver.pod_context[pod.uid] = ctx
+        cls.pods.clear()
+    return solver
+
+
+def test_improvement_dissolves_a_nodeclaim_whose_pods_fit_elsewhere_for_less() -> None:
+    # Two it-1 NodeClaims holding 400m each: one it-1 holds both for half the price.
+    pending = b.pods(2, cpu="400m")
+    solver = _one_claim_per_pod(pending)
+    greedy = sum(c.price() for c in solver.claims)
+    assert improve(solver) == 1
+    results = solver.results(greedy)
+    (claim,) = results.nodeclaims
+    assert set(claim.pods) == {p.uid for p in pending}
+    assert claim.instance_types[0] == "it-1"
+    assert results.price == greedy / 2
+
+
+def test_improvement_keeps_nodeclaims_when_dissolving_saves_nothing() -> None:
+    # 600m twice needs it-2, which costs as much as two it-1: every touched bin is restored.
+    solver = _one_claim_per_pod(b.pods(2, cpu="600m"))
+    before = [(c.mask, c.used, list(c.pods), c.requirements) for c in solver.claims]
+    assert improve(solver) == 0
+    assert [(c.mask, c.used, list(c.pods), c.requirements) for c in solver.claims] == before
+
+
+def test_improvement_never_dissolves_pods_with_host_ports() -> None:
+    pending = [b.pod(f"p{i}", cpu="400m", host_ports=(HostPort(8000 + i),)) for i in range(2)]
+    solver = _one_claim_per_pod(pending)
+    assert improve(solver) == 0
+    assert all(len(c.pods) == 1 for c in solver.claims)
