@@ -53,11 +53,30 @@ def explain(
     )
 
 
-def finalize_failure(pod: Pod, reject: Reject) -> Explanation:
+def finalize_failure(
+    pod: Pod, claim: NodeClaim, reject: Reject, relaxations: tuple[str, ...]
+) -> Explanation:
     """A pod whose NodeClaim failed at the end (its instance types could not be cut to the
-    maximum without breaking minValues)."""
-    message = f"pod {pod.key} cannot be placed: its nodeclaim failed: {reject.detail}"
-    return Explanation(pod.key, pod.uid, (), (), (), (), message)
+    maximum without breaking minValues): the NodePool's own filters, then one step for the
+    cut, which removes every type the NodeClaim had left."""
+    index = claim.index
+    steps = _pool_steps(index)
+    kept, pods = popcount(claim.mask), len(claim.pods)
+    detail = (
+        f"nodeclaim {claim.name} ({pods} pod{'' if pods == 1 else 's'},"
+        f" {kept} instance types left): {reject.detail}"
+    )
+    steps.append(FilterStep(reject.kind, detail, len(index.types), 0))
+    pools = (PoolExplanation(index.pool.name, index.filter.offered, tuple(steps)),)
+    return Explanation(
+        pod=pod.key,
+        uid=pod.uid,
+        nodepools=pools,
+        existing_nodes=(),
+        nodeclaims=(),
+        relaxations=relaxations,
+        message=_message(pod, pools, (), ()),
+    )
 
 
 def _summarize(verdicts: list[Placement | Reject]) -> tuple[BinSummary, ...]:
@@ -71,12 +90,11 @@ def _summarize(verdicts: list[Placement | Reject]) -> tuple[BinSummary, ...]:
     )
 
 
-def _explain_pool(solver: Solver, index: PoolIndex, ctx: ShapeContext) -> PoolExplanation:
+def _pool_steps(index: PoolIndex) -> list[FilterStep]:
+    """What the NodePool's own requirements and offerings removed, before any pod."""
     steps: list[FilterStep] = []
-    offered = index.filter.offered
-    start = len(index.types)
-    remaining = offered
     pf = index.filter
+    remaining = pf.offered
     if pf.removed_by_requirements:
         remaining -= pf.removed_by_requirements
         detail = f"nodepool requirements: {pf.first_conflict}"
@@ -95,6 +113,13 @@ def _explain_pool(solver: Solver, index: PoolIndex, ctx: ShapeContext) -> PoolEx
                 remaining,
             )
         )
+    return steps
+
+
+def _explain_pool(solver: Solver, index: PoolIndex, ctx: ShapeContext) -> PoolExplanation:
+    steps = _pool_steps(index)
+    offered = index.filter.offered
+    start = remaining = len(index.types)
     result = PoolExplanation(index.pool.name, offered, tuple(steps))
     if offered == 0:
         detail = "no instance types are offered to this nodepool"

@@ -377,7 +377,7 @@ class Solver:
     def results(self, greedy_price: float) -> Results:
         """Freeze the working state into ``Results``."""
         plans: list[NodeClaimPlan] = []
-        failed: list[tuple[Pod, Reject]] = []
+        failed: list[tuple[Pod, NodeClaim, Reject]] = []
         for claim in self.claims:
             if not claim.pods:
                 continue
@@ -389,7 +389,7 @@ class Solver:
                 is preferences.MinValuesPolicy.BEST_EFFORT,
             )
             if isinstance(plan, Reject):
-                failed.extend((pod, plan) for pod in claim.pods)
+                failed.extend((pod, claim, plan) for pod in claim.pods)
             else:
                 plans.append(plan)
         nominations = tuple(
@@ -406,10 +406,11 @@ class Solver:
             unplaced.append(first)
             # Identical pods share the explanation; only the names differ.
             unplaced.extend(explain_mod.rename(first, pod) for pod in cls.pods[1:])
-        for pod, reject in failed:
-            unplaced.append(explain_mod.finalize_failure(pod, reject))
+        for pod, claim, reject in failed:
+            steps = self.relaxed.get(pod.uid, ())
+            unplaced.append(explain_mod.finalize_failure(pod, claim, reject, steps))
         unplaced.sort(key=lambda e: (e.pod, e.uid))
-        failed_uids = {pod.uid for pod, _ in failed}
+        failed_uids = {pod.uid for pod, _, _ in failed}
         relaxed = tuple(
             RelaxedPod(uid, steps)
             for uid, steps in sorted(self.relaxed.items())

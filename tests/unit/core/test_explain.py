@@ -7,8 +7,9 @@ import attrs
 from karpy.apis.v1 import labels as wk
 from karpy.core.pods import HostPort, LabelSelector, PodAffinityTerm
 from karpy.core.resources import Resources
-from karpy.core.scheduling import Explanation
+from karpy.core.scheduling import Explanation, SchedulerOptions
 from karpy.core.scheduling.results import ReasonKind
+from karpy.core.scheduling.scheduler import Solver
 from karpy.core.taints import Effect, Taint
 from tests.unit.core import builders as b
 
@@ -159,3 +160,23 @@ def test_relaxation_steps_are_listed() -> None:
     pod = b.pod(cpu="64", required_node_affinity=(b.reqs(b.req(ZONE, "In", "zone-a")), b.reqs()))
     e = _explain(b.snapshot(), pod)
     assert "tried the next required node affinity term" in e.relaxations
+
+
+def test_min_values_broken_at_the_final_cut_is_explained_per_nodepool() -> None:
+    # The cut to the maximum runs once, when the plan is frozen; a maximum lowered after the
+    # pod joined its NodeClaim stands in for a NodeClaim whose cut came out short.
+    pool = b.nodepool(requirements=b.reqs(b.req(wk.LABEL_INSTANCE_TYPE, "Exists", min_values=2)))
+    pod = b.pod(cpu="3")
+    solver = Solver(b.snapshot([pool]), [pod], SchedulerOptions())
+    solver.run()
+    assert [len(c.pods) for c in solver.claims] == [1]
+    solver.options = attrs.evolve(solver.options, max_instance_types=1)
+    results = solver.results(0.0)
+    assert not results.nodeclaims
+    (e,) = results.unplaced
+    found, step = _blocking(e)
+    assert step.kind is ReasonKind.MIN_VALUES
+    assert step.removed == found.instance_types == 5
+    assert "instance-type needs 2 values, 1 remain after cutting to 1" in step.detail
+    assert "3 instance types left" in step.detail
+    assert e.message.startswith(f'pod {pod.key} cannot be placed: nodepool "default": ')
