@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from kubernetes_asyncio import client
@@ -28,17 +29,29 @@ STOP_TIMEOUT = 60.0
 
 
 @asynccontextmanager
-async def running_daemon(cluster_info: ClusterInfo) -> AsyncIterator[Components]:
+async def running_daemon(
+    cluster_info: ClusterInfo,
+    *,
+    kubeconfig: Path | None = None,
+    lease_namespace: str | None = None,
+) -> AsyncIterator[Components]:
     """karpy running against the local cluster with the kwok provider, until the block ends.
 
-    Batches close after 200 ms idle (2 s at most) so scenarios move quickly. A failure of the
-    daemon cancels the test body and surfaces from here.
+    It runs as the admin identity unless `kubeconfig` names another, and without leader
+    election unless `lease_namespace` says where its Lease goes. Batches close after 200 ms idle
+    (2 s at most) so scenarios move quickly. A failure of the daemon cancels the test body and
+    surfaces from here.
     """
+    election = (
+        ["--disable-leader-election"]
+        if lease_namespace is None
+        else ["--leader-election-namespace", lease_namespace]
+    )
     options = load(
         [
             "--kubeconfig",
-            str(cluster_info.kubeconfig),
-            "--disable-leader-election",
+            str(kubeconfig or cluster_info.kubeconfig),
+            *election,
             "--bind-address",
             "127.0.0.1",
             "--metrics-port",
