@@ -174,7 +174,7 @@ def _move(
             break
         delta, target, placement, is_new = best
         if is_new:
-            solver.open(target, target.index)
+            solver.open(target, placement)
             ctx.alive.append(target)
             opened.append(target)
         elif id(target) not in saved:

@@ -71,6 +71,7 @@ class NodeClaim:
         self.topology = topology
         self.merges = merges
         self.charge: Vector = ()
+        self.ledger: list[int] | None = None
         self.min_values_relaxed = False
         self.base_mask = mask
 
@@ -152,7 +153,7 @@ class NodeClaim:
         """Apply a placement from ``try_add``."""
         self.requirements = placement.requirements
         self.min_values_relaxed |= placement.min_values_relaxed
-        self.mask = placement.mask
+        self.set_mask(placement.mask)
         self.used = placement.used
         self.pods.append(pod)
         self.ports.extend(ctx.shape.host_ports)
@@ -172,14 +173,15 @@ class NodeClaim:
 
     def restore(self, saved: SavedState) -> None:
         """Undo commits made since ``save``."""
-        self.requirements, self.mask, self.used, npods, nports, relaxed = saved
+        self.requirements, mask, self.used, npods, nports, relaxed = saved
+        self.set_mask(mask)
         self.min_values_relaxed = relaxed
         del self.pods[npods:]
         del self.ports[nports:]
 
     def without(self, pod: Pod, ctx: ShapeContext) -> tuple[Vector, int]:
         """(used, mask) if one simple pod left: instance types may widen again, but never beyond
-        what the NodeClaim could hold when it was opened (its limits charge stays valid)."""
+        what the NodeClaim could hold when it was opened, nor past its limits charge."""
         used = tuple(u - r for u, r in zip(self.used, ctx.vector, strict=True))
         mask = self.mask_for(used)
         if not mask:
@@ -191,6 +193,8 @@ class NodeClaim:
         would break minValues)."""
         index = self.index
         mask = self.base_mask & index.req_mask(self.requirements) & index.fits_mask(used)
+        if self.ledger is not None:
+            mask &= index.within_mask(self.charge)  # widening must not raise the charge
         if index.min_values and index.min_values_short(mask) is not None:
             return 0
         return mask
@@ -199,7 +203,41 @@ class NodeClaim:
         """Take a simple pod out (see ``without``)."""
         self.pods.remove(pod)
         self.used = used
-        self.mask = mask
+        self.set_mask(mask)
+
+    # ------------------------------------------------------------------ limits
+    def track_limits(self, ledger: list[int], mask: int) -> None:
+        """Charge this NodeClaim to its NodePool's resource-limit ``ledger``: the largest
+        capacity among ``mask``'s types (those its first pod leaves it), since the provider may
+        launch any of them. From then on the charge follows the mask: narrowing refunds the
+        difference, and ``mask_for`` never widens past the charge."""
+        self.ledger = ledger
+        self.charge = (0,) * len(ledger)
+        self._recharge(mask)
+
+    def release(self) -> None:
+        """Refund the whole charge (the NodeClaim was dropped)."""
+        if self.ledger is not None:
+            for r, amount in enumerate(self.charge):
+                self.ledger[r] -= amount
+        self.ledger = None
+        self.charge = ()
+
+    def set_mask(self, mask: int) -> None:
+        """Replace the instance-type set, moving the limits charge with it."""
+        if mask != self.mask:
+            self.mask = mask
+            if self.ledger is not None:
+                self._recharge(mask)
+
+    def _recharge(self, mask: int) -> None:
+        ledger = self.ledger
+        if ledger is None:
+            return
+        charge = self.index.max_capacity(mask)
+        for r, (new, old) in enumerate(zip(charge, self.charge, strict=True)):
+            ledger[r] += new - old
+        self.charge = charge
 
     def _short_after_cut(self, mask: int, reqs: Requirements) -> tuple[str, int, int] | None:
         """Would minValues still hold once the types are cut to ``max_types``?"""

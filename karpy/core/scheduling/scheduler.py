@@ -238,7 +238,7 @@ class Solver:
         if found is None:
             return None
         claim, placement = found
-        self.open(claim, claim.index)
+        self.open(claim, placement)
         return claim, placement
 
     def probe_claim(self, ctx: ShapeContext) -> tuple[NodeClaim, Placement] | None:
@@ -275,17 +275,19 @@ class Solver:
         )
         return index.within_mask(remaining)
 
-    def open(self, claim: NodeClaim, index: PoolIndex) -> None:
-        """Count a new NodeClaim against its pool (limits charge its largest option)."""
+    def open(self, claim: NodeClaim, placement: Placement) -> None:
+        """Count a new NodeClaim against its pool, about to take its first pod (``placement``).
+
+        Resource limits are charged the largest capacity among the instance types that pod
+        leaves it (Karpenter subtracts the largest of the narrowed options), and the charge then
+        follows the NodeClaim as later pods narrow it (``NodeClaim.track_limits``).
+        """
         self.claims.append(claim)
         self.bins.append(claim)
-        name = index.pool.name
+        name = claim.index.pool.name
         self.pool_nodes[name] += 1
-        if index.limit_vec is not None:
-            claim.charge = index.max_capacity(claim.mask)
-            charged = self.pool_charged[name]
-            for r, amount in enumerate(claim.charge):
-                charged[r] += amount
+        if claim.index.limit_vec is not None:
+            claim.track_limits(self.pool_charged[name], placement.mask)
 
     @property
     def improve_budget(self) -> int:
@@ -296,11 +298,8 @@ class Solver:
     def retire(self, claim: NodeClaim) -> None:
         """Drop an emptied NodeClaim (its pods moved elsewhere) and refund its pool."""
         claim.pods.clear()
-        name = claim.index.pool.name
-        self.pool_nodes[name] -= 1
-        charged = self.pool_charged[name]
-        for r, amount in enumerate(claim.charge):
-            charged[r] -= amount
+        self.pool_nodes[claim.index.pool.name] -= 1
+        claim.release()
 
     def run(self) -> None:
         """Interleaved first pass, then the queue loop for whatever failed."""

@@ -176,6 +176,33 @@ def test_nodepool_cpu_limit_moves_pods_to_the_next_pool() -> None:
     assert limited_cpu <= 4000
 
 
+def test_limits_charge_only_the_types_a_nodeclaims_pods_leave_it() -> None:
+    # Each pod fits only it-2 (2 CPUs); charging a NodeClaim the 8-CPU type it could have been
+    # before its pod narrowed it would stop the pool after one NodeClaim.
+    limited = b.nodepool(limits=Resources.of({"cpu": "8"}))
+    small = b.reqs(b.req(wk.LABEL_INSTANCE_TYPE, "In", "it-1", "it-2"))
+    pending = b.pods(4, cpu="1500m", required_node_affinity=(small,))
+    results = b.run(b.snapshot([limited]), pending)
+    assert not results.unplaced
+    assert [c.instance_types for c in results.nodeclaims] == [("it-2",)] * 4
+
+
+def test_limits_are_refunded_when_a_later_pod_narrows_a_nodeclaim() -> None:
+    # "big" opens a NodeClaim that could still be it-4 (charged 4 CPUs, all of the limit);
+    # "small" joins it and narrows it to it-2, which frees 2 CPUs for "apart", which may not
+    # share a node with "big".
+    limited = b.nodepool(limits=Resources.of({"cpu": "4"}))
+    big = b.pod("big", cpu="900m", labels={"app": "big"})
+    only_small = b.reqs(b.req(wk.LABEL_INSTANCE_TYPE, "In", "it-1", "it-2"))
+    small = b.pod("small", cpu="800m", required_node_affinity=(only_small,))
+    away = PodAffinityTerm(LabelSelector.of({"app": "big"}), HOST)
+    apart = b.pod("apart", cpu="600m", pod_anti_affinity=(away,))
+    results = b.run(b.snapshot([limited]), [big, small, apart])
+    assert not results.unplaced
+    assert b.claim_of(results, big) == b.claim_of(results, small) != b.claim_of(results, apart)
+    assert sorted(c.instance_types for c in results.nodeclaims) == [("it-1", "it-2"), ("it-2",)]
+
+
 def test_nodepool_node_limit_is_exact() -> None:
     pool = b.nodepool(limits=Resources.of({"nodes": 2}))
     anti = PodAffinityTerm(LabelSelector.of({"app": "x"}), HOST)
