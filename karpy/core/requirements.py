@@ -10,6 +10,7 @@ key and both sides so that a person can read why two sets do not meet.
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Final
 
@@ -35,11 +36,17 @@ class RequirementError(ValueError):
     """A requirement is malformed (the message names the key and what is wrong)."""
 
 
+_INT_RE: Final = re.compile(r"[+-]?[0-9]+")
+_INT64: Final = 2**63
+
+
 def _as_int(value: str) -> int | None:
-    try:
-        return int(value)
-    except ValueError:
+    """``value`` read as Go's ``strconv.ParseInt(value, 10, 64)`` reads it (a sign and digits,
+    no spaces or underscores, within int64), else None."""
+    if _INT_RE.fullmatch(value) is None:
         return None
+    number = int(value)
+    return number if -_INT64 <= number < _INT64 else None
 
 
 @attrs.frozen(cache_hash=True)
@@ -98,9 +105,9 @@ class Requirement:
             raise RequirementError(f"requirement {key!r}: operator {op} needs exactly one value")
         (raw,) = vals
         bound = _as_int(raw)
-        if bound is None or bound < 0:
+        if bound is None:
             raise RequirementError(
-                f"requirement {key!r}: operator {op} needs a non-negative integer, got {raw!r}"
+                f"requirement {key!r}: operator {op} needs an integer (int64), got {raw!r}"
             )
         if op is Operator.GT:
             return cls(key, True, greater_than=bound, min_values=min_values)
@@ -112,16 +119,25 @@ class Requirement:
 
     @property
     def operator(self) -> Operator:
-        """The operator this set reads as."""
-        if self.complement:
-            if self.values:
-                return Operator.NOT_IN
-            if self.greater_than is not None:
-                return Operator.GT
-            if self.less_than is not None:
-                return Operator.LT
-            return Operator.EXISTS
-        return Operator.IN if self.values else Operator.DOES_NOT_EXIST
+        """The operator of the first of ``expressions()``: the whole meaning only when there is
+        one expression (a set with excluded values and bounds, or two bounds, needs several)."""
+        return self.expressions()[0][0]
+
+    def expressions(self) -> tuple[tuple[Operator, tuple[str, ...]], ...]:
+        """Node-selector expressions on this key that, ANDed, mean exactly this set: one for
+        In, NotIn, Exists and DoesNotExist; NotIn (if values are excluded) then Gt and Lt when
+        integer bounds are set."""
+        if not self.complement:
+            op = Operator.IN if self.values else Operator.DOES_NOT_EXIST
+            return ((op, tuple(self.sorted_values())),)
+        out: list[tuple[Operator, tuple[str, ...]]] = []
+        if self.values:
+            out.append((Operator.NOT_IN, tuple(self.sorted_values())))
+        if self.greater_than is not None:
+            out.append((Operator.GT, (str(self.greater_than),)))
+        if self.less_than is not None:
+            out.append((Operator.LT, (str(self.less_than),)))
+        return tuple(out) or ((Operator.EXISTS, ()),)
 
     def _in_bounds(self, value: str) -> bool:
         if self.greater_than is None and self.less_than is None:
@@ -184,19 +200,17 @@ class Requirement:
         return sorted(self.values, key=_value_order)
 
     def describe(self) -> str:
-        """``key In [a, b]``-style text for messages."""
-        op = self.operator
-        if op in (Operator.IN, Operator.NOT_IN):
-            text = f"{self.key} {op} [{', '.join(self.sorted_values())}]"
-        elif op is Operator.GT:
-            text = f"{self.key} Gt {self.greater_than}"
-        elif op is Operator.LT:
-            text = f"{self.key} Lt {self.less_than}"
-        else:
-            text = f"{self.key} {op}"
-        if self.complement and self.values and (self.greater_than or self.less_than):
-            text += f" (within {self.greater_than}..{self.less_than})"
-        return text
+        """``key In [a, b]``-style text for messages; every expression, comma-separated
+        (``key NotIn [3], Gt 0, Lt 8``)."""
+        parts = []
+        for op, values in self.expressions():
+            if op in (Operator.IN, Operator.NOT_IN):
+                parts.append(f"{op} [{', '.join(values)}]")
+            elif values:
+                parts.append(f"{op} {values[0]}")
+            else:
+                parts.append(str(op))
+        return f"{self.key} {', '.join(parts)}"
 
 
 def _value_order(value: str) -> tuple[int, int, str]:

@@ -70,8 +70,11 @@ def parse_quantity_exact(value: str | int | float) -> Fraction:
         if not math.isfinite(value):
             raise QuantityError(f"quantity {value!r} is not finite")
         return Fraction(str(value))
-    text = value.strip()
-    match = _QUANTITY_RE.match(text)
+    if value != value.strip():
+        raise QuantityError(
+            f"quantity {value!r} has leading or trailing whitespace, which Kubernetes rejects"
+        )
+    match = _QUANTITY_RE.match(value)
     if match is None:
         raise QuantityError(f"quantity {value!r} is not a valid Kubernetes quantity")
     number = Fraction(match["number"])

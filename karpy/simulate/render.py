@@ -55,21 +55,21 @@ def claim_dict(claim: NodeClaimPlan, names: Mapping[str, str]) -> dict[str, obje
         "requests": claim.requests.render(),
         "pricePerHour": _price(claim.price),
         "pods": [names.get(uid, uid) for uid in claim.pods],
-        "requirements": [_requirement(r) for r in claim.requirements],
+        "requirements": [entry for r in claim.requirements for entry in _requirement(r)],
     }
     if claim.min_values_relaxed:
         out["minValuesRelaxed"] = True
     return out
 
 
-def _requirement(req: Requirement) -> dict[str, object]:
-    out: dict[str, object] = {
-        "key": req.key,
-        "operator": req.operator.value,
-        "values": req.sorted_values(),
-    }
-    if req.min_values is not None:
-        out["minValues"] = req.min_values
+def _requirement(req: Requirement) -> list[dict[str, object]]:
+    """One entry per node-selector expression (a key with bounds needs several)."""
+    out: list[dict[str, object]] = []
+    for op, values in req.expressions():
+        entry: dict[str, object] = {"key": req.key, "operator": op.value, "values": list(values)}
+        if req.min_values is not None and not out:
+            entry["minValues"] = req.min_values
+        out.append(entry)
     return out
 
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from karpy.apis.v1 import labels as wk
 from karpy.core.requirements import Operator, Requirement, RequirementError, Requirements
 
-VALUES = ["a", "b", "c", "1", "2", "5", "10"]
+VALUES = ["a", "b", "c", "-2", "0", "1", "2", "5", "10"]
 
 
 @st.composite
@@ -20,7 +20,7 @@ def requirements(draw: st.DrawFn) -> Requirement:
     elif op in (Operator.EXISTS, Operator.DOES_NOT_EXIST):
         vals = []
     else:
-        vals = [str(draw(st.integers(0, 12)))]
+        vals = [str(draw(st.integers(-3, 12)))]
     return Requirement.new("k", op, vals)
 
 
@@ -89,8 +89,10 @@ def test_min_values_take_the_larger_side() -> None:
     ("op", "values", "kwargs", "message"),
     [
         pytest.param("In", [], {}, "needs values", id="in-empty"),
-        pytest.param("Gt", ["-1"], {}, "non-negative integer", id="gt-negative"),
-        pytest.param("Lt", ["a"], {}, "non-negative integer", id="lt-text"),
+        pytest.param("Lt", ["a"], {}, "needs an integer", id="lt-text"),
+        pytest.param("Gt", ["1_0"], {}, "needs an integer", id="gt-underscore"),
+        pytest.param("Gt", [" 5"], {}, "needs an integer", id="gt-space"),
+        pytest.param("Lt", [str(2**63)], {}, "needs an integer", id="lt-beyond-int64"),
         pytest.param("Gt", ["1", "2"], {}, "exactly one value", id="gt-two"),
         pytest.param("Near", ["a"], {}, "unknown operator", id="operator"),
         pytest.param("In", ["a"], {"min_values": 2}, "fewer than minValues", id="min-values"),
@@ -148,3 +150,46 @@ def test_matches_labels_uses_selector_semantics() -> None:
 
 def test_describe_orders_numbers_numerically() -> None:
     assert Requirement.new("k", "In", ["10", "9", "a"]).describe() == "k In [9, 10, a]"
+
+
+def test_negative_integer_bounds_are_accepted_as_kubernetes_does() -> None:
+    gt = Requirement.new("k", "Gt", ["-3"])
+    assert gt.has("-2")
+    assert gt.has("0")
+    assert not gt.has("-3")
+    lt = Requirement.new("k", "Lt", ["-1"])
+    assert lt.has("-5")
+    assert not lt.has("0")
+    assert Requirement.new("k", "Gte", ["-1"]).has("-1")
+
+
+def test_label_values_are_read_as_integers_only_when_go_would() -> None:
+    gt = Requirement.new("k", "Gt", ["5"])
+    assert gt.has("+10")
+    assert not gt.has("1_0")
+    assert not gt.has(" 10")
+
+
+def _both(low: str, high: str) -> Requirement:
+    return Requirement.new("k", "Gt", [low]).intersection(Requirement.new("k", "Lt", [high]))
+
+
+def test_describe_keeps_both_bounds_and_a_bound_of_zero() -> None:
+    assert _both("1", "5").describe() == "k Gt 1, Lt 5"
+    assert _both("0", "3").describe() == "k Gt 0, Lt 3"
+    assert Requirement.new("k", "Lt", ["0"]).describe() == "k Lt 0"
+    excluded = Requirement.new("k", "NotIn", ["2"]).intersection(_both("0", "8"))
+    assert excluded.describe() == "k NotIn [2], Gt 0, Lt 8"
+    assert _both("1", "5").expressions() == ((Operator.GT, ("1",)), (Operator.LT, ("5",)))
+
+
+@given(requirements(), requirements(), st.sampled_from(VALUES))
+def test_expressions_mean_exactly_the_set(a: Requirement, b: Requirement, v: str) -> None:
+    req = a.intersection(b)
+    parts = [Requirement.new("k", op, values) for op, values in req.expressions()]
+    rebuilt = parts[0]
+    for part in parts[1:]:
+        rebuilt = rebuilt.intersection(part)
+    assert rebuilt.has(v) == req.has(v)
+    assert rebuilt.allows_absent() == req.allows_absent()
+    assert req.operator is req.expressions()[0][0]

@@ -48,6 +48,12 @@ def test_bad_quantities_are_rejected_with_the_text_quoted(bad: str) -> None:
         parse_quantity(bad)
 
 
+@pytest.mark.parametrize("spaced", [" 1Gi", "1Gi ", "100m\n", "\t2"])
+def test_whitespace_around_a_quantity_is_rejected_as_kubernetes_does(spaced: str) -> None:
+    with pytest.raises(QuantityError, match="leading or trailing whitespace"):
+        parse_quantity(spaced)
+
+
 def test_booleans_are_not_quantities() -> None:
     with pytest.raises(QuantityError, match="boolean"):
         parse_quantity(True)

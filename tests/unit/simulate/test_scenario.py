@@ -7,9 +7,11 @@ from pathlib import Path
 import pytest
 
 from karpy.apis.v1 import labels as wk
+from karpy.core.scheduling import solve
 from karpy.core.taints import Effect
 from karpy.simulate.cli import explain_main, simulate_main
 from karpy.simulate.reader import ScenarioError
+from karpy.simulate.render import plan_dict
 from karpy.simulate.scenario import load, parse
 
 BASE: dict[str, object] = {
@@ -251,3 +253,20 @@ def test_solver_options() -> None:
         ScenarioError, match=r"options\.minValuesPolicy: 'Sometimes' is not a valid"
     ):
         parse(_with(options={"minValuesPolicy": "Sometimes"}))
+
+
+def test_the_plan_lists_both_bounds_of_a_requirement() -> None:
+    bounds = [
+        {"key": "example.com/gen", "operator": "Gt", "values": ["0"]},
+        {"key": "example.com/gen", "operator": "Lt", "values": ["5"]},
+    ]
+    doc = _with(nodePools=[{"name": "default", "requirements": bounds}], pods=[{"name": "a"}])
+    scenario = parse(doc)
+    plan = plan_dict(solve(scenario.snapshot, list(scenario.pods)), scenario.pods)
+    claims: list[dict[str, list[dict[str, object]]]] = plan["nodeclaims"]  # type: ignore[assignment]
+    (claim,) = claims
+    gen = [r for r in claim["requirements"] if r["key"] == "example.com/gen"]
+    assert gen == [
+        {"key": "example.com/gen", "operator": "Gt", "values": ["0"]},
+        {"key": "example.com/gen", "operator": "Lt", "values": ["5"]},
+    ]
