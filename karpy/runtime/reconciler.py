@@ -282,3 +282,63 @@ class Runner(Generic[K]):
                 outcome = "success"
             span.set_attribute("karpy.result", outcome)
             metrics.reconcile_total.add(1, {**labels, "result": outcome})
+
+
+class SingletonLoop:
+    """A controller with a single key, whose every reconcile is one pass over everything
+    (house rule 4's `reconcile_once()`): provisioning, emptiness, garbage collection.
+
+    The pass runs once at start when `at_start`, again each time `wake()` returns (a batch
+    closing, a trigger firing), and whenever a pass asks for it (`Result.requeue_after`), with the
+    Runner's span, metrics and per-key backoff around each. Passes never overlap: a wake during a
+    pass runs one more pass after it.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        reconcile_once: Callable[[], Awaitable[Result]],
+        *,
+        telemetry: Telemetry,
+        backoff: Backoff,
+        wake: Callable[[], Awaitable[object]] | None = None,
+        at_start: bool = True,
+        requeue_on: tuple[type[Exception], ...] = (),
+    ) -> None:
+        self.name = name
+        self._queue: WorkQueue[str] = WorkQueue(name, telemetry=telemetry)
+        self._runner: Runner[str] = Runner(
+            name,
+            lambda _key: reconcile_once(),
+            queue=self._queue,
+            telemetry=telemetry,
+            backoff=backoff,
+            requeue_on=requeue_on,
+        )
+        self._wake = wake
+        self._at_start = at_start
+        self._stopping = asyncio.Event()
+
+    def poke(self) -> None:
+        """Ask for a pass (coalesced with any pass already waiting)."""
+        self._queue.add(self.name)
+
+    async def run(self) -> None:
+        """Run passes until `stop()`; a pass in progress is finished first."""
+        if self._at_start:
+            self.poke()
+        async with asyncio.TaskGroup() as group:
+            group.create_task(self._runner.run(), name=f"{self.name}-runner")
+            if self._wake is not None:
+                pump = group.create_task(self._pump(self._wake), name=f"{self.name}-wake")
+                await self._stopping.wait()
+                pump.cancel()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._runner.stop()
+
+    async def _pump(self, wake: Callable[[], Awaitable[object]]) -> None:
+        while True:
+            await wake()
+            self.poke()

@@ -27,14 +27,12 @@ from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, NODES, PODS
 from karpy.runtime.channels import Trigger
 from karpy.runtime.clock import Clock
 from karpy.runtime.options import ReconcileOptions
-from karpy.runtime.reconciler import Result, Runner, WorkQueue
+from karpy.runtime.reconciler import Result, SingletonLoop
 from karpy.runtime.telemetry import Telemetry
 from karpy.state.cluster import ClusterState
 
 log = logging.getLogger(__name__)
 
-KEY: Final = "emptiness"
-"""The singleton loop's only work-queue key."""
 POLLING_PERIOD: Final = 10.0
 """Seconds between runs (Karpenter's disruption pollingPeriod)."""
 NOT_SYNCED_REQUEUE: Final = 1.0
@@ -70,36 +68,22 @@ class EmptinessController:
         self._clock = clock
         self._recorder = recorder
         self._telemetry = telemetry
-        self._trigger = trigger
         self._period = polling_period
         self._nomination_window = nomination_window
-        self._queue: WorkQueue[str] = WorkQueue(self.name, telemetry=telemetry)
-        self._runner: Runner[str] = Runner(
+        self._loop = SingletonLoop(
             self.name,
-            lambda _key: self.reconcile_once(),
-            queue=self._queue,
+            self.reconcile_once,
             telemetry=telemetry,
             backoff=reconcile.backoff,
+            wake=trigger.wait,
         )
-        self._stopping = asyncio.Event()
 
     async def run(self) -> None:
         """Run every polling period and on each trigger until `stop()`."""
-        self._queue.add(KEY)
-        async with asyncio.TaskGroup() as group:
-            group.create_task(self._runner.run(), name=f"{self.name}-runner")
-            pump = group.create_task(self._pump(), name=f"{self.name}-trigger")
-            await self._stopping.wait()
-            pump.cancel()
+        await self._loop.run()
 
     def stop(self) -> None:
-        self._stopping.set()
-        self._runner.stop()
-
-    async def _pump(self) -> None:
-        while True:
-            await self._trigger.wait()
-            self._queue.add(KEY)
+        self._loop.stop()
 
     async def reconcile_once(self) -> Result:
         """Delete the NodeClaims emptiness chooses now; always comes back after the period.

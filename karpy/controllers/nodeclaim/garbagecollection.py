@@ -27,13 +27,10 @@ from karpy.kube.errors import NotFoundError
 from karpy.kube.kinds import NODECLAIMS, NODES
 from karpy.runtime.clock import Clock
 from karpy.runtime.options import ReconcileOptions
-from karpy.runtime.reconciler import Result, Runner, WorkQueue
+from karpy.runtime.reconciler import Result, SingletonLoop
 from karpy.runtime.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
-
-KEY: Final = "garbagecollection"
-"""The single work-queue key: each reconcile is one pass over every NodeClaim."""
 
 PERIOD: Final = 120.0
 """Seconds between passes (Karpenter's two minutes)."""
@@ -112,22 +109,19 @@ class GarbageCollectionController:
         self._clock = clock
         self._period = period
         self._grace_period = grace_period
-        self._queue: WorkQueue[str] = WorkQueue(self.name, telemetry=telemetry)
-        self._runner: Runner[str] = Runner(
+        self._loop = SingletonLoop(
             self.name,
-            lambda _key: self.reconcile_once(),
-            queue=self._queue,
+            self.reconcile_once,
             telemetry=telemetry,
             backoff=reconcile.backoff,
         )
 
     async def run(self) -> None:
         """Run once now and then every period until `stop()`."""
-        self._queue.add(KEY)
-        await self._runner.run()
+        await self._loop.run()
 
     def stop(self) -> None:
-        self._runner.stop()
+        self._loop.stop()
 
     async def reconcile_once(self) -> Result:
         """Delete every collectable NodeClaim; always comes back after the period.

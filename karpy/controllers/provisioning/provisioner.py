@@ -46,15 +46,13 @@ from karpy.kube.errors import ConflictError, KubeError
 from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
 from karpy.kube.kinds import NODECLAIMS
 from karpy.runtime.options import ReconcileOptions
-from karpy.runtime.reconciler import Result, Runner, WorkQueue
+from karpy.runtime.reconciler import Result, SingletonLoop
 from karpy.runtime.telemetry import Telemetry
 from karpy.state.cluster import ClusterState
 from karpy.state.snapshot import ClusterObjects, SnapshotKinds, build_snapshot, read_cluster
 
 log = logging.getLogger(__name__)
 
-KEY: Final = "provisioner"
-"""The singleton loop's only work-queue key."""
 NOT_SYNCED_REQUEUE: Final = 1.0
 """Seconds before a batch that found cluster state unsynced is tried again."""
 LOGGED_PODS: Final = 5
@@ -132,37 +130,29 @@ class Provisioner:
         self._kinds = snapshot_kinds
         self._provider_timeout = provider_timeout
         self.nominations = Nominations(nomination_window)
-        self._queue: WorkQueue[str] = WorkQueue(self.name, telemetry=telemetry)
-        self._runner: Runner[str] = Runner(
+        self._loop = SingletonLoop(
             self.name,
-            lambda _key: self.reconcile_once(),
-            queue=self._queue,
+            self.reconcile_once,
             telemetry=telemetry,
             backoff=reconcile.backoff,
+            wake=self._next_batch,
+            at_start=False,
             requeue_on=(ConflictError,),
         )
-        self._stopping = asyncio.Event()
 
     async def run(self) -> None:
         """Provision for each batch until `stop()`; the batch in hand is finished first."""
-        async with asyncio.TaskGroup() as group:
-            group.create_task(self._runner.run(), name=f"{self.name}-runner")
-            pump = group.create_task(self._pump(), name=f"{self.name}-batches")
-            await self._stopping.wait()
-            pump.cancel()
+        await self._loop.run()
 
     def stop(self) -> None:
-        self._stopping.set()
-        self._runner.stop()
+        self._loop.stop()
 
-    async def _pump(self) -> None:
-        while True:
-            batch = await self._batcher.wait()
-            log.debug(
-                "batch closed",
-                extra={"pods": len(batch.uids), "closed_by": batch.closed_by.value},
-            )
-            self._queue.add(KEY)
+    async def _next_batch(self) -> None:
+        batch = await self._batcher.wait()
+        log.debug(
+            "batch closed",
+            extra={"pods": len(batch.uids), "closed_by": batch.closed_by.value},
+        )
 
     async def reconcile_once(self) -> Result:
         """Provision once for every provisionable pod in cluster state.

@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from karpy.runtime.backoff import Backoff
-from karpy.runtime.reconciler import KeyDescription, Result, Runner, WorkQueue
+from karpy.runtime.reconciler import KeyDescription, Result, Runner, SingletonLoop, WorkQueue
 from karpy.runtime.telemetry import Telemetry
 
 FAST = Backoff(base=0.01, cap=0.05, jitter=0.0)
@@ -218,3 +218,65 @@ async def test_stop_lets_in_flight_reconcile_finish(telemetry: Telemetry) -> Non
 def test_result_rejects_negative_delay() -> None:
     with pytest.raises(ValueError, match="requeue_after"):
         Result(requeue_after=-1)
+
+
+async def test_a_singleton_loop_runs_at_start_on_wake_and_when_a_pass_asks(
+    telemetry: Telemetry,
+) -> None:
+    wakes: asyncio.Queue[None] = asyncio.Queue()
+    ran: asyncio.Queue[int] = asyncio.Queue()
+    passes = 0
+
+    async def reconcile_once() -> Result:
+        nonlocal passes
+        passes += 1
+        ran.put_nowait(passes)
+        # The first pass asks for another soon; the others wait for a wake.
+        return Result(requeue_after=0.01) if passes == 1 else Result()
+
+    loop = SingletonLoop(
+        "singleton",
+        reconcile_once,
+        telemetry=telemetry,
+        backoff=Backoff(base=0.01, cap=0.01),
+        wake=wakes.get,
+    )
+    async with asyncio.TaskGroup() as group:
+        group.create_task(loop.run())
+        async with asyncio.timeout(5):
+            assert await ran.get() == 1  # at start
+            assert await ran.get() == 2  # asked for by the first pass
+            wakes.put_nowait(None)
+            assert await ran.get() == 3  # woken
+        loop.stop()
+    assert passes == 3
+
+
+async def test_a_singleton_loop_without_at_start_waits_for_its_first_wake(
+    telemetry: Telemetry,
+) -> None:
+    wakes: asyncio.Queue[None] = asyncio.Queue()
+    ran: asyncio.Queue[None] = asyncio.Queue()
+
+    async def reconcile_once() -> Result:
+        ran.put_nowait(None)
+        return Result()
+
+    loop = SingletonLoop(
+        "waits",
+        reconcile_once,
+        telemetry=telemetry,
+        backoff=Backoff(base=0.01, cap=0.01),
+        wake=wakes.get,
+        at_start=False,
+    )
+    async with asyncio.TaskGroup() as group:
+        group.create_task(loop.run())
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.05):
+                await ran.get()
+        wakes.put_nowait(None)
+        async with asyncio.timeout(5):
+            await ran.get()
+        loop.stop()
+    assert ran.empty()
