@@ -54,11 +54,16 @@ async def _describe_each(
     result_key: str,
     filter_sets: list[list[dict[str, object]]],
 ) -> list[dict[str, Any]]:
-    async with asyncio.TaskGroup() as group:
-        tasks = [
-            group.create_task(ec2.paginate(operation, result_key=result_key, Filters=filters))
-            for filters in filter_sets
-        ]
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [
+                group.create_task(ec2.paginate(operation, result_key=result_key, Filters=filters))
+                for filters in filter_sets
+            ]
+    except ExceptionGroup as failed:
+        # Callers handle karpy_aws errors, not groups: raise the first failure (the others,
+        # if any, are the same call with other filters), keeping the group as its cause.
+        raise failed.exceptions[0] from failed
     return [item for task in tasks for item in task.result()]
 
 
