@@ -225,9 +225,9 @@ class InstanceTypeCatalog:
         """Re-read EC2 (and prices) if the period has passed; return True if it did."""
         now = self._clock.now()
         if not force and self._refreshed_at and now - self._refreshed_at < self._period:
-            await self._prices.refresh(shape_of(i) for i in self._infos)
-            self._built.clear()  # prices may have moved
-            self.generation += 1
+            if await self._prices.refresh(shape_of(i) for i in self._infos):
+                self._built.clear()  # prices may have moved
+                self.generation += 1
             return False
         infos = await describe_instance_types(self._ec2, names=self._names)
         zones = await describe_zones(self._ec2)

@@ -221,14 +221,16 @@ class PriceCache:
     def _due(self, last: datetime.datetime | None, now: datetime.datetime) -> bool:
         return last is None or now - last >= self._period
 
-    async def refresh(self, shapes: Iterable[InstanceShape], *, force: bool = False) -> None:
-        """Fetch prices that are older than the refresh period (or all, with ``force``).
+    async def refresh(self, shapes: Iterable[InstanceShape], *, force: bool = False) -> bool:
+        """Fetch prices that are older than the refresh period (or all, with ``force``); return
+        True if any were due (prices may have moved), False if nothing was asked.
 
         A failed fetch keeps the previous data (or the estimate) and is logged once; it never
         raises AWSError, because stale or estimated prices are better than none.
         """
         self._shapes = MappingProxyType({s.name: s for s in shapes})
         now = self._clock.now()
+        due = force or self._due(self._on_demand_at, now) or self._due(self._spot_at, now)
         if force or self._due(self._on_demand_at, now):
             self._on_demand_at = now
             if self._pricing is None:
@@ -262,6 +264,7 @@ class PriceCache:
                     self._spot = MappingProxyType({})
                 else:
                     self._spot = MappingProxyType(spot)
+        return due
 
     def on_demand(self, instance_type: str) -> Price | None:
         """The on-demand price, from the API or estimated; None for an unknown type."""
