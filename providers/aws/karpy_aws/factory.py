@@ -4,44 +4,46 @@ The operator finds providers by name and calls their factory with a ProviderCont
 apiserver client, the clock, the cluster name and the provider's own string settings). This
 module turns those settings into typed options — refusing unknown or malformed ones with a
 ProviderConfigError that names the key — opens the AWS session the provider owns until
-``aclose()``, discovers the cluster from EKS when its endpoint is not given, and reads
-EC2NodeClasses through the apiserver client.
+``aclose()``, discovers the cluster from EKS when its endpoint is not given, and composes the
+loops the provider's ``run()`` hook drives on the leader: the EC2NodeClass controller, leaked-
+instance garbage collection and upkeep. It is the provider's composition root.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from typing import Any, Final
 
 import attrs
+from opentelemetry import trace
 
-from karpy.apis.codec import from_dict
 from karpy.apis.v1.ec2nodeclass import EC2NodeClass
 from karpy.cloudprovider.registry import ProviderConfigError, ProviderContext
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError as KubeNotFoundError
-from karpy.kube.resources import ResourceKind
+from karpy.runtime.options import ReconcileOptions, WatchingOptions
+from karpy.runtime.telemetry import Telemetry
+from karpy_aws.amis import DEFAULT_SSM_PREFIX
 from karpy_aws.cluster import describe_cluster
 from karpy_aws.errors import AWSError, ConfigurationError
 from karpy_aws.instance import Instances
+from karpy_aws.instanceprofile import InstanceProfiles
+from karpy_aws.k8sversion import KubernetesVersion, check_pinned
+from karpy_aws.kinds import EC2NODECLASSES
 from karpy_aws.launchtemplate import LaunchTemplates
 from karpy_aws.nodeclaims import ClusterInfo
+from karpy_aws.nodeclasscontroller import NodeClassController
 from karpy_aws.offerings import InstanceTypeCatalog
 from karpy_aws.pricing import PriceCache, pricing_endpoint_region
-from karpy_aws.provider import AWSCloudProvider
+from karpy_aws.provider import AWSCloudProvider, Background
 from karpy_aws.session import AWSSession, AWSSettings
 from karpy_aws.unavailable import UnavailableOfferings
+from karpy_aws.upkeep import LeakedInstanceController
 
-EC2NODECLASSES: Final = ResourceKind[EC2NodeClass](
-    kind=EC2NodeClass.KIND,
-    plural=EC2NodeClass.PLURAL,
-    group=EC2NodeClass.GROUP,
-    version=EC2NodeClass.VERSION,
-    namespaced=False,
-    decode=functools.partial(from_dict, EC2NodeClass),
-)
+__all__ = ["EC2NODECLASSES", "AWSProviderOptions", "KubeNodeClasses", "build"]
+
 _BOOLEANS: Final = {"true": True, "false": False}
+TELEMETRY_SERVICE: Final = "karpy-aws"
 
 
 class KubeNodeClasses:
@@ -71,6 +73,8 @@ class AWSProviderOptions:
     cluster_cidr: str | None = None
     instance_types: tuple[str, ...] = ()
     use_pricing_api: bool = True
+    kubernetes_version: str | None = None
+    ssm_prefix: str = DEFAULT_SSM_PREFIX
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, str]) -> AWSProviderOptions:
@@ -107,6 +111,15 @@ def _parse(key: str, raw: str) -> object:
         raise ProviderConfigError(f"aws provider setting {key!r}: {raw!r} is not standard/adaptive")
     if key == "instance-types":
         return tuple(sorted({t.strip() for t in raw.split(",") if t.strip()}))
+    if key == "kubernetes-version":
+        try:
+            return check_pinned(raw)
+        except ConfigurationError as e:
+            raise ProviderConfigError(f"aws provider setting {key!r}: {e}") from e
+    if key == "ssm-prefix" and (not raw.startswith("/") or raw.endswith("/")):
+        raise ProviderConfigError(
+            f"aws provider setting {key!r}: {raw!r} must start with '/' and not end with it"
+        )
     return raw
 
 
@@ -126,10 +139,15 @@ async def build(context: ProviderContext[KubeClient]) -> AWSCloudProvider:
         )
     except ConfigurationError as e:
         raise ProviderConfigError(str(e)) from e
+    # ProviderContext carries no telemetry: reconcile spans go to the global tracer, as the
+    # session's AWS spans do, and the loops' metrics to a meter of the provider's own.
+    telemetry = attrs.evolve(
+        Telemetry.setup(service_name=TELEMETRY_SERVICE), tracer=trace.get_tracer("karpy_aws")
+    )
     session = AWSSession(settings)
     await session.__aenter__()
     try:
-        cluster = await _cluster(session, options, name=context.cluster_name)
+        cluster, eks_version = await _cluster(session, options, name=context.cluster_name)
         ec2 = await session.client("ec2")
         pricing = (
             await session.client("pricing", region=pricing_endpoint_region(options.region))
@@ -145,22 +163,66 @@ async def build(context: ProviderContext[KubeClient]) -> AWSCloudProvider:
             clock=context.clock,
             names=options.instance_types,
         )
+        instances = Instances(ec2, cluster_name=cluster.name)
+        templates = LaunchTemplates(ec2, context.clock)
+        backoff = ReconcileOptions().backoff
+        nodeclasses = NodeClassController(
+            context.kube,
+            ec2=ec2,
+            ssm=await session.client("ssm"),
+            profiles=InstanceProfiles(
+                await session.client("iam"),
+                context.clock,
+                cluster_name=cluster.name,
+                region=options.region,
+            ),
+            templates=templates,
+            version=KubernetesVersion(
+                context.kube,
+                context.clock,
+                pinned=options.kubernetes_version,
+                fallback=eks_version,
+            ),
+            clock=context.clock,
+            cluster_name=cluster.name,
+            telemetry=telemetry,
+            backoff=backoff,
+            watching=WatchingOptions(),
+            ssm_prefix=options.ssm_prefix,
+        )
+        leaked = LeakedInstanceController(
+            context.kube, instances, clock=context.clock, telemetry=telemetry, backoff=backoff
+        )
     except BaseException:
         await session.__aexit__(None, None, None)
+        telemetry.shutdown()
         raise
+
+    async def close() -> None:
+        try:
+            await session.aclose()
+        finally:
+            telemetry.shutdown()
+
     return AWSCloudProvider(
-        Instances(ec2, cluster_name=cluster.name),
+        instances,
         catalog,
         cluster=cluster,
         nodeclasses=KubeNodeClasses(context.kube),
-        launch_templates=LaunchTemplates(ec2, context.clock),
+        launch_templates=templates,
         unavailable=unavailable,
         clock=context.clock,
-        on_close=session.aclose,
+        on_close=close,
+        background=Background(
+            controllers=(nodeclasses, leaked), telemetry=telemetry, backoff=backoff
+        ),
     )
 
 
-async def _cluster(session: AWSSession, options: AWSProviderOptions, *, name: str) -> ClusterInfo:
+async def _cluster(
+    session: AWSSession, options: AWSProviderOptions, *, name: str
+) -> tuple[ClusterInfo, str | None]:
+    """The cluster nodes join, and EKS's Kubernetes version when EKS was asked."""
     if options.cluster_endpoint is not None and options.cluster_ca_bundle is not None:
         return ClusterInfo(
             name=name,
@@ -168,7 +230,7 @@ async def _cluster(session: AWSSession, options: AWSProviderOptions, *, name: st
             endpoint=options.cluster_endpoint,
             ca_bundle=options.cluster_ca_bundle,
             service_cidr=options.cluster_cidr,
-        )
+        ), None
     try:
         found = await describe_cluster(await session.client("eks"), name)
     except (AWSError, ConfigurationError) as e:
@@ -176,6 +238,7 @@ async def _cluster(session: AWSSession, options: AWSProviderOptions, *, name: st
             f"aws provider: cluster {name!r} could not be read from EKS ({e}); give "
             "'cluster-endpoint' and 'cluster-ca-bundle' instead"
         ) from e
+    info = found.info
     if options.cluster_cidr is not None:
-        return attrs.evolve(found.info, service_cidr=options.cluster_cidr)
-    return found.info
+        info = attrs.evolve(info, service_cidr=options.cluster_cidr)
+    return info, found.kubernetes_version or None

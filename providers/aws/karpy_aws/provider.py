@@ -16,6 +16,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from typing import Final, Protocol
 
+import attrs
+
 from karpy.apis.meta import ConditionStatus
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.ec2nodeclass import EC2NodeClass
@@ -36,7 +38,9 @@ from karpy.cloudprovider.requirements import requirements_from_api, resources_fr
 from karpy.core.instancetypes import InstanceType
 from karpy.core.requirements import RequirementError
 from karpy.core.resources import QuantityError
+from karpy.runtime.backoff import Backoff
 from karpy.runtime.clock import Clock
+from karpy.runtime.telemetry import Telemetry
 from karpy_aws import errors as aws
 from karpy_aws.drift import resource_drift, static_drift
 from karpy_aws.instance import Instances, fleet_request, launch_tags, parse_provider_id
@@ -58,6 +62,7 @@ from karpy_aws.nodeclass import static_hash, subnet_terms
 from karpy_aws.offerings import AWSInstanceType, InstanceTypeCatalog
 from karpy_aws.subnets import ZonalSubnets
 from karpy_aws.unavailable import UnavailableOfferings
+from karpy_aws.upkeep import MAINTENANCE_PERIOD, MaintenanceController
 
 NODECLASS_KIND: Final = NodeClassKind(group=wk.AWS_GROUP, kind="EC2NodeClass")
 # Karpenter's AWS repair policies: kubelet's Ready, and the node monitoring agent's conditions.
@@ -84,6 +89,30 @@ class NodeClassSource(Protocol):
         ...
 
 
+class Controller(Protocol):
+    """A loop the provider runs on the leader (the NodeClass controller, leaked-instance GC)."""
+
+    @property
+    def name(self) -> str:
+        """Dotted controller name, used for task names and logs."""
+        ...
+
+    async def run(self) -> None:
+        """Work until cancelled."""
+        ...
+
+
+@attrs.frozen(kw_only=True)
+class Background:
+    """What :meth:`AWSCloudProvider.run` runs: the given controllers, plus the provider's own
+    upkeep loop (``start_leading`` once, ``maintain`` every ``maintenance_period`` seconds)."""
+
+    controllers: tuple[Controller, ...]
+    telemetry: Telemetry
+    backoff: Backoff
+    maintenance_period: float = MAINTENANCE_PERIOD
+
+
 def is_ready(nodeclass: EC2NodeClass) -> bool:
     """True when the NodeClass's Ready condition is True."""
     return any(
@@ -106,8 +135,10 @@ class AWSCloudProvider:
         unavailable: UnavailableOfferings,
         clock: Clock,
         on_close: Callable[[], Awaitable[None]] | None = None,
+        background: Background | None = None,
     ) -> None:
         self._on_close = on_close
+        self._background = background
         self._instances = instances
         self._catalog = catalog
         self._cluster = cluster
@@ -136,6 +167,27 @@ class AWSCloudProvider:
         if self._on_close is not None:
             on_close, self._on_close = self._on_close, None
             await on_close()
+
+    async def run(self) -> None:
+        """The leader's AWS loops, until cancelled (karpy runs this hook once the replica
+        leads): the EC2NodeClass controller, leaked-instance garbage collection, and upkeep
+        (``start_leading`` once, then ``maintain`` periodically). A failing pass is logged and
+        retried with backoff; nothing here ends on its own.
+
+        Raises RuntimeError when the provider was built without background loops (tests).
+        """
+        if self._background is None:
+            raise RuntimeError("AWSCloudProvider.run: built without background loops")
+        background = self._background
+        upkeep = MaintenanceController(
+            self,
+            telemetry=background.telemetry,
+            backoff=background.backoff,
+            period=background.maintenance_period,
+        )
+        async with asyncio.TaskGroup() as group:
+            for loop in (upkeep, *background.controllers):
+                group.create_task(loop.run(), name=f"aws.{loop.name}")
 
     async def start_leading(self) -> int:
         """Adopt the cluster's existing launch templates so unused ones expire and are deleted

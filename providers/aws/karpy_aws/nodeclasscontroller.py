@@ -1,0 +1,259 @@
+"""The EC2NodeClass controller: keep each NodeClass's status resolved, and clean up after it.
+
+Launching reads a NodeClass's status (subnets, security groups, AMIs, instance profile, Ready),
+never its selectors, so something must keep that status current. This controller resolves it
+(:func:`karpy_aws.nodeclassstatus.resolve_status`) when a NodeClass appears or its spec changes,
+and again every resync period, because AWS changes underneath (new AMI releases, subnets filling
+up, groups deleted). It writes the status only when it changed. Bad input ends as a False
+condition whose message names the field; AWS failing (throttling, an outage) raises, so the key
+backs off and the last written status stands.
+
+NodeClasses carry the finalizer ``karpenter.k8s.aws/termination``. Once one is deleted and no
+NodeClaim refers to it any more, its launch templates and the instance profile made for its
+``role`` are deleted and the finalizer is removed, as Karpenter's NodeClass termination does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any, ClassVar, Final
+
+from karpy.apis.codec import to_dict
+from karpy.apis.meta import ConditionStatus
+from karpy.apis.v1 import labels as wk
+from karpy.apis.v1.ec2nodeclass import EC2NodeClass
+from karpy.apis.v1.ec2nodeclass_status import ConditionType, EC2NodeClassStatus
+from karpy.kube.client import KubeClient
+from karpy.kube.errors import ConflictError, NotFoundError
+from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
+from karpy.kube.kinds import NODECLAIMS
+from karpy.kube.patch import MERGE_PATCH, add_finalizer, remove_finalizer, with_resource_version
+from karpy.kube.resources import Listed
+from karpy.kube.watch import EventType as WatchEventType
+from karpy.kube.watch import infinite_watch
+from karpy.runtime.backoff import Backoff
+from karpy.runtime.clock import Clock
+from karpy.runtime.options import WatchingOptions
+from karpy.runtime.reconciler import KeyDescription, Result, Runner, WorkQueue
+from karpy.runtime.telemetry import Telemetry
+from karpy_aws import errors as aws
+from karpy_aws.amis import DEFAULT_SSM_PREFIX
+from karpy_aws.instanceprofile import InstanceProfiles
+from karpy_aws.k8sversion import KubernetesVersion
+from karpy_aws.kinds import EC2NODECLASSES
+from karpy_aws.launchtemplate import LaunchTemplates
+from karpy_aws.nodeclassstatus import resolve_status
+from karpy_aws.session import AWSClient
+
+FINALIZER: Final = f"{wk.AWS_GROUP}/termination"
+"""Karpenter's EC2NodeClass finalizer: held until the NodeClass's AWS resources are gone."""
+RESYNC_PERIOD: Final = 60.0
+"""Seconds between resolutions of one NodeClass (Karpenter re-reads subnets and security groups
+every minute, AMIs every five; one period covers them all)."""
+TERMINATION_POLL: Final = 10.0
+"""Seconds between checks for NodeClaims still using a deleted NodeClass."""
+WAITING_ON_NODECLAIMS: Final = "WaitingOnNodeClaimTermination"
+
+log = logging.getLogger(__name__)
+
+
+def describe(name: str) -> KeyDescription:
+    """Span attributes and log fields for one NodeClass key."""
+    return KeyDescription(
+        span_attributes={"k8s.object.kind": EC2NodeClass.KIND, "k8s.object.name": name},
+        log_fields={"ec2nodeclass": name},
+    )
+
+
+def _ready(status: EC2NodeClassStatus) -> tuple[bool | None, str]:
+    """Whether the Ready condition is True (None: no Ready condition yet), and its message."""
+    for condition in status.conditions:
+        if condition.type == ConditionType.READY:
+            return condition.status == ConditionStatus.TRUE, condition.message
+    return None, ""
+
+
+def status_patch(old: EC2NodeClassStatus, new: EC2NodeClassStatus) -> dict[str, Any]:
+    """A merge patch turning ``old`` into ``new``: fields ``new`` leaves empty (no subnets
+    matched, no instance profile) are sent as null so the stale values are removed."""
+    body: dict[str, Any] = to_dict(new)
+    for key in to_dict(old):
+        body.setdefault(key, None)
+    return {"status": body}
+
+
+class NodeClassController:
+    """Resolves EC2NodeClass status and finalizes deleted NodeClasses; ``run()`` until cancelled.
+
+    Keyed by NodeClass name: serial per NodeClass, parallel across them, with per-key backoff.
+    """
+
+    name: ClassVar[str] = "nodeclass"
+
+    def __init__(
+        self,
+        kube: KubeClient,
+        *,
+        ec2: AWSClient,
+        ssm: AWSClient,
+        profiles: InstanceProfiles,
+        templates: LaunchTemplates,
+        version: KubernetesVersion,
+        clock: Clock,
+        cluster_name: str,
+        telemetry: Telemetry,
+        backoff: Backoff,
+        watching: WatchingOptions,
+        ssm_prefix: str = DEFAULT_SSM_PREFIX,
+        resync_period: float = RESYNC_PERIOD,
+        termination_poll: float = TERMINATION_POLL,
+        workers: int = 2,
+    ) -> None:
+        if resync_period <= 0 or termination_poll <= 0:
+            msg = "NodeClassController: resync_period and termination_poll must be > 0 seconds"
+            raise ValueError(msg)
+        self._kube = kube
+        self._ec2 = ec2
+        self._ssm = ssm
+        self._profiles = profiles
+        self._templates = templates
+        self._version = version
+        self._clock = clock
+        self._cluster_name = cluster_name
+        self._telemetry = telemetry
+        self._watching = watching
+        self._ssm_prefix = ssm_prefix
+        self._resync = resync_period
+        self._termination_poll = termination_poll
+        self._recorder = Recorder(kube, clock)
+        self._seen: dict[str, tuple[int | None, bool]] = {}
+        self._queue: WorkQueue[str] = WorkQueue(self.name, telemetry=telemetry)
+        self._runner: Runner[str] = Runner(
+            self.name,
+            self.reconcile,
+            queue=self._queue,
+            telemetry=telemetry,
+            backoff=backoff,
+            workers=workers,
+            describe=describe,
+            done_on=(NotFoundError,),
+            requeue_on=(ConflictError,),
+        )
+
+    async def run(self) -> None:
+        """Watch EC2NodeClasses and reconcile them until cancelled."""
+        async with asyncio.TaskGroup() as group:
+            group.create_task(self._watch(), name=f"{self.name}-watch")
+            group.create_task(self._runner.run(), name=self.name)
+
+    async def _watch(self) -> None:
+        stream = infinite_watch(
+            self._kube,
+            EC2NODECLASSES,
+            settings=self._watching,
+            metrics=self._telemetry.metrics,
+        )
+        async with contextlib.aclosing(stream) as entries:
+            async for entry in entries:
+                if isinstance(entry, Listed):
+                    # A relist replaces what was known: resolve every NodeClass again.
+                    listed = {item.ref.name for item in entry.items}
+                    for gone in self._seen.keys() - listed:
+                        del self._seen[gone]
+                    for item in entry.items:
+                        self._observe(item.obj, force=True)
+                elif entry.type is WatchEventType.DELETED:
+                    self._seen.pop(entry.item.ref.name, None)
+                else:
+                    self._observe(entry.item.obj, force=False)
+
+    def _observe(self, nodeclass: EC2NodeClass, *, force: bool) -> None:
+        """Queue a NodeClass whose spec changed or that is being deleted; our own status
+        writes change neither, so they do not requeue it."""
+        name = nodeclass.metadata.name or ""
+        seen = (nodeclass.metadata.generation, nodeclass.metadata.deletion_timestamp is not None)
+        if force or self._seen.get(name) != seen:
+            self._seen[name] = seen
+            self._queue.add(name)
+
+    async def reconcile(self, name: str) -> Result:
+        """Resolve and write one NodeClass's status, or finalize it when it is being deleted.
+
+        Raises karpy_aws.errors.AWSError (back off), karpy.kube errors (NotFound: done;
+        Conflict: requeue).
+        """
+        nodeclass = await self._kube.get(EC2NODECLASSES, name)
+        if nodeclass.metadata.deletion_timestamp is not None:
+            return await self._finalize(nodeclass)
+        if FINALIZER not in nodeclass.metadata.finalizers:
+            nodeclass = await add_finalizer(self._kube, EC2NODECLASSES, name, FINALIZER)
+        status = await resolve_status(
+            nodeclass,
+            ec2=self._ec2,
+            ssm=self._ssm,
+            profiles=self._profiles,
+            k8s_version=await self._version.get(),
+            clock=self._clock,
+            ssm_prefix=self._ssm_prefix,
+        )
+        if status != nodeclass.status:
+            await self._kube.request(
+                "PATCH",
+                EC2NODECLASSES.object_path(name) + "/status",
+                body=with_resource_version(
+                    status_patch(nodeclass.status, status), nodeclass.metadata.resource_version
+                ),
+                content_type=MERGE_PATCH,
+            )
+            ready, message = _ready(status)
+            fields: dict[str, object] = {"ready": bool(ready)}
+            if not ready:
+                fields["reason"] = message
+            if ready != _ready(nodeclass.status)[0]:
+                log.info("ec2nodeclass readiness changed", extra=fields)
+            else:
+                log.debug("updated ec2nodeclass status", extra=fields)
+        return Result(requeue_after=self._resync)
+
+    async def _finalize(self, nodeclass: EC2NodeClass) -> Result:
+        name = nodeclass.metadata.name or ""
+        if FINALIZER not in nodeclass.metadata.finalizers:
+            return Result()
+        claims = sorted(
+            item.obj.metadata.name or ""
+            for item in (await self._kube.list(NODECLAIMS)).items
+            if item.obj.spec.node_class_ref.group == wk.AWS_GROUP
+            and item.obj.spec.node_class_ref.kind == EC2NodeClass.KIND
+            and item.obj.spec.node_class_ref.name == name
+        )
+        if claims:
+            await self._recorder.publish(
+                Event(
+                    involved=InvolvedObject(
+                        api_version=EC2NODECLASSES.api_version,
+                        kind=EC2NodeClass.KIND,
+                        name=name,
+                        uid=nodeclass.metadata.uid or "",
+                    ),
+                    type=EventType.NORMAL,
+                    reason=WAITING_ON_NODECLAIMS,
+                    message=f"Waiting on NodeClaim termination for {', '.join(claims)}",
+                ),
+                now=asyncio.get_running_loop().time(),
+            )
+            log.debug("waiting on nodeclaim termination", extra={"nodeclaims": claims})
+            return Result(requeue_after=self._termination_poll)
+        role = nodeclass.spec.role
+        if role:
+            try:
+                if await self._profiles.delete_for_role(nodeclass=name, role=role):
+                    log.info("deleted instance profile", extra={"role": role})
+            except aws.ConfigurationError:  # a role name karpy never made a profile for
+                pass
+        deleted = await self._templates.delete_for_nodeclass(self._cluster_name, name)
+        for template in deleted:
+            log.info("deleted launch template", extra={"launch_template": template})
+        await remove_finalizer(self._kube, EC2NODECLASSES, name, FINALIZER)
+        return Result()

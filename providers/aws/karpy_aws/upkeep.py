@@ -1,0 +1,161 @@
+"""The leader's periodic AWS chores: provider upkeep and leaked-instance garbage collection.
+
+Both are karpy SingletonLoops (one key, ``Result(requeue_after=period)``), so each pass gets a
+span, a failure is logged and retried with backoff, and cancellation ends them. Periods run on
+the loop clock; the decisions inside (TTLs, the 30 s leak grace) read the injected wall clock.
+
+* :class:`MaintenanceController` adopts the cluster's launch templates once
+  (``start_leading``), then calls ``maintain`` every period: instance types and prices when
+  due, expired capacity errors forgotten, launch templates unused for a minute deleted.
+* :class:`LeakedInstanceController` terminates instances tagged for the cluster that no
+  NodeClaim stands for (older than 30 s) every two minutes, as Karpenter's
+  ``instance.garbagecollection`` does, and deletes the Node such an instance had registered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import ClassVar, Final, Protocol
+
+from karpy.kube.client import KubeClient
+from karpy.kube.errors import NotFoundError
+from karpy.kube.kinds import NODECLAIMS, NODES
+from karpy.runtime.backoff import Backoff
+from karpy.runtime.clock import Clock
+from karpy.runtime.reconciler import Result, SingletonLoop
+from karpy.runtime.telemetry import Telemetry
+from karpy_aws.garbagecollection import collect_leaked_instances
+from karpy_aws.instance import Instances
+
+MAINTENANCE_PERIOD: Final = 30.0
+"""Seconds between upkeep passes: well inside the launch-template TTL (1 min) and the
+unavailable-offerings TTL (3 min); refreshes that are not due cost nothing."""
+MAINTENANCE_TIMEOUT: Final = 600.0
+"""Deadline in seconds for one upkeep pass (a full catalog refresh is many AWS calls)."""
+LEAK_PERIOD: Final = 120.0
+"""Seconds between leaked-instance passes (Karpenter's two minutes)."""
+LEAK_TIMEOUT: Final = 300.0
+"""Deadline in seconds for one leaked-instance pass."""
+
+log = logging.getLogger(__name__)
+
+
+class Maintainable(Protocol):
+    """What the upkeep loop drives (AWSCloudProvider)."""
+
+    async def start_leading(self) -> int:
+        """Adopt the cluster's launch templates; return how many were found."""
+        ...
+
+    async def maintain(self) -> tuple[str, ...]:
+        """Periodic upkeep; return the launch templates deleted."""
+        ...
+
+
+def _positive(owner: str, period: float) -> float:
+    if period <= 0:
+        msg = f"{owner}: period must be > 0 seconds, got {period}"
+        raise ValueError(msg)
+    return period
+
+
+class MaintenanceController:
+    """``start_leading()`` once, then ``maintain()`` every period."""
+
+    name: ClassVar[str] = "providers.maintenance"
+
+    def __init__(
+        self,
+        target: Maintainable,
+        *,
+        telemetry: Telemetry,
+        backoff: Backoff,
+        period: float = MAINTENANCE_PERIOD,
+    ) -> None:
+        self._period = _positive(type(self).__name__, period)
+        self._target = target
+        self._leading = False
+        self._loop = SingletonLoop(
+            self.name, self.reconcile_once, telemetry=telemetry, backoff=backoff
+        )
+
+    async def run(self) -> None:
+        """Run once now and then every period until cancelled."""
+        await self._loop.run()
+
+    def stop(self) -> None:
+        self._loop.stop()
+
+    async def reconcile_once(self) -> Result:
+        """One pass. Raises whatever the target raises (the runner backs off)."""
+        async with asyncio.timeout(MAINTENANCE_TIMEOUT):
+            if not self._leading:
+                adopted = await self._target.start_leading()
+                self._leading = True
+                log.debug("hydrated launch template cache", extra={"launch_templates": adopted})
+            deleted = await self._target.maintain()
+        for name in deleted:
+            log.info("deleted launch template", extra={"launch_template": name})
+        return Result(requeue_after=self._period)
+
+
+class LeakedInstanceController:
+    """Terminate the cluster's instances no NodeClaim holds, and delete their Nodes."""
+
+    name: ClassVar[str] = "instance.garbagecollection"
+
+    def __init__(
+        self,
+        kube: KubeClient,
+        instances: Instances,
+        *,
+        clock: Clock,
+        telemetry: Telemetry,
+        backoff: Backoff,
+        period: float = LEAK_PERIOD,
+    ) -> None:
+        self._period = _positive(type(self).__name__, period)
+        self._kube = kube
+        self._instances = instances
+        self._clock = clock
+        self._loop = SingletonLoop(
+            self.name, self.reconcile_once, telemetry=telemetry, backoff=backoff
+        )
+
+    async def run(self) -> None:
+        """Run once now and then every period until cancelled."""
+        await self._loop.run()
+
+    def stop(self) -> None:
+        self._loop.stop()
+
+    async def reconcile_once(self) -> Result:
+        """One pass: terminate leaked instances (collect_leaked_instances logs each one) and
+        delete their Nodes. NodeClaims are listed before the instances, so an instance launched
+        between the two calls is younger than the grace period and never judged against a
+        stale list.
+        """
+        async with asyncio.timeout(LEAK_TIMEOUT):
+            claims = (await self._kube.list(NODECLAIMS)).items
+            held = {c.obj.status.provider_id for c in claims if c.obj.status.provider_id}
+            collected = set(
+                await collect_leaked_instances(self._instances, held, clock=self._clock)
+            )
+            if collected:
+                await self._delete_nodes(collected)
+        return Result(requeue_after=self._period)
+
+    async def _delete_nodes(self, provider_ids: set[str]) -> None:
+        for item in (await self._kube.list(NODES)).items:
+            node = item.obj
+            if node.spec.provider_id not in provider_ids:
+                continue
+            try:
+                await self._kube.delete(NODES, item.ref.name)
+            except NotFoundError:
+                continue
+            log.info(
+                "garbage collected node",
+                extra={"node": item.ref.name, "provider_id": node.spec.provider_id},
+            )

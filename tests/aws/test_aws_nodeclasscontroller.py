@@ -1,0 +1,182 @@
+"""The EC2NodeClass controller's reconcile, one call at a time, on the local control plane and
+moto: status written only when it changed (and cleared when it no longer resolves), AWS
+failures raised for the runner's backoff, deletion held until no NodeClaim uses the NodeClass."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import botocore.session
+import pytest
+
+from karpy.apis.meta import ObjectMeta
+from karpy.apis.v1 import ec2nodeclass as nc
+from karpy.apis.v1.ec2nodeclass import EC2NodeClass
+from karpy.kube.client import KubeClient
+from karpy.kube.errors import NotFoundError as KubeNotFoundError
+from karpy.kube.kinds import NODECLAIMS
+from karpy.localcluster import ClusterInfo as LocalClusterInfo
+from karpy.runtime.backoff import Backoff
+from karpy.runtime.clock import FakeClock
+from karpy.runtime.options import WatchingOptions
+from karpy.runtime.reconciler import Result
+from karpy.runtime.telemetry import Telemetry
+from karpy_aws import errors as aws
+from karpy_aws.instanceprofile import InstanceProfiles
+from karpy_aws.k8sversion import KubernetesVersion
+from karpy_aws.kinds import EC2NODECLASSES
+from karpy_aws.launchtemplate import LaunchTemplates
+from karpy_aws.nodeclasscontroller import FINALIZER, TERMINATION_POLL, NodeClassController
+from karpy_aws.session import AWSSession
+from tests.support.kubehttp import KubeHTTP, KubeHTTPError
+
+from .conftest import (
+    DISCOVERY,
+    K8S_VERSION,
+    REGION,
+    SSM_PREFIX,
+    FaultInjector,
+    Moto,
+    make_nodeclaim,
+)
+
+pytestmark = [pytest.mark.aws, pytest.mark.cluster]
+
+
+@pytest.fixture
+async def kube(cluster_info: LocalClusterInfo, karpy_crds: list[str]) -> AsyncIterator[KubeClient]:
+    client = await KubeClient.connect(cluster_info.kubeconfig, request_timeout=10.0)
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+@pytest.fixture
+def cleanup(kube_http: KubeHTTP) -> Iterator[list[str]]:
+    """Apiserver paths to remove after the test, finalizers stripped."""
+    paths: list[str] = []
+    yield paths
+    for path in paths:
+        try:
+            kube_http.merge_patch(path, {"metadata": {"finalizers": None}})
+            kube_http.delete(path)
+        except KubeHTTPError as error:
+            if error.status != 404:
+                raise
+
+
+@pytest.fixture
+async def controller(
+    kube: KubeClient, session: AWSSession, moto: Moto
+) -> AsyncIterator[NodeClassController]:
+    telemetry = Telemetry.setup(service_name="tests.aws")
+    clock = FakeClock()
+    cluster = f"ctl-{secrets.token_hex(4)}"
+    ec2 = await session.client("ec2")
+    yield NodeClassController(
+        kube,
+        ec2=ec2,
+        ssm=await session.client("ssm"),
+        profiles=InstanceProfiles(
+            await session.client("iam"), clock, cluster_name=cluster, region=REGION
+        ),
+        templates=LaunchTemplates(ec2, clock),
+        version=KubernetesVersion(kube, clock, pinned=K8S_VERSION),
+        clock=clock,
+        cluster_name=cluster,
+        telemetry=telemetry,
+        backoff=Backoff(),
+        watching=WatchingOptions(),
+        ssm_prefix=SSM_PREFIX,
+    )
+    telemetry.shutdown()
+
+
+def _role(moto: Moto) -> str:
+    name = f"node-{secrets.token_hex(4)}"
+    iam: Any = botocore.session.get_session().create_client(
+        "iam", region_name=REGION, endpoint_url=moto.endpoint
+    )
+    iam.create_role(RoleName=name, AssumeRolePolicyDocument="{}")
+    return name
+
+
+async def _create(kube: KubeClient, cleanup: list[str], moto: Moto, **spec: Any) -> str:
+    name = f"ctl-{secrets.token_hex(3)}"
+    fields: dict[str, Any] = {
+        "subnet_selector_terms": (nc.SubnetSelectorTerm(tags=DISCOVERY),),
+        "security_group_selector_terms": (nc.SecurityGroupSelectorTerm(tags=DISCOVERY),),
+        "ami_selector_terms": (nc.AMISelectorTerm(alias="al2023@latest"),),
+        "role": _role(moto),
+        **spec,
+    }
+    cleanup.append(EC2NODECLASSES.object_path(name))
+    await kube.create(
+        EC2NODECLASSES,
+        EC2NodeClass(metadata=ObjectMeta(name=name), spec=nc.EC2NodeClassSpec(**fields)),
+    )
+    return name
+
+
+async def test_status_is_written_once_and_cleared_when_it_no_longer_resolves(
+    kube: KubeClient, moto: Moto, cleanup: list[str], controller: NodeClassController
+) -> None:
+    name = await _create(kube, cleanup, moto)
+    assert await controller.reconcile(name) == Result(requeue_after=60.0)
+    first = await kube.get(EC2NODECLASSES, name)
+    assert first.status.subnets
+    assert first.status.instance_profile
+    assert FINALIZER in first.metadata.finalizers
+    await controller.reconcile(name)
+    again = await kube.get(EC2NODECLASSES, name)
+    assert again.metadata.resource_version == first.metadata.resource_version  # nothing written
+    await kube.merge_patch(
+        EC2NODECLASSES,
+        name,
+        {"spec": {"subnetSelectorTerms": [{"tags": {"karpy-test/none": "x"}}]}},
+    )
+    await controller.reconcile(name)
+    emptied = await kube.get(EC2NODECLASSES, name)
+    assert emptied.status.subnets == ()  # not the stale list: the patch sent null
+    assert emptied.status.security_groups == first.status.security_groups
+    ready = next(c for c in emptied.status.conditions if c.type == "Ready")
+    assert ready.status.value == "False"
+    assert "subnetSelectorTerms did not match any subnets" in ready.message
+
+
+async def test_aws_failures_raise_and_leave_the_last_status(
+    kube: KubeClient,
+    moto: Moto,
+    cleanup: list[str],
+    controller: NodeClassController,
+    faults: FaultInjector,
+) -> None:
+    name = await _create(kube, cleanup, moto)
+    await controller.reconcile(name)
+    before = await kube.get(EC2NODECLASSES, name)
+    faults.fail("DescribeSecurityGroups", "RequestLimitExceeded", times=1)
+    with pytest.raises(aws.ThrottledError):
+        await controller.reconcile(name)
+    after = await kube.get(EC2NODECLASSES, name)
+    assert after.status == before.status
+
+
+async def test_deletion_waits_for_the_nodeclaims_that_use_the_nodeclass(
+    kube: KubeClient, moto: Moto, cleanup: list[str], controller: NodeClassController
+) -> None:
+    name = await _create(kube, cleanup, moto)
+    await controller.reconcile(name)
+    claim = make_nodeclaim(name=f"user-{secrets.token_hex(3)}", nodeclass=name)
+    cleanup.append(NODECLAIMS.object_path(claim.metadata.name or ""))
+    await kube.create(NODECLAIMS, claim)
+    await kube.delete(EC2NODECLASSES, name)
+    assert await controller.reconcile(name) == Result(requeue_after=TERMINATION_POLL)
+    held = await kube.get(EC2NODECLASSES, name)
+    assert held.metadata.deletion_timestamp is not None
+    await kube.delete(NODECLAIMS, claim.metadata.name or "")
+    assert await controller.reconcile(name) == Result()
+    with pytest.raises(KubeNotFoundError):
+        await kube.get(EC2NODECLASSES, name)

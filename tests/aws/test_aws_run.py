@@ -1,0 +1,388 @@
+"""The provider's ``run()`` hook, as ``karpy run`` drives it: built by the factory, reading and
+writing EC2NodeClasses on the real local control plane, calling moto.
+
+It makes a NodeClass Ready (or not Ready, with a message naming the field), finalizes a deleted
+NodeClass, collects leaked instances with their Nodes, and keeps up the provider (adopting and
+expiring launch templates)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any, TypeVar
+
+import attrs
+import botocore.session
+import pytest
+
+from karpy.apis.kube.node import Node, NodeSpec
+from karpy.apis.meta import ObjectMeta
+from karpy.apis.v1 import ec2nodeclass as nc
+from karpy.apis.v1.ec2nodeclass import EC2NodeClass
+from karpy.cloudprovider.registry import ProviderContext
+from karpy.kube.client import KubeClient
+from karpy.kube.errors import KubeError
+from karpy.kube.errors import NotFoundError as KubeNotFoundError
+from karpy.kube.kinds import NODECLAIMS, NODES
+from karpy.localcluster import ClusterInfo as LocalClusterInfo
+from karpy.runtime.clock import FakeClock, SystemClock
+from karpy_aws import build
+from karpy_aws.kinds import EC2NODECLASSES
+from karpy_aws.nodeclasscontroller import FINALIZER
+from karpy_aws.provider import AWSCloudProvider
+from tests.support.kubehttp import KubeHTTP, KubeHTTPError
+
+from .conftest import (
+    AMI_IDS,
+    DISCOVERY,
+    INSTANCE_TYPES,
+    K8S_VERSION,
+    REGION,
+    SSM_PREFIX,
+    Moto,
+    make_nodeclaim,
+)
+
+pytestmark = [pytest.mark.aws, pytest.mark.cluster]
+
+T = TypeVar("T")
+WAIT = 60.0
+
+
+@pytest.fixture
+async def kube(cluster_info: LocalClusterInfo, karpy_crds: list[str]) -> AsyncIterator[KubeClient]:
+    client = await KubeClient.connect(cluster_info.kubeconfig, request_timeout=10.0)
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+@pytest.fixture
+def cleanup(kube_http: KubeHTTP) -> Iterator[list[str]]:
+    """Apiserver paths to remove after the test, finalizers stripped (nothing runs them then)."""
+    paths: list[str] = []
+    yield paths
+    for path in paths:
+        try:
+            kube_http.merge_patch(path, {"metadata": {"finalizers": None}})
+            kube_http.delete(path)
+        except KubeHTTPError as error:
+            if error.status != 404:
+                raise
+
+
+def _aws(moto: Moto, service: str) -> Any:
+    return botocore.session.get_session().create_client(
+        service, region_name=REGION, endpoint_url=moto.endpoint
+    )
+
+
+def _settings(moto: Moto, **extra: str) -> dict[str, str]:
+    return {
+        "region": REGION,
+        "endpoint-url": moto.endpoint,
+        "require-loopback-endpoint": "true",
+        "max-attempts": "1",
+        "use-pricing-api": "false",
+        "instance-types": ",".join(INSTANCE_TYPES),
+        "cluster-endpoint": "https://k.test",
+        "cluster-ca-bundle": "Q0E=",
+        "kubernetes-version": K8S_VERSION,
+        "ssm-prefix": SSM_PREFIX,
+        **extra,
+    }
+
+
+@attrs.frozen
+class Running:
+    provider: AWSCloudProvider
+    task: asyncio.Task[None]
+    cluster: str
+
+    async def until(self, check: Callable[[], Awaitable[T | None]], *, what: str) -> T:
+        """Poll ``check`` until it returns something truthy (at most WAIT seconds); fail at
+        once if run() ended."""
+        try:
+            async with asyncio.timeout(WAIT):
+                while True:
+                    if self.task.done():
+                        self.task.result()
+                        raise AssertionError("run() returned on its own")
+                    value = await check()
+                    if value:
+                        return value
+                    await asyncio.sleep(0.1)
+        except TimeoutError:
+            raise AssertionError(f"timed out waiting for {what}") from None
+
+
+@contextlib.asynccontextmanager
+async def running(
+    kube: KubeClient,
+    moto: Moto,
+    *,
+    cluster: str | None = None,
+    clock: FakeClock | None = None,
+    unset: tuple[str, ...] = (),
+    **settings: str,
+) -> AsyncIterator[Running]:
+    """A provider built as ``karpy run --provider aws`` builds it, with ``run()`` going;
+    ``unset`` drops settings the tests give by default."""
+    cluster = cluster or f"run-{secrets.token_hex(4)}"
+    given = {k: v for k, v in _settings(moto, **settings).items() if k not in unset}
+    provider = await build(
+        ProviderContext(kube=kube, clock=clock or FakeClock(), cluster_name=cluster, settings=given)
+    )
+    task = asyncio.create_task(provider.run(), name="aws-run")
+    try:
+        yield Running(provider, task, cluster)
+    finally:
+        task.cancel()
+        try:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        finally:
+            await provider.aclose()
+    assert task.cancelled(), "run() must end only by cancellation"
+
+
+def _nodeclass(name: str, **spec: Any) -> EC2NodeClass:
+    fields: dict[str, Any] = {
+        "subnet_selector_terms": (nc.SubnetSelectorTerm(tags=DISCOVERY),),
+        "security_group_selector_terms": (nc.SecurityGroupSelectorTerm(tags=DISCOVERY),),
+        "ami_selector_terms": (nc.AMISelectorTerm(alias="al2023@latest"),),
+        **spec,
+    }
+    return EC2NodeClass(metadata=ObjectMeta(name=name), spec=nc.EC2NodeClassSpec(**fields))
+
+
+async def _create(kube: KubeClient, cleanup: list[str], nodeclass: EC2NodeClass) -> str:
+    name = nodeclass.metadata.name or ""
+    cleanup.append(EC2NODECLASSES.object_path(name))
+    await kube.create(EC2NODECLASSES, nodeclass)
+    return name
+
+
+def _role(moto: Moto) -> str:
+    name = f"node-{secrets.token_hex(4)}"
+    _aws(moto, "iam").create_role(RoleName=name, AssumeRolePolicyDocument="{}")
+    return name
+
+
+def _conditions(nodeclass: EC2NodeClass) -> dict[str, tuple[str, str, str]]:
+    return {c.type: (c.status.value, c.reason, c.message) for c in nodeclass.status.conditions}
+
+
+def _settled(kube: KubeClient, name: str) -> Callable[[], Awaitable[EC2NodeClass | None]]:
+    """The NodeClass once its status has a Ready condition (True or False)."""
+
+    async def check() -> EC2NodeClass | None:
+        nodeclass = await kube.get(EC2NODECLASSES, name)
+        return nodeclass if "Ready" in _conditions(nodeclass) else None
+
+    return check
+
+
+# ------------------------------------------------------------------ NodeClass status
+
+
+async def test_run_makes_a_nodeclass_ready_and_finalizes_it(
+    kube: KubeClient, moto: Moto, cleanup: list[str]
+) -> None:
+    role = _role(moto)
+    name = await _create(kube, cleanup, _nodeclass(f"ready-{secrets.token_hex(3)}", role=role))
+    iam = _aws(moto, "iam")
+    async with running(kube, moto) as run:
+        nodeclass = await run.until(_settled(kube, name), what="a Ready condition")
+        conditions = _conditions(nodeclass)
+        assert {k: v[0] for k, v in conditions.items()} == {
+            "SubnetsReady": "True",
+            "SecurityGroupsReady": "True",
+            "AMIsReady": "True",
+            "InstanceProfileReady": "True",
+            "ValidationSucceeded": "True",
+            "Ready": "True",
+        }
+        status = nodeclass.status
+        assert {s.id for s in status.subnets} == {
+            moto.subnets[k] for k in ("a", "a-small", "b", "c")
+        }
+        assert [g.id for g in status.security_groups] == [moto.security_groups["nodes"]]
+        assert {a.id for a in status.amis} >= {AMI_IDS["al2023x86new"], AMI_IDS["al2023arm"]}
+        assert status.instance_profile is not None
+        assert iam.get_instance_profile(InstanceProfileName=status.instance_profile)
+        assert FINALIZER in nodeclass.metadata.finalizers
+        # Ready: the provider launches from it, which leaves a launch template behind.
+        launched = await run.provider.create(make_nodeclaim(nodeclass=name))
+        await run.provider.delete(launched)
+        ec2 = _aws(moto, "ec2")
+        mine = [{"Name": "tag:karpenter.k8s.aws/ec2nodeclass", "Values": [name]}]
+        assert ec2.describe_launch_templates(Filters=mine)["LaunchTemplates"]
+        # Deleting the NodeClass (no NodeClaim uses it) removes what it left in AWS.
+        await kube.delete(EC2NODECLASSES, name)
+
+        async def gone() -> bool:
+            try:
+                await kube.get(EC2NODECLASSES, name)
+            except KubeNotFoundError:
+                return True
+            return False
+
+        await run.until(gone, what="the NodeClass to be finalized")
+    assert ec2.describe_launch_templates(Filters=mine)["LaunchTemplates"] == []
+    with pytest.raises(iam.exceptions.NoSuchEntityException):
+        iam.get_instance_profile(InstanceProfileName=status.instance_profile)
+
+
+@pytest.mark.parametrize(
+    ("spec", "condition", "reason", "message"),
+    [
+        pytest.param(
+            {"subnet_selector_terms": (nc.SubnetSelectorTerm(tags={"karpy-test/none": "x"}),)},
+            "SubnetsReady",
+            "SubnetsNotFound",
+            "subnetSelectorTerms did not match any subnets",
+            id="no-subnet",
+        ),
+        pytest.param(
+            {"ami_selector_terms": (nc.AMISelectorTerm(alias="al2023@v19990101"),)},
+            "AMIsReady",
+            "AMINotFound",
+            "amiSelectorTerms did not match any AMIs",
+            id="unknown-alias-version",
+        ),
+        pytest.param(
+            {"ami_selector_terms": (nc.AMISelectorTerm(alias="al2023@newest"),)},
+            "AMIsReady",
+            "AMISelectorInvalid",
+            "amiSelectorTerms",
+            id="malformed-alias",
+        ),
+        pytest.param(
+            {"role": "no-such-role"},
+            "InstanceProfileReady",
+            "InstanceProfileCreationFailed",
+            "spec.role 'no-such-role'",
+            id="unknown-role",
+        ),
+        pytest.param(
+            {"role": None, "instance_profile": "no-such-profile"},
+            "InstanceProfileReady",
+            "InstanceProfileNotFound",
+            "spec.instanceProfile",
+            id="unknown-instance-profile",
+        ),
+    ],
+)
+async def test_run_reports_bad_input_as_not_ready_naming_the_field(
+    kube: KubeClient,
+    moto: Moto,
+    cleanup: list[str],
+    spec: dict[str, Any],
+    condition: str,
+    reason: str,
+    message: str,
+) -> None:
+    fields = {"role": _role(moto), **spec}
+    name = await _create(kube, cleanup, _nodeclass(f"bad-{secrets.token_hex(3)}", **fields))
+    async with running(kube, moto) as run:
+        nodeclass = await run.until(_settled(kube, name), what="a Ready condition")
+    conditions = _conditions(nodeclass)
+    state, got_reason, got_message = conditions[condition]
+    assert (state, got_reason) == ("False", reason)
+    assert message in got_message
+    ready = conditions["Ready"]
+    assert ready[:2] == ("False", "UnhealthyDependents")
+    assert f"{condition}=False" in ready[2]
+
+
+async def test_role_and_instance_profile_together_are_refused_by_the_apiserver(
+    kube: KubeClient, cleanup: list[str]
+) -> None:
+    """The CRD refuses this before any controller sees it (resolve_status would say the same:
+    test_aws_nodeclassstatus)."""
+    nodeclass = _nodeclass(f"both-{secrets.token_hex(3)}", role="r", instance_profile="p")
+    cleanup.append(EC2NODECLASSES.object_path(nodeclass.metadata.name or ""))
+    with pytest.raises(
+        KubeError, match=r"must specify exactly one of \['role', 'instanceProfile'\]"
+    ):
+        await kube.create(EC2NODECLASSES, nodeclass)
+
+
+async def test_without_a_pinned_version_aliases_resolve_for_the_apiservers_version(
+    kube: KubeClient, moto: Moto, cleanup: list[str]
+) -> None:
+    """The local apiserver is not 1.31 (the seeded version), so the alias finds no parameter;
+    the message shows which version was asked for."""
+    version = await kube.request("GET", "/version")
+    wanted = f"{version['major']}.{version['minor'].rstrip('+')}"
+    assert wanted != K8S_VERSION
+    name = await _create(kube, cleanup, _nodeclass(f"ver-{secrets.token_hex(3)}", role=_role(moto)))
+    async with running(kube, moto, unset=("kubernetes-version",)) as run:
+        nodeclass = await run.until(_settled(kube, name), what="a Ready condition")
+    state, reason, message = _conditions(nodeclass)["AMIsReady"]
+    assert (state, reason) == ("False", "AMINotFound")
+    assert f"/eks/optimized-ami/{wanted}/" in message
+
+
+# ------------------------------------------------------------------ leaked instances
+
+
+def _instance(moto: Moto, cluster: str, *, nodepool: str = "default") -> tuple[str, str]:
+    """An instance tagged as karpy tags its launches; returns (instance id, provider id)."""
+    tags = {f"kubernetes.io/cluster/{cluster}": "owned", "karpenter.sh/nodepool": nodepool}
+    reservation = _aws(moto, "ec2").run_instances(
+        ImageId=AMI_IDS["al2023x86new"],
+        InstanceType="t3.micro",
+        MinCount=1,
+        MaxCount=1,
+        SubnetId=moto.subnets["a"],
+        TagSpecifications=[
+            {"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}
+        ],
+    )
+    instance = reservation["Instances"][0]
+    zone = instance["Placement"]["AvailabilityZone"]
+    return instance["InstanceId"], f"aws:///{zone}/{instance['InstanceId']}"
+
+
+def _state(moto: Moto, instance_id: str) -> str:
+    found = _aws(moto, "ec2").describe_instances(InstanceIds=[instance_id])
+    return str(found["Reservations"][0]["Instances"][0]["State"]["Name"])
+
+
+async def test_run_collects_a_leaked_instance_and_its_node(
+    kube: KubeClient, moto: Moto, cleanup: list[str]
+) -> None:
+    # The clock is five minutes past now, so every instance made here is past the 30 s grace.
+    clock = FakeClock(SystemClock().now() + datetime.timedelta(minutes=5))
+    token = secrets.token_hex(3)
+    cluster = f"gc-{token}"
+    leaked_id, leaked_pid = _instance(moto, cluster)
+    kept_id, kept_pid = _instance(moto, cluster)
+    claim = make_nodeclaim(name=f"kept-{token}")
+    cleanup.append(NODECLAIMS.object_path(claim.metadata.name or ""))
+    await kube.create(NODECLAIMS, claim)
+    await kube.patch_status(
+        NODECLAIMS, claim.metadata.name or "", attrs.evolve(claim.status, provider_id=kept_pid)
+    )
+    node = f"leaked-{token}"
+    cleanup.append(NODES.object_path(node))
+    await kube.create(
+        NODES, Node(metadata=ObjectMeta(name=node), spec=NodeSpec(provider_id=leaked_pid))
+    )
+
+    async def collected() -> bool:
+        try:
+            await kube.get(NODES, node)
+        except KubeNotFoundError:
+            return _state(moto, leaked_id) in ("shutting-down", "terminated")
+        return False
+
+    async with running(kube, moto, cluster=cluster, clock=clock) as run:
+        await run.until(collected, what="the leaked instance and its Node to be collected")
+    assert _state(moto, kept_id) == "running"

@@ -1,0 +1,180 @@
+"""The provider's upkeep loop under ``run()`` on moto: the cluster's launch templates adopted
+once, unused ones deleted as the clock moves, failures retried. Plus the small pure pieces the
+loops use: the apiserver's version string and the status merge patch."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import secrets
+from collections.abc import AsyncIterator
+from typing import Any
+
+import botocore.session
+import pytest
+
+from karpy.apis.v1.ec2nodeclass_status import EC2NodeClassStatus, SecurityGroup, Subnet
+from karpy.runtime.backoff import Backoff
+from karpy.runtime.clock import FakeClock
+from karpy.runtime.telemetry import Telemetry
+from karpy_aws.errors import ConfigurationError
+from karpy_aws.instance import Instances
+from karpy_aws.k8sversion import check_pinned, parse_version
+from karpy_aws.launchtemplate import LaunchTemplates
+from karpy_aws.nodeclaims import ClusterInfo
+from karpy_aws.nodeclasscontroller import status_patch
+from karpy_aws.offerings import InstanceTypeCatalog
+from karpy_aws.pricing import PriceCache
+from karpy_aws.provider import AWSCloudProvider, Background
+from karpy_aws.session import AWSSession
+from karpy_aws.unavailable import UnavailableOfferings
+
+from .conftest import INSTANCE_TYPES, REGION, FaultInjector, Moto
+
+pytestmark = pytest.mark.aws
+
+
+@pytest.fixture
+async def telemetry() -> AsyncIterator[Telemetry]:
+    made = Telemetry.setup(service_name="tests.aws")
+    yield made
+    made.shutdown()
+
+
+async def _provider(
+    session: AWSSession, telemetry: Telemetry, clock: FakeClock, cluster: str, *, loops: bool = True
+) -> AWSCloudProvider:
+    ec2 = await session.client("ec2")
+    unavailable = UnavailableOfferings(clock)
+    return AWSCloudProvider(
+        Instances(ec2, cluster_name=cluster),
+        InstanceTypeCatalog(
+            ec2=ec2,
+            prices=PriceCache(ec2=ec2, pricing=None, clock=clock, region=REGION),
+            unavailable=unavailable,
+            clock=clock,
+            names=INSTANCE_TYPES,
+        ),
+        cluster=ClusterInfo(name=cluster, region=REGION, endpoint="https://k.test", ca_bundle="Q"),
+        nodeclasses=_NoNodeClasses(),
+        launch_templates=LaunchTemplates(ec2, clock),
+        unavailable=unavailable,
+        clock=clock,
+        background=Background(
+            controllers=(),
+            telemetry=telemetry,
+            backoff=Backoff(base=0.05, cap=0.2),
+            maintenance_period=0.05,
+        )
+        if loops
+        else None,
+    )
+
+
+class _NoNodeClasses:
+    async def get(self, name: str) -> None:
+        return None
+
+
+def _templates(moto: Moto, cluster: str) -> list[str]:
+    ec2 = botocore.session.get_session().create_client(
+        "ec2", region_name=REGION, endpoint_url=moto.endpoint
+    )
+    found = ec2.describe_launch_templates(
+        Filters=[{"Name": "tag:karpenter.k8s.aws/cluster", "Values": [cluster]}]
+    )
+    return [t["LaunchTemplateName"] for t in found["LaunchTemplates"]]
+
+
+def _earlier_leaders_template(moto: Moto, cluster: str) -> str:
+    ec2 = botocore.session.get_session().create_client(
+        "ec2", region_name=REGION, endpoint_url=moto.endpoint
+    )
+    name = f"karpenter.k8s.aws/{secrets.token_hex(8)}"
+    ec2.create_launch_template(
+        LaunchTemplateName=name,
+        LaunchTemplateData={"InstanceType": "t3.micro"},
+        TagSpecifications=[
+            {
+                "ResourceType": "launch-template",
+                "Tags": [{"Key": "karpenter.k8s.aws/cluster", "Value": cluster}],
+            }
+        ],
+    )
+    return name
+
+
+async def _until(check: Any, task: asyncio.Task[None]) -> None:
+    async with asyncio.timeout(30):
+        while not check():
+            assert not task.done(), "run() ended on its own"
+            await asyncio.sleep(0.02)
+
+
+async def test_run_adopts_templates_once_then_maintains_and_retries(
+    session: AWSSession, telemetry: Telemetry, faults: FaultInjector, moto: Moto
+) -> None:
+    cluster = f"upkeep-{secrets.token_hex(4)}"
+    left = _earlier_leaders_template(moto, cluster)
+    clock = FakeClock()
+    provider = await _provider(session, telemetry, clock, cluster)
+    # The first catalog read fails: the pass is retried, and leading is not started twice.
+    faults.fail("DescribeInstanceTypes", "RequestLimitExceeded", times=1)
+    task = asyncio.create_task(provider.run())
+    try:
+        await _until(lambda: faults.sent.count("DescribeInstanceTypes") >= 2, task)
+        assert _templates(moto, cluster) == [left]  # adopted, not yet unused for a minute
+        clock.step(datetime.timedelta(minutes=2))
+        await _until(lambda: not _templates(moto, cluster), task)
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    hydrations = [
+        r
+        for r in faults.requests.get("DescribeLaunchTemplates", [])
+        if r.get("Filters", [{}])[0].get("Values") == [cluster]
+    ]
+    assert len(hydrations) == 1
+    assert faults.requests["DeleteLaunchTemplate"][-1]["LaunchTemplateName"] == left
+
+
+async def test_run_needs_its_background_loops(
+    session: AWSSession, telemetry: Telemetry, moto: Moto
+) -> None:
+    bare = await _provider(session, telemetry, FakeClock(), "c", loops=False)
+    with pytest.raises(RuntimeError, match="without background loops"):
+        await bare.run()
+
+
+@pytest.mark.parametrize(
+    ("body", "version"),
+    [
+        pytest.param({"major": "1", "minor": "33", "gitVersion": "v1.33.13"}, "1.33", id="plain"),
+        pytest.param(
+            {"major": "1", "minor": "31+", "gitVersion": "v1.31.4-eks-a"}, "1.31", id="eks"
+        ),
+        pytest.param({"major": "", "minor": "", "gitVersion": "v1.30.2"}, "1.30", id="git"),
+    ],
+)
+def test_the_apiservers_version_becomes_major_minor(body: dict[str, str], version: str) -> None:
+    assert parse_version(body) == version
+
+
+def test_an_unreadable_version_is_refused() -> None:
+    with pytest.raises(ConfigurationError, match=r"no major\.minor"):
+        parse_version({"gitVersion": "dev"})
+    with pytest.raises(ConfigurationError, match=r"1\.<minor>"):
+        check_pinned("1.31.2")
+
+
+def test_the_status_patch_clears_what_is_no_longer_resolved() -> None:
+    old = EC2NodeClassStatus(
+        subnets=(Subnet(id="subnet-1", zone="us-west-2a"),),
+        security_groups=(SecurityGroup(id="sg-1"),),
+        instance_profile="profile",
+    )
+    new = EC2NodeClassStatus(security_groups=(SecurityGroup(id="sg-2"),))
+    assert status_patch(old, new) == {
+        "status": {"subnets": None, "securityGroups": [{"id": "sg-2"}], "instanceProfile": None}
+    }
