@@ -23,6 +23,7 @@ import attrs
 
 from karpy.cloudprovider.protocol import CloudProvider
 from karpy.runtime.clock import Clock
+from karpy.runtime.telemetry import Telemetry
 
 ENTRY_POINT_GROUP: Final = "karpy.providers"
 
@@ -40,13 +41,16 @@ class ProviderContext(Generic[KubeT]):
     ``clock`` the injected wall clock, ``cluster_name`` the name instances are tagged with, and
     ``settings`` the provider's own options as given to the operator (string keys and values,
     e.g. ``{"registration-delay": "5s"}``); a factory refuses unknown or malformed ones with a
-    `ProviderConfigError` naming the key.
+    `ProviderConfigError` naming the key. ``telemetry`` is the operator's tracer and metric
+    instruments: a provider's own loops and calls report through it, so their spans join the
+    operator's traces and their metrics show on its /metrics (None outside the operator).
     """
 
     kube: KubeT
     clock: Clock
     cluster_name: str
     settings: Mapping[str, str] = attrs.field(factory=dict)
+    telemetry: Telemetry | None = None
 
 
 ProviderFactory = Callable[[ProviderContext[Any]], CloudProvider | Awaitable[CloudProvider]]

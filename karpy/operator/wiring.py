@@ -222,6 +222,7 @@ async def build(
                     clock=clock,
                     cluster_name=options.provider.cluster_name,
                     settings=options.provider.settings,
+                    telemetry=telemetry,
                 ),
             ),
             telemetry,

@@ -9,12 +9,14 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from karpy.cloudprovider import CloudProvider
 from karpy.cloudprovider.registry import ProviderConfigError, ProviderContext
 from karpy.kube.client import KubeClient
 from karpy.localcluster import ClusterInfo as LocalClusterInfo
 from karpy.runtime.clock import FakeClock
+from karpy.runtime.telemetry import Telemetry
 from karpy_aws import AWSProviderOptions, build
 from karpy_aws.factory import EC2NODECLASSES, KubeNodeClasses
 from karpy_aws.instanceprofile import InstanceProfiles
@@ -112,6 +114,8 @@ async def test_the_factory_builds_a_provider_reading_nodeclasses_from_the_apiser
             ssm_prefix=SSM_PREFIX,
         )
         await kube.patch_status(EC2NODECLASSES, name, status)
+        spans = InMemorySpanExporter()
+        telemetry = Telemetry.setup(service_name="karpy-test", span_exporter=spans)
         context = ProviderContext(
             kube=kube,
             clock=FakeClock(),
@@ -119,6 +123,7 @@ async def test_the_factory_builds_a_provider_reading_nodeclasses_from_the_apiser
             settings=_settings(
                 moto, **{"cluster-endpoint": "https://k.test", "cluster-ca-bundle": "Q0E="}
             ),
+            telemetry=telemetry,
         )
         provider = await build(context)
         try:
@@ -130,8 +135,12 @@ async def test_the_factory_builds_a_provider_reading_nodeclasses_from_the_apiser
                 launched.status.provider_id
             ]
             await provider.delete(launched)
+            # The AWS calls report through the operator's telemetry it was given.
+            names = {span.name for span in spans.get_finished_spans()}
+            assert {"aws.ec2.CreateFleet", "aws.ec2.TerminateInstances"} <= names
         finally:
             await provider.aclose()
+            telemetry.shutdown()
     finally:
         await kube.delete(EC2NODECLASSES, name)
 

@@ -139,12 +139,17 @@ async def build(context: ProviderContext[KubeClient]) -> AWSCloudProvider:
         )
     except ConfigurationError as e:
         raise ProviderConfigError(str(e)) from e
-    # ProviderContext carries no telemetry: reconcile spans go to the global tracer, as the
-    # session's AWS spans do, and the loops' metrics to a meter of the provider's own.
-    telemetry = attrs.evolve(
-        Telemetry.setup(service_name=TELEMETRY_SERVICE), tracer=trace.get_tracer("karpy_aws")
+    # Inside the operator the loops and AWS calls report through its telemetry (one trace per
+    # reconcile with the AWS calls as children, metrics on its /metrics); built alone (tests,
+    # tools) the provider gets a private meter and the global tracer.
+    telemetry = (
+        context.telemetry
+        if context.telemetry is not None
+        else attrs.evolve(
+            Telemetry.setup(service_name=TELEMETRY_SERVICE), tracer=trace.get_tracer("karpy_aws")
+        )
     )
-    session = AWSSession(settings)
+    session = AWSSession(settings, tracer=telemetry.tracer)
     await session.__aenter__()
     try:
         cluster, eks_version = await _cluster(session, options, name=context.cluster_name)
