@@ -10,19 +10,23 @@ comes from {100m, 250m, 500m, 1, 1.5} and memory from {100Mi, 256Mi, 512Mi, 1Gi,
 with a fixed seed (42). Spread and affinity pods carry one of seven label values and select their
 own value, as a Deployment would; each (kind, value) is one owner.
 
-The "plain" mix is plain pods only. For it the report adds a lower bound on cost: the relaxation
-that lets every resource be bought fractionally from whichever instance type sells it cheapest
-(price / allocatable), taken for the binding resource — max over resources r of
-demand_r * min over types of price_t / allocatable_{t,r} — and at least the price of the cheapest
-type that holds the largest pod, since some node must hold it. No packing can cost less, so
-``plan / bound - 1`` is an upper bound on how far the plan is from optimal.
+The "plain" mix is plain pods only. For it the report adds a lower bound on cost: the LP
+relaxation of the packing — buy fractional nodes, min sum_t price_t * x_t subject to
+sum_t allocatable_{t,r} * x_t >= demand_r for every resource r (cpu, memory, pods), x >= 0 — solved
+exactly (two-phase simplex in rational arithmetic; with three resources an optimal mix uses at
+most three types), and at least the price of the cheapest type that holds the largest pod, since
+some node must hold it. No packing can cost less, so ``plan / bound - 1`` is an upper bound on
+how far the plan is from optimal.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import time
+from collections.abc import Sequence
+from fractions import Fraction
 
 from karpy.apis.v1 import labels as wk
 from karpy.core.instancetypes import InstanceType
@@ -85,23 +89,95 @@ def plain_pods(count: int, *, seed: int = 42) -> list[Pod]:
     return [_pod(i, "plain", rng) for i in range(count)]
 
 
+def _cheapest(it: InstanceType) -> float:
+    return min(o.price for o in it.offerings if o.available)
+
+
+def _solve(
+    rows: Sequence[Sequence[Fraction]], costs: Sequence[Fraction], demand: Sequence[Fraction]
+) -> Fraction:
+    """min costs . x subject to rows @ x >= demand, x >= 0, exactly (rows: one per resource).
+
+    Two-phase revised simplex with Bland's rule (no cycling). Columns are the types, then a
+    surplus per row, then an artificial per row that starts as the basis; the basis is only
+    len(demand) wide, so each step is a small exact inverse and one pricing pass.
+    """
+    m, n = len(demand), len(costs)
+    cols: list[list[Fraction]] = [[rows[r][j] for r in range(m)] for j in range(n)]
+    cols += [[Fraction(-1 if r == k else 0) for r in range(m)] for k in range(m)]
+    artificial = range(n + m, n + 2 * m)
+    cols += [[Fraction(1 if r == k else 0) for r in range(m)] for k in range(m)]
+    basis = list(artificial)
+
+    def inverse() -> list[list[Fraction]]:
+        a = [
+            [cols[basis[c]][r] for c in range(m)] + [Fraction(r == i) for i in range(m)]
+            for r in range(m)
+        ]
+        for c in range(m):
+            pivot = next(r for r in range(c, m) if a[r][c] != 0)
+            a[c], a[pivot] = a[pivot], a[c]
+            a[c] = [v / a[c][c] for v in a[c]]
+            for r in range(m):
+                if r != c and a[r][c] != 0:
+                    f = a[r][c]
+                    a[r] = [v - f * w for v, w in zip(a[r], a[c], strict=True)]
+        return [row[m:] for row in a]
+
+    def times(inv: list[list[Fraction]], col: Sequence[Fraction]) -> list[Fraction]:
+        return [sum((inv[r][k] * col[k] for k in range(m)), Fraction(0)) for r in range(m)]
+
+    def run(cost: list[Fraction], allowed: range) -> None:
+        while True:
+            inv = inverse()
+            duals = [
+                sum((cost[basis[k]] * inv[k][r] for k in range(m)), Fraction(0)) for r in range(m)
+            ]
+            entering = next(
+                (
+                    j
+                    for j in allowed
+                    if j not in basis
+                    and cost[j] - sum((duals[r] * cols[j][r] for r in range(m)), Fraction(0)) < 0
+                ),
+                None,
+            )
+            if entering is None:
+                return
+            values, step = times(inv, demand), times(inv, cols[entering])
+            ratios = [(values[r] / step[r], basis[r], r) for r in range(m) if step[r] > 0]
+            if not ratios:
+                raise ValueError("the LP is unbounded (a type with no price?)")
+            basis[min(ratios)[2]] = entering
+
+    run([Fraction(0)] * (n + m) + [Fraction(1)] * m, range(n + 2 * m))
+    inv = inverse()
+    if any(basis[r] in artificial and times(inv, demand)[r] > 0 for r in range(m)):
+        raise ValueError("the LP is infeasible: some resource is sold by no type")
+    for r in range(m):  # drive artificials left at zero out of the basis
+        if basis[r] in artificial:
+            inv = inverse()
+            basis[r] = next(j for j in range(n + m) if j not in basis and times(inv, cols[j])[r])
+    cost = [*costs, *([Fraction(0)] * m), *([Fraction(0)] * m)]
+    run(cost, range(n + m))
+    values = times(inverse(), demand)
+    return sum((cost[basis[r]] * values[r] for r in range(m)), Fraction(0))
+
+
 def lower_bound(pods: list[Pod], types: tuple[InstanceType, ...]) -> float:
-    """The binding-resource fractional relaxation described in the module docstring."""
+    """The LP relaxation described in the module docstring, and at least the cheapest type that
+    holds the largest pod."""
     demand: dict[str, int] = {}
     for pod in pods:
         for name, amount in pod.requests().items():
             demand[name] = demand.get(name, 0) + amount
-    best = 0.0
-    for name, amount in demand.items():
-        rates = [
-            t.offerings[0].price / t.allocatable.get_amount(name)
-            for t in types
-            if t.allocatable.get_amount(name) > 0
-        ]
-        best = max(best, amount * min(rates))
+    names = sorted(n for n, amount in demand.items() if amount > 0)
+    rows = [[Fraction(t.allocatable.get_amount(n)) for t in types] for n in names]
+    prices = [Fraction(_cheapest(t)) for t in types]
+    best = float(_solve(rows, prices, [Fraction(demand[n]) for n in names]))
     # Integrality: some node must hold the largest pod, so at least the cheapest type that fits it.
     largest = max(pods, key=lambda p: sorted(p.requests().items()))
-    fitting = [t.offerings[0].price for t in types if largest.requests().fits(t.allocatable)]
+    fitting = [_cheapest(t) for t in types if largest.requests().fits(t.allocatable)]
     return max(best, min(fitting)) if fitting else best
 
 
@@ -131,6 +207,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     header = ("mix", "pods", "placed", "pods/s", "nodes", "$/h", "LP bound", "gap")
     print("{:8} {:>6} {:>6} {:>9} {:>6} {:>10} {:>10} {:>6}".format(*header))
     for mix in args.mixes.split(","):
@@ -139,7 +216,8 @@ def main() -> None:
             gap = f"{(price / bound - 1) * 100:5.2f}%" if bound else "-"
             bound_text = f"{bound:10.2f}" if bound is not None else f"{'-':>10}"
             row = f"{mix:8} {pods:6d} {placed:6d} {rate:9.0f} {nodes:6d} {price:10.2f}"
-            print(f"{row} {bound_text} {gap:>6}")
+            print(f"{row} {bound_text} {gap:>6}", flush=True)
+    print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":
