@@ -59,14 +59,21 @@ def nodepool_requirements(nodepool: NodePool) -> Requirements:
 
 
 def _bound_entries(req: Requirement) -> list[tuple[RequirementOperator, tuple[str, ...]]]:
+    """Integer bounds as the wire carries them: one non-negative integer each.
+
+    Gte 0 is stored as "greater than -1", which the digits-only Gt cannot carry, so it is written
+    as Gte 0. A pod may ask for a negative bound (node affinity takes any int64), which no
+    NodeClaim may carry: a lower bound below zero is left out, and an upper bound below zero as
+    well. The NodeClaim loses nothing by it, since its instance types were chosen under the
+    exact bound and are listed by name.
+    """
     out: list[tuple[RequirementOperator, tuple[str, ...]]] = []
-    if req.greater_than is not None:
-        # Gte 0 is stored as "greater than -1", which the wire's digits-only Gt cannot carry.
-        if req.greater_than < 0:
-            out.append((RequirementOperator.GTE, (str(req.greater_than + 1),)))
+    if req.greater_than is not None and req.greater_than >= -1:
+        if req.greater_than == -1:
+            out.append((RequirementOperator.GTE, ("0",)))
         else:
             out.append((RequirementOperator.GT, (str(req.greater_than),)))
-    if req.less_than is not None:
+    if req.less_than is not None and req.less_than >= 0:
         out.append((RequirementOperator.LT, (str(req.less_than),)))
     return out
 

@@ -29,7 +29,7 @@ from karpy.cloudprovider.requirements import (
     requirements_to_api,
     resources_from_quantities,
 )
-from karpy.core.requirements import RequirementError, Requirements
+from karpy.core.requirements import Requirement, RequirementError, Requirements
 from karpy.core.resources import QuantityError, Resources, parse_quantity
 
 KEYS = [wk.LABEL_ARCH, "beta.kubernetes.io/arch", wk.LABEL_INSTANCE_TYPE, "team", "size"]
@@ -174,6 +174,26 @@ def test_gte_zero_is_written_as_gte() -> None:
     wire = NodeClaimRequirement(key="size", operator=RequirementOperator.GTE, values=("0",))
     (back,) = requirements_to_api(requirements_from_api([wire]))
     assert (back.operator, back.values) == (RequirementOperator.GTE, ("0",))
+
+
+@pytest.mark.parametrize(
+    ("operator", "value", "expected"),
+    [
+        pytest.param("Gt", "-5", [(RequirementOperator.EXISTS, ())], id="gt-negative-left-out"),
+        pytest.param("Gte", "-5", [(RequirementOperator.EXISTS, ())], id="gte-negative-left-out"),
+        pytest.param("Lt", "-5", [(RequirementOperator.EXISTS, ())], id="lt-negative-left-out"),
+        pytest.param("Gt", "-1", [(RequirementOperator.GTE, ("0",))], id="gt-minus-one-is-gte-0"),
+        pytest.param("Lt", "0", [(RequirementOperator.LT, ("0",))], id="lt-zero-kept"),
+    ],
+)
+def test_negative_bounds_a_pod_may_ask_for_never_reach_the_wire(
+    operator: str, value: str, expected: list[tuple[RequirementOperator, tuple[str, ...]]]
+) -> None:
+    """The NodeClaim CRD takes one non-negative integer per bound (as Karpenter's does); a bound
+    left out still requires the label to exist, as any integer bound does."""
+    reqs = Requirements([Requirement.new("size", operator, [value])])
+    entries = [(e.operator, e.values) for e in requirements_to_api(reqs)]
+    assert entries == expected
 
 
 def test_not_in_with_bounds_becomes_several_entries_on_one_key() -> None:
