@@ -10,7 +10,9 @@ This module does file I/O; the core below it does none. See docs/simulate.md for
 from __future__ import annotations
 
 import json
+from importlib import metadata
 from pathlib import Path
+from typing import Final
 
 import attrs
 import yaml
@@ -122,14 +124,25 @@ def _nodepool(node: Node) -> NodePool:
     )
 
 
+CATALOG_GROUP: Final = "karpy.catalogs"
+"""Entry points naming installed providers' instance-type catalogs (see pyproject.toml)."""
+
+
 def _catalog(node: Node) -> tuple[InstanceType, ...]:
     node.check_keys({"provider", "count", "items"})
     provider = node.get("provider")
     if provider is not None:
-        if provider.text() != "fake":
-            raise provider.fail(f"unknown provider {provider.text()!r} (supported: fake)")
+        name = provider.text()
         count = node.get("count")
-        return make_instance_types(count.integer() if count else 400)
+        if name == "fake":
+            return make_instance_types(count.integer() if count else 400)
+        if count is not None:
+            raise count.fail("count is for the 'fake' catalog only")
+        catalogs = {ep.name: ep for ep in metadata.entry_points(group=CATALOG_GROUP)}
+        if name not in catalogs:
+            supported = ", ".join(sorted({"fake", *catalogs}))
+            raise provider.fail(f"unknown provider {name!r} (supported: {supported})")
+        return tuple(catalogs[name].load()())
     return tuple(_instance_type(n) for n in node.req("items").items())
 
 

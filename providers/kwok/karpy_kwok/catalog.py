@@ -155,3 +155,9 @@ def instance_types(
 ) -> tuple[InstanceType, ...]:
     selectors = tuple(unavailable)
     return tuple(instance_type(e, unavailable=selectors) for e in entries)
+
+
+def shipped_instance_types() -> tuple[InstanceType, ...]:
+    """The shipped catalog, every offering available: what `karpy simulate` reads for a scenario
+    whose catalog says ``provider: kwok`` (entry-point group ``karpy.catalogs``)."""
+    return instance_types(load_entries())

@@ -32,6 +32,43 @@ def test_minimal_scenario() -> None:
     assert len(scenario.snapshot.instance_types["default"]) == 4
 
 
+def test_an_installed_providers_catalog_is_named_by_its_entry_point() -> None:
+    """`provider: kwok` reads the kwok provider's shipped catalog (group karpy.catalogs)."""
+    scenario = parse(
+        _with(
+            instanceTypes={"provider": "kwok"},
+            pods=[{"name": "a", "requests": {"cpu": "3", "memory": "4Gi"}}],
+        )
+    )
+    types = scenario.snapshot.instance_types["default"]
+    names = {t.name for t in types}
+    assert {"c5.large", "m6g.8xlarge", "t4g.large"} <= names
+    results = solve(scenario.snapshot, list(scenario.pods), scenario.options)
+    (claim,) = results.nodeclaims
+    assert all(name in names for name in claim.instance_types)
+
+
+@pytest.mark.parametrize(
+    ("catalog", "message"),
+    [
+        pytest.param(
+            {"provider": "nimbus"},
+            "instanceTypes.provider: unknown provider 'nimbus' (supported: fake, kwok)",
+            id="unknown",
+        ),
+        pytest.param(
+            {"provider": "kwok", "count": 3},
+            "instanceTypes.count: count is for the 'fake' catalog only",
+            id="count-on-kwok",
+        ),
+    ],
+)
+def test_a_catalog_provider_is_checked(catalog: dict[str, object], message: str) -> None:
+    with pytest.raises(ScenarioError) as raised:
+        parse(_with(instanceTypes=catalog))
+    assert message in str(raised.value)
+
+
 def test_deployments_expand_to_owned_replicas() -> None:
     dep = {"name": "web", "replicas": 3, "template": {"labels": {"app": "web"}}}
     pods = parse(_with(deployments=[dep])).pods
