@@ -30,7 +30,7 @@ from karpy.controllers.nodeclaim.lifecycle.controller import LifecycleController
 from karpy.controllers.nodeclaim.podevents import PodEventsController
 from karpy.controllers.nodeclaim.podevents import pod_subscriber as podevents_subscriber
 from karpy.controllers.provisioning.batcher import Batcher
-from karpy.controllers.provisioning.deleting import node_subscriber
+from karpy.controllers.provisioning.deleting import node_subscriber, nodeclaim_subscriber
 from karpy.controllers.provisioning.provisioner import Provisioner
 from karpy.controllers.provisioning.trigger import pod_subscriber
 from karpy.core.scheduling.preferences import MinValuesPolicy, PreferencePolicy
@@ -283,6 +283,7 @@ def _controllers(
         batcher = Batcher(options.batching, signal=Trigger("provisioning-batch"))
         by_kind[PODS.kind].subscribe(pod_subscriber(batcher))
         by_kind[NODES.kind].subscribe(node_subscriber(batcher))
+        by_kind[NODECLAIMS.kind].subscribe(nodeclaim_subscriber(batcher))
         controllers.append(
             Provisioner(
                 client,

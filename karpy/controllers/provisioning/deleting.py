@@ -4,7 +4,10 @@ When a Node is being deleted (drift, expiry, consolidation, a user's `kubectl de
 pods will be evicted and become pending. Karpenter does not wait for that: the provisioner
 counts the reschedulable pods of deleting nodes as pending in the same batch, so replacement
 capacity is launched while the node drains. A Node that starts deleting therefore triggers the
-batcher too. Pure predicates plus a non-blocking informer callback.
+batcher too. So does a NodeClaim that is gone: the pods nominated to it (a launch that failed for
+insufficient capacity or a NodeClass that is not Ready, a NodeClaim deleted by hand) are pending
+again, and need not wait for some unrelated pod to change before they are tried again. Pure
+predicates plus non-blocking informer callbacks.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from karpy.apis.kube.node import Node
 from karpy.apis.kube.pod import Pod
 from karpy.apis.v1.labels import ANNOTATION_MIRROR_POD
+from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.controllers.provisioning.batcher import Batcher
 from karpy.kube.watch import Event, EventType
 from karpy.state.snapshot import is_terminal
@@ -50,5 +54,16 @@ def node_subscriber(batcher: Batcher) -> Callable[[Event[Node]], None]:
             return
         if event.item.obj.metadata.deletion_timestamp is not None:
             batcher.trigger(f"node/{event.item.ref.uid}")
+
+    return on_event
+
+
+def nodeclaim_subscriber(batcher: Batcher) -> Callable[[Event[NodeClaim]], None]:
+    """An informer callback that triggers `batcher` when a NodeClaim is gone, so the pods that
+    were nominated to it are scheduled again at once. Synchronous and non-blocking."""
+
+    def on_event(event: Event[NodeClaim]) -> None:
+        if event.type is EventType.DELETED:
+            batcher.trigger(f"nodeclaim/{event.item.ref.uid}")
 
     return on_event

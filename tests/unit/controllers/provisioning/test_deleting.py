@@ -9,11 +9,14 @@ import pytest
 from karpy.apis.kube.node import Node
 from karpy.apis.kube.pod import Pod, PodPhase, PodSpec, PodStatus
 from karpy.apis.meta import ObjectMeta, OwnerReference
+from karpy.apis.v1.common import NodeClassReference
 from karpy.apis.v1.labels import ANNOTATION_MIRROR_POD
+from karpy.apis.v1.nodeclaim import NodeClaim, NodeClaimSpec
 from karpy.controllers.provisioning.batcher import Batcher
 from karpy.controllers.provisioning.deleting import (
     is_reschedulable,
     node_subscriber,
+    nodeclaim_subscriber,
     pods_of_deleting_nodes,
 )
 from karpy.kube.resources import Item, ObjectRef
@@ -101,4 +104,25 @@ async def test_a_node_that_starts_deleting_triggers_the_batcher() -> None:
     on_event(_event(_node("leaving", deleting=True), EventType.DELETED))
     assert batcher.pending == 0
     on_event(_event(_node("leaving", deleting=True), EventType.MODIFIED))
+    assert batcher.pending == 1
+
+
+async def test_a_nodeclaim_that_is_gone_triggers_the_batcher() -> None:
+    """Its nominated pods are pending again (say its launch found no capacity)."""
+    batcher = Batcher(BatchingOptions(), signal=Trigger("test"))
+    on_event = nodeclaim_subscriber(batcher)
+    claim = NodeClaim(
+        metadata=ObjectMeta(name="default-abcde"),
+        spec=NodeClaimSpec(
+            requirements=(),
+            node_class_ref=NodeClassReference(group="g", kind="K", name="n"),
+        ),
+    )
+    ref = ObjectRef(
+        kind="NodeClaim", namespace="", name="default-abcde", uid="claim-uid", resource_version="1"
+    )
+    for type_ in (EventType.ADDED, EventType.MODIFIED):
+        on_event(Event(type=type_, item=Item(ref=ref, obj=claim)))
+    assert batcher.pending == 0
+    on_event(Event(type=EventType.DELETED, item=Item(ref=ref, obj=claim)))
     assert batcher.pending == 1
