@@ -201,8 +201,12 @@ class KwokCloudProvider:
         return tuple(found.values())
 
     async def get_instance_types(self, nodepool: NodePool) -> Sequence[InstanceType]:
-        """The whole catalog, for every NodePool, with out-of-capacity offerings marked."""
-        del nodepool
+        """The whole catalog, with out-of-capacity offerings marked, for a NodePool whose
+        KWOKNodeClass exists and is Ready; NodeClassNotReadyError otherwise, so the provisioner
+        plans nothing on that pool instead of creating NodeClaims that cannot launch."""
+        await self._ready_nodeclass(
+            nodepool.spec.template.spec.node_class_ref, owner=f"nodepool {nodepool.metadata.name!r}"
+        )
         return self._types
 
     async def is_drifted(self, nodeclaim: NodeClaim) -> DriftReason | None:
@@ -287,21 +291,23 @@ class KwokCloudProvider:
         return self._options.registration_delay
 
     async def _require_ready_nodeclass(self, nodeclaim: NodeClaim) -> KWOKNodeClass:
-        ref = nodeclaim.spec.node_class_ref
+        return await self._ready_nodeclass(
+            nodeclaim.spec.node_class_ref, owner=f"nodeclaim {nodeclaim.metadata.name!r}"
+        )
+
+    async def _ready_nodeclass(self, ref: NodeClassReference, *, owner: str) -> KWOKNodeClass:
+        """The Ready KWOKNodeClass `ref` names; NodeClassNotReadyError naming `owner` if not."""
         if (ref.group, ref.kind) != (KWOK_NODE_CLASS.group, KWOK_NODE_CLASS.kind):
-            msg = (
-                f"nodeclaim {nodeclaim.metadata.name!r}: nodeClassRef {ref.group}/{ref.kind} is"
-                f" not a {KWOK_NODE_CLASS.kind}"
-            )
+            msg = f"{owner}: nodeClassRef {ref.group}/{ref.kind} is not a {KWOK_NODE_CLASS.kind}"
             raise NodeClassNotReadyError(msg)
         try:
             nodeclass = await self._kube.get(KWOK_NODECLASSES, ref.name)
         except NotFoundError as error:
-            msg = f"nodeclaim {nodeclaim.metadata.name!r}: KWOKNodeClass {ref.name!r} not found"
+            msg = f"{owner}: KWOKNodeClass {ref.name!r} not found"
             raise NodeClassNotReadyError(msg) from error
         ready = next((c for c in nodeclass.status.conditions if c.type == "Ready"), None)
         if ready is None or ready.status is not ConditionStatus.TRUE:
-            msg = f"nodeclaim {nodeclaim.metadata.name!r}: KWOKNodeClass {ref.name!r} is not Ready"
+            msg = f"{owner}: KWOKNodeClass {ref.name!r} is not Ready"
             raise NodeClassNotReadyError(msg)
         return nodeclass
 

@@ -184,6 +184,20 @@ async def test_unavailable_offerings_are_skipped_then_insufficient_capacity(
     assert (await provider.create(_nodeclaim("kwok-ice-3"))).status.provider_id
 
 
+async def test_a_nodepool_without_a_ready_nodeclass_offers_no_instance_types(
+    kube: KubeClient,
+) -> None:
+    """So the provisioner plans nothing on it, rather than NodeClaims that cannot launch."""
+    provider = _provider(kube)
+    missing = NodeClassReference(group=REF.group, kind=REF.kind, name="no-such-class")
+    with pytest.raises(NodeClassNotReadyError, match="nodepool 'orphan': KWOKNodeClass 'no-such"):
+        await provider.get_instance_types(nodepool("orphan", missing))
+    foreign = NodeClassReference(group=wk.AWS_GROUP, kind="EC2NodeClass", name="default")
+    with pytest.raises(NodeClassNotReadyError, match="nodepool 'aws': nodeClassRef"):
+        await provider.get_instance_types(nodepool("aws", foreign))
+    assert await provider.get_instance_types(POOL)
+
+
 async def test_a_missing_or_foreign_nodeclass_is_not_ready(kube: KubeClient) -> None:
     provider = _provider(kube)
     missing = NodeClassReference(group=REF.group, kind=REF.kind, name="no-such-class")
