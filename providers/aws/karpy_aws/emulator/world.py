@@ -42,6 +42,10 @@ AMI_IDS: Final = {
 }
 
 _FEB: Final = "2026-02-01T00:00:00.000Z"
+_EC2_TRUST: Final = (
+    '{"Version":"2012-10-17","Statement":[{"Effect":"Allow",'
+    '"Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}'
+)
 
 
 def _ami(ami_id: str, name: str, arch: str, created: str, owner: str = "amazon") -> dict[str, Any]:
@@ -147,10 +151,12 @@ def seed(
     discovery: Mapping[str, str],
     kubernetes_versions: Iterable[str],
     ssm_prefix: str = "/aws/service",
+    node_role: str | None = None,
 ) -> World:
     """Create the world in the moto server at ``endpoint`` (running in this process when
     ``ssm_prefix`` is under ``/aws/``). Subnets in us-west-2a/b/c and the ``nodes`` security
-    group carry the ``discovery`` tags; alias parameters are written for every version."""
+    group carry the ``discovery`` tags; alias parameters are written for every version; the IAM
+    role ``node_role`` (for EC2NodeClass ``role``) is created when given."""
     # botocore's synchronous client is the simplest tool for one-off seeding.
     kw: dict[str, Any] = {"region_name": REGION, "endpoint_url": endpoint}
     sdk = botocore.session.get_session()
@@ -195,6 +201,10 @@ def seed(
         ssm = sdk.create_client("ssm", **kw)
         for name, value in parameters.items():
             ssm.put_parameter(Name=name, Value=value, Type="String")
+    if node_role is not None:
+        sdk.create_client("iam", **kw).create_role(
+            RoleName=node_role, AssumeRolePolicyDocument=_EC2_TRUST
+        )
     return World(endpoint=endpoint, vpc_id=vpc, subnets=subnets, security_groups=groups)
 
 

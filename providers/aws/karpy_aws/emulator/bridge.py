@@ -1,0 +1,176 @@
+"""The kubelet-join bridge: a Node joins for every instance moto runs, and leaves when it ends.
+
+On EC2 the instance's kubelet registers its Node, and the cloud controller manager deletes the
+Node once the instance is terminated. moto runs neither, so this loop plays both: it lists the
+cluster's instances with the filter the provider uses (karpy_aws.instance), creates the Node
+each running one's kubelet would register (:mod:`karpy_aws.emulator.join`; kwok then keeps it
+Ready and runs its pods), and deletes the Nodes whose instance is shutting down or gone. Only
+Nodes it made itself (annotated with the cluster's name) are ever deleted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+import attrs
+
+from karpy.apis.v1 import labels as wk
+from karpy.kube.client import KubeClient
+from karpy.kube.errors import ConflictError, NotFoundError
+from karpy.kube.kinds import NODES
+from karpy_aws.emulator.join import (
+    Boot,
+    EmulatedInstance,
+    by_instance_id,
+    kubelet_node,
+    parse_instance,
+    read_user_data,
+)
+from karpy_aws.instance import LIVE_STATES
+from karpy_aws.instancetypes import InstanceTypeInfo, parse_instance_type
+from karpy_aws.launchtemplate import TAG_CLUSTER_PREFIX
+from karpy_aws.session import AWSClient
+
+log = logging.getLogger(__name__)
+
+JOINING_STATES: Final = ("running",)
+"""An instance's kubelet registers once the instance runs."""
+SYNC_TIMEOUT: Final = 60.0
+"""Seconds one pass (a few EC2 calls and one Node list) may take before it is abandoned."""
+
+
+@attrs.frozen
+class Pass:
+    """What one pass changed: Nodes created and deleted (by name)."""
+
+    joined: tuple[str, ...] = ()
+    left: tuple[str, ...] = ()
+
+
+class KubeletBridge:
+    """Joins and removes the Nodes of one cluster's moto instances (see the module docstring)."""
+
+    def __init__(
+        self,
+        ec2: AWSClient,
+        kube: KubeClient,
+        *,
+        cluster_name: str,
+        region: str,
+        join_delay: float = 0.0,
+    ) -> None:
+        self._ec2 = ec2
+        self._kube = kube
+        self._cluster_name = cluster_name
+        self._region = region
+        self._join_delay = join_delay
+        self._first_seen: dict[str, float] = {}
+        self._boots: dict[str, Boot] = {}
+        self._types: dict[str, InstanceTypeInfo] = {}
+
+    async def run(self, *, interval: float = 1.0) -> None:
+        """Sync every ``interval`` seconds until cancelled; a failed pass is logged and retried."""
+        while True:
+            try:
+                async with asyncio.timeout(SYNC_TIMEOUT):
+                    await self.sync()
+            except Exception:
+                log.exception("kubelet bridge pass failed")
+            await asyncio.sleep(interval)
+
+    async def sync(self) -> Pass:
+        """One pass: join running instances that have no Node yet, remove Nodes whose instance
+        is shutting down or gone."""
+        instances = await self._instances()
+        listed = await self._kube.list(NODES)
+        nodes = by_instance_id((i.obj for i in listed.items), cluster_name=self._cluster_name)
+        now = asyncio.get_running_loop().time()
+        joined = []
+        for instance in instances:
+            if instance.state not in JOINING_STATES or instance.id in nodes:
+                continue
+            seen = self._first_seen.setdefault(instance.id, now)
+            if now - seen >= self._join_delay and await self._join(instance):
+                joined.append(instance.id)
+        alive = {i.id for i in instances if i.state in LIVE_STATES and i.state != "shutting-down"}
+        left = []
+        for instance_id, node in sorted(nodes.items()):
+            if instance_id in alive:
+                continue
+            self._forget(instance_id)
+            if node.metadata.deletion_timestamp is not None:
+                continue
+            with contextlib.suppress(NotFoundError):
+                await self._kube.delete(NODES, node.metadata.name or "")
+                left.append(node.metadata.name or "")
+                log.info(
+                    "deleted node of ended instance",
+                    extra={"node": node.metadata.name, "instance": instance_id},
+                )
+        return Pass(joined=tuple(joined), left=tuple(left))
+
+    async def _instances(self) -> Sequence[EmulatedInstance]:
+        reservations = await self._ec2.paginate(
+            "DescribeInstances",
+            result_key="Reservations",
+            Filters=[
+                {"Name": "tag-key", "Values": [wk.LABEL_NODEPOOL]},
+                {"Name": f"tag:{TAG_CLUSTER_PREFIX}{self._cluster_name}", "Values": ["owned"]},
+            ],
+        )
+        return [parse_instance(i) for r in reservations for i in r.get("Instances", [])]
+
+    async def _join(self, instance: EmulatedInstance) -> bool:
+        boot = self._boots.get(instance.id)
+        if boot is None:
+            boot = self._boots[instance.id] = read_user_data(await self._user_data(instance.id))
+        node = kubelet_node(
+            instance,
+            await self._type(instance.instance_type),
+            boot,
+            region=self._region,
+            cluster_name=self._cluster_name,
+        )
+        try:
+            await self._kube.create(NODES, node)
+        except ConflictError:
+            log.warning(
+                "node name taken, instance not joined",
+                extra={"node": node.metadata.name, "instance": instance.id},
+            )
+            return False
+        log.info(
+            "node joined",
+            extra={
+                "node": node.metadata.name,
+                "instance": instance.id,
+                "instance_type": instance.instance_type,
+                "zone": instance.zone,
+            },
+        )
+        return True
+
+    async def _user_data(self, instance_id: str) -> str:
+        answer = await self._ec2.call(
+            "DescribeInstanceAttribute", InstanceId=instance_id, Attribute="userData"
+        )
+        encoded = answer.get("UserData", {}).get("Value") or ""
+        return base64.b64decode(encoded).decode() if encoded else ""
+
+    async def _type(self, name: str) -> InstanceTypeInfo:
+        info = self._types.get(name)
+        if info is None:
+            answer: Mapping[str, Any] = await self._ec2.call(
+                "DescribeInstanceTypes", InstanceTypes=[name]
+            )
+            info = self._types[name] = parse_instance_type(answer["InstanceTypes"][0])
+        return info
+
+    def _forget(self, instance_id: str) -> None:
+        self._first_seen.pop(instance_id, None)
+        self._boots.pop(instance_id, None)
