@@ -6,7 +6,8 @@ module turns those settings into typed options — refusing unknown or malformed
 ProviderConfigError that names the key — opens the AWS session the provider owns until
 ``aclose()``, discovers the cluster from EKS when its endpoint is not given, and composes the
 loops the provider's ``run()`` hook drives on the leader: the EC2NodeClass controller, leaked-
-instance garbage collection and upkeep. It is the provider's composition root.
+instance garbage collection, upkeep and, when an interruption queue is given, the interruption
+controller. It is the provider's composition root.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from karpy_aws.cluster import describe_cluster
 from karpy_aws.errors import AWSError, ConfigurationError
 from karpy_aws.instance import Instances
 from karpy_aws.instanceprofile import InstanceProfiles
+from karpy_aws.interruption.controller import InterruptionController
+from karpy_aws.interruption.sqs import check_queue
 from karpy_aws.k8sversion import KubernetesVersion, check_pinned
 from karpy_aws.kinds import EC2NODECLASSES
 from karpy_aws.launchtemplate import LaunchTemplates
@@ -35,7 +38,7 @@ from karpy_aws.nodeclaims import ClusterInfo
 from karpy_aws.nodeclasscontroller import NodeClassController
 from karpy_aws.offerings import InstanceTypeCatalog
 from karpy_aws.pricing import PriceCache, pricing_endpoint_region
-from karpy_aws.provider import AWSCloudProvider, Background
+from karpy_aws.provider import AWSCloudProvider, Background, Controller
 from karpy_aws.session import AWSSession, AWSSettings
 from karpy_aws.unavailable import UnavailableOfferings
 from karpy_aws.upkeep import LeakedInstanceController
@@ -75,6 +78,9 @@ class AWSProviderOptions:
     use_pricing_api: bool = True
     kubernetes_version: str | None = None
     ssm_prefix: str = DEFAULT_SSM_PREFIX
+    interruption_queue: str | None = None
+    """The SQS queue (name or URL) EventBridge sends interruption events to (Karpenter's
+    INTERRUPTION_QUEUE); None runs no interruption controller."""
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, str]) -> AWSProviderOptions:
@@ -120,6 +126,11 @@ def _parse(key: str, raw: str) -> object:
         raise ProviderConfigError(
             f"aws provider setting {key!r}: {raw!r} must start with '/' and not end with it"
         )
+    if key == "interruption-queue":
+        try:
+            return check_queue(raw)
+        except ValueError as e:
+            raise ProviderConfigError(f"aws provider setting {key!r}: {e}") from e
     return raw
 
 
@@ -198,6 +209,18 @@ async def build(context: ProviderContext[KubeClient]) -> AWSCloudProvider:
         leaked = LeakedInstanceController(
             context.kube, instances, clock=context.clock, telemetry=telemetry, backoff=backoff
         )
+        controllers: tuple[Controller, ...] = (nodeclasses, leaked)
+        if options.interruption_queue is not None:
+            interruption = InterruptionController(
+                context.kube,
+                await session.client("sqs"),
+                queue=options.interruption_queue,
+                unavailable=unavailable,
+                clock=context.clock,
+                telemetry=telemetry,
+                backoff=backoff,
+            )
+            controllers = (*controllers, interruption)
     except BaseException:
         await session.__aexit__(None, None, None)
         telemetry.shutdown()
@@ -218,9 +241,7 @@ async def build(context: ProviderContext[KubeClient]) -> AWSCloudProvider:
         unavailable=unavailable,
         clock=context.clock,
         on_close=close,
-        background=Background(
-            controllers=(nodeclasses, leaked), telemetry=telemetry, backoff=backoff
-        ),
+        background=Background(controllers=controllers, telemetry=telemetry, backoff=backoff),
     )
 
 

@@ -90,7 +90,8 @@ class NodeClassSource(Protocol):
 
 
 class Controller(Protocol):
-    """A loop the provider runs on the leader (the NodeClass controller, leaked-instance GC)."""
+    """A loop the provider runs on the leader (the NodeClass controller, leaked-instance GC,
+    the interruption controller)."""
 
     @property
     def name(self) -> str:
@@ -170,7 +171,8 @@ class AWSCloudProvider:
 
     async def run(self) -> None:
         """The leader's AWS loops, until cancelled (karpy runs this hook once the replica
-        leads): the EC2NodeClass controller, leaked-instance garbage collection, and upkeep
+        leads): the EC2NodeClass controller, leaked-instance garbage collection, the
+        interruption controller when an interruption queue is configured, and upkeep
         (``start_leading`` once, then ``maintain`` periodically). A failing pass is logged and
         retried with backoff; nothing here ends on its own.
 

@@ -9,7 +9,9 @@ deadlines, botocore retries, typed errors).
 
 from __future__ import annotations
 
+import re
 from typing import Final
+from urllib.parse import urlsplit
 
 import attrs
 
@@ -19,6 +21,32 @@ from karpy_aws.session import AWSClient
 WAIT_SECONDS: Final = 20
 MAX_MESSAGES: Final = 10
 VISIBILITY_TIMEOUT_SECONDS: Final = 20
+# SQS queue names: 1-80 letters, digits, hyphens and underscores (".fifo" counts toward 80).
+_QUEUE_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,75}(\.fifo)?|[A-Za-z0-9_-]{76,80}")
+
+
+def check_queue(queue: str) -> str:
+    """``queue`` if it is an SQS queue name or an ``http(s)://host/<account>/<name>`` queue URL;
+    ValueError saying what is wrong otherwise. Pure."""
+    parts = urlsplit(queue)
+    if parts.scheme in ("http", "https"):
+        segments = parts.path.strip("/").split("/")
+        if not parts.netloc or len(segments) != 2 or not segments[0].isdigit():
+            msg = (
+                f"{queue!r} is not a queue URL "
+                "(https://sqs.<region>.amazonaws.com/<account>/<name>)"
+            )
+            raise ValueError(msg)
+        name = segments[1]
+    else:
+        name = queue
+    if not _QUEUE_NAME.fullmatch(name):
+        msg = (
+            f"{name!r} is not an SQS queue name (1-80 letters, digits, '-' and '_', "
+            "optionally ending in '.fifo')"
+        )
+        raise ValueError(msg)
+    return queue
 
 
 @attrs.frozen(kw_only=True)

@@ -1,0 +1,477 @@
+"""The interruption controller on moto's SQS and the real local control plane.
+
+Built as ``karpy run`` builds it (through ``build`` with the ``interruption-queue`` setting), it
+deletes the NodeClaims of instances AWS is taking away, marks an interrupted spot offering
+unavailable, records Karpenter's events, and deletes every message it handled or could not
+read. Built directly (with the fault injector in front of moto), a failing receive backs off
+and retries, a message whose deletion failed comes back and is handled again without a second
+delete, and a burst larger than one receive is handled a few messages at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any, TypeVar
+
+import attrs
+import botocore.session
+import orjson
+import pytest
+
+from karpy.apis.kube.node import Node, NodeSpec
+from karpy.apis.meta import ObjectMeta
+from karpy.apis.v1 import labels as wk
+from karpy.apis.v1.common import NodeClassReference
+from karpy.apis.v1.nodeclaim import NodeClaim
+from karpy.apis.v1.nodepool import (
+    NodeClaimTemplate,
+    NodeClaimTemplateSpec,
+    NodePool,
+    NodePoolSpec,
+)
+from karpy.cloudprovider.registry import ProviderConfigError
+from karpy.kube.client import KubeClient
+from karpy.kube.kinds import NODECLAIMS, NODES
+from karpy.localcluster import ClusterInfo as LocalClusterInfo
+from karpy.runtime.backoff import Backoff
+from karpy.runtime.clock import FakeClock
+from karpy.runtime.telemetry import Telemetry
+from karpy_aws.factory import AWSProviderOptions
+from karpy_aws.interruption.controller import (
+    InterruptionController,
+    message_kind,
+    notice_for,
+)
+from karpy_aws.interruption.messages import parse_event
+from karpy_aws.kinds import EC2NODECLASSES
+from karpy_aws.provider import AWSCloudProvider
+from karpy_aws.session import AWSSession
+from karpy_aws.unavailable import UnavailableOfferings
+from tests.support.kubehttp import KubeHTTP, KubeHTTPError
+
+from .conftest import REGION, FaultInjector, Moto, make_nodeclaim, ready_nodeclass
+from .test_aws_interruption_messages import (
+    REBALANCE,
+    RESERVATION,
+    RUNNING,
+    SCHEDULED,
+    SPOT,
+    STOPPING,
+)
+from .test_aws_run import running
+
+pytestmark = [pytest.mark.aws, pytest.mark.cluster]
+
+T = TypeVar("T")
+WAIT = 60.0
+HOLD = "karpy.test/hold"
+"""A finalizer nothing removes, so a deleted NodeClaim stays readable (deletionTimestamp set)."""
+
+
+@pytest.fixture
+async def kube(cluster_info: LocalClusterInfo, karpy_crds: list[str]) -> AsyncIterator[KubeClient]:
+    client = await KubeClient.connect(cluster_info.kubeconfig, request_timeout=10.0)
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+@pytest.fixture
+def cleanup(kube_http: KubeHTTP) -> Iterator[list[str]]:
+    """Apiserver paths to remove after the test, finalizers stripped."""
+    paths: list[str] = []
+    yield paths
+    for path in paths:
+        try:
+            kube_http.merge_patch(path, {"metadata": {"finalizers": None}})
+            kube_http.delete(path)
+        except KubeHTTPError as error:
+            if error.status != 404:
+                raise
+
+
+def _sqs(moto: Moto) -> Any:
+    return botocore.session.get_session().create_client(
+        "sqs", region_name=REGION, endpoint_url=moto.endpoint
+    )
+
+
+@attrs.frozen
+class Queue:
+    name: str
+    url: str
+    client: Any
+
+    def send(self, *bodies: dict[str, Any] | str) -> None:
+        for body in bodies:
+            text = body if isinstance(body, str) else orjson.dumps(body).decode()
+            self.client.send_message(QueueUrl=self.url, MessageBody=text)
+
+    def left(self) -> int:
+        """Messages still in the queue, visible or being handled."""
+        found = self.client.get_queue_attributes(
+            QueueUrl=self.url,
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        )["Attributes"]
+        return int(found["ApproximateNumberOfMessages"]) + int(
+            found["ApproximateNumberOfMessagesNotVisible"]
+        )
+
+
+@pytest.fixture
+def queue(moto: Moto) -> Queue:
+    client = _sqs(moto)
+    name = f"interruptions-{secrets.token_hex(4)}"
+    url = client.create_queue(QueueName=name)["QueueUrl"]
+    return Queue(name, url, client)
+
+
+async def until(check: Callable[[], Awaitable[T | None] | T | None], *, what: str) -> T:
+    try:
+        async with asyncio.timeout(WAIT):
+            while True:
+                value = check()
+                if asyncio.iscoroutine(value):
+                    value = await value
+                if value:
+                    return value  # type: ignore[return-value]
+                await asyncio.sleep(0.1)
+    except TimeoutError:
+        raise AssertionError(f"timed out waiting for {what}") from None
+
+
+def _instance_id() -> str:
+    return f"i-{secrets.token_hex(9)[:17]}"
+
+
+@attrs.frozen
+class Claim:
+    name: str
+    uid: str
+    instance_id: str
+    node: str
+    node_uid: str
+
+
+async def _claim(
+    kube: KubeClient,
+    cleanup: list[str],
+    *,
+    nodeclass: str = "default",
+    instance_type: str = "c5.large",
+    zone: str = "us-west-2b",
+) -> Claim:
+    """A launched, registered spot NodeClaim (held by a finalizer) and its Node."""
+    token = secrets.token_hex(4)
+    instance_id = _instance_id()
+    provider_id = f"aws:///{zone}/{instance_id}"
+    base = make_nodeclaim(name=f"int-{token}", nodeclass=nodeclass)
+    labels = {
+        **base.metadata.labels,
+        wk.LABEL_INSTANCE_TYPE: instance_type,
+        wk.LABEL_TOPOLOGY_ZONE: zone,
+        wk.LABEL_CAPACITY_TYPE: wk.CAPACITY_TYPE_SPOT,
+    }
+    claim = attrs.evolve(
+        base, metadata=attrs.evolve(base.metadata, labels=labels, finalizers=(HOLD,))
+    )
+    node = f"node-{token}"
+    cleanup.append(NODECLAIMS.object_path(claim.metadata.name or ""))
+    cleanup.append(NODES.object_path(node))
+    created = await kube.create(NODECLAIMS, claim)
+    await kube.patch_status(
+        NODECLAIMS,
+        created.metadata.name or "",
+        attrs.evolve(created.status, provider_id=provider_id, node_name=node),
+    )
+    made = await kube.create(
+        NODES, Node(metadata=ObjectMeta(name=node), spec=NodeSpec(provider_id=provider_id))
+    )
+    return Claim(
+        created.metadata.name or "",
+        created.metadata.uid or "",
+        instance_id,
+        node,
+        made.metadata.uid or "",
+    )
+
+
+async def _deleting(kube: KubeClient, claim: Claim) -> bool:
+    found: NodeClaim = await kube.get(NODECLAIMS, claim.name)
+    return found.metadata.deletion_timestamp is not None
+
+
+async def _reasons(kube: KubeClient, uid: str) -> list[str]:
+    listing = await kube.request("GET", "/api/v1/namespaces/default/events")
+    return sorted(
+        e["reason"] for e in listing.get("items", []) if e["involvedObject"].get("uid") == uid
+    )
+
+
+def _for(body: dict[str, Any], *instance_ids: str) -> dict[str, Any]:
+    """``body`` naming ``instance_ids`` instead of its own instances."""
+    detail = dict(body["detail"])
+    if "affectedEntities" in detail:
+        detail["affectedEntities"] = [{"entityValue": i} for i in instance_ids]
+    elif "instance-ids" in detail:
+        detail["instance-ids"] = list(instance_ids)
+    else:
+        detail["instance-id"] = instance_ids[0]
+    return {**body, "id": secrets.token_hex(8), "detail": detail}
+
+
+def _state(state: str) -> dict[str, Any]:
+    return {**STOPPING, "detail": {**STOPPING["detail"], "state": state}}
+
+
+def _pool(nodeclass: str) -> NodePool:
+    return NodePool(
+        metadata=ObjectMeta(name="default"),
+        spec=NodePoolSpec(
+            template=NodeClaimTemplate(
+                spec=NodeClaimTemplateSpec(
+                    requirements=(),
+                    node_class_ref=NodeClassReference(
+                        group=wk.AWS_GROUP, kind="EC2NodeClass", name=nodeclass
+                    ),
+                )
+            )
+        ),
+    )
+
+
+async def _unavailable(provider: AWSCloudProvider, nodeclass: str) -> set[tuple[str, str, str]]:
+    """Offerings get_instance_types reports unavailable, in the zones the NodeClass has."""
+    types = await provider.get_instance_types(_pool(nodeclass))
+    return {
+        (t.name, o.zone, o.capacity_type)
+        for t in types
+        for o in t.offerings
+        if not o.available and o.zone in ("us-west-2a", "us-west-2b", "us-west-2c")
+    }
+
+
+async def _nodeclass(kube: KubeClient, moto: Moto, cleanup: list[str]) -> str:
+    """An EC2NodeClass whose status has the seeded subnets (its zones: 2a, 2b, 2c)."""
+    name = f"int-{secrets.token_hex(4)}"
+    nodeclass = ready_nodeclass(moto, name=name)
+    cleanup.append(EC2NODECLASSES.object_path(name))
+    await kube.create(EC2NODECLASSES, nodeclass)
+    await kube.patch_status(EC2NODECLASSES, name, nodeclass.status)
+    return name
+
+
+def _task_names() -> set[str]:
+    return {t.get_name() for t in asyncio.all_tasks() if not t.done()}
+
+
+# ------------------------------------------------------------------ through build()
+
+
+async def test_each_message_kind_leads_to_karpenters_action(
+    kube: KubeClient, moto: Moto, queue: Queue, cleanup: list[str]
+) -> None:
+    nodeclass = await _nodeclass(kube, moto, cleanup)
+    cases: dict[str, tuple[dict[str, Any], bool, list[str]]] = {
+        # name: (message, NodeClaim deleted, events on the NodeClaim)
+        "spot": (SPOT, True, ["SpotInterrupted", "TerminatingOnInterruption"]),
+        "scheduled": (SCHEDULED, True, ["InstanceUnhealthy", "TerminatingOnInterruption"]),
+        "stopping": (STOPPING, True, ["InstanceStopping", "TerminatingOnInterruption"]),
+        "stopped": (_state("stopped"), True, ["InstanceStopping", "TerminatingOnInterruption"]),
+        "shutting-down": (
+            _state("shutting-down"),
+            True,
+            ["InstanceTerminating", "TerminatingOnInterruption"],
+        ),
+        "terminated": (
+            _state("terminated"),
+            True,
+            ["InstanceTerminating", "TerminatingOnInterruption"],
+        ),
+        "reservation": (RESERVATION, True, ["TerminatingOnInterruption"]),
+        "rebalance": (REBALANCE, False, ["SpotRebalanceRecommendation"]),
+        "running": (RUNNING, False, []),
+    }
+    claims = {
+        case: await _claim(
+            kube,
+            cleanup,
+            nodeclass=nodeclass,
+            # Only the spot-interrupted NodeClaim's offering may be marked.
+            instance_type="m5.large" if case == "spot" else "c5.large",
+            zone="us-west-2a" if case == "spot" else "us-west-2b",
+        )
+        for case in cases
+    }
+    bystander = await _claim(kube, cleanup, nodeclass=nodeclass)
+    async with running(kube, moto, **{"interruption-queue": queue.url}) as run:
+        await until(lambda: "aws.interruption" in _task_names(), what="the interruption loop")
+        before = await _unavailable(run.provider, nodeclass)
+        queue.send(*(_for(body, claims[case].instance_id) for case, (body, _, _) in cases.items()))
+        await until(lambda: queue.left() == 0, what="every message to be deleted")
+        after = await _unavailable(run.provider, nodeclass)
+    assert after - before == {("m5.large", "us-west-2a", "spot")}
+    got = {
+        case: (await _deleting(kube, claim), await _reasons(kube, claim.uid))
+        for case, claim in claims.items()
+    }
+    assert got == {case: (deleted, reasons) for case, (_, deleted, reasons) in cases.items()}
+    spot = claims["spot"]
+    assert await _reasons(kube, spot.node_uid) == ["SpotInterrupted", "TerminatingOnInterruption"]
+    assert (await _deleting(kube, bystander), await _reasons(kube, bystander.uid)) == (False, [])
+
+
+async def test_messages_it_cannot_use_are_deleted_and_change_nothing(
+    kube: KubeClient, moto: Moto, queue: Queue, cleanup: list[str]
+) -> None:
+    claim = await _claim(kube, cleanup)
+    s3 = {**SPOT, "source": "aws.s3", "detail-type": "Object Created"}
+    health_rds = {**SCHEDULED, "detail": {**SCHEDULED["detail"], "service": "RDS"}}
+    queue.send(
+        "not json",
+        '{"source": "aws.ec2"}',
+        s3,
+        health_rds,
+        _for(SPOT, _instance_id()),  # an instance no NodeClaim has
+    )
+    async with running(kube, moto, **{"interruption-queue": queue.name}):
+        await until(lambda: queue.left() == 0, what="every message to be deleted")
+    assert (await _deleting(kube, claim), await _reasons(kube, claim.uid)) == (False, [])
+
+
+async def test_without_a_queue_there_is_no_interruption_loop(
+    kube: KubeClient, moto: Moto, queue: Queue, cleanup: list[str]
+) -> None:
+    claim = await _claim(kube, cleanup)
+    queue.send(_for(SPOT, claim.instance_id))
+    async with running(kube, moto):
+        await until(lambda: "aws.nodeclass" in _task_names(), what="the provider's loops")
+        names = _task_names()
+    assert "aws.interruption" not in names
+    assert queue.left() == 1
+    assert not await _deleting(kube, claim)
+
+
+# ------------------------------------------------------------------ built directly
+
+
+@contextlib.asynccontextmanager
+async def _controller(
+    kube: KubeClient, session: AWSSession, queue: Queue, **options: Any
+) -> AsyncIterator[tuple[InterruptionController, UnavailableOfferings]]:
+    telemetry = Telemetry.setup(service_name="tests")
+    unavailable = UnavailableOfferings(FakeClock())
+    controller = InterruptionController(
+        kube,
+        await session.client("sqs"),
+        queue=queue.name,
+        unavailable=unavailable,
+        clock=FakeClock(),
+        telemetry=telemetry,
+        backoff=Backoff(base=0.05, cap=0.2),
+        **{"wait_seconds": 1, "visibility_timeout": 1, **options},
+    )
+    task = asyncio.create_task(controller.run(), name="interruption")
+    try:
+        yield controller, unavailable
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        telemetry.shutdown()
+    assert task.cancelled(), "run() must end only by cancellation"
+
+
+async def test_a_failing_receive_backs_off_and_retries(
+    kube: KubeClient, session: AWSSession, faults: FaultInjector, queue: Queue, cleanup: list[str]
+) -> None:
+    claim = await _claim(kube, cleanup)
+    faults.fail("ReceiveMessage", "InternalError", status=500, times=2)
+    queue.send(_for(SCHEDULED, claim.instance_id))
+    async with _controller(kube, session, queue):
+        await until(lambda: queue.left() == 0, what="the message to be handled")
+    assert faults.sent.count("ReceiveMessage") >= 3
+    assert await _deleting(kube, claim)
+
+
+async def test_a_message_whose_deletion_failed_returns_and_is_handled_once(
+    kube: KubeClient, session: AWSSession, faults: FaultInjector, queue: Queue, cleanup: list[str]
+) -> None:
+    claim = await _claim(kube, cleanup)
+    faults.fail("DeleteMessage", "InternalError", status=500, times=1)
+    queue.send(_for(_state("terminated"), claim.instance_id))
+    async with _controller(kube, session, queue):
+        await until(lambda: queue.left() == 0, what="the message to be deleted")
+    # Received twice (after its visibility timeout), deleted once: the second pass sees the
+    # NodeClaim already deleting.
+    assert faults.sent.count("DeleteMessage") == 2
+    assert await _reasons(kube, claim.uid) == ["InstanceTerminating", "TerminatingOnInterruption"]
+
+
+async def test_a_burst_is_handled_a_few_messages_at_a_time(
+    kube: KubeClient, session: AWSSession, queue: Queue, cleanup: list[str]
+) -> None:
+    claims = [await _claim(kube, cleanup) for _ in range(12)]  # more than one receive brings
+    queue.send(*(_for(SPOT, c.instance_id) for c in claims))
+    async with _controller(kube, session, queue, concurrency=3) as (_, unavailable):
+        await until(lambda: queue.left() == 0, what="every message to be handled")
+    assert [await _deleting(kube, c) for c in claims] == [True] * len(claims)
+    assert unavailable.is_unavailable(
+        capacity_type="spot", instance_type="c5.large", zone="us-west-2b"
+    )
+
+
+# ------------------------------------------------------------------ decisions and settings
+
+
+@pytest.mark.parametrize(
+    ("body", "reason", "kind"),
+    [
+        pytest.param(SPOT, "SpotInterrupted", "spot_interrupted", id="spot"),
+        pytest.param(REBALANCE, "SpotRebalanceRecommendation", "rebalance_recommendation", id="rb"),
+        pytest.param(SCHEDULED, "InstanceUnhealthy", "scheduled_change", id="scheduled"),
+        pytest.param(STOPPING, "InstanceStopping", "instance_stopped", id="stopping"),
+        pytest.param(_state("terminated"), "InstanceTerminating", "instance_terminated", id="term"),
+        pytest.param(RESERVATION, None, "capacity_reservation_interrupted", id="reservation"),
+        pytest.param(RUNNING, None, "no_op", id="running"),
+    ],
+)
+def test_karpenters_event_and_metric_reason_per_kind(
+    body: dict[str, Any], reason: str | None, kind: str
+) -> None:
+    event = parse_event(body)
+    notice = notice_for(event)
+    assert (notice.reason if notice else None, message_kind(event)) == (reason, kind)
+
+
+@pytest.mark.parametrize(
+    "queue",
+    [
+        pytest.param("karpy-interruptions", id="name"),
+        pytest.param("events.fifo", id="fifo-name"),
+        pytest.param("https://sqs.us-west-2.amazonaws.com/123456789012/karpy", id="url"),
+    ],
+)
+def test_the_queue_setting_takes_a_name_or_a_url(queue: str) -> None:
+    options = AWSProviderOptions.from_settings({"region": REGION, "interruption-queue": queue})
+    assert options.interruption_queue == queue
+    assert AWSProviderOptions.from_settings({"region": REGION}).interruption_queue is None
+
+
+@pytest.mark.parametrize(
+    "queue",
+    [
+        pytest.param("", id="empty"),
+        pytest.param("my queue", id="space"),
+        pytest.param("x" * 81, id="too-long"),
+        pytest.param("https://sqs.us-west-2.amazonaws.com/karpy", id="url-without-account"),
+        pytest.param("https:///123456789012/karpy", id="url-without-host"),
+    ],
+)
+def test_a_malformed_queue_setting_is_refused(queue: str) -> None:
+    with pytest.raises(ProviderConfigError, match="'interruption-queue'"):
+        AWSProviderOptions.from_settings({"region": REGION, "interruption-queue": queue})
