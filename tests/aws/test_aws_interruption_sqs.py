@@ -11,14 +11,11 @@ import orjson
 import pytest
 
 from karpy_aws.errors import NotFoundError
-from karpy_aws.instance import Instances, parse_provider_id
 from karpy_aws.interruption.messages import InterruptionKind, MessageParseError
-from karpy_aws.interruption.source import AWSInterruptionSource
 from karpy_aws.interruption.sqs import SQSInterruptionQueue
 from karpy_aws.session import AWSSession
-from karpy_aws.unavailable import OfferingKey
 
-from .conftest import REGION, FaultInjector, Moto, ProviderKit, make_nodeclaim
+from .conftest import REGION, FaultInjector, Moto
 from .test_aws_interruption_messages import SPOT, STOPPING
 
 pytestmark = pytest.mark.aws
@@ -70,41 +67,3 @@ async def test_messages_are_received_parsed_and_deleted(
 async def test_an_unknown_queue_is_not_found(session: AWSSession) -> None:
     with pytest.raises(NotFoundError):
         await SQSInterruptionQueue.named(await session.client("sqs"), "no-such-queue")
-
-
-async def test_the_source_matches_instances_and_marks_interrupted_spot_offerings(
-    session: AWSSession, moto: Moto, queue_name: str, kit: ProviderKit
-) -> None:
-    launched = await kit.provider.create(make_nodeclaim())  # spot
-    provider_id = launched.status.provider_id or ""
-    instance_id = parse_provider_id(provider_id)
-    labels = launched.metadata.labels
-    sync = _sqs(moto)
-    url = sync.get_queue_url(QueueName=queue_name)["QueueUrl"]
-    ours = {**SPOT, "detail": {"instance-id": instance_id, "instance-action": "terminate"}}
-    for body in (ours, SPOT):  # SPOT names an instance of no cluster of ours
-        sync.send_message(QueueUrl=url, MessageBody=orjson.dumps(body).decode())
-    source = AWSInterruptionSource(
-        await SQSInterruptionQueue.named(await session.client("sqs"), queue_name),
-        Instances(await session.client("ec2"), cluster_name=kit.cluster.name),
-        unavailable=kit.unavailable,
-    )
-    received = await source.receive()
-    by_instances = sorted(r.provider_ids for r in received)
-    assert by_instances == [(), (provider_id,)]
-    assert kit.unavailable.is_unavailable(
-        capacity_type="spot",
-        instance_type=labels["node.kubernetes.io/instance-type"],
-        zone=labels["topology.kubernetes.io/zone"],
-    )
-    assert kit.unavailable.unavailable() == {
-        OfferingKey(
-            "spot",
-            labels["node.kubernetes.io/instance-type"],
-            labels["topology.kubernetes.io/zone"],
-        )
-    }
-    for interruption in received:
-        await source.acknowledge(interruption)
-    short = SQSInterruptionQueue(await session.client("sqs"), queue_url=url, wait_seconds=0)
-    assert await short.receive() == ()
