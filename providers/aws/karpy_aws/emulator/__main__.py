@@ -12,10 +12,13 @@ line* — with what karpy needs to use it:
   loopback only, the cluster's API endpoint and CA from ``--kubeconfig``, estimated prices);
 * ``nodeClass``: an EC2NodeClass (apiVersion, kind, spec) that discovers the seeded world.
 
-It then runs the bridge until SIGTERM or SIGINT — or, with ``--until-stdin-closes``, until its
-parent closes stdin, so it cannot outlive the process that started it — and finally deletes the
-Nodes it made (their instances end with moto). Logs go to stderr as JSON. Exit codes: 0 after a
-clean stop, 2 when moto is not installed (the message says how to install it).
+It then runs the bridge, writing one more JSON line per thing it sees or does (``event`` is
+``instance-running``, ``instance-ended``, ``node-joined`` or ``node-left``, beside ``instance``,
+``instance-type``, ``zone``, ``capacity-type`` and ``node``), until SIGTERM or SIGINT — or,
+with ``--until-stdin-closes``, until its parent closes stdin, so it cannot outlive the process
+that started it — and finally deletes the Nodes it made (their instances end with moto). Logs
+go to stderr as JSON. Exit codes: 0 after a clean stop, 2 when moto is not installed (the
+message says how to install it).
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError
 from karpy.kube.kinds import NODES
 from karpy.runtime.logging import configure
-from karpy_aws.emulator.bridge import KubeletBridge
+from karpy_aws.emulator.bridge import Happening, KubeletBridge
 from karpy_aws.emulator.join import by_instance_id
 from karpy_aws.emulator.server import ENVIRONMENT, MotoMissingError, moto_server
 from karpy_aws.emulator.world import REGION, seed
@@ -123,6 +126,7 @@ async def serve(
                 cluster_name=cluster_name,
                 region=REGION,
                 join_delay=join_delay,
+                report=_announce,
             )
             async with asyncio.TaskGroup() as group:
                 tasks = [
@@ -138,6 +142,11 @@ async def serve(
             await _delete_nodes(kube, cluster_name=cluster_name)
     finally:
         await kube.close()
+
+
+def _announce(happening: Happening, details: Mapping[str, str]) -> None:
+    sys.stdout.write(json.dumps({"event": happening, **details}) + "\n")
+    sys.stdout.flush()
 
 
 async def _stdin_closed() -> None:

@@ -5,7 +5,9 @@ Node once the instance is terminated. moto runs neither, so this loop plays both
 cluster's instances with the filter the provider uses (karpy_aws.instance), creates the Node
 each running one's kubelet would register (:mod:`karpy_aws.emulator.join`; kwok then keeps it
 Ready and runs its pods), and deletes the Nodes whose instance is shutting down or gone. Only
-Nodes it made itself (annotated with the cluster's name) are ever deleted.
+Nodes it made itself (annotated with the cluster's name) are ever deleted. What it sees and does
+is also reported to an optional callback (``karpy demo --provider aws`` shows it): an instance
+starts running or ends, a Node joins or leaves.
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ import asyncio
 import base64
 import contextlib
 import logging
-from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final, Literal
 
 import attrs
 
@@ -42,6 +44,15 @@ JOINING_STATES: Final = ("running",)
 """An instance's kubelet registers once the instance runs."""
 SYNC_TIMEOUT: Final = 60.0
 """Seconds one pass (a few EC2 calls and one Node list) may take before it is abandoned."""
+ENDED_STATES: Final = ("shutting-down", "terminated")
+
+Happening = Literal["instance-running", "instance-ended", "node-joined", "node-left"]
+Report = Callable[[Happening, Mapping[str, str]], None]
+"""Told what happened, with its details (instance, node, instance-type, zone, capacity-type)."""
+
+
+def _ignore(happening: Happening, details: Mapping[str, str]) -> None:
+    del happening, details
 
 
 @attrs.frozen
@@ -63,8 +74,11 @@ class KubeletBridge:
         cluster_name: str,
         region: str,
         join_delay: float = 0.0,
+        report: Report = _ignore,
     ) -> None:
         self._ec2 = ec2
+        self._report = report
+        self._states: dict[str, str] = {}
         self._kube = kube
         self._cluster_name = cluster_name
         self._region = region
@@ -87,6 +101,7 @@ class KubeletBridge:
         """One pass: join running instances that have no Node yet, remove Nodes whose instance
         is shutting down or gone."""
         instances = await self._instances()
+        self._track(instances)
         listed = await self._kube.list(NODES)
         nodes = by_instance_id((i.obj for i in listed.items), cluster_name=self._cluster_name)
         now = asyncio.get_running_loop().time()
@@ -112,7 +127,22 @@ class KubeletBridge:
                     "deleted node of ended instance",
                     extra={"node": node.metadata.name, "instance": instance_id},
                 )
+                self._report(
+                    "node-left", {"node": node.metadata.name or "", "instance": instance_id}
+                )
         return Pass(joined=tuple(joined), left=tuple(left))
+
+    def _track(self, instances: Sequence[EmulatedInstance]) -> None:
+        """Report instances that started running or ended since the last pass."""
+        for instance in instances:
+            before = self._states.get(instance.id)
+            self._states[instance.id] = instance.state
+            if instance.state == before or before in ENDED_STATES:
+                continue
+            if instance.state == "running":
+                self._report("instance-running", _details(instance))
+            elif instance.state in ENDED_STATES:
+                self._report("instance-ended", _details(instance))
 
     async def _instances(self) -> Sequence[EmulatedInstance]:
         reservations = await self._ec2.paginate(
@@ -153,6 +183,7 @@ class KubeletBridge:
                 "zone": instance.zone,
             },
         )
+        self._report("node-joined", {**_details(instance), "node": node.metadata.name or ""})
         return True
 
     async def _user_data(self, instance_id: str) -> str:
@@ -174,3 +205,12 @@ class KubeletBridge:
     def _forget(self, instance_id: str) -> None:
         self._first_seen.pop(instance_id, None)
         self._boots.pop(instance_id, None)
+
+
+def _details(instance: EmulatedInstance) -> dict[str, str]:
+    return {
+        "instance": instance.id,
+        "instance-type": instance.instance_type,
+        "zone": instance.zone,
+        "capacity-type": instance.capacity_type,
+    }

@@ -67,6 +67,7 @@ class EmulatedInstance:
     state: str
     private_dns_name: str
     private_ip: str
+    capacity_type: str = wk.CAPACITY_TYPE_ON_DEMAND
 
 
 def parse_instance(raw: Mapping[str, Any]) -> EmulatedInstance:
@@ -78,6 +79,9 @@ def parse_instance(raw: Mapping[str, Any]) -> EmulatedInstance:
         state=str(raw.get("State", {}).get("Name", "")),
         private_dns_name=str(raw.get("PrivateDnsName") or ""),
         private_ip=str(raw.get("PrivateIpAddress") or ""),
+        capacity_type=wk.CAPACITY_TYPE_SPOT
+        if raw.get("InstanceLifecycle") == "spot"
+        else wk.CAPACITY_TYPE_ON_DEMAND,
     )
 
 
