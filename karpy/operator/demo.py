@@ -7,18 +7,25 @@ in-process with the kwok provider, and scales the ``inflate`` Deployment (pause 
 pods, NodeClaims (instance type, zone, capacity type, price) and nodes. Every step has an
 expectation; the exit code is 0 only when all of them held. karpy's own JSON logs go to a file
 so the timeline stays readable.
+
+``--provider aws`` plays seed 002 instead (``inflate`` from 0 to 10 and back to 0, on m5.large
+or m5.2xlarge in us-west-2a/b) with karpy's AWS provider against moto on 127.0.0.1, started by
+the demo with a bridge that joins a Node for every instance moto launches (karpy.operator
+.demo_aws); the timeline adds what moto reports, and the last step also waits for every
+instance to be terminated in moto.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Final, TextIO
 
 import attrs
 import uvloop
@@ -29,11 +36,20 @@ from karpy.apis.meta import ConditionStatus
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.apis.v1.nodepool import NodePool
+from karpy.cloudprovider.errors import CloudProviderError
 from karpy.cloudprovider.protocol import CloudProvider
 from karpy.kube.client import KubeClient
-from karpy.kube.install import apply, install_crds, scale
+from karpy.kube.errors import NotFoundError
+from karpy.kube.install import apply, install_crds, object_path, scale
 from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, NODES, PODS
 from karpy.localcluster import ClusterInfo, LocalCluster, LocalClusterError
+from karpy.operator.demo_aws import (
+    NODEPOOL_REQUIREMENTS,
+    Emulator,
+    EmulatorError,
+    emulator,
+    last_line,
+)
 from karpy.operator.supervisor import Supervisor
 from karpy.operator.wiring import build
 from karpy.runtime.logging import configure
@@ -41,6 +57,7 @@ from karpy.runtime.options import load
 
 NAMESPACE = "default"
 POOL = "default"
+PROVIDERS: Final = ("kwok", "aws")
 
 
 def _nodeclass() -> dict[str, Any]:
@@ -51,7 +68,14 @@ def _nodeclass() -> dict[str, Any]:
     }
 
 
-def _nodepool(consolidate_after: str) -> dict[str, Any]:
+def _nodepool(
+    consolidate_after: str,
+    *,
+    nodeclass: Mapping[str, Any] | None = None,
+    requirements: tuple[tuple[str, tuple[str, ...]], ...] = (),
+) -> dict[str, Any]:
+    nodeclass = nodeclass or _nodeclass()
+    group = str(nodeclass["apiVersion"]).split("/")[0]
     return {
         "apiVersion": f"{wk.GROUP}/v1",
         "kind": "NodePool",
@@ -67,8 +91,12 @@ def _nodepool(consolidate_after: str) -> dict[str, Any]:
                             "operator": "In",
                             "values": [wk.CAPACITY_TYPE_SPOT, wk.CAPACITY_TYPE_ON_DEMAND],
                         },
+                        *(
+                            {"key": key, "operator": "In", "values": list(values)}
+                            for key, values in requirements
+                        ),
                     ],
-                    "nodeClassRef": {"group": wk.KWOK_GROUP, "kind": "KWOKNodeClass", "name": POOL},
+                    "nodeClassRef": {"group": group, "kind": nodeclass["kind"], "name": POOL},
                 },
             },
             "disruption": {
@@ -112,6 +140,9 @@ class View:
     running: int
     claims: Mapping[str, NodeClaim]
     nodes: frozenset[str]
+    nodeclass_ready: bool = False
+    instances: frozenset[str] = frozenset()
+    """Instances the cloud reports running (only moto, with --provider aws, reports them)."""
 
 
 @attrs.define
@@ -130,6 +161,25 @@ class Timeline:
     def say(self, message: str) -> None:
         self.out.write(f"[{time.monotonic() - self.started:6.1f}s] {message}\n")
         self.out.flush()
+
+    def cloud(self, event: Mapping[str, str]) -> None:
+        """What moto's bridge reported (karpy.operator.demo_aws)."""
+        instance = event.get("instance", "?")
+        key = (
+            event.get("instance-type", "?"),
+            event.get("zone", "?"),
+            event.get("capacity-type", "?"),
+        )
+        price = self.prices.get(key)
+        cost = f"${price:.4f}/h" if price is not None else "price unknown"
+        messages = {
+            "instance-running": f"moto: instance {instance} running: {key[0]} in {key[1]}, "
+            f"{key[2]}, {cost}",
+            "node-joined": f"moto: node {event.get('node', '?')} joined for {instance}",
+            "instance-ended": f"moto: instance {instance} terminated",
+            "node-left": f"moto: node {event.get('node', '?')} left with {instance}",
+        }
+        self.say(messages.get(event.get("event", ""), f"moto: {dict(event)}"))
 
     def update(self, view: View) -> None:
         last = self.last or View(0, 0, {}, frozenset())
@@ -178,7 +228,9 @@ def _true(claim: NodeClaim, condition: str) -> bool:
     )
 
 
-async def _view(client: KubeClient) -> View:
+async def _view(
+    client: KubeClient, nodeclass: Mapping[str, Any], cloud: Emulator | None = None
+) -> View:
     pods = [
         p.obj
         for p in (await client.list(PODS, namespace=NAMESPACE)).items
@@ -196,7 +248,23 @@ async def _view(client: KubeClient) -> View:
         if n.obj.metadata.labels.get(wk.LABEL_NODEPOOL) == POOL
     )
     running = sum(1 for p in pods if _running(p))
-    return View(len(pods) - running, running, claims, nodes)
+    return View(
+        len(pods) - running,
+        running,
+        claims,
+        nodes,
+        nodeclass_ready=await _ready(client, nodeclass),
+        instances=frozenset(cloud.running) if cloud is not None else frozenset(),
+    )
+
+
+async def _ready(client: KubeClient, manifest: Mapping[str, Any]) -> bool:
+    try:
+        found = await client.request("GET", object_path(manifest))
+    except NotFoundError:
+        return False
+    conditions = found.get("status", {}).get("conditions", [])
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
 def _running(pod: Pod) -> bool:
@@ -206,7 +274,11 @@ def _running(pod: Pod) -> bool:
 async def _prices(provider: CloudProvider, client: KubeClient) -> dict[tuple[str, str, str], float]:
     pool: NodePool = await client.get(NODEPOOLS, POOL)
     prices: dict[tuple[str, str, str], float] = {}
-    for instance_type in await provider.get_instance_types(pool):
+    try:
+        instance_types = await provider.get_instance_types(pool)
+    except CloudProviderError:  # a NodeClass not resolved yet: priced at the next step
+        return prices
+    for instance_type in instance_types:
         for offering in instance_type.offerings:
             prices[(instance_type.name, offering.zone, offering.capacity_type)] = offering.price
     return prices
@@ -221,26 +293,18 @@ class Step:
     within: float
 
 
-async def _play(info: ClusterInfo, *, consolidate_after: int, out: TextIO, log: TextIO) -> bool:
-    configure("info", stream=log)
-    options = load(
-        [
-            "--kubeconfig",
-            str(info.kubeconfig),
-            "--disable-leader-election",
-            "--bind-address",
-            "127.0.0.1",
-            "--metrics-port",
-            "0",
-            "--health-probe-port",
-            "0",
-            "--provider",
-            "kwok",
-        ],
-        {},
-    )
-    components = await build(options)
-    client = components.client
+@attrs.frozen
+class Scenario:
+    """What the demo installs and plays for one provider, and the flags karpy runs with."""
+
+    nodeclass: Mapping[str, Any]
+    nodepool: Mapping[str, Any]
+    steps: tuple[Step, ...]
+    flags: tuple[str, ...]
+
+
+def _kwok_scenario(consolidate_after: int) -> Scenario:
+    """Seed 000: inflate from 0 to 1, to 6 and back to 0 on kwok nodes."""
     steps = (
         Step("inflate at 0 replicas", 0, "no NodeClaim", lambda v: not v.claims, 5.0),
         Step(
@@ -259,12 +323,73 @@ async def _play(info: ClusterInfo, *, consolidate_after: int, out: TextIO, log: 
             consolidate_after + 120.0,
         ),
     )
+    return Scenario(_nodeclass(), _nodepool(f"{consolidate_after}s"), steps, ("--provider", "kwok"))
+
+
+def _aws_scenario(cloud: Emulator, *, consolidate_after: int, cluster_name: str) -> Scenario:
+    """Seed 002: inflate from 0 to 10 and back to 0 on instances moto launches. The NodeClass
+    is resolved first, so that no pod goes pending before karpy can launch for it."""
+    nodeclass = cloud.nodeclass(POOL)
+    steps = (
+        Step(
+            "karpy resolves the EC2NodeClass in moto",
+            0,
+            "EC2NodeClass Ready, no NodeClaim",
+            lambda v: v.nodeclass_ready and not v.claims,
+            90.0,
+        ),
+        Step(
+            "scale inflate to 10",
+            10,
+            "10 pods running on nodes of instances launched in moto",
+            lambda v: v.running == 10 and bool(v.nodes) and len(v.instances) == len(v.nodes),
+            240.0,
+        ),
+        Step(
+            "scale inflate to 0",
+            0,
+            f"pods gone, then every node removed after {consolidate_after}s empty and its "
+            "instance terminated in moto",
+            lambda v: (
+                v.running + v.pending == 0 and not v.claims and not v.nodes and not v.instances
+            ),
+            consolidate_after + 120.0,
+        ),
+    )
+    nodepool = _nodepool(
+        f"{consolidate_after}s", nodeclass=nodeclass, requirements=NODEPOOL_REQUIREMENTS
+    )
+    return Scenario(nodeclass, nodepool, steps, tuple(cloud.flags(cluster_name)))
+
+
+async def _play(
+    info: ClusterInfo, scenario: Scenario, *, cloud: Emulator | None, out: TextIO, log: TextIO
+) -> bool:
+    configure("info", stream=log)
+    options = load(
+        [
+            "--kubeconfig",
+            str(info.kubeconfig),
+            "--disable-leader-election",
+            "--bind-address",
+            "127.0.0.1",
+            "--metrics-port",
+            "0",
+            "--health-probe-port",
+            "0",
+            *scenario.flags,
+        ],
+        {},
+    )
+    components = await build(options)
+    client = components.client
+    steps = scenario.steps
     results: list[tuple[Step, bool, float]] = []
     try:
         async with asyncio.timeout(60):
             await install_crds(client, [render_crd(crd) for crd in CRDS])
-            await apply(client, _nodeclass())
-            await apply(client, _nodepool(f"{consolidate_after}s"))
+            await apply(client, scenario.nodeclass)
+            await apply(client, scenario.nodepool)
             await apply(client, INFLATE)
         provider = components.cloudprovider
         if provider is None:  # build() always makes one; kept explicit for the type checker
@@ -273,12 +398,22 @@ async def _play(info: ClusterInfo, *, consolidate_after: int, out: TextIO, log: 
         stop = asyncio.Event()
         async with asyncio.TaskGroup() as group:
             supervised = group.create_task(Supervisor(components, stop=stop).run())
+            watched = group.create_task(_watch(cloud, timeline))
             try:
                 for step in steps:
+                    if not timeline.prices:
+                        timeline.prices = await _prices(provider, client)
                     timeline.say(f"== {step.title}: expecting {step.expectation}")
                     await scale(client, INFLATE, step.replicas)
                     began = time.monotonic()
-                    ok = await _until(client, timeline, step.met, within=step.within)
+                    ok = await _until(
+                        client,
+                        timeline,
+                        step.met,
+                        within=step.within,
+                        scenario=scenario,
+                        cloud=cloud,
+                    )
                     results.append((step, ok, time.monotonic() - began))
                     timeline.say(
                         f"   {'ok' if ok else 'FAILED'} in {time.monotonic() - began:.1f}s"
@@ -289,18 +424,33 @@ async def _play(info: ClusterInfo, *, consolidate_after: int, out: TextIO, log: 
                 stop.set()
             async with asyncio.timeout(60):
                 await supervised
+            watched.cancel()
     finally:
         await components.close()
     _summary(out, results, timeline_peak=(timeline.peak_nodes, timeline.peak_cost), steps=steps)
     return len(results) == len(steps) and all(ok for _, ok, _ in results)
 
 
+async def _watch(cloud: Emulator | None, timeline: Timeline) -> None:
+    """Put what moto's bridge reports on the timeline (nothing to do for kwok)."""
+    if cloud is None:
+        return
+    async for event in cloud.events():
+        timeline.cloud(event)
+
+
 async def _until(
-    client: KubeClient, timeline: Timeline, met: Callable[[View], bool], *, within: float
+    client: KubeClient,
+    timeline: Timeline,
+    met: Callable[[View], bool],
+    *,
+    within: float,
+    scenario: Scenario,
+    cloud: Emulator | None,
 ) -> bool:
     deadline = time.monotonic() + within
     while True:
-        view = await _view(client)
+        view = await _view(client, scenario.nodeclass, cloud)
         timeline.update(view)
         if met(view):
             return True
@@ -330,10 +480,40 @@ def _summary(
     out.flush()
 
 
+async def _run(
+    info: ClusterInfo,
+    *,
+    provider: str,
+    consolidate_after: int,
+    out: TextIO,
+    log: TextIO,
+    cloud_log: Path,
+) -> bool:
+    if provider == "kwok":
+        return await _play(info, _kwok_scenario(consolidate_after), cloud=None, out=out, log=log)
+    with cloud_log.open("a") as emulator_log:
+        async with emulator(
+            kubeconfig=info.kubeconfig, cluster_name=info.name, log=emulator_log
+        ) as cloud:
+            # karpy's AWS clients read credentials from the environment: moto's fake ones.
+            os.environ.update(cloud.environment())
+            scenario = _aws_scenario(
+                cloud, consolidate_after=consolidate_after, cluster_name=info.name
+            )
+            return await _play(info, scenario, cloud=cloud, out=out, log=log)
+
+
 def main(argv: list[str]) -> int:
     """Entry point of ``karpy demo``; returns the exit code (0 only if every step held)."""
     parser = argparse.ArgumentParser(prog="karpy demo", description=__doc__.split("\n\n")[0])
     parser.add_argument("--name", default="karpy-demo", help="local cluster name")
+    parser.add_argument(
+        "--provider",
+        choices=PROVIDERS,
+        default="kwok",
+        help="kwok (default: seed 000 on simulated nodes) or aws (seed 002 with karpy's AWS "
+        "provider against moto on 127.0.0.1; needs the dev extra)",
+    )
     parser.add_argument(
         "--consolidate-after",
         type=int,
@@ -350,14 +530,28 @@ def main(argv: list[str]) -> int:
     except LocalClusterError as error:
         sys.stderr.write(f"karpy demo: {error}\n")
         return 1
-    # Beside the cluster's state directory, which `down` removes: the log outlives the demo.
+    # Beside the cluster's state directory, which `down` removes: the logs outlive the demo.
     log_path = Path(info.state_dir).parent / f"{args.name}.karpy.log"
-    sys.stdout.write(f"karpy's own logs: {log_path}\n\n")
+    cloud_log = Path(info.state_dir).parent / f"{args.name}.moto.log"
+    sys.stdout.write(f"karpy's own logs: {log_path}\n")
+    if args.provider == "aws":
+        sys.stdout.write(f"moto's and the kubelet bridge's logs: {cloud_log}\n")
+    sys.stdout.write("\n")
+    passed = False
     try:
         with log_path.open("a") as log:
-            passed: bool = uvloop.run(
-                _play(info, consolidate_after=args.consolidate_after, out=sys.stdout, log=log)
+            passed = uvloop.run(
+                _run(
+                    info,
+                    provider=args.provider,
+                    consolidate_after=args.consolidate_after,
+                    out=sys.stdout,
+                    log=log,
+                    cloud_log=cloud_log,
+                )
             )
+    except EmulatorError as error:
+        sys.stderr.write(f"karpy demo: {error}\n{last_line(cloud_log)}\n")
     finally:
         if not args.keep:
             cluster.down()

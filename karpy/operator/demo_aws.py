@@ -1,0 +1,124 @@
+"""``karpy demo --provider aws``: moto and its kubelet-join bridge beside the local cluster.
+
+karpy never imports karpy_aws (an import-linter contract), so the AWS stand-in runs as a
+subprocess, ``python -m karpy_aws.emulator``: moto on 127.0.0.1, seeded for the demo's cluster,
+plus a bridge that registers a Node (which kwok then runs) for every instance moto launches and
+removes it once the instance ends. The subprocess's first stdout line says how to use it — the
+AWS environment karpy's process needs, the aws provider's settings and an EC2NodeClass that
+discovers the seeded subnets, security group and AMIs — and every later line is something the
+bridge saw in moto (an instance running or ended, a Node joined or left), which the demo puts on
+its timeline. The subprocess watches its stdin and stops when the demo closes it or dies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, Final, TextIO
+
+import attrs
+
+EMULATOR_MODULE: Final = "karpy_aws.emulator"
+READY_TIMEOUT: Final = 90.0
+"""Seconds moto gets to start and be seeded (a few on an idle machine)."""
+STOP_TIMEOUT: Final = 30.0
+"""Seconds the emulator gets to delete its Nodes and stop once stdin is closed."""
+NODEPOOL_REQUIREMENTS: Final = (
+    ("node.kubernetes.io/instance-type", ("m5.large", "m5.2xlarge")),
+    ("topology.kubernetes.io/zone", ("us-west-2a", "us-west-2b")),
+)
+"""Seed 002's provisioner: these types in these zones (spot or on-demand, as every demo pool)."""
+
+
+class EmulatorError(RuntimeError):
+    """The emulator did not start; the message says why and where its log is."""
+
+
+@attrs.define
+class Emulator:
+    """The running emulator: its ready line, and the instances moto reports running."""
+
+    ready: Mapping[str, Any]
+    stdout: asyncio.StreamReader
+    running: set[str] = attrs.field(factory=set)
+
+    def environment(self) -> dict[str, str]:
+        """The AWS variables karpy's process needs to reach moto (fake credentials)."""
+        return {str(k): str(v) for k, v in self.ready["environment"].items()}
+
+    def flags(self, cluster_name: str) -> list[str]:
+        """``karpy run`` flags: the aws provider, this cluster and moto's settings."""
+        settings = self.ready["providerSettings"].items()
+        return [
+            "--provider",
+            "aws",
+            "--cluster-name",
+            cluster_name,
+            *(arg for key, value in settings for arg in ("--provider-setting", f"{key}={value}")),
+        ]
+
+    def nodeclass(self, name: str) -> dict[str, Any]:
+        """The announced EC2NodeClass, called ``name``."""
+        return {**self.ready["nodeClass"], "metadata": {"name": name}}
+
+    async def events(self) -> AsyncIterator[Mapping[str, str]]:
+        """What the bridge reports, as it reports it; keeps ``running`` up to date."""
+        while line := await self.stdout.readline():
+            event: Mapping[str, str] = json.loads(line)
+            instance = event.get("instance", "")
+            if event.get("event") == "instance-running":
+                self.running.add(instance)
+            elif event.get("event") == "instance-ended":
+                self.running.discard(instance)
+            yield event
+
+
+@asynccontextmanager
+async def emulator(*, kubeconfig: Path, cluster_name: str, log: TextIO) -> AsyncIterator[Emulator]:
+    """Start the emulator for ``cluster_name`` (its logs go to ``log``) and stop it afterwards.
+
+    Raises EmulatorError when it exits before it is ready (for instance when moto, a
+    development dependency, is not installed; its log says how to install it).
+    """
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        EMULATOR_MODULE,
+        "--kubeconfig",
+        str(kubeconfig),
+        "--cluster-name",
+        cluster_name,
+        "--until-stdin-closes",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=log,
+    )
+    stdin, stdout = process.stdin, process.stdout
+    if stdin is None or stdout is None:  # both are pipes, as asked above
+        raise EmulatorError("the AWS emulator was started without pipes")
+    try:
+        async with asyncio.timeout(READY_TIMEOUT):
+            line = await stdout.readline()
+            if not line:
+                code = await process.wait()
+                msg = f"the AWS emulator exited ({code}) before it was ready; see {log.name}"
+                raise EmulatorError(msg)
+        yield Emulator(json.loads(line), stdout)
+    finally:
+        stdin.close()
+        try:
+            async with asyncio.timeout(STOP_TIMEOUT):
+                await process.wait()
+        except TimeoutError:
+            process.kill()
+            await process.wait()
+
+
+def last_line(path: Path) -> str:
+    """The last non-empty line of a log (where the emulator says why it could not start)."""
+    lines = [line for line in path.read_text().splitlines() if line.strip()]
+    return lines[-1] if lines else ""
