@@ -31,6 +31,8 @@ from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.common import NodeClaimRequirement, NodeClassReference, RequirementOperator
 from karpy.apis.v1.ec2nodeclass import EC2NodeClass
 from karpy.apis.v1.nodeclaim import NodeClaim, NodeClaimSpec, ResourceRequests
+from karpy.kube.client import KubeClient
+from karpy.localcluster import ClusterInfo as LocalClusterInfo
 from karpy.runtime.clock import FakeClock
 from karpy_aws.emulator.server import moto_server
 from karpy_aws.emulator.world import AMI_IDS, World, seed
@@ -42,6 +44,7 @@ from karpy_aws.pricing import PriceCache
 from karpy_aws.provider import AWSCloudProvider
 from karpy_aws.session import AWSSession, AWSSettings, EventHook
 from karpy_aws.unavailable import UnavailableOfferings
+from tests.support.kubehttp import KubeHTTP, KubeHTTPError
 
 REGION = "us-west-2"
 ACCOUNT = "123456789012"
@@ -261,6 +264,30 @@ class _StatusOnly:
 
 
 # ------------------------------------------------------------------ per-test fixtures
+
+
+@pytest.fixture
+async def kube(cluster_info: LocalClusterInfo, karpy_crds: list[str]) -> AsyncIterator[KubeClient]:
+    """An apiserver client on the session's local cluster, karpy's CRDs installed."""
+    client = await KubeClient.connect(cluster_info.kubeconfig, request_timeout=10.0)
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+@pytest.fixture
+def cleanup(kube_http: KubeHTTP) -> Iterator[list[str]]:
+    """Apiserver paths to remove after the test, finalizers stripped (nothing runs them then)."""
+    paths: list[str] = []
+    yield paths
+    for path in paths:
+        try:
+            kube_http.merge_patch(path, {"metadata": {"finalizers": None}})
+            kube_http.delete(path)
+        except KubeHTTPError as error:
+            if error.status != 404:
+                raise
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ launches on moto."""
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -14,7 +13,6 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from karpy.cloudprovider import CloudProvider
 from karpy.cloudprovider.registry import ProviderConfigError, ProviderContext
 from karpy.kube.client import KubeClient
-from karpy.localcluster import ClusterInfo as LocalClusterInfo
 from karpy.runtime.clock import FakeClock
 from karpy.runtime.telemetry import Telemetry
 from karpy_aws import AWSProviderOptions, build
@@ -68,15 +66,6 @@ def test_settings_are_typed() -> None:
     assert options.max_attempts == 5
     assert options.use_pricing_api is False
     assert options.instance_types == ("c5.large", "m5.large")
-
-
-@pytest.fixture
-async def kube(cluster_info: LocalClusterInfo, karpy_crds: list[str]) -> AsyncIterator[KubeClient]:
-    client = await KubeClient.connect(cluster_info.kubeconfig, request_timeout=10.0)
-    try:
-        yield client
-    finally:
-        await client.close()
 
 
 def _settings(moto: Moto, **extra: str) -> dict[str, str]:

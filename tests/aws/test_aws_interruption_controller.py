@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import attrs
@@ -34,8 +34,8 @@ from karpy.apis.v1.nodepool import (
 )
 from karpy.cloudprovider.registry import ProviderConfigError
 from karpy.kube.client import KubeClient
+from karpy.kube.events import REPORTING_CONTROLLER
 from karpy.kube.kinds import NODECLAIMS, NODES
-from karpy.localcluster import ClusterInfo as LocalClusterInfo
 from karpy.runtime.backoff import Backoff
 from karpy.runtime.clock import FakeClock
 from karpy.runtime.telemetry import Telemetry
@@ -50,7 +50,6 @@ from karpy_aws.kinds import EC2NODECLASSES
 from karpy_aws.provider import AWSCloudProvider
 from karpy_aws.session import AWSSession
 from karpy_aws.unavailable import UnavailableOfferings
-from tests.support.kubehttp import KubeHTTP, KubeHTTPError
 
 from .conftest import REGION, FaultInjector, Moto, make_nodeclaim, ready_nodeclass
 from .test_aws_interruption_messages import (
@@ -69,29 +68,6 @@ T = TypeVar("T")
 WAIT = 60.0
 HOLD = "karpy.test/hold"
 """A finalizer nothing removes, so a deleted NodeClaim stays readable (deletionTimestamp set)."""
-
-
-@pytest.fixture
-async def kube(cluster_info: LocalClusterInfo, karpy_crds: list[str]) -> AsyncIterator[KubeClient]:
-    client = await KubeClient.connect(cluster_info.kubeconfig, request_timeout=10.0)
-    try:
-        yield client
-    finally:
-        await client.close()
-
-
-@pytest.fixture
-def cleanup(kube_http: KubeHTTP) -> Iterator[list[str]]:
-    """Apiserver paths to remove after the test, finalizers stripped."""
-    paths: list[str] = []
-    yield paths
-    for path in paths:
-        try:
-            kube_http.merge_patch(path, {"metadata": {"finalizers": None}})
-            kube_http.delete(path)
-        except KubeHTTPError as error:
-            if error.status != 404:
-                raise
 
 
 def _sqs(moto: Moto) -> Any:
@@ -206,9 +182,13 @@ async def _deleting(kube: KubeClient, claim: Claim) -> bool:
 
 
 async def _reasons(kube: KubeClient, uid: str) -> list[str]:
+    """The reasons of karpy's events about `uid` (the node controller adds its own to Nodes)."""
     listing = await kube.request("GET", "/api/v1/namespaces/default/events")
     return sorted(
-        e["reason"] for e in listing.get("items", []) if e["involvedObject"].get("uid") == uid
+        e["reason"]
+        for e in listing.get("items", [])
+        if e["involvedObject"].get("uid") == uid
+        and e.get("reportingComponent") == REPORTING_CONTROLLER
     )
 
 

@@ -5,7 +5,7 @@ failures raised for the runner's backoff, deletion held until no NodeClaim uses 
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import botocore.session
@@ -17,7 +17,6 @@ from karpy.apis.v1.ec2nodeclass import EC2NodeClass
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError as KubeNotFoundError
 from karpy.kube.kinds import NODECLAIMS
-from karpy.localcluster import ClusterInfo as LocalClusterInfo
 from karpy.runtime.backoff import Backoff
 from karpy.runtime.clock import FakeClock
 from karpy.runtime.options import WatchingOptions
@@ -30,7 +29,6 @@ from karpy_aws.kinds import EC2NODECLASSES
 from karpy_aws.launchtemplate import LaunchTemplates
 from karpy_aws.nodeclasscontroller import FINALIZER, TERMINATION_POLL, NodeClassController
 from karpy_aws.session import AWSSession
-from tests.support.kubehttp import KubeHTTP, KubeHTTPError
 
 from .conftest import (
     DISCOVERY,
@@ -43,29 +41,6 @@ from .conftest import (
 )
 
 pytestmark = [pytest.mark.aws, pytest.mark.cluster]
-
-
-@pytest.fixture
-async def kube(cluster_info: LocalClusterInfo, karpy_crds: list[str]) -> AsyncIterator[KubeClient]:
-    client = await KubeClient.connect(cluster_info.kubeconfig, request_timeout=10.0)
-    try:
-        yield client
-    finally:
-        await client.close()
-
-
-@pytest.fixture
-def cleanup(kube_http: KubeHTTP) -> Iterator[list[str]]:
-    """Apiserver paths to remove after the test, finalizers stripped."""
-    paths: list[str] = []
-    yield paths
-    for path in paths:
-        try:
-            kube_http.merge_patch(path, {"metadata": {"finalizers": None}})
-            kube_http.delete(path)
-        except KubeHTTPError as error:
-            if error.status != 404:
-                raise
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import datetime
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import attrs
@@ -27,13 +27,11 @@ from karpy.kube.client import KubeClient
 from karpy.kube.errors import KubeError
 from karpy.kube.errors import NotFoundError as KubeNotFoundError
 from karpy.kube.kinds import NODECLAIMS, NODES
-from karpy.localcluster import ClusterInfo as LocalClusterInfo
 from karpy.runtime.clock import FakeClock, SystemClock
 from karpy_aws import build
 from karpy_aws.kinds import EC2NODECLASSES
 from karpy_aws.nodeclasscontroller import FINALIZER
 from karpy_aws.provider import AWSCloudProvider
-from tests.support.kubehttp import KubeHTTP, KubeHTTPError
 
 from .conftest import (
     AMI_IDS,
@@ -50,29 +48,6 @@ pytestmark = [pytest.mark.aws, pytest.mark.cluster]
 
 T = TypeVar("T")
 WAIT = 60.0
-
-
-@pytest.fixture
-async def kube(cluster_info: LocalClusterInfo, karpy_crds: list[str]) -> AsyncIterator[KubeClient]:
-    client = await KubeClient.connect(cluster_info.kubeconfig, request_timeout=10.0)
-    try:
-        yield client
-    finally:
-        await client.close()
-
-
-@pytest.fixture
-def cleanup(kube_http: KubeHTTP) -> Iterator[list[str]]:
-    """Apiserver paths to remove after the test, finalizers stripped (nothing runs them then)."""
-    paths: list[str] = []
-    yield paths
-    for path in paths:
-        try:
-            kube_http.merge_patch(path, {"metadata": {"finalizers": None}})
-            kube_http.delete(path)
-        except KubeHTTPError as error:
-            if error.status != 404:
-                raise
 
 
 def _aws(moto: Moto, service: str) -> Any:
