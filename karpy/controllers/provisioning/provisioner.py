@@ -55,6 +55,10 @@ log = logging.getLogger(__name__)
 
 NOT_SYNCED_REQUEUE: Final = 1.0
 """Seconds before a batch that found cluster state unsynced is tried again."""
+PENDING_RECHECK: Final = 10.0
+"""Seconds before pods a pass could not place are tried again although nothing they watch has
+changed (Karpenter requeues provisionable pods until they are placed): what held them back may
+be outside cluster state, such as a NodeClass becoming Ready or capacity coming back."""
 LOGGED_PODS: Final = 5
 SPAN_PODS: Final = 500
 """Pods named on a provisioning batch's span (attribute `karpy.pod_names`); the count is exact."""
@@ -192,7 +196,7 @@ class Provisioner:
             await self._publish(refused)
             if not build.pods:
                 span.set_attribute("karpy.unschedulable", len(refused))
-                return Result()
+                return _recheck(len(refused))
             with tracer.start_as_current_span("solve") as solve_span:
                 log.info(
                     "computing scheduling decision for provisionable pod(s)",
@@ -213,7 +217,7 @@ class Provisioner:
             with tracer.start_as_current_span("launch") as launch_span:
                 names = await self._launch(results.nodeclaims, pools, launch_span)
             span.set_attribute("karpy.nodeclaims", names)
-        return Result()
+        return _recheck(unschedulable)
 
     def _pending(self, objects: ClusterObjects) -> list[KubePod]:
         """Provisionable pods and the reschedulable pods of deleting nodes, less the pods
@@ -362,6 +366,12 @@ def _failed_event(pod: KubePod, message: str) -> Event:
 
 class ProvisioningError(Exception):
     """Some NodeClaims of a batch could not be created; the batch is retried with backoff."""
+
+
+def _recheck(unschedulable: int) -> Result:
+    """Done when every pending pod was placed or nominated; else another pass after
+    PENDING_RECHECK seconds (a batch in the meantime runs it sooner)."""
+    return Result(requeue_after=PENDING_RECHECK) if unschedulable else Result()
 
 
 def _span_pod_names(pods: Sequence[KubePod]) -> list[str]:

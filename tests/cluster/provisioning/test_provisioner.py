@@ -18,6 +18,7 @@ from karpy.apis.meta import Quantity
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.common import RequirementOperator
 from karpy.apis.v1.nodeclaim import NodeClaimStatus
+from karpy.controllers.provisioning.provisioner import PENDING_RECHECK
 from karpy.core.resources import parse_quantity
 from karpy.kube.kinds import NODECLAIMS, NODES, PODS
 from karpy.localcluster import ClusterInfo
@@ -35,8 +36,9 @@ async def test_pending_pods_become_one_nodeclaim_of_the_template(
         uids = [await h.create_pod(namespace, f"inflate-{i}") for i in range(3)]
         await h.wait_provisionable(*uids)
 
-        await h.provisioner.reconcile_once()
+        placed = await h.provisioner.reconcile_once()
 
+        assert placed.requeue_after is None, "every pod was placed: nothing to recheck"
         claims = await h.nodeclaims()
         assert len(claims) == 1, "three 1-cpu pods pack onto one node"
         claim = claims[0]
@@ -123,9 +125,11 @@ async def test_a_pod_no_nodepool_can_hold_is_told_why_once(
         uid = await h.create_pod(namespace, "nowhere", intent="no-such-intent")
         await h.wait_provisionable(uid)
 
-        await h.provisioner.reconcile_once()
+        first = await h.provisioner.reconcile_once()
         await h.provisioner.reconcile_once()
 
+        # The pod is tried again later even if nothing it watches changes.
+        assert first.requeue_after == PENDING_RECHECK
         assert await h.nodeclaims() == []
         events = await h.karpy_events(namespace)
         failed = [e for e in events if e["involvedObject"]["uid"] == uid]
