@@ -193,7 +193,8 @@ async def test_inflate_runs_on_moto_instances_and_leaves_nothing_behind(
 
     async with running_daemon(cluster_info, flags=emulator.flags()):
         # karpy resolves the NodeClass against moto: seeded subnets, group and al2023 AMIs.
-        # (Pods that went pending before it was Ready would wait for their next event.)
+        # (Pods that go pending before it is Ready are tried again every 10 s; waiting for it
+        # keeps the scenario as the seed tells it.)
         await eventually(nodeclass_ready, within=60)
 
         await scale(api_client, namespace, "inflate", 10)
