@@ -286,11 +286,20 @@ async def _prices(provider: CloudProvider, client: KubeClient) -> dict[tuple[str
 
 @attrs.frozen
 class Step:
+    """Scale `inflate` to `replicas`, then expect `met` within `within` seconds.
+
+    `hold`: `met` must stay true that long (a 0-replica step must launch nothing for a while,
+    not merely at its first look). `not_before`: `met` coming true sooner than that is a failure
+    (empty nodes must outlive consolidateAfter).
+    """
+
     title: str
     replicas: int
     expectation: str
     met: Callable[[View], bool]
     within: float
+    hold: float = 0.0
+    not_before: float = 0.0
 
 
 @attrs.frozen
@@ -306,7 +315,14 @@ class Scenario:
 def _kwok_scenario(consolidate_after: int) -> Scenario:
     """Seed 000: inflate from 0 to 1, to 6 and back to 0 on kwok nodes."""
     steps = (
-        Step("inflate at 0 replicas", 0, "no NodeClaim", lambda v: not v.claims, 5.0),
+        Step(
+            "inflate at 0 replicas",
+            0,
+            "no NodeClaim for 5s",
+            lambda v: not v.claims,
+            15.0,
+            hold=5.0,
+        ),
         Step(
             "scale inflate to 1",
             1,
@@ -321,6 +337,7 @@ def _kwok_scenario(consolidate_after: int) -> Scenario:
             f"pods gone, then every node removed after {consolidate_after}s empty",
             lambda v: v.running + v.pending == 0 and not v.claims and not v.nodes,
             consolidate_after + 120.0,
+            not_before=max(consolidate_after - 1.0, 0.0),
         ),
     )
     return Scenario(_nodeclass(), _nodepool(f"{consolidate_after}s"), steps, ("--provider", "kwok"))
@@ -354,6 +371,7 @@ def _aws_scenario(cloud: Emulator, *, consolidate_after: int, cluster_name: str)
                 v.running + v.pending == 0 and not v.claims and not v.nodes and not v.instances
             ),
             consolidate_after + 120.0,
+            not_before=max(consolidate_after - 1.0, 0.0),
         ),
     )
     nodepool = _nodepool(
@@ -406,14 +424,7 @@ async def _play(
                     timeline.say(f"== {step.title}: expecting {step.expectation}")
                     await scale(client, INFLATE, step.replicas)
                     began = time.monotonic()
-                    ok = await _until(
-                        client,
-                        timeline,
-                        step.met,
-                        within=step.within,
-                        scenario=scenario,
-                        cloud=cloud,
-                    )
+                    ok = await _until(client, timeline, step, scenario=scenario, cloud=cloud)
                     results.append((step, ok, time.monotonic() - began))
                     timeline.say(
                         f"   {'ok' if ok else 'FAILED'} in {time.monotonic() - began:.1f}s"
@@ -442,19 +453,29 @@ async def _watch(cloud: Emulator | None, timeline: Timeline) -> None:
 async def _until(
     client: KubeClient,
     timeline: Timeline,
-    met: Callable[[View], bool],
+    step: Step,
     *,
-    within: float,
     scenario: Scenario,
     cloud: Emulator | None,
 ) -> bool:
-    deadline = time.monotonic() + within
+    """Whether `step.met` came true within the step's time, no sooner than `not_before`, and
+    stayed true for `hold` seconds."""
+    began = time.monotonic()
+    held_since: float | None = None
     while True:
         view = await _view(client, scenario.nodeclass, cloud)
         timeline.update(view)
-        if met(view):
-            return True
-        if time.monotonic() > deadline:
+        now = time.monotonic()
+        if not step.met(view):
+            held_since = None
+        elif now - began < step.not_before:
+            timeline.say(f"   too early: after {now - began:.1f}s, expected {step.not_before:.0f}s")
+            return False
+        else:
+            held_since = now if held_since is None else held_since
+            if now - held_since >= step.hold:
+                return True
+        if now - began > step.within:
             return False
         await asyncio.sleep(0.5)
 

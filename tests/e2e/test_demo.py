@@ -1,0 +1,36 @@
+"""`karpy demo`, the README's main command, as a user runs it: its own cluster, seed 000's steps
+(with a short consolidateAfter), exit code 0, every step reported ok, and nothing left behind."""
+
+from __future__ import annotations
+
+import secrets
+import subprocess
+import sys
+
+import pytest
+
+
+@pytest.mark.usefixtures("local_cluster")  # binaries are built once, by the session cluster
+def test_karpy_demo_plays_the_walkthrough_and_exits_zero() -> None:
+    name = f"demo-{secrets.token_hex(3)}"
+    done = subprocess.run(
+        [sys.executable, "-m", "karpy", "demo", "--name", name, "--consolidate-after", "3"],
+        capture_output=True,
+        text=True,
+        timeout=280,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    summary = done.stdout[done.stdout.index("\nsummary\n") :]
+    verdicts = [line.split()[0] for line in summary.splitlines()[2:] if line.startswith("  ")]
+    assert verdicts[:4] == ["ok", "ok", "ok", "ok"], summary
+    assert "launched: " in done.stdout  # a NodeClaim with its instance type, zone and price
+    assert f"cluster '{name}' is down" in done.stderr + done.stdout
+    status = subprocess.run(
+        [sys.executable, "-m", "karpy", "cluster", "--name", name, "status"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert "is not running" in status.stdout
