@@ -6,8 +6,8 @@ module turns those settings into typed options — refusing unknown or malformed
 ProviderConfigError that names the key — opens the AWS session the provider owns until
 ``aclose()``, discovers the cluster from EKS when its endpoint is not given, and composes the
 loops the provider's ``run()`` hook drives on the leader: the EC2NodeClass controller, leaked-
-instance garbage collection, upkeep and, when an interruption queue is given, the interruption
-controller. It is the provider's composition root.
+instance garbage collection, tagging of registered instances, upkeep and, when an interruption
+queue is given, the interruption controller. It is the provider's composition root.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from karpy_aws.offerings import InstanceTypeCatalog
 from karpy_aws.pricing import PriceCache, pricing_endpoint_region
 from karpy_aws.provider import AWSCloudProvider, Background, Controller
 from karpy_aws.session import AWSSession, AWSSettings
+from karpy_aws.tagging import TaggingController
 from karpy_aws.unavailable import UnavailableOfferings
 from karpy_aws.upkeep import LeakedInstanceController
 
@@ -209,7 +210,8 @@ async def build(context: ProviderContext[KubeClient]) -> AWSCloudProvider:
         leaked = LeakedInstanceController(
             context.kube, instances, clock=context.clock, telemetry=telemetry, backoff=backoff
         )
-        controllers: tuple[Controller, ...] = (nodeclasses, leaked)
+        tagging = TaggingController(context.kube, instances, telemetry=telemetry, backoff=backoff)
+        controllers: tuple[Controller, ...] = (nodeclasses, leaked, tagging)
         if options.interruption_queue is not None:
             interruption = InterruptionController(
                 context.kube,

@@ -91,7 +91,7 @@ class NodeClassSource(Protocol):
 
 class Controller(Protocol):
     """A loop the provider runs on the leader (the NodeClass controller, leaked-instance GC,
-    the interruption controller)."""
+    tagging of registered instances, the interruption controller)."""
 
     @property
     def name(self) -> str:
@@ -171,10 +171,11 @@ class AWSCloudProvider:
 
     async def run(self) -> None:
         """The leader's AWS loops, until cancelled (karpy runs this hook once the replica
-        leads): the EC2NodeClass controller, leaked-instance garbage collection, the
-        interruption controller when an interruption queue is configured, and upkeep
-        (``start_leading`` once, then ``maintain`` periodically). A failing pass is logged and
-        retried with backoff; nothing here ends on its own.
+        leads): the EC2NodeClass controller, leaked-instance garbage collection, tagging of
+        registered NodeClaims' instances, the interruption controller when an interruption
+        queue is configured, and upkeep (``start_leading`` once, then ``maintain``
+        periodically). A failing pass is logged and retried with backoff; nothing here ends on
+        its own.
 
         Raises RuntimeError when the provider was built without background loops (tests).
         """
