@@ -1,4 +1,4 @@
-"""``karpy demo`` — the README's main command: seed 000's walkthrough on one machine.
+"""``karpy demo`` — the README's main command: the inflate walkthrough on one machine.
 
 It brings up the real local control plane, installs karpy's CRDs, a KWOKNodeClass and a
 NodePool (label intent=apps, WhenEmpty, consolidateAfter 30s), runs the whole karpy daemon
@@ -8,11 +8,11 @@ pods, NodeClaims (instance type, zone, capacity type, price) and nodes. Every st
 expectation; the exit code is 0 only when all of them held. karpy's own JSON logs go to a file
 so the timeline stays readable.
 
-``--provider aws`` plays seed 002 instead (``inflate`` from 0 to 10 and back to 0, on m5.large
-or m5.2xlarge in us-west-2a/b) with karpy's AWS provider against moto on 127.0.0.1, started by
-the demo with a bridge that joins a Node for every instance moto launches (karpy.operator
-.demo_aws); the timeline adds what moto reports, and the last step also waits for every
-instance to be terminated in moto.
+``--provider aws`` plays the AWS getting-started walkthrough instead (``inflate`` from 0 to 10
+and back to 0, on m5.large or m5.2xlarge in us-west-2a/b) with karpy's AWS provider against moto
+on 127.0.0.1, started by the demo with a bridge that joins a Node for every instance moto
+launches (karpy.operator.demo_aws); the timeline adds what moto reports, and the last step also
+waits for every instance to be terminated in moto.
 """
 
 from __future__ import annotations
@@ -313,7 +313,7 @@ class Scenario:
 
 
 def _kwok_scenario(consolidate_after: int) -> Scenario:
-    """Seed 000: inflate from 0 to 1, to 6 and back to 0 on kwok nodes."""
+    """inflate from 0 to 1, to 6 and back to 0 on kwok nodes."""
     steps = (
         Step(
             "inflate at 0 replicas",
@@ -344,8 +344,8 @@ def _kwok_scenario(consolidate_after: int) -> Scenario:
 
 
 def _aws_scenario(cloud: Emulator, *, consolidate_after: int, cluster_name: str) -> Scenario:
-    """Seed 002: inflate from 0 to 10 and back to 0 on instances moto launches. The NodeClass
-    is resolved first, so that no pod goes pending before karpy can launch for it."""
+    """The AWS walkthrough: inflate from 0 to 10 and back to 0 on instances moto launches. The
+    NodeClass is resolved first, so that no pod goes pending before karpy can launch for it."""
     nodeclass = cloud.nodeclass(POOL)
     steps = (
         Step(
@@ -532,8 +532,8 @@ def main(argv: list[str]) -> int:
         "--provider",
         choices=PROVIDERS,
         default="kwok",
-        help="kwok (default: seed 000 on simulated nodes) or aws (seed 002 with karpy's AWS "
-        "provider against moto on 127.0.0.1; needs the dev extra)",
+        help="kwok (default: the inflate walkthrough on simulated nodes) or aws (the same at 10 "
+        "replicas with karpy's AWS provider against moto on 127.0.0.1; needs the dev extra)",
     )
     parser.add_argument(
         "--consolidate-after",

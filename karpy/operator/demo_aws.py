@@ -31,7 +31,8 @@ NODEPOOL_REQUIREMENTS: Final = (
     ("node.kubernetes.io/instance-type", ("m5.large", "m5.2xlarge")),
     ("topology.kubernetes.io/zone", ("us-west-2a", "us-west-2b")),
 )
-"""Seed 002's provisioner: these types in these zones (spot or on-demand, as every demo pool)."""
+"""The AWS walkthrough's NodePool: these types in these zones (spot or on-demand, as every demo
+pool)."""
 
 
 class EmulatorError(RuntimeError):
