@@ -342,3 +342,17 @@ class SingletonLoop:
         while True:
             await wake()
             self.poke()
+
+
+class SingletonController:
+    """A controller whose work is one `SingletonLoop`, kept in `_loop`: its `run()` and `stop()`
+    are the loop's. Provisioning, emptiness, garbage collection and providers' loops mix it in."""
+
+    _loop: SingletonLoop
+
+    async def run(self) -> None:
+        """Run passes until `stop()`; a pass in progress is finished first."""
+        await self._loop.run()
+
+    def stop(self) -> None:
+        self._loop.stop()

@@ -27,7 +27,7 @@ from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, NODES, PODS
 from karpy.runtime.channels import Trigger
 from karpy.runtime.clock import Clock
 from karpy.runtime.options import ReconcileOptions
-from karpy.runtime.reconciler import Result, SingletonLoop
+from karpy.runtime.reconciler import Result, SingletonController, SingletonLoop
 from karpy.runtime.telemetry import Telemetry
 from karpy.state.cluster import ClusterState
 
@@ -42,7 +42,7 @@ max(2 x batch max duration, 10 s) with the default 10 s batch max duration."""
 REASON_DISRUPTION_TERMINATING: Final = "DisruptionTerminating"
 
 
-class EmptinessController:
+class EmptinessController(SingletonController):
     """Delete empty, consolidatable NodeClaims within budgets; `reconcile_once()` is one pass."""
 
     name: ClassVar[str] = "disruption.emptiness"
@@ -77,13 +77,6 @@ class EmptinessController:
             backoff=reconcile.backoff,
             wake=trigger.wait,
         )
-
-    async def run(self) -> None:
-        """Run every polling period and on each trigger until `stop()`."""
-        await self._loop.run()
-
-    def stop(self) -> None:
-        self._loop.stop()
 
     async def reconcile_once(self) -> Result:
         """Delete the NodeClaims emptiness chooses now; always comes back after the period.

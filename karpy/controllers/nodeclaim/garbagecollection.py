@@ -27,7 +27,7 @@ from karpy.kube.errors import NotFoundError
 from karpy.kube.kinds import NODECLAIMS, NODES
 from karpy.runtime.clock import Clock
 from karpy.runtime.options import ReconcileOptions
-from karpy.runtime.reconciler import Result, SingletonLoop
+from karpy.runtime.reconciler import Result, SingletonController, SingletonLoop
 from karpy.runtime.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -78,7 +78,7 @@ def collectable(
     return node is None or not _ready(node)
 
 
-class GarbageCollectionController:
+class GarbageCollectionController(SingletonController):
     """Delete NodeClaims with no cloud provider representation; `reconcile_once()` is one pass."""
 
     name: ClassVar[str] = "nodeclaim.garbagecollection"
@@ -115,13 +115,6 @@ class GarbageCollectionController:
             telemetry=telemetry,
             backoff=reconcile.backoff,
         )
-
-    async def run(self) -> None:
-        """Run once now and then every period until `stop()`."""
-        await self._loop.run()
-
-    def stop(self) -> None:
-        self._loop.stop()
 
     async def reconcile_once(self) -> Result:
         """Delete every collectable NodeClaim; always comes back after the period.

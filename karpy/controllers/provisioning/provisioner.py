@@ -46,7 +46,7 @@ from karpy.kube.errors import ConflictError, KubeError
 from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
 from karpy.kube.kinds import NODECLAIMS
 from karpy.runtime.options import ReconcileOptions
-from karpy.runtime.reconciler import Result, SingletonLoop
+from karpy.runtime.reconciler import Result, SingletonController, SingletonLoop
 from karpy.runtime.telemetry import Telemetry
 from karpy.state.cluster import ClusterState
 from karpy.state.snapshot import ClusterObjects, SnapshotKinds, build_snapshot, read_cluster
@@ -100,7 +100,7 @@ class Nominations:
             del self._held[uid]
 
 
-class Provisioner:
+class Provisioner(SingletonController):
     """The provisioning singleton: batch → snapshot → solve → events → create NodeClaims.
 
     `run()` drives `reconcile_once()` through the shared Runner (span, log fields, backoff on
@@ -143,13 +143,6 @@ class Provisioner:
             at_start=False,
             requeue_on=(ConflictError,),
         )
-
-    async def run(self) -> None:
-        """Provision for each batch until `stop()`; the batch in hand is finished first."""
-        await self._loop.run()
-
-    def stop(self) -> None:
-        self._loop.stop()
 
     async def _next_batch(self) -> None:
         batch = await self._batcher.wait()

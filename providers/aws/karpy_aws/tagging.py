@@ -32,7 +32,7 @@ from karpy.kube.client import KubeClient
 from karpy.kube.errors import KubeError, NotFoundError
 from karpy.kube.kinds import NODECLAIMS
 from karpy.runtime.backoff import Backoff
-from karpy.runtime.reconciler import Result, SingletonLoop
+from karpy.runtime.reconciler import Result, SingletonController, SingletonLoop
 from karpy.runtime.telemetry import Telemetry
 from karpy_aws.errors import AWSError, ConfigurationError
 from karpy_aws.instance import Instances, parse_provider_id
@@ -77,7 +77,7 @@ class TaggingError(Exception):
     """Some NodeClaims' instances could not be tagged this pass (the message says how many)."""
 
 
-class TaggingController:
+class TaggingController(SingletonController):
     """Tag registered NodeClaims' instances and mark the NodeClaims; ``run()`` until cancelled."""
 
     name: ClassVar[str] = "nodeclaim.tagging"
@@ -105,13 +105,6 @@ class TaggingController:
         self._loop = SingletonLoop(
             self.name, self.reconcile_once, telemetry=telemetry, backoff=backoff
         )
-
-    async def run(self) -> None:
-        """Run once now and then every period until cancelled."""
-        await self._loop.run()
-
-    def stop(self) -> None:
-        self._loop.stop()
 
     async def reconcile_once(self) -> Result:
         """One pass over every NodeClaim. Raises KubeError when the list fails and TaggingError

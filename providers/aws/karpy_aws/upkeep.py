@@ -23,7 +23,7 @@ from karpy.kube.errors import NotFoundError
 from karpy.kube.kinds import NODECLAIMS, NODES
 from karpy.runtime.backoff import Backoff
 from karpy.runtime.clock import Clock
-from karpy.runtime.reconciler import Result, SingletonLoop
+from karpy.runtime.reconciler import Result, SingletonController, SingletonLoop
 from karpy.runtime.telemetry import Telemetry
 from karpy_aws.garbagecollection import collect_leaked_instances
 from karpy_aws.instance import Instances
@@ -60,7 +60,7 @@ def _positive(owner: str, period: float) -> float:
     return period
 
 
-class MaintenanceController:
+class MaintenanceController(SingletonController):
     """``start_leading()`` once, then ``maintain()`` every period."""
 
     name: ClassVar[str] = "providers.maintenance"
@@ -80,13 +80,6 @@ class MaintenanceController:
             self.name, self.reconcile_once, telemetry=telemetry, backoff=backoff
         )
 
-    async def run(self) -> None:
-        """Run once now and then every period until cancelled."""
-        await self._loop.run()
-
-    def stop(self) -> None:
-        self._loop.stop()
-
     async def reconcile_once(self) -> Result:
         """One pass. Raises whatever the target raises (the runner backs off)."""
         async with asyncio.timeout(MAINTENANCE_TIMEOUT):
@@ -100,7 +93,7 @@ class MaintenanceController:
         return Result(requeue_after=self._period)
 
 
-class LeakedInstanceController:
+class LeakedInstanceController(SingletonController):
     """Terminate the cluster's instances no NodeClaim holds, and delete their Nodes."""
 
     name: ClassVar[str] = "instance.garbagecollection"
@@ -122,13 +115,6 @@ class LeakedInstanceController:
         self._loop = SingletonLoop(
             self.name, self.reconcile_once, telemetry=telemetry, backoff=backoff
         )
-
-    async def run(self) -> None:
-        """Run once now and then every period until cancelled."""
-        await self._loop.run()
-
-    def stop(self) -> None:
-        self._loop.stop()
 
     async def reconcile_once(self) -> Result:
         """One pass: terminate leaked instances (collect_leaked_instances logs each one) and

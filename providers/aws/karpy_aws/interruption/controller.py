@@ -45,7 +45,7 @@ from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
 from karpy.kube.kinds import NODECLAIMS, NODES
 from karpy.runtime.backoff import Backoff
 from karpy.runtime.clock import Clock
-from karpy.runtime.reconciler import Result, SingletonLoop
+from karpy.runtime.reconciler import Result, SingletonController, SingletonLoop
 from karpy.runtime.telemetry import Telemetry
 from karpy_aws.errors import ConfigurationError
 from karpy_aws.instance import parse_provider_id
@@ -174,7 +174,7 @@ class _Batch:
     deleted: set[str] = attrs.Factory(set)
 
 
-class InterruptionController:
+class InterruptionController(SingletonController):
     """Receive interruption messages and act on them; ``run()`` until cancelled."""
 
     name: ClassVar[str] = "interruption"
@@ -215,13 +215,6 @@ class InterruptionController:
         self._loop = SingletonLoop(
             self.name, self.reconcile_once, telemetry=telemetry, backoff=backoff
         )
-
-    async def run(self) -> None:
-        """Receive and handle messages until cancelled (``stop()`` ends it after a pass)."""
-        await self._loop.run()
-
-    def stop(self) -> None:
-        self._loop.stop()
 
     async def reconcile_once(self) -> Result:
         """One long poll and its messages. Raises AWSError or KubeError when the queue or the
