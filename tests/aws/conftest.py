@@ -495,3 +495,41 @@ def make_nodeclaim(
             ),
         ),
     )
+
+
+def boto_client(moto: Moto, service: str) -> Any:
+    """A plain (synchronous) botocore client on moto, for arranging and inspecting state."""
+    return botocore.session.get_session().create_client(
+        service, region_name=REGION, endpoint_url=moto.endpoint
+    )
+
+
+def launch_tagged(moto: Moto, cluster: str, *, nodepool: str = "default") -> tuple[str, str]:
+    """An instance tagged as karpy tags its launches; returns (instance id, provider id)."""
+    tags = {f"kubernetes.io/cluster/{cluster}": "owned", "karpenter.sh/nodepool": nodepool}
+    reservation = boto_client(moto, "ec2").run_instances(
+        ImageId=AMI_IDS["al2023x86new"],
+        InstanceType="t3.micro",
+        MinCount=1,
+        MaxCount=1,
+        SubnetId=moto.subnets["a"],
+        TagSpecifications=[
+            {"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}
+        ],
+    )
+    instance = reservation["Instances"][0]
+    zone = instance["Placement"]["AvailabilityZone"]
+    return instance["InstanceId"], f"aws:///{zone}/{instance['InstanceId']}"
+
+
+def provider_settings(moto: Moto, **extra: str) -> dict[str, str]:
+    """The aws provider's settings for moto (one attempt per call, no Pricing API), plus `extra`."""
+    return {
+        "region": REGION,
+        "endpoint-url": moto.endpoint,
+        "require-loopback-endpoint": "true",
+        "max-attempts": "1",
+        "use-pricing-api": "false",
+        "instance-types": ",".join(INSTANCE_TYPES),
+        **extra,
+    }

@@ -22,12 +22,12 @@ from karpy_aws.nodeclassstatus import resolve_status
 from karpy_aws.session import AWSSession
 
 from .conftest import (
-    INSTANCE_TYPES,
     K8S_VERSION,
     REGION,
     SSM_PREFIX,
     Moto,
     make_nodeclaim,
+    provider_settings,
     ready_nodeclass,
 )
 
@@ -68,16 +68,7 @@ def test_settings_are_typed() -> None:
     assert options.instance_types == ("c5.large", "m5.large")
 
 
-def _settings(moto: Moto, **extra: str) -> dict[str, str]:
-    return {
-        "region": REGION,
-        "endpoint-url": moto.endpoint,
-        "require-loopback-endpoint": "true",
-        "max-attempts": "1",
-        "use-pricing-api": "false",
-        "instance-types": ",".join(INSTANCE_TYPES),
-        **extra,
-    }
+_settings = provider_settings
 
 
 @pytest.mark.cluster

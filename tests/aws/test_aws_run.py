@@ -15,7 +15,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import attrs
-import botocore.session
 import pytest
 
 from karpy.apis.kube.node import Node, NodeSpec
@@ -36,12 +35,13 @@ from karpy_aws.provider import AWSCloudProvider
 from .conftest import (
     AMI_IDS,
     DISCOVERY,
-    INSTANCE_TYPES,
     K8S_VERSION,
-    REGION,
     SSM_PREFIX,
     Moto,
+    boto_client,
+    launch_tagged,
     make_nodeclaim,
+    provider_settings,
 )
 
 pytestmark = [pytest.mark.aws, pytest.mark.cluster]
@@ -50,26 +50,20 @@ T = TypeVar("T")
 WAIT = 60.0
 
 
-def _aws(moto: Moto, service: str) -> Any:
-    return botocore.session.get_session().create_client(
-        service, region_name=REGION, endpoint_url=moto.endpoint
-    )
+_aws = boto_client
 
 
 def _settings(moto: Moto, **extra: str) -> dict[str, str]:
-    return {
-        "region": REGION,
-        "endpoint-url": moto.endpoint,
-        "require-loopback-endpoint": "true",
-        "max-attempts": "1",
-        "use-pricing-api": "false",
-        "instance-types": ",".join(INSTANCE_TYPES),
-        "cluster-endpoint": "https://k.test",
-        "cluster-ca-bundle": "Q0E=",
-        "kubernetes-version": K8S_VERSION,
-        "ssm-prefix": SSM_PREFIX,
-        **extra,
-    }
+    return provider_settings(
+        moto,
+        **{
+            "cluster-endpoint": "https://k.test",
+            "cluster-ca-bundle": "Q0E=",
+            "kubernetes-version": K8S_VERSION,
+            "ssm-prefix": SSM_PREFIX,
+            **extra,
+        },
+    )
 
 
 @attrs.frozen
@@ -307,24 +301,6 @@ async def test_without_a_pinned_version_aliases_resolve_for_the_apiservers_versi
 # ------------------------------------------------------------------ leaked instances
 
 
-def _instance(moto: Moto, cluster: str, *, nodepool: str = "default") -> tuple[str, str]:
-    """An instance tagged as karpy tags its launches; returns (instance id, provider id)."""
-    tags = {f"kubernetes.io/cluster/{cluster}": "owned", "karpenter.sh/nodepool": nodepool}
-    reservation = _aws(moto, "ec2").run_instances(
-        ImageId=AMI_IDS["al2023x86new"],
-        InstanceType="t3.micro",
-        MinCount=1,
-        MaxCount=1,
-        SubnetId=moto.subnets["a"],
-        TagSpecifications=[
-            {"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}
-        ],
-    )
-    instance = reservation["Instances"][0]
-    zone = instance["Placement"]["AvailabilityZone"]
-    return instance["InstanceId"], f"aws:///{zone}/{instance['InstanceId']}"
-
-
 def _state(moto: Moto, instance_id: str) -> str:
     found = _aws(moto, "ec2").describe_instances(InstanceIds=[instance_id])
     return str(found["Reservations"][0]["Instances"][0]["State"]["Name"])
@@ -337,8 +313,8 @@ async def test_run_collects_a_leaked_instance_and_its_node(
     clock = FakeClock(SystemClock().now() + datetime.timedelta(minutes=5))
     token = secrets.token_hex(3)
     cluster = f"gc-{token}"
-    leaked_id, leaked_pid = _instance(moto, cluster)
-    kept_id, kept_pid = _instance(moto, cluster)
+    leaked_id, leaked_pid = launch_tagged(moto, cluster)
+    kept_id, kept_pid = launch_tagged(moto, cluster)
     claim = make_nodeclaim(name=f"kept-{token}")
     cleanup.append(NODECLAIMS.object_path(claim.metadata.name or ""))
     await kube.create(NODECLAIMS, claim)

@@ -19,7 +19,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import attrs
-import botocore.session
 import pytest
 
 from karpy.apis.meta import Condition, ConditionStatus, ObjectMeta
@@ -28,12 +27,11 @@ from karpy.kube.client import KubeClient
 from karpy.kube.kinds import NODECLAIMS
 from karpy.runtime.backoff import Backoff
 from karpy.runtime.telemetry import Telemetry
-from karpy_aws.emulator.world import AMI_IDS
 from karpy_aws.instance import Instances
 from karpy_aws.session import AWSSession
 from karpy_aws.tagging import ANNOTATION_TAGGED, TaggingController, TaggingError, instance_to_tag
 
-from .conftest import REGION, FaultInjector, Moto, make_nodeclaim
+from .conftest import FaultInjector, Moto, boto_client, launch_tagged, make_nodeclaim
 from .test_aws_run import running
 
 pytestmark = [pytest.mark.aws, pytest.mark.cluster]
@@ -44,9 +42,7 @@ PROVIDER_ID = "aws:///us-west-2a/i-0123456789abcdef0"
 
 
 def _ec2(moto: Moto) -> Any:
-    return botocore.session.get_session().create_client(
-        "ec2", region_name=REGION, endpoint_url=moto.endpoint
-    )
+    return boto_client(moto, "ec2")
 
 
 @attrs.frozen
@@ -57,20 +53,7 @@ class Machine:
 
 def _launch(moto: Moto, cluster: str) -> Machine:
     """An instance tagged as karpy's launches are."""
-    tags = {f"kubernetes.io/cluster/{cluster}": "owned", "karpenter.sh/nodepool": "default"}
-    reservation = _ec2(moto).run_instances(
-        ImageId=AMI_IDS["al2023x86new"],
-        InstanceType="t3.micro",
-        MinCount=1,
-        MaxCount=1,
-        SubnetId=moto.subnets["a"],
-        TagSpecifications=[
-            {"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}
-        ],
-    )
-    instance = reservation["Instances"][0]
-    zone = instance["Placement"]["AvailabilityZone"]
-    return Machine(instance["InstanceId"], f"aws:///{zone}/{instance['InstanceId']}")
+    return Machine(*launch_tagged(moto, cluster))
 
 
 def _tags(moto: Moto, instance_id: str) -> dict[str, str]:
