@@ -21,7 +21,7 @@ from karpy.apis.v1.common import (
     RequirementOperator,
 )
 from karpy.apis.v1.nodepool import NodePool
-from karpy.core.requirements import Requirement, RequirementError, Requirements
+from karpy.core.requirements import Operator, Requirement, RequirementError, Requirements
 from karpy.core.resources import QuantityError, Resources, format_quantity, parse_quantity
 
 WireRequirement = NodeSelectorRequirementWithMinValues | NodeClaimRequirement
@@ -58,24 +58,24 @@ def nodepool_requirements(nodepool: NodePool) -> Requirements:
     return reqs.merge(Requirements.from_labels(labels))
 
 
-def _bound_entries(req: Requirement) -> list[tuple[RequirementOperator, tuple[str, ...]]]:
-    """Integer bounds as the wire carries them: one non-negative integer each.
+def _wire_expression(
+    op: Operator, values: tuple[str, ...]
+) -> tuple[RequirementOperator, tuple[str, ...]] | None:
+    """One of ``Requirement.expressions()`` as the wire carries it, or None when it cannot.
 
-    Gte 0 is stored as "greater than -1", which the digits-only Gt cannot carry, so it is written
-    as Gte 0. A pod may ask for a negative bound (node affinity takes any int64), which no
-    NodeClaim may carry: a lower bound below zero is left out, and an upper bound below zero as
-    well. The NodeClaim loses nothing by it, since its instance types were chosen under the
-    exact bound and are listed by name.
+    The wire's bounds are one non-negative integer each. Gte 0 is stored as "greater than -1",
+    which the digits-only Gt cannot carry, so it is written as Gte 0. A pod may ask for a
+    negative bound (node affinity takes any int64), which no NodeClaim may carry: a lower bound
+    below zero is left out, and an upper bound below zero as well. The NodeClaim loses nothing
+    by it, since its instance types were chosen under the exact bound and are listed by name.
     """
-    out: list[tuple[RequirementOperator, tuple[str, ...]]] = []
-    if req.greater_than is not None and req.greater_than >= -1:
-        if req.greater_than == -1:
-            out.append((RequirementOperator.GTE, ("0",)))
-        else:
-            out.append((RequirementOperator.GT, (str(req.greater_than),)))
-    if req.less_than is not None and req.less_than >= 0:
-        out.append((RequirementOperator.LT, (str(req.less_than),)))
-    return out
+    if op in (Operator.GT, Operator.LT):
+        bound = int(values[0])
+        if op is Operator.GT and bound == -1:
+            return RequirementOperator.GTE, ("0",)
+        if bound < (-1 if op is Operator.GT else 0):
+            return None
+    return RequirementOperator(op.value), values
 
 
 def requirement_to_api(req: Requirement) -> tuple[NodeClaimRequirement, ...]:
@@ -85,22 +85,13 @@ def requirement_to_api(req: Requirement) -> tuple[NodeClaimRequirement, ...]:
     Raises RequirementError for an ``In`` narrowed below its minValues: the apiserver refuses
     such an entry, so the caller must relax minValues (Karpenter's BestEffort) or give up.
     """
-    entries: list[tuple[RequirementOperator, tuple[str, ...]]]
     if req.values and not req.complement and len(req.values) < (req.min_values or 0):
         raise RequirementError(
             f"requirement {req.key!r}: In has {len(req.values)} values, fewer than minValues"
             f" {req.min_values}"
         )
-    if not req.complement:
-        op = RequirementOperator.IN if req.values else RequirementOperator.DOES_NOT_EXIST
-        entries = [(op, tuple(req.sorted_values()))]
-    else:
-        entries = []
-        if req.values:
-            entries.append((RequirementOperator.NOT_IN, tuple(req.sorted_values())))
-        entries.extend(_bound_entries(req))
-        if not entries:
-            entries.append((RequirementOperator.EXISTS, ()))
+    wire = [e for op, values in req.expressions() if (e := _wire_expression(op, values))]
+    entries = wire or [(RequirementOperator.EXISTS, ())]
     return tuple(
         NodeClaimRequirement(key=req.key, operator=op, values=values, min_values=req.min_values)
         for op, values in entries

@@ -77,10 +77,7 @@ INFORMED_KINDS: tuple[ResourceKind[Any], ...] = (
     PODS,
     NODECLAIMS,
     NODEPOOLS,
-    DAEMONSETS,
-    PERSISTENT_VOLUMES,
-    PERSISTENT_VOLUME_CLAIMS,
-    STORAGE_CLASSES,
+    *(kind for kind in attrs.astuple(SNAPSHOT_KINDS, recurse=False) if kind is not None),
 )
 """Kinds every replica keeps in cluster state (karpy's CRDs must be installed)."""
 

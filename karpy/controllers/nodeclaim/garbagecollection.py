@@ -22,6 +22,8 @@ from karpy.apis.meta import ConditionStatus
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim
 from karpy.cloudprovider.protocol import CloudProvider
+from karpy.controllers.nodeclaim.lifecycle.conditions import get_condition
+from karpy.controllers.nodeclaim.lifecycle.nodes import node_ready
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError
 from karpy.kube.kinds import NODECLAIMS, NODES
@@ -42,20 +44,6 @@ PROVIDER_TIMEOUT: Final = 60.0
 """Seconds allowed for one `CloudProvider.list()` call."""
 
 
-def _launched_at(claim: NodeClaim) -> datetime.datetime | None:
-    """When the NodeClaim's Launched condition turned True; None while it is not Launched."""
-    for condition in claim.status.conditions:
-        if condition.type == ConditionType.LAUNCHED and condition.status is ConditionStatus.TRUE:
-            return condition.last_transition_time
-    return None
-
-
-def _ready(node: Node) -> bool:
-    return any(
-        c.type == "Ready" and c.status is ConditionStatus.TRUE for c in node.status.conditions
-    )
-
-
 def collectable(
     claim: NodeClaim,
     *,
@@ -69,13 +57,15 @@ def collectable(
     provider_id = claim.status.provider_id
     if not provider_id or claim.metadata.deletion_timestamp is not None:
         return False
-    launched = _launched_at(claim)
-    if launched is None or (now - launched).total_seconds() <= grace_period:
+    launched = get_condition(claim, ConditionType.LAUNCHED)
+    if launched is None or launched.status is not ConditionStatus.TRUE:
+        return False
+    if (now - launched.last_transition_time).total_seconds() <= grace_period:
         return False
     if provider_id in listed:
         return False
     node = nodes.get(provider_id)
-    return node is None or not _ready(node)
+    return node is None or not node_ready(node)
 
 
 class GarbageCollectionController(SingletonController):

@@ -367,13 +367,13 @@ def _recheck(unschedulable: int) -> Result:
     return Result(requeue_after=PENDING_RECHECK) if unschedulable else Result()
 
 
-def _span_pod_names(pods: Sequence[KubePod]) -> list[str]:
-    """`namespace/name` of the batch's first SPAN_PODS pods: enough to find a pod's batch in a
+def _span_pod_names(pods: Sequence[KubePod], limit: int = SPAN_PODS) -> list[str]:
+    """`namespace/name` of the batch's first `limit` pods: enough to find a pod's batch in a
     trace backend without making a 20,000-pod batch's span megabytes long."""
-    return [f"{p.metadata.namespace}/{p.metadata.name}" for p in pods[:SPAN_PODS]]
+    return [f"{p.metadata.namespace}/{p.metadata.name}" for p in pods[:limit]]
 
 
 def _pod_names(pods: Sequence[KubePod]) -> str:
-    names = [f"{p.metadata.namespace}/{p.metadata.name}" for p in pods[:LOGGED_PODS]]
+    names = _span_pod_names(pods, LOGGED_PODS)
     rest = len(pods) - LOGGED_PODS
     return ", ".join(names) + (f" and {rest} other(s)" if rest > 0 else "")

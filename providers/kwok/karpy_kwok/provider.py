@@ -125,7 +125,9 @@ class KwokCloudProvider:
         pending = self._pending.get(name or "")
         if pending is not None:
             return pending.nodeclaim  # a retried create of a launch still pending
-        nodeclass = await self._require_ready_nodeclass(nodeclaim)
+        nodeclass = await self._ready_nodeclass(
+            nodeclaim.spec.node_class_ref, owner=f"nodeclaim {name!r}"
+        )
         delay = self._registration_delay(nodeclass)
         launch = cheapest_launch(nodeclaim, self._types)
         if launch is None:
@@ -289,11 +291,6 @@ class KwokCloudProvider:
         if nodeclass.spec.node_registration_delay is not None:
             return nodeclass.spec.registration_delay().total_seconds()
         return self._options.registration_delay
-
-    async def _require_ready_nodeclass(self, nodeclaim: NodeClaim) -> KWOKNodeClass:
-        return await self._ready_nodeclass(
-            nodeclaim.spec.node_class_ref, owner=f"nodeclaim {nodeclaim.metadata.name!r}"
-        )
 
     async def _ready_nodeclass(self, ref: NodeClassReference, *, owner: str) -> KWOKNodeClass:
         """The Ready KWOKNodeClass `ref` names; NodeClassNotReadyError naming `owner` if not."""

@@ -18,6 +18,7 @@ from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim
 from karpy.controllers.nodeclaim.lifecycle.conditions import is_true, set_condition
 from karpy.controllers.nodeclaim.lifecycle.fields import log_fields
+from karpy.controllers.nodeclaim.lifecycle.nodes import node_ready
 from karpy.controllers.nodeclaim.lifecycle.outcome import Outcome
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError
@@ -86,8 +87,7 @@ class Initialization:
 
 def initialization_blocker(nodeclaim: NodeClaim, node: Node) -> tuple[str, str] | None:
     """Why the Node is not initialized yet, as a condition (reason, message); None when it is."""
-    ready = next((c for c in node.status.conditions if c.type == "Ready"), None)
-    if ready is None or ready.status is not ConditionStatus.TRUE:
+    if not node_ready(node):
         return "NodeNotReady", "Node status is NotReady"
     for taint in node.spec.taints:
         if taint.key in wk.EPHEMERAL_TAINT_KEYS:
