@@ -107,7 +107,6 @@ async def serve(
     *,
     kubeconfig: Path,
     cluster_name: str,
-    join_delay: float,
     interval: float,
     until_stdin_closes: bool,
 ) -> None:
@@ -124,8 +123,6 @@ async def serve(
                 await session.client("ec2"),
                 kube,
                 cluster_name=cluster_name,
-                region=REGION,
-                join_delay=join_delay,
                 report=_announce,
             )
             async with asyncio.TaskGroup() as group:
@@ -177,9 +174,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kubeconfig", type=Path, required=True, help="cluster Nodes join")
     parser.add_argument("--cluster-name", required=True, help="karpy's --cluster-name")
     parser.add_argument("--port", type=int, default=0, help="moto's port (default: a free one)")
-    parser.add_argument(
-        "--join-delay", type=float, default=0.0, help="seconds from running to Node (default 0)"
-    )
     parser.add_argument("--interval", type=float, default=1.0, help="seconds between passes")
     parser.add_argument(
         "--until-stdin-closes", action="store_true", help="stop when stdin reaches its end"
@@ -207,7 +201,6 @@ def main(argv: list[str] | None = None) -> int:
                     endpoint,
                     kubeconfig=args.kubeconfig,
                     cluster_name=args.cluster_name,
-                    join_delay=args.join_delay,
                     interval=args.interval,
                     until_stdin_closes=args.until_stdin_closes,
                 )

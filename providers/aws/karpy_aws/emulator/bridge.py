@@ -19,8 +19,6 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Literal
 
-import attrs
-
 from karpy.apis.v1 import labels as wk
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import ConflictError, NotFoundError
@@ -55,14 +53,6 @@ def _ignore(happening: Happening, details: Mapping[str, str]) -> None:
     del happening, details
 
 
-@attrs.frozen
-class Pass:
-    """What one pass changed: Nodes created and deleted (by name)."""
-
-    joined: tuple[str, ...] = ()
-    left: tuple[str, ...] = ()
-
-
 class KubeletBridge:
     """Joins and removes the Nodes of one cluster's moto instances (see the module docstring)."""
 
@@ -72,18 +62,13 @@ class KubeletBridge:
         kube: KubeClient,
         *,
         cluster_name: str,
-        region: str,
-        join_delay: float = 0.0,
         report: Report = _ignore,
     ) -> None:
         self._ec2 = ec2
-        self._report = report
-        self._states: dict[str, str] = {}
         self._kube = kube
         self._cluster_name = cluster_name
-        self._region = region
-        self._join_delay = join_delay
-        self._first_seen: dict[str, float] = {}
+        self._report = report
+        self._states: dict[str, str] = {}
         self._boots: dict[str, Boot] = {}
         self._types: dict[str, InstanceTypeInfo] = {}
 
@@ -97,32 +82,25 @@ class KubeletBridge:
                 log.exception("kubelet bridge pass failed")
             await asyncio.sleep(interval)
 
-    async def sync(self) -> Pass:
+    async def sync(self) -> None:
         """One pass: join running instances that have no Node yet, remove Nodes whose instance
         is shutting down or gone."""
         instances = await self._instances()
         self._track(instances)
         listed = await self._kube.list(NODES)
         nodes = by_instance_id((i.obj for i in listed.items), cluster_name=self._cluster_name)
-        now = asyncio.get_running_loop().time()
-        joined = []
         for instance in instances:
-            if instance.state not in JOINING_STATES or instance.id in nodes:
-                continue
-            seen = self._first_seen.setdefault(instance.id, now)
-            if now - seen >= self._join_delay and await self._join(instance):
-                joined.append(instance.id)
-        alive = {i.id for i in instances if i.state in LIVE_STATES and i.state != "shutting-down"}
-        left = []
+            if instance.state in JOINING_STATES and instance.id not in nodes:
+                await self._join(instance)
+        alive = {i.id for i in instances if i.state in LIVE_STATES and i.state not in ENDED_STATES}
         for instance_id, node in sorted(nodes.items()):
             if instance_id in alive:
                 continue
-            self._forget(instance_id)
+            self._boots.pop(instance_id, None)
             if node.metadata.deletion_timestamp is not None:
                 continue
             with contextlib.suppress(NotFoundError):
                 await self._kube.delete(NODES, node.metadata.name or "")
-                left.append(node.metadata.name or "")
                 log.info(
                     "deleted node of ended instance",
                     extra={"node": node.metadata.name, "instance": instance_id},
@@ -130,7 +108,6 @@ class KubeletBridge:
                 self._report(
                     "node-left", {"node": node.metadata.name or "", "instance": instance_id}
                 )
-        return Pass(joined=tuple(joined), left=tuple(left))
 
     def _track(self, instances: Sequence[EmulatedInstance]) -> None:
         """Report instances that started running or ended since the last pass."""
@@ -155,7 +132,7 @@ class KubeletBridge:
         )
         return [parse_instance(i) for r in reservations for i in r.get("Instances", [])]
 
-    async def _join(self, instance: EmulatedInstance) -> bool:
+    async def _join(self, instance: EmulatedInstance) -> None:
         boot = self._boots.get(instance.id)
         if boot is None:
             boot = self._boots[instance.id] = read_user_data(await self._user_data(instance.id))
@@ -163,7 +140,7 @@ class KubeletBridge:
             instance,
             await self._type(instance.instance_type),
             boot,
-            region=self._region,
+            region=self._ec2.region,
             cluster_name=self._cluster_name,
         )
         try:
@@ -173,7 +150,7 @@ class KubeletBridge:
                 "node name taken, instance not joined",
                 extra={"node": node.metadata.name, "instance": instance.id},
             )
-            return False
+            return
         log.info(
             "node joined",
             extra={
@@ -184,7 +161,6 @@ class KubeletBridge:
             },
         )
         self._report("node-joined", {**_details(instance), "node": node.metadata.name or ""})
-        return True
 
     async def _user_data(self, instance_id: str) -> str:
         answer = await self._ec2.call(
@@ -201,10 +177,6 @@ class KubeletBridge:
             )
             info = self._types[name] = parse_instance_type(answer["InstanceTypes"][0])
         return info
-
-    def _forget(self, instance_id: str) -> None:
-        self._first_seen.pop(instance_id, None)
-        self._boots.pop(instance_id, None)
 
 
 def _details(instance: EmulatedInstance) -> dict[str, str]:
