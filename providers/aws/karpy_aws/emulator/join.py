@@ -31,9 +31,11 @@ from karpy.apis.v1 import labels as wk
 from karpy.cloudprovider.requirements import quantities_from_resources
 from karpy.core.resources import Resources
 from karpy_aws.errors import ConfigurationError
+from karpy_aws.instance import parse_instance as parse_ec2_instance
 from karpy_aws.instance import parse_provider_id, provider_id
 from karpy_aws.instancetypes import (
     CPU,
+    DEFAULT_MAX_PODS,
     InstanceTypeInfo,
     KubeletSettings,
     allocatable,
@@ -43,9 +45,7 @@ from karpy_aws.instancetypes import (
 
 ANNOTATION_CLUSTER: Final = "karpy-emulator/cluster"
 """Marks a Node the bridge made, with the cluster whose instance it stands for."""
-DEFAULT_MAX_PODS: Final = 110
-"""The kubelet's own default, for user data that sets none."""
-_AL2_FLAG: Final = re.compile(r"^--(?P<name>[a-z-]+)=(?P<value>.*)$")
+_FLAG: Final = re.compile(r"^--(?P<name>[a-z-]+)=(?P<value>.*)$")
 
 
 @attrs.frozen(kw_only=True)
@@ -71,17 +71,17 @@ class EmulatedInstance:
 
 
 def parse_instance(raw: Mapping[str, Any]) -> EmulatedInstance:
-    """One DescribeInstances instance (pure)."""
+    """One DescribeInstances instance (pure): what the provider reads of it
+    (karpy_aws.instance), plus the private DNS name and address its kubelet registers with."""
+    seen = parse_ec2_instance(raw)
     return EmulatedInstance(
-        id=str(raw["InstanceId"]),
-        instance_type=str(raw.get("InstanceType", "")),
-        zone=str(raw.get("Placement", {}).get("AvailabilityZone", "")),
-        state=str(raw.get("State", {}).get("Name", "")),
+        id=seen.id,
+        instance_type=seen.instance_type,
+        zone=seen.zone,
+        state=seen.state,
         private_dns_name=str(raw.get("PrivateDnsName") or ""),
         private_ip=str(raw.get("PrivateIpAddress") or ""),
-        capacity_type=wk.CAPACITY_TYPE_SPOT
-        if raw.get("InstanceLifecycle") == "spot"
-        else wk.CAPACITY_TYPE_ON_DEMAND,
+        capacity_type=seen.capacity_type,
     )
 
 
@@ -120,7 +120,7 @@ def _nodeadm(payload: str) -> Boot:
             config = kubelet.get("config", {})
             labels: dict[str, str] = {}
             for flag in kubelet.get("flags", []):
-                match = _AL2_FLAG.match(str(flag))
+                match = _FLAG.match(str(flag))
                 if match and match["name"] == "node-labels":
                     labels.update(_pairs(match["value"], "="))
             return Boot(
@@ -147,7 +147,7 @@ def _bootstrap_sh(script: str) -> Boot:
     )
     flags: dict[str, str] = {}
     for word in shlex.split(extra):
-        match = _AL2_FLAG.match(word)
+        match = _FLAG.match(word)
         if match:
             flags[match["name"]] = match["value"]
     taints = []

@@ -14,12 +14,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Final
 
+from karpy.localcluster.process import free_port
 from karpy_aws.emulator.world import AMIS, REGION
 
 INSTALL_HINT: Final = (
@@ -45,13 +45,6 @@ class MotoMissingError(RuntimeError):
 
     def __init__(self) -> None:
         super().__init__(INSTALL_HINT)
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextlib.contextmanager

@@ -21,8 +21,6 @@ REGION: Final = "us-west-2"
 ACCOUNT: Final = "123456789012"
 """moto's one account."""
 AMAZON_OWNER: Final = "137112412989"
-ZONES: Final = ("us-west-2a", "us-west-2b", "us-west-2c")
-"""The zones whose subnets carry the discovery tags."""
 
 AMI_IDS: Final = {
     "al2023x86old": "ami-00000000000000001",
