@@ -47,6 +47,13 @@ def parse_provider_id(value: str) -> str:
     return match["id"]
 
 
+def instance_id_of(value: str | None) -> str | None:
+    """The instance id in a provider id; None when there is none yet or it is not an AWS one
+    (a NodeClaim not launched, or another provider's). Pure."""
+    match = _PROVIDER_ID.match(value or "")
+    return None if match is None else match["id"]
+
+
 def launch_tags(
     *, cluster_name: str, nodepool: str, nodeclass: str, user_tags: Mapping[str, str]
 ) -> dict[str, str]:

@@ -34,8 +34,8 @@ from karpy.kube.kinds import NODECLAIMS
 from karpy.runtime.backoff import Backoff
 from karpy.runtime.reconciler import Result, SingletonController, SingletonLoop
 from karpy.runtime.telemetry import Telemetry
-from karpy_aws.errors import AWSError, ConfigurationError
-from karpy_aws.instance import Instances, parse_provider_id
+from karpy_aws.errors import AWSError
+from karpy_aws.instance import Instances, instance_id_of
 
 ANNOTATION_TAGGED: Final = "karpenter.k8s.aws/tagged"
 """Karpenter's annotation (``v1.AnnotationInstanceTagged``) marking a NodeClaim whose instance
@@ -67,10 +67,7 @@ def instance_to_tag(claim: NodeClaim) -> str | None:
         for c in status.conditions
     ):
         return None
-    try:
-        return parse_provider_id(status.provider_id or "")
-    except ConfigurationError:
-        return None
+    return instance_id_of(status.provider_id)
 
 
 class TaggingError(Exception):

@@ -47,8 +47,7 @@ from karpy.runtime.backoff import Backoff
 from karpy.runtime.clock import Clock
 from karpy.runtime.reconciler import Result, SingletonController, SingletonLoop
 from karpy.runtime.telemetry import Telemetry
-from karpy_aws.errors import ConfigurationError
-from karpy_aws.instance import parse_provider_id
+from karpy_aws.instance import instance_id_of
 from karpy_aws.interruption.messages import (
     Action,
     InterruptionEvent,
@@ -146,13 +145,9 @@ def claims_by_instance(claims: Sequence[NodeClaim]) -> dict[str, tuple[NodeClaim
     launched yet, or with another provider's id, are left out)."""
     found: dict[str, list[NodeClaim]] = {}
     for claim in claims:
-        if not claim.status.provider_id:
-            continue
-        try:
-            instance_id = parse_provider_id(claim.status.provider_id)
-        except ConfigurationError:
-            continue
-        found.setdefault(instance_id, []).append(claim)
+        instance_id = instance_id_of(claim.status.provider_id)
+        if instance_id is not None:
+            found.setdefault(instance_id, []).append(claim)
     return {k: tuple(v) for k, v in found.items()}
 
 
