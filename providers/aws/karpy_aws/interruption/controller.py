@@ -31,7 +31,6 @@ import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 from typing import ClassVar, Final
-from urllib.parse import urlsplit
 
 import attrs
 from opentelemetry import trace
@@ -133,11 +132,6 @@ def message_kind(event: InterruptionEvent) -> str:
             return "instance_stopped" if event.state in _STOPPING_STATES else "instance_terminated"
         case _:
             return "no_op"
-
-
-def is_queue_url(queue: str) -> bool:
-    """Whether the ``interruption-queue`` setting is a queue URL (else it is a queue name)."""
-    return urlsplit(queue).scheme in ("http", "https")
 
 
 def claims_by_instance(claims: Sequence[NodeClaim]) -> dict[str, tuple[NodeClaim, ...]]:
@@ -244,14 +238,13 @@ class InterruptionController(SingletonController):
     async def _resolve(self) -> SQSInterruptionQueue:
         """The queue, its URL looked up once by name (GetQueueUrl) unless given as a URL."""
         if self._queue is None:
-            options = {"wait_seconds": self._wait, "visibility_timeout": self._visibility}
-            if is_queue_url(self._queue_ref):
-                self._queue = SQSInterruptionQueue(self._sqs, queue_url=self._queue_ref, **options)
-            else:
-                async with asyncio.timeout(LOOKUP_TIMEOUT):
-                    self._queue = await SQSInterruptionQueue.named(
-                        self._sqs, self._queue_ref, **options
-                    )
+            async with asyncio.timeout(LOOKUP_TIMEOUT):
+                self._queue = await SQSInterruptionQueue.resolve(
+                    self._sqs,
+                    self._queue_ref,
+                    wait_seconds=self._wait,
+                    visibility_timeout=self._visibility,
+                )
             log.debug("interruption queue found", extra={"queue_url": self._queue.queue_url})
         return self._queue
 

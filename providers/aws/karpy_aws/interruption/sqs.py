@@ -23,13 +23,14 @@ MAX_MESSAGES: Final = 10
 VISIBILITY_TIMEOUT_SECONDS: Final = 20
 # SQS queue names: 1-80 letters, digits, hyphens and underscores (".fifo" counts toward 80).
 _QUEUE_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,75}(\.fifo)?|[A-Za-z0-9_-]{76,80}")
+_URL_SCHEMES: Final = ("http", "https")
 
 
 def check_queue(queue: str) -> str:
     """``queue`` if it is an SQS queue name or an ``http(s)://host/<account>/<name>`` queue URL;
     ValueError saying what is wrong otherwise. Pure."""
     parts = urlsplit(queue)
-    if parts.scheme in ("http", "https"):
+    if parts.scheme in _URL_SCHEMES:
         segments = parts.path.strip("/").split("/")
         if not parts.netloc or len(segments) != 2 or not segments[0].isdigit():
             msg = (
@@ -82,6 +83,14 @@ class SQSInterruptionQueue:
         """The queue called ``queue_name`` (NotFoundError if there is none)."""
         response = await sqs.call("GetQueueUrl", QueueName=queue_name)
         return cls(sqs, queue_url=str(response["QueueUrl"]), **options)
+
+    @classmethod
+    async def resolve(cls, sqs: AWSClient, queue: str, **options: int) -> SQSInterruptionQueue:
+        """The queue the ``interruption-queue`` setting names: a queue URL as given, a queue
+        name looked up with :meth:`named`."""
+        if urlsplit(queue).scheme in _URL_SCHEMES:
+            return cls(sqs, queue_url=queue, **options)
+        return await cls.named(sqs, queue, **options)
 
     async def receive(self) -> tuple[ReceivedMessage, ...]:
         """Wait up to the long-poll time for messages; parse each (never raises for a bad
