@@ -323,6 +323,7 @@ class InterruptionController(SingletonController):
     ) -> None:
         """Karpenter's handleNodeClaim: the kind's event, the spot offering marked unavailable,
         then the NodeClaim deleted unless the message only informs."""
+        kind = message_kind(event)
         notice = notice_for(event)
         if notice is not None:
             await self._publish(notice, claim, node)
@@ -331,7 +332,7 @@ class InterruptionController(SingletonController):
         instance_type = labels.get(wk.LABEL_INSTANCE_TYPE, "")
         if event.kind is InterruptionKind.SPOT_INTERRUPTION and zone and instance_type:
             self._unavailable.mark_unavailable(
-                reason=message_kind(event),
+                reason=kind,
                 capacity_type=wk.CAPACITY_TYPE_SPOT,
                 instance_type=instance_type,
                 zone=zone,
@@ -357,7 +358,7 @@ class InterruptionController(SingletonController):
                 "node": node.metadata.name if node is not None else claim.status.node_name,
                 "provider_id": claim.status.provider_id,
                 "nodepool": nodepool,
-                "message_kind": message_kind(event),
+                "message_kind": kind,
                 "action": event.action.value,
                 "event_id": event.id,
             },
@@ -382,7 +383,7 @@ class InterruptionController(SingletonController):
                 node,
             )
         self._telemetry.metrics.nodeclaims_disrupted_total.add(
-            1, {"reason": message_kind(event), "nodepool": nodepool}
+            1, {"reason": kind, "nodepool": nodepool}
         )
 
     async def _publish(self, notice: Notice, claim: NodeClaim | None, node: Node | None) -> None:
