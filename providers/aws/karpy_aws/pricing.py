@@ -230,8 +230,9 @@ class PriceCache:
         """
         self._shapes = MappingProxyType({s.name: s for s in shapes})
         now = self._clock.now()
-        due = force or self._due(self._on_demand_at, now) or self._due(self._spot_at, now)
-        if force or self._due(self._on_demand_at, now):
+        on_demand_due = force or self._due(self._on_demand_at, now)
+        spot_due = force or self._due(self._spot_at, now)
+        if on_demand_due:
             self._on_demand_at = now
             if self._pricing is None:
                 self._announce("on-demand pricing disabled, using estimated prices")
@@ -249,7 +250,7 @@ class PriceCache:
                         self._on_demand = MappingProxyType(prices)
                     else:
                         self._announce("on-demand pricing returned no prices, using estimates")
-        if force or self._due(self._spot_at, now):
+        if spot_due:
             self._spot_at = now
             try:
                 spot = await fetch_spot(self._ec2, now=now, instance_types=sorted(self._shapes))
@@ -264,7 +265,7 @@ class PriceCache:
                     self._spot = MappingProxyType({})
                 else:
                     self._spot = MappingProxyType(spot)
-        return due
+        return on_demand_due or spot_due
 
     def on_demand(self, instance_type: str) -> Price | None:
         """The on-demand price, from the API or estimated; None for an unknown type."""
