@@ -120,7 +120,11 @@ async def test_the_factory_builds_a_provider_reading_nodeclasses_from_the_apiser
             assert {"aws.ec2.CreateFleet", "aws.ec2.TerminateInstances"} <= names
         finally:
             await provider.aclose()
-            telemetry.shutdown()
+        # Closing the provider leaves the operator's telemetry working.
+        with telemetry.tracer.start_as_current_span("after the provider closed"):
+            pass
+        assert "after the provider closed" in {s.name for s in spans.get_finished_spans()}
+        telemetry.shutdown()
     finally:
         await kube.delete(EC2NODECLASSES, name)
 

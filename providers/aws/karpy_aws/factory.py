@@ -153,7 +153,8 @@ async def build(context: ProviderContext[KubeClient]) -> AWSCloudProvider:
         raise ProviderConfigError(str(e)) from e
     # Inside the operator the loops and AWS calls report through its telemetry (one trace per
     # reconcile with the AWS calls as children, metrics on its /metrics); built alone (tests,
-    # tools) the provider gets a private meter and the global tracer.
+    # tools) the provider gets a private meter and the global tracer, and shuts them down itself.
+    owns_telemetry = context.telemetry is None
     telemetry = (
         context.telemetry
         if context.telemetry is not None
@@ -225,14 +226,16 @@ async def build(context: ProviderContext[KubeClient]) -> AWSCloudProvider:
             controllers = (*controllers, interruption)
     except BaseException:
         await session.__aexit__(None, None, None)
-        telemetry.shutdown()
+        if owns_telemetry:
+            telemetry.shutdown()
         raise
 
     async def close() -> None:
         try:
             await session.aclose()
         finally:
-            telemetry.shutdown()
+            if owns_telemetry:  # the operator's telemetry outlives its provider
+                telemetry.shutdown()
 
     return AWSCloudProvider(
         instances,
