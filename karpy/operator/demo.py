@@ -23,7 +23,8 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any, Final, TextIO
 
@@ -69,12 +70,11 @@ def _nodeclass() -> dict[str, Any]:
 
 
 def _nodepool(
-    consolidate_after: str,
+    nodeclass: Mapping[str, Any],
+    consolidate_after: int,
     *,
-    nodeclass: Mapping[str, Any] | None = None,
     requirements: tuple[tuple[str, tuple[str, ...]], ...] = (),
 ) -> dict[str, Any]:
-    nodeclass = nodeclass or _nodeclass()
     group = str(nodeclass["apiVersion"]).split("/")[0]
     return {
         "apiVersion": f"{wk.GROUP}/v1",
@@ -101,7 +101,7 @@ def _nodepool(
             },
             "disruption": {
                 "consolidationPolicy": "WhenEmpty",
-                "consolidateAfter": consolidate_after,
+                "consolidateAfter": f"{consolidate_after}s",
             },
             "limits": {"cpu": "1000"},
         },
@@ -162,6 +162,12 @@ class Timeline:
         self.out.write(f"[{time.monotonic() - self.started:6.1f}s] {message}\n")
         self.out.flush()
 
+    def priced(self, key: tuple[str, str, str]) -> str:
+        """``<type> in <zone>, <capacity type>, <price>`` of one offering."""
+        price = self.prices.get(key)
+        cost = f"${price:.4f}/h" if price is not None else "price unknown"
+        return f"{key[0]} in {key[1]}, {key[2]}, {cost}"
+
     def cloud(self, event: Mapping[str, str]) -> None:
         """What moto's bridge reported (karpy.operator.demo_aws)."""
         instance = event.get("instance", "?")
@@ -170,11 +176,8 @@ class Timeline:
             event.get("zone", "?"),
             event.get("capacity-type", "?"),
         )
-        price = self.prices.get(key)
-        cost = f"${price:.4f}/h" if price is not None else "price unknown"
         messages = {
-            "instance-running": f"moto: instance {instance} running: {key[0]} in {key[1]}, "
-            f"{key[2]}, {cost}",
+            "instance-running": f"moto: instance {instance} running: {self.priced(key)}",
             "node-joined": f"moto: node {event.get('node', '?')} joined for {instance}",
             "instance-ended": f"moto: instance {instance} terminated",
             "node-left": f"moto: node {event.get('node', '?')} left with {instance}",
@@ -189,15 +192,7 @@ class Timeline:
                 self.say(f"nodeclaim {name} created ({requests})")
             if name not in self.launched and _true(claim, "Launched"):
                 self.launched.add(name)
-                labels = claim.metadata.labels
-                key = (
-                    labels.get(wk.LABEL_INSTANCE_TYPE, "?"),
-                    labels.get(wk.LABEL_TOPOLOGY_ZONE, "?"),
-                    labels.get(wk.LABEL_CAPACITY_TYPE, "?"),
-                )
-                price = self.prices.get(key)
-                cost = f"${price:.4f}/h" if price is not None else "price unknown"
-                self.say(f"nodeclaim {name} launched: {key[0]} in {key[1]}, {key[2]}, {cost}")
+                self.say(f"nodeclaim {name} launched: {self.priced(_offering(claim))}")
             if name not in self.ready and _true(claim, "Ready"):
                 self.ready.add(name)
                 self.say(f"nodeclaim {name} ready as node {claim.status.node_name}")
@@ -210,16 +205,17 @@ class Timeline:
         self.last = view
 
     def cost(self, view: View) -> float:
-        total = 0.0
-        for claim in view.claims.values():
-            labels = claim.metadata.labels
-            key = (
-                labels.get(wk.LABEL_INSTANCE_TYPE, ""),
-                labels.get(wk.LABEL_TOPOLOGY_ZONE, ""),
-                labels.get(wk.LABEL_CAPACITY_TYPE, ""),
-            )
-            total += self.prices.get(key, 0.0)
-        return total
+        return sum(self.prices.get(_offering(claim), 0.0) for claim in view.claims.values())
+
+
+def _offering(claim: NodeClaim) -> tuple[str, str, str]:
+    """The instance type, zone and capacity type a NodeClaim was launched with ("?" if unset)."""
+    labels = claim.metadata.labels
+    return (
+        labels.get(wk.LABEL_INSTANCE_TYPE, "?"),
+        labels.get(wk.LABEL_TOPOLOGY_ZONE, "?"),
+        labels.get(wk.LABEL_CAPACITY_TYPE, "?"),
+    )
 
 
 def _true(claim: NodeClaim, condition: str) -> bool:
@@ -312,6 +308,19 @@ class Scenario:
     flags: tuple[str, ...]
 
 
+def _emptied(consolidate_after: int, *, expectation: str = "") -> Step:
+    """The last step of every walkthrough: inflate at 0, and every node (and instance the cloud
+    reports) gone once it has been empty for consolidateAfter, not sooner."""
+    return Step(
+        "scale inflate to 0",
+        0,
+        f"pods gone, then every node removed after {consolidate_after}s empty{expectation}",
+        lambda v: v.running + v.pending == 0 and not v.claims and not v.nodes and not v.instances,
+        consolidate_after + 120.0,
+        not_before=max(consolidate_after - 1.0, 0.0),
+    )
+
+
 def _kwok_scenario(consolidate_after: int) -> Scenario:
     """inflate from 0 to 1, to 6 and back to 0 on kwok nodes."""
     steps = (
@@ -331,19 +340,15 @@ def _kwok_scenario(consolidate_after: int) -> Scenario:
             180.0,
         ),
         Step("scale inflate to 6", 6, "6 pods running", lambda v: v.running == 6, 240.0),
-        Step(
-            "scale inflate to 0",
-            0,
-            f"pods gone, then every node removed after {consolidate_after}s empty",
-            lambda v: v.running + v.pending == 0 and not v.claims and not v.nodes,
-            consolidate_after + 120.0,
-            not_before=max(consolidate_after - 1.0, 0.0),
-        ),
+        _emptied(consolidate_after),
     )
-    return Scenario(_nodeclass(), _nodepool(f"{consolidate_after}s"), steps, ("--provider", "kwok"))
+    nodeclass = _nodeclass()
+    return Scenario(
+        nodeclass, _nodepool(nodeclass, consolidate_after), steps, ("--provider", "kwok")
+    )
 
 
-def _aws_scenario(cloud: Emulator, *, consolidate_after: int, cluster_name: str) -> Scenario:
+def _aws_scenario(cloud: Emulator, *, consolidate_after: int) -> Scenario:
     """The AWS walkthrough: inflate from 0 to 10 and back to 0 on instances moto launches. The
     NodeClass is resolved first, so that no pod goes pending before karpy can launch for it."""
     nodeclass = cloud.nodeclass(POOL)
@@ -362,22 +367,10 @@ def _aws_scenario(cloud: Emulator, *, consolidate_after: int, cluster_name: str)
             lambda v: v.running == 10 and bool(v.nodes) and len(v.instances) == len(v.nodes),
             240.0,
         ),
-        Step(
-            "scale inflate to 0",
-            0,
-            f"pods gone, then every node removed after {consolidate_after}s empty and its "
-            "instance terminated in moto",
-            lambda v: (
-                v.running + v.pending == 0 and not v.claims and not v.nodes and not v.instances
-            ),
-            consolidate_after + 120.0,
-            not_before=max(consolidate_after - 1.0, 0.0),
-        ),
+        _emptied(consolidate_after, expectation=" and its instance terminated in moto"),
     )
-    nodepool = _nodepool(
-        f"{consolidate_after}s", nodeclass=nodeclass, requirements=NODEPOOL_REQUIREMENTS
-    )
-    return Scenario(nodeclass, nodepool, steps, tuple(cloud.flags(cluster_name)))
+    nodepool = _nodepool(nodeclass, consolidate_after, requirements=NODEPOOL_REQUIREMENTS)
+    return Scenario(nodeclass, nodepool, steps, tuple(cloud.flags()))
 
 
 async def _play(
@@ -412,7 +405,8 @@ async def _play(
         provider = components.cloudprovider
         if provider is None:  # build() always makes one; kept explicit for the type checker
             raise RuntimeError("karpy demo: the daemon was built without a cloud provider")
-        timeline = Timeline(out=out, prices=await _prices(provider, client))
+        timeline = Timeline(out=out, prices={})
+        look = partial(_view, client, scenario.nodeclass, cloud)
         stop = asyncio.Event()
         async with asyncio.TaskGroup() as group:
             supervised = group.create_task(Supervisor(components, stop=stop).run())
@@ -424,7 +418,7 @@ async def _play(
                     timeline.say(f"== {step.title}: expecting {step.expectation}")
                     await scale(client, INFLATE, step.replicas)
                     began = time.monotonic()
-                    ok = await _until(client, timeline, step, scenario=scenario, cloud=cloud)
+                    ok = await _until(look, timeline, step)
                     results.append((step, ok, time.monotonic() - began))
                     timeline.say(
                         f"   {'ok' if ok else 'FAILED'} in {time.monotonic() - began:.1f}s"
@@ -450,20 +444,13 @@ async def _watch(cloud: Emulator | None, timeline: Timeline) -> None:
         timeline.cloud(event)
 
 
-async def _until(
-    client: KubeClient,
-    timeline: Timeline,
-    step: Step,
-    *,
-    scenario: Scenario,
-    cloud: Emulator | None,
-) -> bool:
+async def _until(look: Callable[[], Awaitable[View]], timeline: Timeline, step: Step) -> bool:
     """Whether `step.met` came true within the step's time, no sooner than `not_before`, and
     stayed true for `hold` seconds."""
     began = time.monotonic()
     held_since: float | None = None
     while True:
-        view = await _view(client, scenario.nodeclass, cloud)
+        view = await look()
         timeline.update(view)
         now = time.monotonic()
         if not step.met(view):
@@ -518,9 +505,7 @@ async def _run(
         ) as cloud:
             # karpy's AWS clients read credentials from the environment: moto's fake ones.
             os.environ.update(cloud.environment())
-            scenario = _aws_scenario(
-                cloud, consolidate_after=consolidate_after, cluster_name=info.name
-            )
+            scenario = _aws_scenario(cloud, consolidate_after=consolidate_after)
             return await _play(info, scenario, cloud=cloud, out=out, log=log)
 
 

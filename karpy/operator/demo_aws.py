@@ -22,14 +22,16 @@ from typing import Any, Final, TextIO
 
 import attrs
 
+from karpy.apis.v1 import labels as wk
+
 EMULATOR_MODULE: Final = "karpy_aws.emulator"
 READY_TIMEOUT: Final = 90.0
 """Seconds moto gets to start and be seeded (a few on an idle machine)."""
 STOP_TIMEOUT: Final = 30.0
 """Seconds the emulator gets to delete its Nodes and stop once stdin is closed."""
 NODEPOOL_REQUIREMENTS: Final = (
-    ("node.kubernetes.io/instance-type", ("m5.large", "m5.2xlarge")),
-    ("topology.kubernetes.io/zone", ("us-west-2a", "us-west-2b")),
+    (wk.LABEL_INSTANCE_TYPE, ("m5.large", "m5.2xlarge")),
+    (wk.LABEL_TOPOLOGY_ZONE, ("us-west-2a", "us-west-2b")),
 )
 """The AWS walkthrough's NodePool: these types in these zones (spot or on-demand, as every demo
 pool)."""
@@ -41,8 +43,10 @@ class EmulatorError(RuntimeError):
 
 @attrs.define
 class Emulator:
-    """The running emulator: its ready line, and the instances moto reports running."""
+    """The running emulator: its cluster, its ready line, and the instances moto reports
+    running."""
 
+    cluster_name: str
     ready: Mapping[str, Any]
     stdout: asyncio.StreamReader
     running: set[str] = attrs.field(factory=set)
@@ -51,14 +55,14 @@ class Emulator:
         """The AWS variables karpy's process needs to reach moto (fake credentials)."""
         return {str(k): str(v) for k, v in self.ready["environment"].items()}
 
-    def flags(self, cluster_name: str) -> list[str]:
+    def flags(self) -> list[str]:
         """``karpy run`` flags: the aws provider, this cluster and moto's settings."""
         settings = self.ready["providerSettings"].items()
         return [
             "--provider",
             "aws",
             "--cluster-name",
-            cluster_name,
+            self.cluster_name,
             *(arg for key, value in settings for arg in ("--provider-setting", f"{key}={value}")),
         ]
 
@@ -108,7 +112,7 @@ async def emulator(*, kubeconfig: Path, cluster_name: str, log: TextIO) -> Async
                 code = await process.wait()
                 msg = f"the AWS emulator exited ({code}) before it was ready; see {log.name}"
                 raise EmulatorError(msg)
-        yield Emulator(json.loads(line), stdout)
+        yield Emulator(cluster_name, json.loads(line), stdout)
     finally:
         stdin.close()
         try:
