@@ -20,6 +20,7 @@ change a UID).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Sequence
 from typing import ClassVar, Final
@@ -32,6 +33,7 @@ from karpy.kube.client import KubeClient
 from karpy.kube.errors import KubeError, NotFoundError
 from karpy.kube.kinds import NODECLAIMS
 from karpy.runtime.backoff import Backoff
+from karpy.runtime.bounded import count_failures
 from karpy.runtime.reconciler import Result, SingletonController, SingletonLoop
 from karpy.runtime.telemetry import Telemetry
 from karpy_aws.errors import AWSError
@@ -123,17 +125,16 @@ class TaggingController(SingletonController):
 
     async def _tag_all(self, work: Sequence[tuple[NodeClaim, str]]) -> int:
         """Tag each NodeClaim's instance, ``concurrency`` at a time; return how many failed."""
-        semaphore = asyncio.Semaphore(self._concurrency)
-        outcomes: list[bool] = []
-
-        async def one(claim: NodeClaim, instance_id: str) -> None:
-            async with semaphore:
-                outcomes.append(await self._tag_guarded(claim, instance_id))
-
-        async with asyncio.TaskGroup() as group:
-            for claim, instance_id in work:
-                group.create_task(one(claim, instance_id), name=f"{self.name}-{instance_id}")
-        return outcomes.count(False)
+        return await count_failures(
+            [
+                (
+                    f"{self.name}-{instance_id}",
+                    functools.partial(self._tag_guarded, claim, instance_id),
+                )
+                for claim, instance_id in work
+            ],
+            limit=self._concurrency,
+        )
 
     async def _tag_guarded(self, claim: NodeClaim, instance_id: str) -> bool:
         """Tag one NodeClaim's instance within its deadline; False (logged) if that failed."""

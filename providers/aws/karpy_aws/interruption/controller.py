@@ -28,6 +28,7 @@ handled concurrently, at most ``concurrency`` at a time.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Mapping, Sequence
 from typing import ClassVar, Final
@@ -43,6 +44,7 @@ from karpy.kube.errors import NotFoundError
 from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
 from karpy.kube.kinds import NODECLAIMS, NODES
 from karpy.runtime.backoff import Backoff
+from karpy.runtime.bounded import count_failures
 from karpy.runtime.clock import Clock
 from karpy.runtime.reconciler import Result, SingletonController, SingletonLoop
 from karpy.runtime.telemetry import Telemetry
@@ -216,17 +218,16 @@ class InterruptionController(SingletonController):
         if not messages:
             return Result(requeue_after=0)
         batch = await self._lookup(messages)
-        semaphore = asyncio.Semaphore(self._concurrency)
-        outcomes: list[bool] = []
-
-        async def handle(message: ReceivedMessage) -> None:
-            async with semaphore:
-                outcomes.append(await self._handle_guarded(queue, message, batch))
-
-        async with asyncio.TaskGroup() as group:
-            for message in messages:
-                group.create_task(handle(message), name=f"{self.name}-{message.message_id}")
-        failed = outcomes.count(False)
+        failed = await count_failures(
+            [
+                (
+                    f"{self.name}-{message.message_id}",
+                    functools.partial(self._handle_guarded, queue, message, batch),
+                )
+                for message in messages
+            ],
+            limit=self._concurrency,
+        )
         if failed:
             msg = (
                 f"{failed} of {len(messages)} interruption messages could not be handled; "
