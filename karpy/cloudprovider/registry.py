@@ -23,6 +23,7 @@ import attrs
 
 from karpy.cloudprovider.protocol import CloudProvider
 from karpy.runtime.clock import Clock
+from karpy.runtime.options import ReconcileOptions, WatchingOptions
 from karpy.runtime.telemetry import Telemetry
 
 ENTRY_POINT_GROUP: Final = "karpy.providers"
@@ -44,6 +45,8 @@ class ProviderContext(Generic[KubeT]):
     `ProviderConfigError` naming the key. ``telemetry`` is the operator's tracer and metric
     instruments: a provider's own loops and calls report through it, so their spans join the
     operator's traces and their metrics show on its /metrics (None outside the operator).
+    ``reconcile`` and ``watching`` are the operator's error backoff and watch settings, for the
+    provider's own loops and watches, so one set of flags governs every loop in the process.
     """
 
     kube: KubeT
@@ -51,6 +54,8 @@ class ProviderContext(Generic[KubeT]):
     cluster_name: str
     settings: Mapping[str, str] = attrs.field(factory=dict)
     telemetry: Telemetry | None = None
+    reconcile: ReconcileOptions = attrs.field(factory=ReconcileOptions)
+    watching: WatchingOptions = attrs.field(factory=WatchingOptions)
 
 
 ProviderFactory = Callable[[ProviderContext[Any]], CloudProvider | Awaitable[CloudProvider]]

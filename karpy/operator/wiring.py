@@ -220,6 +220,8 @@ async def build(
                     cluster_name=options.provider.cluster_name,
                     settings=options.provider.settings,
                     telemetry=telemetry,
+                    reconcile=options.reconcile,
+                    watching=options.watching,
                 ),
             ),
             telemetry,

@@ -22,7 +22,6 @@ from karpy.apis.v1.ec2nodeclass import EC2NodeClass
 from karpy.cloudprovider.registry import ProviderConfigError, ProviderContext
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError as KubeNotFoundError
-from karpy.runtime.options import ReconcileOptions, WatchingOptions
 from karpy.runtime.telemetry import Telemetry
 from karpy_aws.amis import DEFAULT_SSM_PREFIX
 from karpy_aws.cluster import describe_cluster
@@ -183,7 +182,7 @@ async def build(context: ProviderContext[KubeClient]) -> AWSCloudProvider:
         )
         instances = Instances(ec2, cluster_name=cluster.name)
         templates = LaunchTemplates(ec2, context.clock)
-        backoff = ReconcileOptions().backoff
+        backoff = context.reconcile.backoff
         nodeclasses = NodeClassController(
             context.kube,
             ec2=ec2,
@@ -205,7 +204,7 @@ async def build(context: ProviderContext[KubeClient]) -> AWSCloudProvider:
             cluster_name=cluster.name,
             telemetry=telemetry,
             backoff=backoff,
-            watching=WatchingOptions(),
+            watching=context.watching,
             ssm_prefix=options.ssm_prefix,
         )
         leaked = LeakedInstanceController(
