@@ -33,8 +33,9 @@ ABSENT_WHEN_UNSET: Final = (
 )
 
 
-def _milli(values: Mapping[str, int]) -> Resources:
-    # karpy_aws keeps cpu in millicores and everything else in base units (bytes, counts).
+def to_resources(values: Mapping[str, int]) -> Resources:
+    """karpy_aws's amounts (cpu in millicores, everything else in base units: bytes, counts) as
+    core Resources (milli-units throughout)."""
     return Resources.milli({k: v if k == CPU else v * 1000 for k, v in values.items()})
 
 
@@ -46,9 +47,9 @@ def to_core_instance_type(instance_type: AWSInstanceType) -> InstanceType:
     labels = {k: v for k, v in instance_type.labels.items() if k != wk.LABEL_INSTANCE_TYPE}
     return InstanceType.make(
         instance_type.name,
-        _milli(instance_type.capacity),
+        to_resources(instance_type.capacity),
         (Offering(o.zone, o.capacity_type, o.price, o.available) for o in instance_type.offerings),
-        overhead=_milli(instance_type.overhead.total()),
+        overhead=to_resources(instance_type.overhead.total()),
         labels=labels,
         extra=(
             Requirement(wk.LABEL_AWS_ZONE_ID, False, available_zone_ids),

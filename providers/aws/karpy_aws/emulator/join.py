@@ -29,12 +29,10 @@ from karpy.apis.kube.node import Node, NodeAddress, NodeSpec, NodeStatus, NodeSy
 from karpy.apis.meta import ObjectMeta, Quantity
 from karpy.apis.v1 import labels as wk
 from karpy.cloudprovider.requirements import quantities_from_resources
-from karpy.core.resources import Resources
-from karpy_aws.errors import ConfigurationError
+from karpy_aws.coretypes import to_resources
+from karpy_aws.instance import instance_id_of, provider_id
 from karpy_aws.instance import parse_instance as parse_ec2_instance
-from karpy_aws.instance import parse_provider_id, provider_id
 from karpy_aws.instancetypes import (
-    CPU,
     DEFAULT_MAX_PODS,
     InstanceTypeInfo,
     KubeletSettings,
@@ -269,9 +267,7 @@ def kubelet_node(
 
 
 def _quantities(values: Mapping[str, int]) -> dict[str, Quantity]:
-    # karpy_aws keeps cpu in millicores and everything else in base units.
-    milli = Resources.milli({k: v if k == CPU else v * 1000 for k, v in values.items() if v})
-    return quantities_from_resources(milli)
+    return quantities_from_resources(to_resources({k: v for k, v in values.items() if v}))
 
 
 def by_instance_id(nodes: Iterable[Node], *, cluster_name: str) -> dict[str, Node]:
@@ -280,8 +276,7 @@ def by_instance_id(nodes: Iterable[Node], *, cluster_name: str) -> dict[str, Nod
     for node in nodes:
         if node.metadata.annotations.get(ANNOTATION_CLUSTER) != cluster_name:
             continue
-        try:
-            out[parse_provider_id(node.spec.provider_id or "")] = node
-        except ConfigurationError:
-            continue
+        instance_id = instance_id_of(node.spec.provider_id)
+        if instance_id is not None:
+            out[instance_id] = node
     return out
