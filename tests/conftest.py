@@ -21,6 +21,7 @@ import yaml
 from hypothesis import HealthCheck, settings
 
 from karpy.localcluster import ClusterInfo, LocalCluster
+from karpy.runtime.telemetry import Telemetry
 from tests.support.kubehttp import KubeHTTP, KubeHTTPError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,6 +61,14 @@ async def _no_leaked_tasks(request: pytest.FixtureRequest) -> AsyncIterator[None
         task.cancel()
     await asyncio.gather(*leftover, return_exceptions=True)
     pytest.fail(f"test left {len(leftover)} task(s) running: {[t.get_name() for t in leftover]}")
+
+
+@pytest.fixture
+def telemetry() -> Iterator[Telemetry]:
+    """Telemetry for one test: metrics readable through ``prometheus_text()``, nothing exported."""
+    made = Telemetry.setup(service_name="karpy-test")
+    yield made
+    made.shutdown()
 
 
 @pytest.fixture(scope="session")

@@ -75,7 +75,7 @@ def _clean_cluster_scoped(request: pytest.FixtureRequest) -> Iterator[None]:
         for name in sorted(names - before.get(path, set())):
             if path == "/api/v1/namespaces" and name.startswith("t-"):
                 continue  # the namespace fixture deletes its own
-            _force_delete(kube_http, f"{path}/{name}")
+            kube_http.force_delete(f"{path}/{name}")
 
 
 def _cluster_scoped_paths_now(kube_http: KubeHTTP, paths: list[str]) -> list[str]:
@@ -90,13 +90,3 @@ def _cluster_scoped_paths_now(kube_http: KubeHTTP, paths: list[str]) -> list[str
         if version and path not in paths:
             extra.append(path)
     return [*extra, *paths]
-
-
-def _force_delete(kube_http: KubeHTTP, path: str) -> None:
-    try:
-        kube_http.merge_patch(path, {"metadata": {"finalizers": None}})
-    except KubeHTTPError as error:
-        if error.status == 404:
-            return
-        raise
-    kube_http.delete(path)

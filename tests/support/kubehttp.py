@@ -72,6 +72,30 @@ class KubeHTTP:
             if error.status != 404:
                 raise
 
+    def force_delete(self, path: str) -> None:
+        """Delete ``path`` with its finalizers stripped first: nothing is left waiting for a
+        controller that no longer runs. Gone already is fine."""
+        try:
+            self.merge_patch(path, {"metadata": {"finalizers": None}})
+        except KubeHTTPError as error:
+            if error.status == 404:
+                return
+            raise
+        self.delete(path)
+
+    def events_about(
+        self, uid: str, namespace: str = "default", *, component: str | None = None
+    ) -> list[tuple[str, str]]:
+        """(type, reason) of every core/v1 Event in ``namespace`` about the object with ``uid``;
+        only those ``component`` reported, when given."""
+        items = self.get(f"/api/v1/namespaces/{namespace}/events")["items"]
+        return [
+            (e["type"], e["reason"])
+            for e in items
+            if e["involvedObject"].get("uid") == uid
+            and (component is None or e.get("reportingComponent") == component)
+        ]
+
     def merge_patch(self, path: str, body: Any) -> Any:
         return self.request("PATCH", path, body, content_type="application/merge-patch+json")
 

@@ -10,11 +10,16 @@ T = TypeVar("T")
 
 
 async def eventually(
-    probe: Callable[[], Awaitable[T]], *, within: float = 60.0, interval: float = 0.2
+    probe: Callable[[], Awaitable[T]],
+    *,
+    within: float = 60.0,
+    interval: float = 0.2,
+    what: str = "condition",
 ) -> T:
     """Await ``probe()`` until it returns something truthy, and return that.
 
-    Fails with the probe's last value when ``within`` seconds pass first.
+    Fails naming ``what`` was awaited, with the probe's last value, when ``within`` seconds
+    pass first.
     """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + within
@@ -24,4 +29,4 @@ async def eventually(
         if last:
             return last
         await asyncio.sleep(interval)
-    raise AssertionError(f"condition not met within {within}s; last value: {last!r}")
+    raise AssertionError(f"{what} not met within {within}s; last value: {last!r}")

@@ -16,7 +16,6 @@ from karpy.kube.client import KubeClient
 from karpy.kube.kinds import KWOK_NODECLASSES
 from karpy.localcluster import ClusterInfo
 from karpy.runtime.reconciler import Result
-from tests.support.kubehttp import KubeHTTP
 from tests.support.waiting import eventually
 
 KWOK_REF = NodeClassReference(group=wk.KWOK_GROUP, kind=KWOKNodeClass.KIND, name="lifecycle-kwok")
@@ -54,14 +53,6 @@ def make_nodeclaim(
             termination_grace_period=termination_grace_period,
         ),
     )
-
-
-def events_about(
-    kube_http: KubeHTTP, uid: str, namespace: str = "default"
-) -> list[tuple[str, str]]:
-    """(type, reason) of every core/v1 Event about the object with `uid`."""
-    items = kube_http.get(f"/api/v1/namespaces/{namespace}/events")["items"]
-    return [(e["type"], e["reason"]) for e in items if e["involvedObject"].get("uid") == uid]
 
 
 async def reconcile_until(

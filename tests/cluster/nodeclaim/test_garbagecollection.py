@@ -7,7 +7,6 @@ from __future__ import annotations
 import datetime
 import logging
 import secrets
-from collections.abc import Iterator
 
 import pytest
 
@@ -15,26 +14,17 @@ from karpy.apis.meta import Condition, ConditionStatus
 from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim, NodeClaimStatus
 from karpy.controllers.nodeclaim.garbagecollection import GarbageCollectionController
 from karpy.kube.client import KubeClient
-from karpy.kube.errors import NotFoundError
 from karpy.kube.kinds import NODECLAIMS
 from karpy.runtime.clock import FakeClock
 from karpy.runtime.options import ReconcileOptions
 from karpy.runtime.telemetry import Telemetry
 from karpy.testing.fake_cloudprovider import FakeCloudProvider
 from tests.cluster.nodeclaim.conftest import make_nodeclaim
+from tests.support.kubehttp import KubeHTTP
 
 pytestmark = pytest.mark.usefixtures("karpy_crds")
 
 GRACE = 30.0
-
-
-@pytest.fixture
-def telemetry() -> Iterator[Telemetry]:
-    telemetry = Telemetry.setup(service_name="karpy-test")
-    try:
-        yield telemetry
-    finally:
-        telemetry.shutdown()
 
 
 async def _launched(
@@ -54,16 +44,11 @@ async def _launched(
     )
 
 
-async def _exists(kube: KubeClient, name: str) -> bool:
-    try:
-        await kube.get(NODECLAIMS, name)
-    except NotFoundError:
-        return False
-    return True
-
-
 async def test_a_nodeclaim_whose_instance_is_gone_is_deleted_and_the_others_are_kept(
-    kube: KubeClient, telemetry: Telemetry, caplog: pytest.LogCaptureFixture
+    kube: KubeClient,
+    kube_http: KubeHTTP,
+    telemetry: Telemetry,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO, logger="karpy.controllers.nodeclaim.garbagecollection")
     suffix = secrets.token_hex(3)
@@ -94,9 +79,9 @@ async def test_a_nodeclaim_whose_instance_is_gone_is_deleted_and_the_others_are_
     result = await controller.reconcile_once()
 
     assert result.requeue_after == 120.0
-    assert not await _exists(kube, gone.metadata.name or "")
-    assert await _exists(kube, healthy.metadata.name or "")
-    assert await _exists(kube, recent.metadata.name or "")
+    assert not kube_http.exists(NODECLAIMS.object_path(gone.metadata.name or ""))
+    assert kube_http.exists(NODECLAIMS.object_path(healthy.metadata.name or ""))
+    assert kube_http.exists(NODECLAIMS.object_path(recent.metadata.name or ""))
     (record,) = [
         r
         for r in caplog.records
@@ -112,5 +97,5 @@ async def test_a_nodeclaim_whose_instance_is_gone_is_deleted_and_the_others_are_
     # Past the grace period the recent one goes as well; the healthy one stays.
     clock.step(datetime.timedelta(seconds=GRACE + 1))
     await controller.reconcile_once()
-    assert not await _exists(kube, recent.metadata.name or "")
-    assert await _exists(kube, healthy.metadata.name or "")
+    assert not kube_http.exists(NODECLAIMS.object_path(recent.metadata.name or ""))
+    assert kube_http.exists(NODECLAIMS.object_path(healthy.metadata.name or ""))

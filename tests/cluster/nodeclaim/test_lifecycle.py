@@ -35,7 +35,7 @@ from karpy.runtime.clock import FakeClock
 from karpy.testing.fake_cloudprovider import TEST_NODE_CLASS, FakeCloudProvider
 from karpy_kwok import KwokCloudProvider, KwokOptions
 from karpy_kwok.catalog import load_entries
-from tests.cluster.nodeclaim.conftest import events_about, make_nodeclaim, reconcile_until
+from tests.cluster.nodeclaim.conftest import make_nodeclaim, reconcile_until
 from tests.support.kubehttp import KubeHTTP
 
 pytestmark = pytest.mark.usefixtures("karpy_crds")
@@ -163,7 +163,7 @@ async def test_a_nodeclaim_that_cannot_launch_is_deleted(
     await reconcile_until(controller.reconcile, name, lambda: _gone(kube, name))
     assert len(provider.create_calls) == 1
     assert provider.created == {}
-    assert ("Warning", reason) in events_about(kube_http, stored.metadata.uid or "")
+    assert ("Warning", reason) in kube_http.events_about(stored.metadata.uid or "")
 
 
 async def test_a_create_error_is_a_condition_then_the_launch_times_out(kube: KubeClient) -> None:

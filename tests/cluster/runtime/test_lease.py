@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -33,13 +33,6 @@ async def kube(cluster_info: ClusterInfo) -> AsyncIterator[KubeClient]:
         yield kube
     finally:
         await kube.close()
-
-
-@pytest.fixture
-def telemetry() -> Iterator[Telemetry]:
-    telemetry = Telemetry.setup(service_name="karpy-test")
-    yield telemetry
-    telemetry.shutdown()
 
 
 def options(namespace: str, name: str, identity: str) -> LeaderElectionOptions:

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 import secrets
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import pytest
 from kubernetes_asyncio import client
@@ -44,13 +44,6 @@ async def kube(cluster_info: ClusterInfo) -> AsyncIterator[KubeClient]:
         yield kube
     finally:
         await kube.close()
-
-
-@pytest.fixture
-def telemetry() -> Iterator[Telemetry]:
-    telemetry = Telemetry.setup(service_name="karpy-test")
-    yield telemetry
-    telemetry.shutdown()
 
 
 async def test_list_yields_listed_then_typed_events(

@@ -26,7 +26,7 @@ from karpy.kube.kinds import NODECLAIMS, NODES, PODS
 from karpy.runtime.clock import FakeClock
 from karpy_kwok import KwokCloudProvider, KwokOptions
 from karpy_kwok.catalog import load_entries
-from tests.cluster.nodeclaim.conftest import events_about, make_nodeclaim, reconcile_until
+from tests.cluster.nodeclaim.conftest import make_nodeclaim, reconcile_until
 from tests.support.kubehttp import KubeHTTP
 
 pytestmark = pytest.mark.usefixtures("karpy_crds")
@@ -131,7 +131,7 @@ async def test_a_pdb_allowing_no_disruption_holds_the_node_until_it_allows_one(
     refusals = [r for r in caplog.records if r.getMessage() == "eviction refused"]
     assert len(refusals) >= 3, "each retry after the backoff met the PDB's 429 again"
     node_uid = (await kube.get(NODES, "tm-pdb")).metadata.uid or ""
-    assert ("Warning", "FailedDraining") in events_about(kube_http, node_uid)
+    assert ("Warning", "FailedDraining") in kube_http.events_about(node_uid)
     node = await kube.get(NODES, "tm-pdb")
     assert wk.FINALIZER_TERMINATION in node.metadata.finalizers
     assert (wk.TAINT_DISRUPTED_KEY, "NoSchedule") in {(t.key, t.effect) for t in node.spec.taints}
@@ -150,7 +150,7 @@ async def test_a_pdb_allowing_no_disruption_holds_the_node_until_it_allows_one(
     )
     with pytest.raises(NotFoundError):
         await kube.get(PODS, "guarded", namespace=namespace)
-    assert ("Normal", "Evicted") in events_about(kube_http, guarded.metadata.uid or "", namespace)
+    assert ("Normal", "Evicted") in kube_http.events_about(guarded.metadata.uid or "", namespace)
     await reconcile_until(
         h.lifecycle.reconcile, "tm-pdb", lambda: _nodeclaim_absent(kube, "tm-pdb")
     )

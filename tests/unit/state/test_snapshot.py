@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import attrs
@@ -206,13 +205,6 @@ def test_nodepool_template_carries_labels_taints_limits_and_weight() -> None:
     assert view.limits == Resources.of({"cpu": 100})
     assert view.requirements.single_value(wk.LABEL_CAPACITY_TYPE) == wk.CAPACITY_TYPE_ON_DEMAND
     assert view.template_requirements().single_value(wk.LABEL_NODEPOOL) == "apps"
-
-
-@pytest.fixture
-def telemetry() -> Iterator[Telemetry]:
-    telemetry = Telemetry.setup(service_name="karpy-test")
-    yield telemetry
-    telemetry.shutdown()
 
 
 def _item(kind_name: str, name: str, obj: object) -> Item[object]:
