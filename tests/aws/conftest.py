@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import datetime
+import functools
 import secrets
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -44,7 +45,7 @@ from karpy_aws.pricing import PriceCache
 from karpy_aws.provider import AWSCloudProvider
 from karpy_aws.session import AWSSession, AWSSettings, EventHook
 from karpy_aws.unavailable import UnavailableOfferings
-from tests.support.kubehttp import KubeHTTP, KubeHTTPError
+from tests.support.kubehttp import KubeHTTP
 
 REGION = "us-west-2"
 ACCOUNT = "123456789012"
@@ -282,12 +283,7 @@ def cleanup(kube_http: KubeHTTP) -> Iterator[list[str]]:
     paths: list[str] = []
     yield paths
     for path in paths:
-        try:
-            kube_http.merge_patch(path, {"metadata": {"finalizers": None}})
-            kube_http.delete(path)
-        except KubeHTTPError as error:
-            if error.status != 404:
-                raise
+        kube_http.force_delete(path)
 
 
 @pytest.fixture
@@ -342,9 +338,22 @@ ZONE_FACTORS = {"us-west-2a": 1.0, "us-west-2b": 1.1, "us-west-2c": 0.9, "us-wes
 NODE_ROLE = "KarpyNodeRole"
 
 
+def make_nodeclass(name: str = "default", **spec: Any) -> EC2NodeClass:
+    """An EC2NodeClass as a user writes it, with no status: the seeded subnets and security
+    groups by discovery tag, the al2023@latest alias and NODE_ROLE, unless ``spec`` says else."""
+    fields: dict[str, Any] = {
+        "subnet_selector_terms": (nc.SubnetSelectorTerm(tags=DISCOVERY),),
+        "security_group_selector_terms": (nc.SecurityGroupSelectorTerm(tags=DISCOVERY),),
+        "ami_selector_terms": (nc.AMISelectorTerm(alias="al2023@latest"),),
+        "role": NODE_ROLE,
+        **spec,
+    }
+    return EC2NodeClass(metadata=ObjectMeta(name=name), spec=nc.EC2NodeClassSpec(**fields))
+
+
 def ready_nodeclass(moto: Moto, *, name: str = "default", **spec: Any) -> EC2NodeClass:
-    """An EC2NodeClass as the status resolver leaves it: every condition True, the seeded
-    subnets, the nodes security group and the AL2023 AMIs for both architectures."""
+    """``make_nodeclass(name, **spec)`` as the status resolver leaves it: every condition True, the
+    seeded subnets, the nodes security group and the AL2023 AMIs for both architectures."""
     now = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
     conditions = tuple(
         Condition(type=t, status=ConditionStatus.TRUE, last_transition_time=now, reason=t)
@@ -361,16 +370,8 @@ def ready_nodeclass(moto: Moto, *, name: str = "default", **spec: Any) -> EC2Nod
         ("amd64", AMI_IDS["al2023x86new"]),
         ("arm64", AMI_IDS["al2023arm"]),
     ]
-    fields: dict[str, Any] = {
-        "subnet_selector_terms": (nc.SubnetSelectorTerm(tags=DISCOVERY),),
-        "security_group_selector_terms": (nc.SecurityGroupSelectorTerm(tags=DISCOVERY),),
-        "ami_selector_terms": (nc.AMISelectorTerm(alias="al2023@latest"),),
-        "role": NODE_ROLE,
-        **spec,
-    }
-    return EC2NodeClass(
-        metadata=ObjectMeta(name=name),
-        spec=nc.EC2NodeClassSpec(**fields),
+    return attrs.evolve(
+        make_nodeclass(name, **spec),
         status=nc_status.EC2NodeClassStatus(
             subnets=tuple(
                 nc_status.Subnet(id=moto.subnets[k], zone=z) for k, z in sorted(zones.items())
@@ -421,9 +422,7 @@ class ProviderKit:
 
     def ec2(self) -> Any:
         """A plain botocore client on moto, to look behind the provider's back."""
-        return botocore.session.get_session().create_client(
-            "ec2", region_name=REGION, endpoint_url=self.moto.endpoint
-        )
+        return boto_client(self.moto, "ec2")
 
 
 @pytest.fixture
@@ -498,10 +497,23 @@ def make_nodeclaim(
 
 
 def boto_client(moto: Moto, service: str) -> Any:
-    """A plain (synchronous) botocore client on moto, for arranging and inspecting state."""
+    """A plain (synchronous) botocore client on moto, for arranging and inspecting state; one
+    per service for the session, since making one takes a good part of a second."""
+    return _boto_client(moto.endpoint, service)
+
+
+@functools.cache
+def _boto_client(endpoint: str, service: str) -> Any:
     return botocore.session.get_session().create_client(
-        service, region_name=REGION, endpoint_url=moto.endpoint
+        service, region_name=REGION, endpoint_url=endpoint
     )
+
+
+def node_role(moto: Moto) -> str:
+    """A new IAM role in moto, for a NodeClass's ``role``."""
+    name = f"node-{secrets.token_hex(4)}"
+    boto_client(moto, "iam").create_role(RoleName=name, AssumeRolePolicyDocument="{}")
+    return name
 
 
 def launch_tagged(moto: Moto, cluster: str, *, nodepool: str = "default") -> tuple[str, str]:

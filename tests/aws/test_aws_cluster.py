@@ -4,23 +4,20 @@ from __future__ import annotations
 
 import secrets
 
-import botocore.session
 import pytest
 
 from karpy_aws.cluster import describe_cluster
 from karpy_aws.errors import NotFoundError
 from karpy_aws.session import AWSSession
 
-from .conftest import REGION, Moto
+from .conftest import REGION, Moto, boto_client
 
 pytestmark = pytest.mark.aws
 
 
 async def test_an_eks_cluster_describes_what_nodes_need(session: AWSSession, moto: Moto) -> None:
     name = f"eks-{secrets.token_hex(4)}"
-    sync = botocore.session.get_session().create_client(
-        "eks", region_name=REGION, endpoint_url=moto.endpoint
-    )
+    sync = boto_client(moto, "eks")
     created = sync.create_cluster(
         name=name,
         version="1.31",

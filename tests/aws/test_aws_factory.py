@@ -68,9 +68,6 @@ def test_settings_are_typed() -> None:
     assert options.instance_types == ("c5.large", "m5.large")
 
 
-_settings = provider_settings
-
-
 @pytest.mark.cluster
 async def test_the_factory_builds_a_provider_reading_nodeclasses_from_the_apiserver(
     kube: KubeClient, moto: Moto, session: AWSSession
@@ -100,7 +97,7 @@ async def test_the_factory_builds_a_provider_reading_nodeclasses_from_the_apiser
             kube=kube,
             clock=FakeClock(),
             cluster_name=f"built-{secrets.token_hex(3)}",
-            settings=_settings(
+            settings=provider_settings(
                 moto, **{"cluster-endpoint": "https://k.test", "cluster-ca-bundle": "Q0E="}
             ),
             telemetry=telemetry,
@@ -132,7 +129,7 @@ async def test_the_factory_builds_a_provider_reading_nodeclasses_from_the_apiser
 @pytest.mark.cluster
 async def test_a_cluster_eks_does_not_know_is_a_config_error(kube: KubeClient, moto: Moto) -> None:
     context: ProviderContext[Any] = ProviderContext(
-        kube=kube, clock=FakeClock(), cluster_name="not-in-eks", settings=_settings(moto)
+        kube=kube, clock=FakeClock(), cluster_name="not-in-eks", settings=provider_settings(moto)
     )
     with pytest.raises(ProviderConfigError, match="'not-in-eks' could not be read from EKS"):
         await build(context)

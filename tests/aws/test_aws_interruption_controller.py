@@ -13,11 +13,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator
+from typing import Any
 
 import attrs
-import botocore.session
 import orjson
 import pytest
 
@@ -50,8 +49,10 @@ from karpy_aws.kinds import EC2NODECLASSES
 from karpy_aws.provider import AWSCloudProvider
 from karpy_aws.session import AWSSession
 from karpy_aws.unavailable import UnavailableOfferings
+from tests.support.kubehttp import KubeHTTP
+from tests.support.waiting import eventually
 
-from .conftest import REGION, FaultInjector, Moto, make_nodeclaim, ready_nodeclass
+from .conftest import REGION, FaultInjector, Moto, boto_client, make_nodeclaim, ready_nodeclass
 from .test_aws_interruption_messages import (
     REBALANCE,
     RESERVATION,
@@ -64,16 +65,8 @@ from .test_aws_run import running
 
 pytestmark = [pytest.mark.aws, pytest.mark.cluster]
 
-T = TypeVar("T")
-WAIT = 60.0
 HOLD = "karpy.test/hold"
 """A finalizer nothing removes, so a deleted NodeClaim stays readable (deletionTimestamp set)."""
-
-
-def _sqs(moto: Moto) -> Any:
-    return botocore.session.get_session().create_client(
-        "sqs", region_name=REGION, endpoint_url=moto.endpoint
-    )
 
 
 @attrs.frozen
@@ -97,27 +90,17 @@ class Queue:
             found["ApproximateNumberOfMessagesNotVisible"]
         )
 
+    async def emptied(self) -> bool:
+        """A probe: every message sent has been deleted."""
+        return self.left() == 0
+
 
 @pytest.fixture
 def queue(moto: Moto) -> Queue:
-    client = _sqs(moto)
+    client = boto_client(moto, "sqs")
     name = f"interruptions-{secrets.token_hex(4)}"
     url = client.create_queue(QueueName=name)["QueueUrl"]
     return Queue(name, url, client)
-
-
-async def until(check: Callable[[], Awaitable[T | None] | T | None], *, what: str) -> T:
-    try:
-        async with asyncio.timeout(WAIT):
-            while True:
-                value = check()
-                if asyncio.iscoroutine(value):
-                    value = await value
-                if value:
-                    return value  # type: ignore[return-value]
-                await asyncio.sleep(0.1)
-    except TimeoutError:
-        raise AssertionError(f"timed out waiting for {what}") from None
 
 
 def _instance_id() -> str:
@@ -181,15 +164,9 @@ async def _deleting(kube: KubeClient, claim: Claim) -> bool:
     return found.metadata.deletion_timestamp is not None
 
 
-async def _reasons(kube: KubeClient, uid: str) -> list[str]:
+def _reasons(kube_http: KubeHTTP, uid: str) -> list[str]:
     """The reasons of karpy's events about `uid` (the node controller adds its own to Nodes)."""
-    listing = await kube.request("GET", "/api/v1/namespaces/default/events")
-    return sorted(
-        e["reason"]
-        for e in listing.get("items", [])
-        if e["involvedObject"].get("uid") == uid
-        and e.get("reportingComponent") == REPORTING_CONTROLLER
-    )
+    return sorted(r for _, r in kube_http.events_about(uid, component=REPORTING_CONTROLLER))
 
 
 def _for(body: dict[str, Any], *instance_ids: str) -> dict[str, Any]:
@@ -249,11 +226,15 @@ def _task_names() -> set[str]:
     return {t.get_name() for t in asyncio.all_tasks() if not t.done()}
 
 
+async def _loop_started(name: str) -> bool:
+    return name in _task_names()
+
+
 # ------------------------------------------------------------------ through build()
 
 
 async def test_each_message_kind_leads_to_karpenters_action(
-    kube: KubeClient, moto: Moto, queue: Queue, cleanup: list[str]
+    kube: KubeClient, kube_http: KubeHTTP, moto: Moto, queue: Queue, cleanup: list[str]
 ) -> None:
     nodeclass = await _nodeclass(kube, moto, cleanup)
     cases: dict[str, tuple[dict[str, Any], bool, list[str]]] = {
@@ -289,24 +270,24 @@ async def test_each_message_kind_leads_to_karpenters_action(
     }
     bystander = await _claim(kube, cleanup, nodeclass=nodeclass)
     async with running(kube, moto, **{"interruption-queue": queue.url}) as run:
-        await until(lambda: "aws.interruption" in _task_names(), what="the interruption loop")
+        await eventually(lambda: _loop_started("aws.interruption"), what="the interruption loop")
         before = await _unavailable(run.provider, nodeclass)
         queue.send(*(_for(body, claims[case].instance_id) for case, (body, _, _) in cases.items()))
-        await until(lambda: queue.left() == 0, what="every message to be deleted")
+        await eventually(queue.emptied, what="every message to be deleted")
         after = await _unavailable(run.provider, nodeclass)
     assert after - before == {("m5.large", "us-west-2a", "spot")}
     got = {
-        case: (await _deleting(kube, claim), await _reasons(kube, claim.uid))
+        case: (await _deleting(kube, claim), _reasons(kube_http, claim.uid))
         for case, claim in claims.items()
     }
     assert got == {case: (deleted, reasons) for case, (_, deleted, reasons) in cases.items()}
     spot = claims["spot"]
-    assert await _reasons(kube, spot.node_uid) == ["SpotInterrupted", "TerminatingOnInterruption"]
-    assert (await _deleting(kube, bystander), await _reasons(kube, bystander.uid)) == (False, [])
+    assert _reasons(kube_http, spot.node_uid) == ["SpotInterrupted", "TerminatingOnInterruption"]
+    assert (await _deleting(kube, bystander), _reasons(kube_http, bystander.uid)) == (False, [])
 
 
 async def test_messages_it_cannot_use_are_deleted_and_change_nothing(
-    kube: KubeClient, moto: Moto, queue: Queue, cleanup: list[str]
+    kube: KubeClient, kube_http: KubeHTTP, moto: Moto, queue: Queue, cleanup: list[str]
 ) -> None:
     claim = await _claim(kube, cleanup)
     s3 = {**SPOT, "source": "aws.s3", "detail-type": "Object Created"}
@@ -319,8 +300,8 @@ async def test_messages_it_cannot_use_are_deleted_and_change_nothing(
         _for(SPOT, _instance_id()),  # an instance no NodeClaim has
     )
     async with running(kube, moto, **{"interruption-queue": queue.name}):
-        await until(lambda: queue.left() == 0, what="every message to be deleted")
-    assert (await _deleting(kube, claim), await _reasons(kube, claim.uid)) == (False, [])
+        await eventually(queue.emptied, what="every message to be deleted")
+    assert (await _deleting(kube, claim), _reasons(kube_http, claim.uid)) == (False, [])
 
 
 async def test_without_a_queue_there_is_no_interruption_loop(
@@ -329,7 +310,7 @@ async def test_without_a_queue_there_is_no_interruption_loop(
     claim = await _claim(kube, cleanup)
     queue.send(_for(SPOT, claim.instance_id))
     async with running(kube, moto):
-        await until(lambda: "aws.nodeclass" in _task_names(), what="the provider's loops")
+        await eventually(lambda: _loop_started("aws.nodeclass"), what="the provider's loops")
         names = _task_names()
     assert "aws.interruption" not in names
     assert queue.left() == 1
@@ -373,23 +354,28 @@ async def test_a_failing_receive_backs_off_and_retries(
     faults.fail("ReceiveMessage", "InternalError", status=500, times=2)
     queue.send(_for(SCHEDULED, claim.instance_id))
     async with _controller(kube, session, queue):
-        await until(lambda: queue.left() == 0, what="the message to be handled")
+        await eventually(queue.emptied, what="the message to be handled")
     assert faults.sent.count("ReceiveMessage") >= 3
     assert await _deleting(kube, claim)
 
 
 async def test_a_message_whose_deletion_failed_returns_and_is_handled_once(
-    kube: KubeClient, session: AWSSession, faults: FaultInjector, queue: Queue, cleanup: list[str]
+    kube: KubeClient,
+    kube_http: KubeHTTP,
+    session: AWSSession,
+    faults: FaultInjector,
+    queue: Queue,
+    cleanup: list[str],
 ) -> None:
     claim = await _claim(kube, cleanup)
     faults.fail("DeleteMessage", "InternalError", status=500, times=1)
     queue.send(_for(_state("terminated"), claim.instance_id))
     async with _controller(kube, session, queue):
-        await until(lambda: queue.left() == 0, what="the message to be deleted")
+        await eventually(queue.emptied, what="the message to be deleted")
     # Received twice (after its visibility timeout), deleted once: the second pass sees the
     # NodeClaim already deleting.
     assert faults.sent.count("DeleteMessage") == 2
-    assert await _reasons(kube, claim.uid) == ["InstanceTerminating", "TerminatingOnInterruption"]
+    assert _reasons(kube_http, claim.uid) == ["InstanceTerminating", "TerminatingOnInterruption"]
 
 
 async def test_a_burst_is_handled_a_few_messages_at_a_time(
@@ -398,7 +384,7 @@ async def test_a_burst_is_handled_a_few_messages_at_a_time(
     claims = [await _claim(kube, cleanup) for _ in range(12)]  # more than one receive brings
     queue.send(*(_for(SPOT, c.instance_id) for c in claims))
     async with _controller(kube, session, queue, concurrency=3) as (_, unavailable):
-        await until(lambda: queue.left() == 0, what="every message to be handled")
+        await eventually(queue.emptied, what="every message to be handled")
     assert [await _deleting(kube, c) for c in claims] == [True] * len(claims)
     assert unavailable.is_unavailable(
         capacity_type="spot", instance_type="c5.large", zone="us-west-2b"

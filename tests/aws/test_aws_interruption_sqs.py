@@ -4,9 +4,7 @@ surfaced as typed errors, and deletion."""
 from __future__ import annotations
 
 import secrets
-from typing import Any
 
-import botocore.session
 import orjson
 import pytest
 
@@ -15,29 +13,23 @@ from karpy_aws.interruption.messages import InterruptionKind, MessageParseError
 from karpy_aws.interruption.sqs import SQSInterruptionQueue
 from karpy_aws.session import AWSSession
 
-from .conftest import REGION, FaultInjector, Moto
+from .conftest import FaultInjector, Moto, boto_client
 from .test_aws_interruption_messages import SPOT, STOPPING
 
 pytestmark = pytest.mark.aws
 
 
-def _sqs(moto: Moto) -> Any:
-    return botocore.session.get_session().create_client(
-        "sqs", region_name=REGION, endpoint_url=moto.endpoint
-    )
-
-
 @pytest.fixture
 def queue_name(moto: Moto) -> str:
     name = f"interruptions-{secrets.token_hex(4)}"
-    _sqs(moto).create_queue(QueueName=name)
+    boto_client(moto, "sqs").create_queue(QueueName=name)
     return name
 
 
 async def test_messages_are_received_parsed_and_deleted(
     session: AWSSession, moto: Moto, queue_name: str, faults: FaultInjector
 ) -> None:
-    sync = _sqs(moto)
+    sync = boto_client(moto, "sqs")
     url = sync.get_queue_url(QueueName=queue_name)["QueueUrl"]
     for body in (orjson.dumps(SPOT).decode(), orjson.dumps(STOPPING).decode(), "not json"):
         sync.send_message(QueueUrl=url, MessageBody=body)

@@ -5,15 +5,9 @@ failures raised for the runner's backoff, deletion held until no NodeClaim uses 
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator
-from typing import Any
 
-import botocore.session
 import pytest
 
-from karpy.apis.meta import ObjectMeta
-from karpy.apis.v1 import ec2nodeclass as nc
-from karpy.apis.v1.ec2nodeclass import EC2NodeClass
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError as KubeNotFoundError
 from karpy.kube.kinds import NODECLAIMS
@@ -31,13 +25,14 @@ from karpy_aws.nodeclasscontroller import FINALIZER, TERMINATION_POLL, NodeClass
 from karpy_aws.session import AWSSession
 
 from .conftest import (
-    DISCOVERY,
     K8S_VERSION,
     REGION,
     SSM_PREFIX,
     FaultInjector,
     Moto,
     make_nodeclaim,
+    make_nodeclass,
+    node_role,
 )
 
 pytestmark = [pytest.mark.aws, pytest.mark.cluster]
@@ -45,13 +40,12 @@ pytestmark = [pytest.mark.aws, pytest.mark.cluster]
 
 @pytest.fixture
 async def controller(
-    kube: KubeClient, session: AWSSession, moto: Moto
-) -> AsyncIterator[NodeClassController]:
-    telemetry = Telemetry.setup(service_name="tests.aws")
+    kube: KubeClient, session: AWSSession, telemetry: Telemetry
+) -> NodeClassController:
     clock = FakeClock()
     cluster = f"ctl-{secrets.token_hex(4)}"
     ec2 = await session.client("ec2")
-    yield NodeClassController(
+    return NodeClassController(
         kube,
         ec2=ec2,
         ssm=await session.client("ssm"),
@@ -67,32 +61,12 @@ async def controller(
         watching=WatchingOptions(),
         ssm_prefix=SSM_PREFIX,
     )
-    telemetry.shutdown()
 
 
-def _role(moto: Moto) -> str:
-    name = f"node-{secrets.token_hex(4)}"
-    iam: Any = botocore.session.get_session().create_client(
-        "iam", region_name=REGION, endpoint_url=moto.endpoint
-    )
-    iam.create_role(RoleName=name, AssumeRolePolicyDocument="{}")
-    return name
-
-
-async def _create(kube: KubeClient, cleanup: list[str], moto: Moto, **spec: Any) -> str:
+async def _create(kube: KubeClient, cleanup: list[str], moto: Moto) -> str:
     name = f"ctl-{secrets.token_hex(3)}"
-    fields: dict[str, Any] = {
-        "subnet_selector_terms": (nc.SubnetSelectorTerm(tags=DISCOVERY),),
-        "security_group_selector_terms": (nc.SecurityGroupSelectorTerm(tags=DISCOVERY),),
-        "ami_selector_terms": (nc.AMISelectorTerm(alias="al2023@latest"),),
-        "role": _role(moto),
-        **spec,
-    }
     cleanup.append(EC2NODECLASSES.object_path(name))
-    await kube.create(
-        EC2NODECLASSES,
-        EC2NodeClass(metadata=ObjectMeta(name=name), spec=nc.EC2NodeClassSpec(**fields)),
-    )
+    await kube.create(EC2NODECLASSES, make_nodeclass(name, role=node_role(moto)))
     return name
 
 

@@ -3,9 +3,6 @@ profile karpy made for its role."""
 
 from __future__ import annotations
 
-import secrets
-
-import botocore.session
 import pytest
 
 from karpy.runtime.clock import FakeClock
@@ -13,7 +10,15 @@ from karpy_aws.instanceprofile import InstanceProfiles
 from karpy_aws.launchtemplate import LaunchTemplates
 from karpy_aws.session import AWSSession
 
-from .conftest import REGION, Moto, ProviderKit, make_nodeclaim, ready_nodeclass
+from .conftest import (
+    REGION,
+    Moto,
+    ProviderKit,
+    boto_client,
+    make_nodeclaim,
+    node_role,
+    ready_nodeclass,
+)
 
 pytestmark = pytest.mark.aws
 
@@ -35,11 +40,8 @@ async def test_a_nodeclasss_templates_are_deleted_and_no_others(
 
 
 async def test_the_profile_made_for_a_role_is_deleted(session: AWSSession, moto: Moto) -> None:
-    iam = botocore.session.get_session().create_client(
-        "iam", region_name=REGION, endpoint_url=moto.endpoint
-    )
-    role = f"node-{secrets.token_hex(4)}"
-    iam.create_role(RoleName=role, AssumeRolePolicyDocument="{}")
+    iam = boto_client(moto, "iam")
+    role = node_role(moto)
     profiles = InstanceProfiles(
         await session.client("iam"), FakeClock(), cluster_name="c-final", region=REGION
     )

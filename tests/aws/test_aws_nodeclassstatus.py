@@ -8,7 +8,6 @@ import datetime
 import secrets
 from typing import Any
 
-import botocore.session
 import pytest
 
 from karpy.apis.meta import ConditionStatus, Quantity
@@ -31,23 +30,13 @@ from .conftest import (
     FaultInjector,
     Moto,
     ProviderKit,
+    boto_client,
     make_nodeclaim,
-    ready_nodeclass,
+    make_nodeclass,
+    node_role,
 )
 
 pytestmark = pytest.mark.aws
-
-
-def _iam(moto: Moto) -> Any:
-    return botocore.session.get_session().create_client(
-        "iam", region_name=REGION, endpoint_url=moto.endpoint
-    )
-
-
-def _role(moto: Moto) -> str:
-    name = f"node-{secrets.token_hex(4)}"
-    _iam(moto).create_role(RoleName=name, AssumeRolePolicyDocument="{}")
-    return name
 
 
 class Resolver:
@@ -85,16 +74,11 @@ def _conditions(status: EC2NodeClassStatus) -> dict[str, tuple[str, str, str]]:
     return {c.type: (c.status.value, c.reason, c.message) for c in status.conditions}
 
 
-def _nodeclass(moto: Moto, **spec: Any) -> EC2NodeClass:
-    bare = ready_nodeclass(moto, **spec)
-    return EC2NodeClass(metadata=bare.metadata, spec=bare.spec)
-
-
 async def test_a_good_nodeclass_resolves_everything_and_is_ready(
     resolve: Resolver, moto: Moto, faults: FaultInjector
 ) -> None:
-    role = _role(moto)
-    status = await resolve(_nodeclass(moto, role=role))
+    role = node_role(moto)
+    status = await resolve(make_nodeclass(role=role))
     ids = [s.id for s in status.subnets]
     assert set(ids) == {moto.subnets[k] for k in ("a", "b", "c", "a-small")}
     assert ids[-1] == moto.subnets["a-small"]  # most free addresses first: the /26 comes last
@@ -112,7 +96,9 @@ async def test_a_good_nodeclass_resolves_everything_and_is_ready(
     assert ami_requirements(gpu).get(wk.LABEL_AWS_INSTANCE_GPU_COUNT) is not None  # parses
     assert status.instance_profile is not None
     assert status.instance_profile.startswith(f"{resolve.cluster}_")
-    profile = _iam(moto).get_instance_profile(InstanceProfileName=status.instance_profile)
+    profile = boto_client(moto, "iam").get_instance_profile(
+        InstanceProfileName=status.instance_profile
+    )
     assert [r["RoleName"] for r in profile["InstanceProfile"]["Roles"]] == [role]
     tags = {t["Key"]: t["Value"] for t in profile["InstanceProfile"].get("Tags", [])}
     assert tags == {
@@ -133,7 +119,7 @@ async def test_a_good_nodeclass_resolves_everything_and_is_ready(
     assert all(status == "True" for status, _, _ in conditions.values())
     # Within 15 minutes the profile comes from the cache: no IAM call at all.
     faults.sent.clear()
-    await resolve(_nodeclass(moto, role=role))
+    await resolve(make_nodeclass(role=role))
     assert not {"GetInstanceProfile", "CreateInstanceProfile"} & set(faults.sent)
 
 
@@ -141,9 +127,8 @@ async def test_no_matching_subnet_is_a_clear_not_ready_condition(
     resolve: Resolver, moto: Moto
 ) -> None:
     status = await resolve(
-        _nodeclass(
-            moto,
-            role=_role(moto),
+        make_nodeclass(
+            role=node_role(moto),
             subnet_selector_terms=(nc.SubnetSelectorTerm(tags={"karpenter.sh/discovery": "nope"}),),
         )
     )
@@ -176,7 +161,7 @@ async def test_an_unknown_alias_is_a_clear_not_ready_condition(
     resolve: Resolver, moto: Moto, alias: str, reason: str, message: str
 ) -> None:
     status = await resolve(
-        _nodeclass(moto, role=_role(moto), ami_selector_terms=(nc.AMISelectorTerm(alias=alias),))
+        make_nodeclass(role=node_role(moto), ami_selector_terms=(nc.AMISelectorTerm(alias=alias),))
     )
     state, got_reason, got_message = _conditions(status)["AMIsReady"]
     assert (state, got_reason) == ("False", reason)
@@ -188,7 +173,7 @@ async def test_an_unknown_alias_is_a_clear_not_ready_condition(
 async def test_role_and_instance_profile_together_are_refused(
     resolve: Resolver, moto: Moto
 ) -> None:
-    status = await resolve(_nodeclass(moto, role="r", instance_profile="p"))
+    status = await resolve(make_nodeclass(role="r", instance_profile="p"))
     state, reason, message = _conditions(status)["InstanceProfileReady"]
     assert (state, reason) == ("False", "InstanceProfileInvalid")
     assert "exactly one of ['role', 'instanceProfile']" in message
@@ -218,7 +203,7 @@ async def test_role_and_instance_profile_together_are_refused(
 async def test_launch_settings_a_launch_could_not_use_fail_validation(
     resolve: Resolver, moto: Moto, spec: dict[str, Any], message: str
 ) -> None:
-    status = await resolve(_nodeclass(moto, role=_role(moto), **spec))
+    status = await resolve(make_nodeclass(role=node_role(moto), **spec))
     state, reason, got = _conditions(status)["ValidationSucceeded"]
     assert (state, reason) == ("False", "NodeClassInvalid")
     assert message in got
@@ -227,18 +212,18 @@ async def test_launch_settings_a_launch_could_not_use_fail_validation(
 
 async def test_a_given_instance_profile_must_exist(resolve: Resolver, moto: Moto) -> None:
     name = f"mine-{secrets.token_hex(4)}"
-    missing = await resolve(_nodeclass(moto, role=None, instance_profile=name))
+    missing = await resolve(make_nodeclass(role=None, instance_profile=name))
     state, reason, message = _conditions(missing)["InstanceProfileReady"]
     assert (state, reason) == ("False", "InstanceProfileNotFound")
     assert name in message
-    _iam(moto).create_instance_profile(InstanceProfileName=name)
-    found = await resolve(_nodeclass(moto, role=None, instance_profile=name))
+    boto_client(moto, "iam").create_instance_profile(InstanceProfileName=name)
+    found = await resolve(make_nodeclass(role=None, instance_profile=name))
     assert found.instance_profile == name
     assert _conditions(found)["InstanceProfileReady"][0] == "True"
 
 
 async def test_a_role_that_does_not_exist_is_named(resolve: Resolver, moto: Moto) -> None:
-    status = await resolve(_nodeclass(moto, role="arn:aws:iam::123456789012:role/ghost"))
+    status = await resolve(make_nodeclass(role="arn:aws:iam::123456789012:role/ghost"))
     state, reason, message = _conditions(status)["InstanceProfileReady"]
     assert (state, reason) == ("False", "InstanceProfileCreationFailed")
     assert "ghost" in message
@@ -247,17 +232,17 @@ async def test_a_role_that_does_not_exist_is_named(resolve: Resolver, moto: Moto
 async def test_unchanged_conditions_keep_their_transition_time(
     resolve: Resolver, moto: Moto
 ) -> None:
-    role = _role(moto)
-    first = await resolve(_nodeclass(moto, role=role))
+    role = node_role(moto)
+    first = await resolve(make_nodeclass(role=role))
     resolve.clock.step(datetime.timedelta(minutes=20))
-    nodeclass = _nodeclass(moto, role=role)
+    nodeclass = make_nodeclass(role=role)
     again = await resolve(
         EC2NodeClass(metadata=nodeclass.metadata, spec=nodeclass.spec, status=first)
     )
     before = {c.type: c.last_transition_time for c in first.conditions}
     assert {c.type: c.last_transition_time for c in again.conditions} == before
-    broken = _nodeclass(
-        moto, role=role, subnet_selector_terms=(nc.SubnetSelectorTerm(tags={"x": "none"}),)
+    broken = make_nodeclass(
+        role=role, subnet_selector_terms=(nc.SubnetSelectorTerm(tags={"x": "none"}),)
     )
     after = await resolve(EC2NodeClass(metadata=broken.metadata, spec=broken.spec, status=again))
     times = {c.type: (c.status, c.last_transition_time) for c in after.conditions}
@@ -268,7 +253,7 @@ async def test_unchanged_conditions_keep_their_transition_time(
 async def test_a_resolved_status_is_what_the_launch_uses(
     resolve: Resolver, moto: Moto, kit: ProviderKit
 ) -> None:
-    nodeclass = _nodeclass(moto, role=_role(moto))
+    nodeclass = make_nodeclass(role=node_role(moto))
     status = await resolve(nodeclass)
     kit.nodeclasses.put(
         EC2NodeClass(metadata=nodeclass.metadata, spec=nodeclass.spec, status=status)

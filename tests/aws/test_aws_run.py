@@ -31,16 +31,18 @@ from karpy_aws import build
 from karpy_aws.kinds import EC2NODECLASSES
 from karpy_aws.nodeclasscontroller import FINALIZER
 from karpy_aws.provider import AWSCloudProvider
+from tests.support.waiting import eventually
 
 from .conftest import (
     AMI_IDS,
-    DISCOVERY,
     K8S_VERSION,
     SSM_PREFIX,
     Moto,
     boto_client,
     launch_tagged,
     make_nodeclaim,
+    make_nodeclass,
+    node_role,
     provider_settings,
 )
 
@@ -48,9 +50,6 @@ pytestmark = [pytest.mark.aws, pytest.mark.cluster]
 
 T = TypeVar("T")
 WAIT = 60.0
-
-
-_aws = boto_client
 
 
 def _settings(moto: Moto, **extra: str) -> dict[str, str]:
@@ -75,18 +74,16 @@ class Running:
     async def until(self, check: Callable[[], Awaitable[T | None]], *, what: str) -> T:
         """Poll ``check`` until it returns something truthy (at most WAIT seconds); fail at
         once if run() ended."""
-        try:
-            async with asyncio.timeout(WAIT):
-                while True:
-                    if self.task.done():
-                        self.task.result()
-                        raise AssertionError("run() returned on its own")
-                    value = await check()
-                    if value:
-                        return value
-                    await asyncio.sleep(0.1)
-        except TimeoutError:
-            raise AssertionError(f"timed out waiting for {what}") from None
+
+        async def probe() -> T | None:
+            if self.task.done():
+                self.task.result()
+                raise AssertionError("run() returned on its own")
+            return await check()
+
+        found = await eventually(probe, within=WAIT, interval=0.1, what=what)
+        assert found is not None
+        return found
 
 
 @contextlib.asynccontextmanager
@@ -119,26 +116,10 @@ async def running(
     assert task.cancelled(), "run() must end only by cancellation"
 
 
-def _nodeclass(name: str, **spec: Any) -> EC2NodeClass:
-    fields: dict[str, Any] = {
-        "subnet_selector_terms": (nc.SubnetSelectorTerm(tags=DISCOVERY),),
-        "security_group_selector_terms": (nc.SecurityGroupSelectorTerm(tags=DISCOVERY),),
-        "ami_selector_terms": (nc.AMISelectorTerm(alias="al2023@latest"),),
-        **spec,
-    }
-    return EC2NodeClass(metadata=ObjectMeta(name=name), spec=nc.EC2NodeClassSpec(**fields))
-
-
 async def _create(kube: KubeClient, cleanup: list[str], nodeclass: EC2NodeClass) -> str:
     name = nodeclass.metadata.name or ""
     cleanup.append(EC2NODECLASSES.object_path(name))
     await kube.create(EC2NODECLASSES, nodeclass)
-    return name
-
-
-def _role(moto: Moto) -> str:
-    name = f"node-{secrets.token_hex(4)}"
-    _aws(moto, "iam").create_role(RoleName=name, AssumeRolePolicyDocument="{}")
     return name
 
 
@@ -162,9 +143,9 @@ def _settled(kube: KubeClient, name: str) -> Callable[[], Awaitable[EC2NodeClass
 async def test_run_makes_a_nodeclass_ready_and_finalizes_it(
     kube: KubeClient, moto: Moto, cleanup: list[str]
 ) -> None:
-    role = _role(moto)
-    name = await _create(kube, cleanup, _nodeclass(f"ready-{secrets.token_hex(3)}", role=role))
-    iam = _aws(moto, "iam")
+    role = node_role(moto)
+    name = await _create(kube, cleanup, make_nodeclass(f"ready-{secrets.token_hex(3)}", role=role))
+    iam = boto_client(moto, "iam")
     async with running(kube, moto) as run:
         nodeclass = await run.until(_settled(kube, name), what="a Ready condition")
         conditions = _conditions(nodeclass)
@@ -188,7 +169,7 @@ async def test_run_makes_a_nodeclass_ready_and_finalizes_it(
         # Ready: the provider launches from it, which leaves a launch template behind.
         launched = await run.provider.create(make_nodeclaim(nodeclass=name))
         await run.provider.delete(launched)
-        ec2 = _aws(moto, "ec2")
+        ec2 = boto_client(moto, "ec2")
         mine = [{"Name": "tag:karpenter.k8s.aws/ec2nodeclass", "Values": [name]}]
         assert ec2.describe_launch_templates(Filters=mine)["LaunchTemplates"]
         # Deleting the NodeClass (no NodeClaim uses it) removes what it left in AWS.
@@ -256,8 +237,8 @@ async def test_run_reports_bad_input_as_not_ready_naming_the_field(
     reason: str,
     message: str,
 ) -> None:
-    fields = {"role": _role(moto), **spec}
-    name = await _create(kube, cleanup, _nodeclass(f"bad-{secrets.token_hex(3)}", **fields))
+    fields = {"role": node_role(moto), **spec}
+    name = await _create(kube, cleanup, make_nodeclass(f"bad-{secrets.token_hex(3)}", **fields))
     async with running(kube, moto) as run:
         nodeclass = await run.until(_settled(kube, name), what="a Ready condition")
     conditions = _conditions(nodeclass)
@@ -274,7 +255,7 @@ async def test_role_and_instance_profile_together_are_refused_by_the_apiserver(
 ) -> None:
     """The CRD refuses this before any controller sees it (resolve_status would say the same:
     test_aws_nodeclassstatus)."""
-    nodeclass = _nodeclass(f"both-{secrets.token_hex(3)}", role="r", instance_profile="p")
+    nodeclass = make_nodeclass(f"both-{secrets.token_hex(3)}", role="r", instance_profile="p")
     cleanup.append(EC2NODECLASSES.object_path(nodeclass.metadata.name or ""))
     with pytest.raises(
         KubeError, match=r"must specify exactly one of \['role', 'instanceProfile'\]"
@@ -290,7 +271,9 @@ async def test_without_a_pinned_version_aliases_resolve_for_the_apiservers_versi
     version = await kube.request("GET", "/version")
     wanted = f"{version['major']}.{version['minor'].rstrip('+')}"
     assert wanted != K8S_VERSION
-    name = await _create(kube, cleanup, _nodeclass(f"ver-{secrets.token_hex(3)}", role=_role(moto)))
+    name = await _create(
+        kube, cleanup, make_nodeclass(f"ver-{secrets.token_hex(3)}", role=node_role(moto))
+    )
     async with running(kube, moto, unset=("kubernetes-version",)) as run:
         nodeclass = await run.until(_settled(kube, name), what="a Ready condition")
     state, reason, message = _conditions(nodeclass)["AMIsReady"]
@@ -302,7 +285,7 @@ async def test_without_a_pinned_version_aliases_resolve_for_the_apiservers_versi
 
 
 def _state(moto: Moto, instance_id: str) -> str:
-    found = _aws(moto, "ec2").describe_instances(InstanceIds=[instance_id])
+    found = boto_client(moto, "ec2").describe_instances(InstanceIds=[instance_id])
     return str(found["Reservations"][0]["Instances"][0]["State"]["Name"])
 
 

@@ -15,7 +15,6 @@ import json
 import logging
 import pathlib
 import secrets
-from collections.abc import AsyncIterator
 from typing import Any
 
 import attrs
@@ -41,10 +40,6 @@ NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 PROVIDER_ID = "aws:///us-west-2a/i-0123456789abcdef0"
 
 
-def _ec2(moto: Moto) -> Any:
-    return boto_client(moto, "ec2")
-
-
 @attrs.frozen
 class Machine:
     instance_id: str
@@ -57,7 +52,7 @@ def _launch(moto: Moto, cluster: str) -> Machine:
 
 
 def _tags(moto: Moto, instance_id: str) -> dict[str, str]:
-    found = _ec2(moto).describe_instances(InstanceIds=[instance_id])
+    found = boto_client(moto, "ec2").describe_instances(InstanceIds=[instance_id])
     raw = found["Reservations"][0]["Instances"][0].get("Tags", [])
     return {t["Key"]: t["Value"] for t in raw}
 
@@ -201,13 +196,6 @@ async def test_run_tags_a_registered_nodeclaims_instance_and_marks_it(
 # ------------------------------------------------------------------ one pass, built directly
 
 
-@pytest.fixture
-async def telemetry() -> AsyncIterator[Telemetry]:
-    made = Telemetry.setup(service_name="tests.aws")
-    yield made
-    made.shutdown()
-
-
 @pytest.mark.parametrize("gone", ["terminated", "never-existed"])
 async def test_a_pass_fails_without_marking_a_nodeclaim_whose_instance_is_gone(
     kube: KubeClient,
@@ -223,7 +211,7 @@ async def test_a_pass_fails_without_marking_a_nodeclaim_whose_instance_is_gone(
     alive = _launch(moto, cluster)
     if gone == "terminated":
         dead = _launch(moto, cluster)
-        _ec2(moto).terminate_instances(InstanceIds=[dead.instance_id])
+        boto_client(moto, "ec2").terminate_instances(InstanceIds=[dead.instance_id])
     else:
         dead = Machine("i-0000000000000dead", "aws:///us-west-2a/i-0000000000000dead")
     good = await _claim(kube, cleanup, alive)

@@ -7,10 +7,8 @@ from __future__ import annotations
 import asyncio
 import datetime
 import secrets
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import Callable
 
-import botocore.session
 import pytest
 
 from karpy.apis.v1.ec2nodeclass_status import EC2NodeClassStatus, SecurityGroup, Subnet
@@ -28,17 +26,11 @@ from karpy_aws.pricing import PriceCache
 from karpy_aws.provider import AWSCloudProvider, Background
 from karpy_aws.session import AWSSession
 from karpy_aws.unavailable import UnavailableOfferings
+from tests.support.waiting import eventually
 
-from .conftest import INSTANCE_TYPES, REGION, FaultInjector, Moto
+from .conftest import INSTANCE_TYPES, REGION, FaultInjector, Moto, boto_client
 
 pytestmark = pytest.mark.aws
-
-
-@pytest.fixture
-async def telemetry() -> AsyncIterator[Telemetry]:
-    made = Telemetry.setup(service_name="tests.aws")
-    yield made
-    made.shutdown()
 
 
 async def _provider(
@@ -77,21 +69,15 @@ class _NoNodeClasses:
 
 
 def _templates(moto: Moto, cluster: str) -> list[str]:
-    ec2 = botocore.session.get_session().create_client(
-        "ec2", region_name=REGION, endpoint_url=moto.endpoint
-    )
-    found = ec2.describe_launch_templates(
+    found = boto_client(moto, "ec2").describe_launch_templates(
         Filters=[{"Name": "tag:karpenter.k8s.aws/cluster", "Values": [cluster]}]
     )
     return [t["LaunchTemplateName"] for t in found["LaunchTemplates"]]
 
 
 def _earlier_leaders_template(moto: Moto, cluster: str) -> str:
-    ec2 = botocore.session.get_session().create_client(
-        "ec2", region_name=REGION, endpoint_url=moto.endpoint
-    )
     name = f"karpenter.k8s.aws/{secrets.token_hex(8)}"
-    ec2.create_launch_template(
+    boto_client(moto, "ec2").create_launch_template(
         LaunchTemplateName=name,
         LaunchTemplateData={"InstanceType": "t3.micro"},
         TagSpecifications=[
@@ -104,11 +90,12 @@ def _earlier_leaders_template(moto: Moto, cluster: str) -> str:
     return name
 
 
-async def _until(check: Any, task: asyncio.Task[None]) -> None:
-    async with asyncio.timeout(30):
-        while not check():
-            assert not task.done(), "run() ended on its own"
-            await asyncio.sleep(0.02)
+async def _until(check: Callable[[], bool], task: asyncio.Task[None], *, what: str) -> None:
+    async def probe() -> bool:
+        assert not task.done(), "run() ended on its own"
+        return check()
+
+    await eventually(probe, within=30, interval=0.02, what=what)
 
 
 async def test_run_adopts_templates_once_then_maintains_and_retries(
@@ -122,10 +109,12 @@ async def test_run_adopts_templates_once_then_maintains_and_retries(
     faults.fail("DescribeInstanceTypes", "RequestLimitExceeded", times=1)
     task = asyncio.create_task(provider.run())
     try:
-        await _until(lambda: faults.sent.count("DescribeInstanceTypes") >= 2, task)
+        await _until(
+            lambda: faults.sent.count("DescribeInstanceTypes") >= 2, task, what="a second pass"
+        )
         assert _templates(moto, cluster) == [left]  # adopted, not yet unused for a minute
         clock.step(datetime.timedelta(minutes=2))
-        await _until(lambda: not _templates(moto, cluster), task)
+        await _until(lambda: not _templates(moto, cluster), task, what="the template deleted")
     finally:
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
