@@ -9,7 +9,7 @@ read-only probes for `tests.support.waiting.eventually`, so each test reads as i
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -189,6 +189,12 @@ async def live_pods(api: client.ApiClient, namespace: str, app: str) -> list[Any
     return [p for p in pods.items if p.metadata.deletion_timestamp is None]
 
 
+async def no_pods(api: client.ApiClient, namespace: str, app: str) -> bool:
+    """Whether no pod labelled app=`app` is left, terminating ones included."""
+    pods = await client.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=f"app={app}")
+    return not pods.items
+
+
 def running(
     api: client.ApiClient, namespace: str, app: str, count: int
 ) -> Callable[[], Awaitable[list[Any]]]:
@@ -210,6 +216,10 @@ async def nodeclaims(api: client.ApiClient, pool: str) -> list[dict[str, Any]]:
     return [c for c in listed["items"] if c["metadata"]["labels"].get(wk.LABEL_NODEPOOL) == pool]
 
 
+async def no_nodeclaims(api: client.ApiClient, pool: str) -> bool:
+    return not await nodeclaims(api, pool)
+
+
 def is_ready(claim: Mapping[str, Any]) -> bool:
     return any(
         k["type"] == "Ready" and k["status"] == "True"
@@ -227,6 +237,11 @@ def cpu_capacity(claims: Sequence[Mapping[str, Any]]) -> int:
 async def node_names(api: client.ApiClient) -> set[str]:
     listed = await client.CoreV1Api(api).list_node()
     return {n.metadata.name for n in listed.items}
+
+
+async def nodes_gone(api: client.ApiClient, names: Iterable[str]) -> bool:
+    """Whether none of the Nodes called `names` is left."""
+    return not set(names) & await node_names(api)
 
 
 async def steadily(probe: Callable[[], Awaitable[object]], *, during: float) -> None:

@@ -77,4 +77,6 @@ async def test_a_new_node_has_room_for_the_daemonset_pods_that_will_land_on_it(
         requests = claim["spec"]["resources"]["requests"]
         # 1 cpu for inflate and 1 cpu of DaemonSet overhead.
         assert parse_resource(CPU, requests[CPU]) >= 2000
-        assert claim["metadata"]["labels"][wk.LABEL_NODEPOOL] == pool
+        # ... and that NodeClaim's node is where both pods run.
+        node = await client.CoreV1Api(api_client).read_node(pod.spec.node_name)
+        assert node.metadata.labels[wk.LABEL_NODEPOOL] == pool

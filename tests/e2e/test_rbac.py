@@ -23,9 +23,10 @@ from tests.e2e.daemon import (
     create_deployment,
     create_nodepool,
     deployment,
-    live_pods,
+    no_nodeclaims,
+    no_pods,
     node_names,
-    nodeclaims,
+    nodes_gone,
     running,
     running_daemon,
     scale,
@@ -110,24 +111,12 @@ async def test_karpy_does_its_job_with_the_shipped_rbac_alone(
             )
 
         await eventually(replaced, within=90)
-        await eventually(lambda: _gone(api_client, victim.spec.node_name), within=60)
+        await eventually(lambda: nodes_gone(api_client, {victim.spec.node_name}), within=60)
 
         # Empty nodes are removed: NodeClaims, then Nodes.
         await scale(api_client, namespace, "inflate", 0)
-        await eventually(lambda: _none_left(api_client, namespace), within=30)
-        await eventually(lambda: _no_claims(api_client, pool), within=60)
+        await eventually(lambda: no_pods(api_client, namespace, "inflate"), within=30)
+        await eventually(lambda: no_nodeclaims(api_client, pool), within=60)
 
     forbidden = [r.getMessage() for r in caplog.records if "403" in str(r.__dict__)]
     assert not forbidden, forbidden
-
-
-async def _gone(api: client.ApiClient, node: str) -> bool:
-    return node not in await node_names(api)
-
-
-async def _none_left(api: client.ApiClient, namespace: str) -> bool:
-    return not await live_pods(api, namespace, "inflate")
-
-
-async def _no_claims(api: client.ApiClient, pool: str) -> bool:
-    return not await nodeclaims(api, pool)

@@ -20,7 +20,7 @@ from tests.e2e.daemon import (
     create_nodepool,
     deployment,
     live_pods,
-    nodeclaims,
+    no_nodeclaims,
     running_daemon,
     steadily,
 )
@@ -83,10 +83,7 @@ async def test_a_pod_no_nodepool_can_satisfy_gets_an_explanation_and_no_nodeclai
         assert f'nodepool "{pool}"' in huge
         assert "insufficient cpu" in huge
 
-        async def no_claims() -> bool:
-            return not await nodeclaims(api_client, pool)
-
-        await steadily(no_claims, during=QUIET)
+        await steadily(lambda: no_nodeclaims(api_client, pool), during=QUIET)
         for app in ("elsewhere", "huge"):
             (pod,) = await live_pods(api_client, namespace, app)
             assert pod.spec.node_name is None

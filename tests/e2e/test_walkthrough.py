@@ -24,8 +24,11 @@ from tests.e2e.daemon import (
     create_nodepool,
     deployment,
     is_ready,
+    no_nodeclaims,
+    no_pods,
     node_names,
     nodeclaims,
+    nodes_gone,
     running,
     running_daemon,
     scale,
@@ -58,14 +61,11 @@ async def test_inflate_scales_out_onto_new_kwok_nodes(
     async def ready_claims() -> list[dict[str, Any]]:
         return [c for c in await nodeclaims(api_client, name) if is_ready(c)]
 
-    async def no_claims() -> bool:
-        return not await nodeclaims(api_client, name)
-
     async with running_daemon(cluster_info) as components:
         # 0 replicas: nothing is pending, so nothing is launched.
         async with asyncio.timeout(30):
             await components.state.wait_synced()
-        await steadily(no_claims, during=QUIET)
+        await steadily(lambda: no_nodeclaims(api_client, name), during=QUIET)
 
         await scale(api_client, namespace, "inflate", 1)
         (pod,) = await eventually(running(api_client, namespace, "inflate", 1), within=120)
@@ -90,7 +90,7 @@ async def test_inflate_scales_out_onto_new_kwok_nodes(
         claims = {c["metadata"]["name"] for c in await nodeclaims(api_client, name)}
 
         await scale(api_client, namespace, "inflate", 0)
-        await eventually(lambda: _none_left(api_client, namespace), within=60)
+        await eventually(lambda: no_pods(api_client, namespace, "inflate"), within=60)
         # The last pod has only just left: consolidateAfter has not passed, so every NodeClaim
         # and Node is still there and none is being deleted.
         remaining = await nodeclaims(api_client, name)
@@ -98,14 +98,5 @@ async def test_inflate_scales_out_onto_new_kwok_nodes(
         assert not any(c["metadata"].get("deletionTimestamp") for c in remaining)
         assert nodes <= await node_names(api_client)
 
-        await eventually(no_claims, within=120)
-        await eventually(lambda: _nodes_gone(api_client, nodes), within=60)
-
-
-async def _none_left(api: client.ApiClient, namespace: str) -> bool:
-    pods = await client.CoreV1Api(api).list_namespaced_pod(namespace, label_selector="app=inflate")
-    return not pods.items
-
-
-async def _nodes_gone(api: client.ApiClient, names: set[str]) -> bool:
-    return not names & await node_names(api)
+        await eventually(lambda: no_nodeclaims(api_client, name), within=120)
+        await eventually(lambda: nodes_gone(api_client, nodes), within=60)
