@@ -35,7 +35,10 @@ from tests.e2e.daemon import (
     create_deployment,
     deployment,
     is_ready,
-    node_names,
+    no_nodeclaims,
+    no_pods,
+    nodeclaims,
+    nodes_gone,
     running,
     running_daemon,
     scale,
@@ -181,12 +184,6 @@ async def test_inflate_runs_on_moto_instances_and_leaves_nothing_behind(
     async def instances(states: Sequence[str] = LIVE) -> list[dict[str, Any]]:
         return await _instances(ec2, emulator.cluster_name, states)
 
-    async def claims() -> list[dict[str, Any]]:
-        listed = await custom.list_cluster_custom_object(wk.GROUP, "v1", "nodeclaims")
-        return [
-            c for c in listed["items"] if c["metadata"]["labels"].get(wk.LABEL_NODEPOOL) == name
-        ]
-
     async def nodeclass_ready() -> bool:
         found = await custom.get_cluster_custom_object(wk.AWS_GROUP, "v1", "ec2nodeclasses", name)
         return is_ready(found)
@@ -200,7 +197,8 @@ async def test_inflate_runs_on_moto_instances_and_leaves_nothing_behind(
         await scale(api_client, namespace, "inflate", 10)
         pods = await eventually(running(api_client, namespace, "inflate", 10), within=240)
         ready = await eventually(
-            lambda: _all_ready(claims, count=len({p.spec.node_name for p in pods})), within=60
+            lambda: _all_ready(api_client, name, count=len({p.spec.node_name for p in pods})),
+            within=60,
         )
         launched = {i["InstanceId"]: i for i in await instances(("running",))}
         assert len(launched) == len(ready)
@@ -226,9 +224,9 @@ async def test_inflate_runs_on_moto_instances_and_leaves_nothing_behind(
         assert {p.spec.node_name for p in pods} <= nodes
 
         await client.AppsV1Api(api_client).delete_namespaced_deployment("inflate", namespace)
-        await eventually(lambda: _no_pods(api_client, namespace), within=60)
-        await eventually(lambda: _none(claims), within=120)
-        await eventually(lambda: _nodes_gone(api_client, nodes), within=60)
+        await eventually(lambda: no_pods(api_client, namespace, "inflate"), within=60)
+        await eventually(lambda: no_nodeclaims(api_client, name), within=120)
+        await eventually(lambda: nodes_gone(api_client, nodes), within=60)
         await eventually(lambda: _none(instances), within=60)
         terminated = {i["InstanceId"] for i in await instances(("terminated",))}
         assert set(launched) <= terminated
@@ -263,22 +261,13 @@ async def _templates(ec2: Any, cluster: str) -> list[dict[str, Any]]:
     return templates
 
 
-async def _all_ready(probe: Any, *, count: int) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = await probe()
+async def _all_ready(api: client.ApiClient, pool: str, *, count: int) -> list[dict[str, Any]]:
+    found = await nodeclaims(api, pool)
     return found if len(found) >= count and all(is_ready(c) for c in found) else []
 
 
 async def _none(probe: Any) -> bool:
     return not await probe()
-
-
-async def _no_pods(api: client.ApiClient, namespace: str) -> bool:
-    pods = await client.CoreV1Api(api).list_namespaced_pod(namespace, label_selector="app=inflate")
-    return not pods.items
-
-
-async def _nodes_gone(api: client.ApiClient, names: set[str]) -> bool:
-    return not names & await node_names(api)
 
 
 async def _nodeclass_gone(custom: client.CustomObjectsApi, name: str) -> bool:
