@@ -9,6 +9,7 @@ read-only probes for `tests.support.waiting.eventually`, so each test reads as i
 from __future__ import annotations
 
 import asyncio
+import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -136,6 +137,17 @@ async def create_nodepool(
             "spec": spec,
         },
     )
+
+
+async def fresh_nodepool(
+    api: client.ApiClient, prefix: str, **options: Any
+) -> tuple[str, dict[str, str]]:
+    """`create_nodepool` under a new name, `<prefix>-<hex>`, whose nodes carry a new `intent`
+    label, so that no other test's pods select them; returns the name and those labels."""
+    name = f"{prefix}-{secrets.token_hex(3)}"
+    labels = {"intent": f"apps-{secrets.token_hex(3)}"}
+    await create_nodepool(api, name, labels=labels, **options)
+    return name, labels
 
 
 def deployment(

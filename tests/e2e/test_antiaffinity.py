@@ -7,7 +7,6 @@ pod; kube-scheduler then binds each pod to its own new kwok node.
 
 from __future__ import annotations
 
-import secrets
 from typing import Any
 
 import pytest
@@ -17,8 +16,8 @@ from karpy.apis.v1 import labels as wk
 from karpy.localcluster import ClusterInfo
 from tests.e2e.daemon import (
     create_deployment,
-    create_nodepool,
     deployment,
+    fresh_nodepool,
     is_ready,
     node_names,
     nodeclaims,
@@ -37,9 +36,7 @@ async def test_hostname_anti_affinity_puts_each_pod_on_its_own_new_node(
     cluster_info: ClusterInfo, api_client: client.ApiClient, namespace: str
 ) -> None:
     core = client.CoreV1Api(api_client)
-    pool = f"anti-{secrets.token_hex(3)}"
-    labels = {"intent": f"apps-{secrets.token_hex(3)}"}
-    await create_nodepool(api_client, pool, labels=labels)
+    pool, labels = await fresh_nodepool(api_client, "anti")
     apart = {
         "podAntiAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": [

@@ -8,7 +8,6 @@ NodePool's overhead; a node sized for the app pod alone (1 cpu) would leave the 
 
 from __future__ import annotations
 
-import secrets
 from typing import Any
 
 import pytest
@@ -20,8 +19,8 @@ from karpy.localcluster import ClusterInfo
 from tests.e2e.daemon import (
     PAUSE_IMAGE,
     create_deployment,
-    create_nodepool,
     deployment,
+    fresh_nodepool,
     nodeclaims,
     running,
     running_daemon,
@@ -60,9 +59,7 @@ def _daemonset(name: str, node_selector: dict[str, str]) -> dict[str, Any]:
 async def test_a_new_node_has_room_for_the_daemonset_pods_that_will_land_on_it(
     cluster_info: ClusterInfo, api_client: client.ApiClient, namespace: str
 ) -> None:
-    pool = f"ds-{secrets.token_hex(3)}"
-    labels = {"intent": f"apps-{secrets.token_hex(3)}"}
-    await create_nodepool(api_client, pool, labels=labels)
+    pool, labels = await fresh_nodepool(api_client, "ds")
     apps = client.AppsV1Api(api_client)
     await apps.create_namespaced_daemon_set(namespace, _daemonset("agent", labels))  # type: ignore[arg-type]
     await create_deployment(api_client, namespace, deployment("inflate", node_selector=labels))

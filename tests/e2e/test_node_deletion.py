@@ -9,7 +9,6 @@ replacement runs elsewhere, and the instance, the NodeClaim and the Node are all
 
 from __future__ import annotations
 
-import secrets
 from typing import Any
 
 import pytest
@@ -20,8 +19,8 @@ from karpy.cloudprovider import NodeClaimNotFoundError
 from karpy.localcluster import ClusterInfo
 from tests.e2e.daemon import (
     create_deployment,
-    create_nodepool,
     deployment,
+    fresh_nodepool,
     live_pods,
     node_names,
     nodeclaims,
@@ -51,11 +50,9 @@ async def test_deleting_a_node_drains_it_within_its_pdb_and_removes_the_instance
 ) -> None:
     core = client.CoreV1Api(api_client)
     policy = client.PolicyV1Api(api_client)
-    pool = f"del-{secrets.token_hex(3)}"
-    intent = f"apps-{secrets.token_hex(3)}"
-    await create_nodepool(api_client, pool, labels={"intent": intent})
+    pool, labels = await fresh_nodepool(api_client, "del")
     await create_deployment(
-        api_client, namespace, deployment("guarded", node_selector={"intent": intent}, replicas=1)
+        api_client, namespace, deployment("guarded", node_selector=labels, replicas=1)
     )
     await policy.create_namespaced_pod_disruption_budget(namespace, _pdb("guarded", 0))  # type: ignore[arg-type]
 

@@ -10,7 +10,6 @@ missing from the manifests shows up as a 403 that stalls one of these steps.
 from __future__ import annotations
 
 import logging
-import secrets
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +20,8 @@ from kubernetes_asyncio import client
 from karpy.localcluster import ClusterInfo
 from tests.e2e.daemon import (
     create_deployment,
-    create_nodepool,
     deployment,
+    fresh_nodepool,
     no_nodeclaims,
     no_pods,
     node_names,
@@ -81,11 +80,8 @@ async def test_karpy_does_its_job_with_the_shipped_rbac_alone(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.WARNING, logger="karpy")
-    suffix = secrets.token_hex(3)
-    _grant(kube_http, namespace, suffix)
-    pool = f"rbac-{suffix}"
-    labels = {"intent": f"apps-{suffix}"}
-    await create_nodepool(api_client, pool, labels=labels, consolidate_after="1s")
+    pool, labels = await fresh_nodepool(api_client, "rbac", consolidate_after="1s")
+    _grant(kube_http, namespace, pool)
     await create_deployment(api_client, namespace, deployment("inflate", node_selector=labels))
     core = client.CoreV1Api(api_client)
     before = await node_names(api_client)

@@ -8,7 +8,6 @@ only NodePool never offers, the other requests more cpu than the largest kwok in
 
 from __future__ import annotations
 
-import secrets
 from typing import Any
 
 import pytest
@@ -17,8 +16,8 @@ from kubernetes_asyncio import client
 from karpy.localcluster import ClusterInfo
 from tests.e2e.daemon import (
     create_deployment,
-    create_nodepool,
     deployment,
+    fresh_nodepool,
     live_pods,
     no_nodeclaims,
     running_daemon,
@@ -36,9 +35,7 @@ async def test_a_pod_no_nodepool_can_satisfy_gets_an_explanation_and_no_nodeclai
     cluster_info: ClusterInfo, api_client: client.ApiClient, namespace: str
 ) -> None:
     core = client.CoreV1Api(api_client)
-    pool = f"none-{secrets.token_hex(3)}"
-    intent = f"apps-{secrets.token_hex(3)}"
-    await create_nodepool(api_client, pool, labels={"intent": intent})
+    pool, labels = await fresh_nodepool(api_client, "none")
     await create_deployment(
         api_client,
         namespace,
@@ -47,7 +44,7 @@ async def test_a_pod_no_nodepool_can_satisfy_gets_an_explanation_and_no_nodeclai
     await create_deployment(
         api_client,
         namespace,
-        deployment("huge", node_selector={"intent": intent}, replicas=1, cpu="64"),
+        deployment("huge", node_selector=labels, replicas=1, cpu="64"),
     )
 
     async def explained(app: str) -> str:
@@ -79,7 +76,7 @@ async def test_a_pod_no_nodepool_can_satisfy_gets_an_explanation_and_no_nodeclai
 
         assert f'nodepool "{pool}"' in elsewhere
         assert "not-offered" in elsewhere
-        assert intent in elsewhere
+        assert labels["intent"] in elsewhere
         assert f'nodepool "{pool}"' in huge
         assert "insufficient cpu" in huge
 

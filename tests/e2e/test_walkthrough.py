@@ -11,7 +11,6 @@ consolidateAfter has passed since the last pod left (5 s here instead of the see
 from __future__ import annotations
 
 import asyncio
-import secrets
 from typing import Any
 
 import pytest
@@ -21,8 +20,8 @@ from karpy.apis.v1 import labels as wk
 from karpy.localcluster import ClusterInfo
 from tests.e2e.daemon import (
     create_deployment,
-    create_nodepool,
     deployment,
+    fresh_nodepool,
     is_ready,
     no_nodeclaims,
     no_pods,
@@ -49,14 +48,8 @@ async def test_inflate_scales_out_onto_new_kwok_nodes(
     cluster_info: ClusterInfo, api_client: client.ApiClient, namespace: str
 ) -> None:
     core = client.CoreV1Api(api_client)
-    name = f"walk-{secrets.token_hex(3)}"
-    intent = f"apps-{secrets.token_hex(3)}"
-    await create_nodepool(
-        api_client, name, labels={"intent": intent}, consolidate_after=CONSOLIDATE_AFTER
-    )
-    await create_deployment(
-        api_client, namespace, deployment("inflate", node_selector={"intent": intent})
-    )
+    name, selector = await fresh_nodepool(api_client, "walk", consolidate_after=CONSOLIDATE_AFTER)
+    await create_deployment(api_client, namespace, deployment("inflate", node_selector=selector))
 
     async def ready_claims() -> list[dict[str, Any]]:
         return [c for c in await nodeclaims(api_client, name) if is_ready(c)]
@@ -73,7 +66,7 @@ async def test_inflate_scales_out_onto_new_kwok_nodes(
         node = await core.read_node(pod.spec.node_name)
         labels = node.metadata.labels
         assert labels[wk.LABEL_NODEPOOL] == name
-        assert labels["intent"] == intent
+        assert labels["intent"] == selector["intent"]
         assert labels[wk.LABEL_INSTANCE_TYPE]
         assert labels[wk.LABEL_TOPOLOGY_ZONE]
         assert labels[wk.LABEL_CAPACITY_TYPE] in {"spot", "on-demand"}
