@@ -137,6 +137,22 @@ def _settled(kube: KubeClient, name: str) -> Callable[[], Awaitable[EC2NodeClass
     return check
 
 
+async def _settled_conditions(
+    kube: KubeClient,
+    moto: Moto,
+    cleanup: list[str],
+    nodeclass: EC2NodeClass,
+    *,
+    unset: tuple[str, ...] = (),
+) -> dict[str, tuple[str, str, str]]:
+    """Create ``nodeclass``, run the provider until it has a Ready condition, and return its
+    conditions by type."""
+    name = await _create(kube, cleanup, nodeclass)
+    async with running(kube, moto, unset=unset) as run:
+        settled = await run.until(_settled(kube, name), what="a Ready condition")
+    return _conditions(settled)
+
+
 # ------------------------------------------------------------------ NodeClass status
 
 
@@ -238,10 +254,8 @@ async def test_run_reports_bad_input_as_not_ready_naming_the_field(
     message: str,
 ) -> None:
     fields = {"role": node_role(moto), **spec}
-    name = await _create(kube, cleanup, make_nodeclass(f"bad-{secrets.token_hex(3)}", **fields))
-    async with running(kube, moto) as run:
-        nodeclass = await run.until(_settled(kube, name), what="a Ready condition")
-    conditions = _conditions(nodeclass)
+    nodeclass = make_nodeclass(f"bad-{secrets.token_hex(3)}", **fields)
+    conditions = await _settled_conditions(kube, moto, cleanup, nodeclass)
     state, got_reason, got_message = conditions[condition]
     assert (state, got_reason) == ("False", reason)
     assert message in got_message
@@ -271,12 +285,11 @@ async def test_without_a_pinned_version_aliases_resolve_for_the_apiservers_versi
     version = await kube.request("GET", "/version")
     wanted = f"{version['major']}.{version['minor'].rstrip('+')}"
     assert wanted != K8S_VERSION
-    name = await _create(
-        kube, cleanup, make_nodeclass(f"ver-{secrets.token_hex(3)}", role=node_role(moto))
+    nodeclass = make_nodeclass(f"ver-{secrets.token_hex(3)}", role=node_role(moto))
+    conditions = await _settled_conditions(
+        kube, moto, cleanup, nodeclass, unset=("kubernetes-version",)
     )
-    async with running(kube, moto, unset=("kubernetes-version",)) as run:
-        nodeclass = await run.until(_settled(kube, name), what="a Ready condition")
-    state, reason, message = _conditions(nodeclass)["AMIsReady"]
+    state, reason, message = conditions["AMIsReady"]
     assert (state, reason) == ("False", "AMINotFound")
     assert f"/eks/optimized-ami/{wanted}/" in message
 
