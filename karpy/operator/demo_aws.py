@@ -50,6 +50,8 @@ class Emulator:
     ready: Mapping[str, Any]
     stdout: asyncio.StreamReader
     running: set[str] = attrs.field(factory=set)
+    exit_code: int | None = None
+    """The emulator's exit status once it stopped (0 when it cleaned up and exited normally)."""
 
     def environment(self) -> dict[str, str]:
         """The AWS variables karpy's process needs to reach moto (fake credentials)."""
@@ -112,7 +114,8 @@ async def emulator(*, kubeconfig: Path, cluster_name: str, log: TextIO) -> Async
                 code = await process.wait()
                 msg = f"the AWS emulator exited ({code}) before it was ready; see {log.name}"
                 raise EmulatorError(msg)
-        yield Emulator(cluster_name, json.loads(line), stdout)
+        running = Emulator(cluster_name, json.loads(line), stdout)
+        yield running
     finally:
         stdin.close()
         try:
@@ -121,6 +124,7 @@ async def emulator(*, kubeconfig: Path, cluster_name: str, log: TextIO) -> Async
         except TimeoutError:
             process.kill()
             await process.wait()
+    running.exit_code = process.returncode
 
 
 def last_line(path: Path) -> str:

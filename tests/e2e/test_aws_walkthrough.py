@@ -17,20 +17,19 @@ no launch template.
 from __future__ import annotations
 
 import asyncio
-import json
 import secrets
-import sys
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import attrs
 import botocore.session
 import pytest
 from kubernetes_asyncio import client
 
 from karpy.apis.v1 import labels as wk
 from karpy.localcluster import ClusterInfo
+from karpy.operator.demo_aws import NODEPOOL_REQUIREMENTS, Emulator
+from karpy.operator.demo_aws import emulator as start_emulator
 from tests.e2e.daemon import (
     create_deployment,
     deployment,
@@ -49,75 +48,33 @@ pytestmark = [pytest.mark.usefixtures("karpy_crds"), pytest.mark.aws]
 
 CONSOLIDATE_AFTER = "5s"
 """The seed's ttlSecondsAfterEmpty is 30s; a short wait keeps the suite fast."""
-TYPES = ("m5.large", "m5.2xlarge")
-ZONES = ("us-west-2a", "us-west-2b")
-"""Seed 002's provisioner: these instance types, these zones, spot or on-demand."""
+TYPES, ZONES = (values for _, values in NODEPOOL_REQUIREMENTS)
+"""The walkthrough's NodePool: these instance types, these zones, spot or on-demand."""
 LIVE = ("pending", "running", "stopping", "stopped")
 
 
-@attrs.frozen
-class Emulator:
-    """The emulator subprocess's ready line (see karpy_aws.emulator.__main__)."""
-
-    cluster_name: str
-    ready: Mapping[str, Any]
-
-    def flags(self) -> list[str]:
-        """`karpy run` flags for the aws provider on this moto, for this cluster."""
-        settings = self.ready["providerSettings"].items()
-        return [
-            "--provider",
-            "aws",
-            "--cluster-name",
-            self.cluster_name,
-            *(arg for key, value in settings for arg in ("--provider-setting", f"{key}={value}")),
-        ]
-
-    def ec2(self) -> Any:
-        return botocore.session.get_session().create_client(
-            "ec2", region_name=self.ready["region"], endpoint_url=self.ready["endpoint"]
-        )
+def _ec2(emulator: Emulator) -> Any:
+    return botocore.session.get_session().create_client(
+        "ec2", region_name=emulator.ready["region"], endpoint_url=emulator.ready["endpoint"]
+    )
 
 
 @pytest.fixture
 async def emulator(
     cluster_info: ClusterInfo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[Emulator]:
-    """moto and the bridge for a cluster name of its own; karpy gets moto's AWS environment."""
+    """moto and the bridge for a cluster name of its own, started as `karpy demo --provider aws`
+    starts them; karpy gets moto's AWS environment."""
     name = f"aws-walk-{secrets.token_hex(3)}"
-    with (tmp_path / "emulator.log").open("w") as log:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "karpy_aws.emulator",
-            "--kubeconfig",
-            str(cluster_info.kubeconfig),
-            "--cluster-name",
-            name,
-            "--until-stdin-closes",
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=log,
-        )
-    assert process.stdin is not None
-    assert process.stdout is not None
-    try:
-        async with asyncio.timeout(60):
-            line = await process.stdout.readline()
-        assert line, f"the emulator exited: {(tmp_path / 'emulator.log').read_text()}"
-        ready = json.loads(line)
-        for key, value in ready["environment"].items():
-            monkeypatch.setenv(key, value)
-        yield Emulator(name, ready)
-    finally:
-        process.stdin.close()
-        try:
-            async with asyncio.timeout(30):
-                await process.wait()
-        except TimeoutError:
-            process.kill()
-            await process.wait()
-    assert process.returncode == 0, (tmp_path / "emulator.log").read_text()
+    log_path = tmp_path / "emulator.log"
+    with log_path.open("w") as log:
+        async with start_emulator(
+            kubeconfig=cluster_info.kubeconfig, cluster_name=name, log=log
+        ) as running:
+            for key, value in running.environment().items():
+                monkeypatch.setenv(key, value)
+            yield running
+    assert running.exit_code == 0, log_path.read_text()
 
 
 def _nodeclass(name: str, discovery: str) -> dict[str, Any]:
@@ -179,7 +136,7 @@ async def test_inflate_runs_on_moto_instances_and_leaves_nothing_behind(
     await create_deployment(
         api_client, namespace, deployment("inflate", node_selector={"intent": intent})
     )
-    ec2 = emulator.ec2()
+    ec2 = _ec2(emulator)
 
     async def instances(states: Sequence[str] = LIVE) -> list[dict[str, Any]]:
         return await _instances(ec2, emulator.cluster_name, states)
