@@ -25,8 +25,8 @@ def item(kind: ResourceKind[Any], name: str, version: str, *, namespace: str = "
 def test_synced_only_after_every_store_listed(telemetry: Telemetry) -> None:
     state = ClusterState(metrics=telemetry.metrics)
     seen = [state.synced]
-    nodes = state.register(NODES)
-    pods = state.register(PODS)
+    nodes = state.register(NODES, indexes={})
+    pods = state.register(PODS, indexes={})
     nodes.replace([item(NODES, "n1", "1")])
     state.mark_listed()
     seen.append(state.synced)
@@ -39,7 +39,7 @@ def test_synced_only_after_every_store_listed(telemetry: Telemetry) -> None:
 
 def test_replace_reports_added_modified_deleted(telemetry: Telemetry) -> None:
     state = ClusterState(metrics=telemetry.metrics)
-    store = state.register(NODES)
+    store = state.register(NODES, indexes={})
     store.replace([item(NODES, "keep", "1"), item(NODES, "change", "1"), item(NODES, "gone", "1")])
     changes = store.replace(
         [item(NODES, "keep", "1"), item(NODES, "change", "2"), item(NODES, "new", "1")]
@@ -51,7 +51,7 @@ def test_replace_reports_added_modified_deleted(telemetry: Telemetry) -> None:
 
 def test_apply_events(telemetry: Telemetry) -> None:
     state = ClusterState(metrics=telemetry.metrics)
-    store = state.register(PODS)
+    store = state.register(PODS, indexes={})
     store.apply(Event(type=EventType.ADDED, item=item(PODS, "p", "1", namespace="ns")))
     assert store.get("p", namespace="ns") == "p@1"
     assert store.get("p") is None
@@ -63,8 +63,25 @@ def test_apply_events(telemetry: Telemetry) -> None:
 
 def test_kinds_register_once_and_must_be_registered(telemetry: Telemetry) -> None:
     state = ClusterState(metrics=telemetry.metrics)
-    state.register(NODES)
+    state.register(NODES, indexes={})
     with pytest.raises(ValueError, match="already registered"):
-        state.register(NODES)
+        state.register(NODES, indexes={})
     with pytest.raises(KeyError, match="not registered"):
         state.store(PODS)
+
+
+def test_indexes_follow_replace_and_events(telemetry: Telemetry) -> None:
+    """An index finds an object under its current values only: moved and deleted objects leave."""
+    state = ClusterState(metrics=telemetry.metrics)
+    store = state.register(PODS, indexes={"node": lambda obj: (obj.split("@")[1],)})
+    store.replace([item(PODS, "a", "n1"), item(PODS, "b", "n1"), item(PODS, "c", "n2")])
+    assert sorted(store.by_index("node", "n1")) == ["a@n1", "b@n1"]
+    store.apply(Event(type=EventType.MODIFIED, item=item(PODS, "a", "n2")))
+    store.apply(Event(type=EventType.DELETED, item=item(PODS, "b", "n1")))
+    assert store.by_index("node", "n1") == []
+    assert sorted(store.by_index("node", "n2")) == ["a@n2", "c@n2"]
+    store.replace([item(PODS, "c", "n3")])
+    assert store.by_index("node", "n2") == []
+    assert store.by_index("node", "n3") == ["c@n3"]
+    with pytest.raises(KeyError, match="no index 'zone'"):
+        store.by_index("zone", "z")

@@ -1,0 +1,39 @@
+"""The secondary indexes cluster state keeps for the core kinds, and their names.
+
+Reconciles look objects up by what the cloud or the scheduler knows them by: a NodeClaim's Node by
+providerID (only the cloud knows which machine joined as which Node), a Node's pods by
+spec.nodeName. Each index is a function from an object to the values it is found under.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+from karpy.apis.kube.node import Node
+from karpy.apis.kube.pod import Pod
+from karpy.apis.v1.nodeclaim import NodeClaim
+from karpy.kube.kinds import NODECLAIMS, NODES, PODS
+
+BY_PROVIDER_ID: Final = "providerID"
+BY_NODE_NAME: Final = "nodeName"
+
+
+def _node_provider_id(node: Node) -> Iterable[str]:
+    return (node.spec.provider_id,) if node.spec.provider_id else ()
+
+
+def _nodeclaim_provider_id(claim: NodeClaim) -> Iterable[str]:
+    return (claim.status.provider_id,) if claim.status.provider_id else ()
+
+
+def _pod_node_name(pod: Pod) -> Iterable[str]:
+    return (pod.spec.node_name,) if pod.spec.node_name else ()
+
+
+DEFAULT_INDEXES: Final[Mapping[str, Mapping[str, Any]]] = {
+    NODES.kind: {BY_PROVIDER_ID: _node_provider_id},
+    NODECLAIMS.kind: {BY_PROVIDER_ID: _nodeclaim_provider_id},
+    PODS.kind: {BY_NODE_NAME: _pod_node_name},
+}
+"""Indexes by kind name; `ClusterState.register` keeps these unless told otherwise."""

@@ -1,0 +1,91 @@
+"""ClusterView: the one read path every controller, core or provider, reads the cluster through.
+
+Controllers never list from the apiserver in a reconcile: the informers already hold every object
+karpy needs, current to the last watch event. A view is read-only (it has no way to change a
+store) and cheap to hand out. A read may be a few milliseconds stale; writes stay optimistic, so a
+stale read costs one 409 Conflict and a requeue, as in controller-runtime.
+
+Lookups by name and by the secondary indexes of `karpy.state.indexes` are O(1); `objects(kind)`
+copies one store. A kind this process does not inform raises KeyError naming it, so a controller
+wired without its inputs fails loudly instead of seeing an empty cluster.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from karpy.apis.kube.node import Node
+from karpy.apis.kube.pod import Pod
+from karpy.apis.v1.nodeclaim import NodeClaim
+from karpy.apis.v1.nodepool import NodePool
+from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, NODES, PODS
+from karpy.kube.resources import ResourceKind
+from karpy.state.cluster import ClusterState
+from karpy.state.indexes import BY_NODE_NAME, BY_PROVIDER_ID
+
+T = TypeVar("T")
+
+
+class ClusterView:
+    """Read-only access to `ClusterState`: by name, by providerID, pods by node, any kind."""
+
+    def __init__(self, state: ClusterState) -> None:
+        self._state = state
+
+    @property
+    def synced(self) -> bool:
+        """True once every informed kind has been listed (Karpenter's `Synced()`)."""
+        return self._state.synced
+
+    async def wait_synced(self) -> None:
+        """Wait until `synced` is true."""
+        await self._state.wait_synced()
+
+    def informs(self, kind: ResourceKind[Any]) -> bool:
+        """Whether this process keeps `kind` in cluster state."""
+        return self._state.has(kind)
+
+    # ---------------------------------------------------------------- any kind
+
+    def get(self, kind: ResourceKind[T], name: str, *, namespace: str = "") -> T | None:
+        """One object of `kind` by name, or None when cluster state does not hold it."""
+        return self._state.store(kind).get(name, namespace=namespace)
+
+    def objects(self, kind: ResourceKind[T]) -> list[T]:
+        """Every object of `kind` (a new list; the objects are frozen)."""
+        return self._state.store(kind).objects()
+
+    # ---------------------------------------------------------------- core kinds
+
+    def node(self, name: str) -> Node | None:
+        return self._state.store(NODES).get(name)
+
+    def nodes(self) -> list[Node]:
+        return self._state.store(NODES).objects()
+
+    def nodes_with_provider_id(self, provider_id: str) -> list[Node]:
+        """Every Node whose spec.providerID is `provider_id` (normally none or one)."""
+        return self._state.store(NODES).by_index(BY_PROVIDER_ID, provider_id)
+
+    def nodeclaim(self, name: str) -> NodeClaim | None:
+        return self._state.store(NODECLAIMS).get(name)
+
+    def nodeclaims(self) -> list[NodeClaim]:
+        return self._state.store(NODECLAIMS).objects()
+
+    def nodeclaims_with_provider_id(self, provider_id: str) -> list[NodeClaim]:
+        """Every NodeClaim whose status.providerID is `provider_id` (normally none or one)."""
+        return self._state.store(NODECLAIMS).by_index(BY_PROVIDER_ID, provider_id)
+
+    def nodepool(self, name: str) -> NodePool | None:
+        return self._state.store(NODEPOOLS).get(name)
+
+    def nodepools(self) -> list[NodePool]:
+        return self._state.store(NODEPOOLS).objects()
+
+    def pods(self) -> list[Pod]:
+        return self._state.store(PODS).objects()
+
+    def pods_on(self, node_name: str) -> list[Pod]:
+        """Every Pod bound to the Node `node_name` (spec.nodeName), terminal ones included."""
+        return self._state.store(PODS).by_index(BY_NODE_NAME, node_name)
