@@ -21,6 +21,7 @@ import orjson
 from kubernetes_asyncio import client as sdk
 from kubernetes_asyncio import config as sdk_config
 
+import karpy
 from karpy.apis.codec import to_dict
 from karpy.kube.errors import KubeConfigError, KubeError, UnreachableError, from_status
 from karpy.kube.patch import MERGE_PATCH, encode_object, with_resource_version
@@ -30,6 +31,9 @@ from karpy.runtime.ratelimit import TokenBucket
 T = TypeVar("T")
 
 LIST_PAGE_SIZE: Final = 500
+
+USER_AGENT: Final = f"karpy/{karpy.__version__}"
+"""How karpy names itself to the apiserver (audit logs, apiserver metrics)."""
 """Objects per list page; the apiserver's own default chunk size for informers."""
 
 Query = Sequence[tuple[str, str]]
@@ -79,11 +83,11 @@ class KubeClient:
             where = "in-cluster config" if kubeconfig is None else f"kubeconfig {kubeconfig}"
             msg = f"{where}: {error}"
             raise KubeConfigError(msg) from error
-        return cls(
-            sdk.ApiClient(configuration=configuration),
-            request_timeout=request_timeout,
-            limiter=limiter,
-        )
+        api = sdk.ApiClient(configuration=configuration)
+        # The apiserver's audit log and metrics tell karpy's requests apart by this, as
+        # Karpenter's client identifies itself as "karpenter/<version>".
+        api.user_agent = USER_AGENT
+        return cls(api, request_timeout=request_timeout, limiter=limiter)
 
     async def close(self) -> None:
         await self.sdk_client.close()

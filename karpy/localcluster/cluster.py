@@ -22,7 +22,7 @@ from typing import Final
 import attrs
 import cattrs
 
-from karpy.localcluster import process
+from karpy.localcluster import audit, process
 from karpy.localcluster.build import Binaries, Progress, ensure_binaries, print_progress
 from karpy.localcluster.credentials import (
     mint_identities,
@@ -79,6 +79,11 @@ class ClusterInfo:
     state_dir: Path
     kubernetes_version: str = KUBERNETES_VERSION
     kwok_version: str = KWOK_VERSION
+
+    @property
+    def audit_log(self) -> Path:
+        """The apiserver's audit log of karpy's requests (`karpy.localcluster.audit`)."""
+        return self.state_dir / "logs" / "audit.log"
 
 
 @attrs.frozen
@@ -319,6 +324,10 @@ class LocalCluster:
                     "--allow-privileged=true",
                     "--endpoint-reconciler-type=none",
                     "--profiling=false",
+                    f"--audit-policy-file={audit.write_policy(self.state_dir / 'audit.yaml')}",
+                    f"--audit-log-path={info.audit_log}",
+                    "--audit-log-format=json",
+                    "--audit-log-mode=blocking",
                 ],
             ),
             component(
