@@ -3,7 +3,7 @@
 An informer is the only writer of its kind's store. It consumes `infinite_watch`, replaces the store
 on every list (turning the difference into events, so a controller hears about objects deleted
 while the watch was down) and applies each watch event. Subscribers are synchronous, non-blocking
-callbacks (`Trigger.fire`, `WorkQueue.add`, `Channel.try_send`) so a slow controller can never stall
+callbacks (`Trigger.fire`, `WorkQueue.add`) so a slow controller can never stall
 the stream (house rule 8).
 """
 
