@@ -1,1 +1,2 @@
-"""Reconcile loops: each reads ClusterState, decides with the pure core, writes via karpy.kube."""
+"""Reconcile loops: each reads cluster state through a ClusterView, decides with the pure core,
+writes via karpy.kube."""

@@ -60,6 +60,7 @@ from karpy.runtime.telemetry import Telemetry
 from karpy.state.cluster import ClusterState
 from karpy.state.informers import Informer
 from karpy.state.snapshot import SnapshotKinds
+from karpy.state.view import ClusterView
 
 T = TypeVar("T")
 
@@ -277,6 +278,8 @@ def _controllers(
     """Every controller loop, each with its dependencies passed explicitly."""
     controllers: list[Controller] = []
     by_kind = {informer.kind: informer for informer in informers}
+    # The one read path of every core controller: cluster state, never a list per reconcile.
+    view = ClusterView(state)
     if by_kind.keys() >= PROVISIONING_KINDS:
         # pod informer -> Batcher (window) -> Provisioner (snapshot, solve, create NodeClaims)
         batcher = Batcher(options.batching, signal=Trigger("provisioning-batch"))
@@ -286,7 +289,7 @@ def _controllers(
         controllers.append(
             Provisioner(
                 client,
-                state,
+                view,
                 cloudprovider=provider,
                 batcher=batcher,
                 recorder=Recorder(client, clock),
@@ -306,7 +309,7 @@ def _controllers(
             _lifecycle_and_termination(
                 options,
                 client=client,
-                state=state,
+                view=view,
                 by_kind=by_kind,
                 provider=provider,
                 telemetry=telemetry,
@@ -318,7 +321,7 @@ def _controllers(
             _disruption(
                 options,
                 client=client,
-                state=state,
+                view=view,
                 by_kind=by_kind,
                 telemetry=telemetry,
                 clock=clock,
@@ -352,7 +355,7 @@ def _lifecycle_and_termination(
     options: Options,
     *,
     client: KubeClient,
-    state: ClusterState,
+    view: ClusterView,
     by_kind: dict[str, Informer[Any]],
     provider: CloudProvider,
     telemetry: Telemetry,
@@ -364,22 +367,20 @@ def _lifecycle_and_termination(
     They are registered together: finalizing a NodeClaim waits for its Node's termination and
     terminating a Node ends with its NodeClaim's instance.
     """
-    lifecycle = LifecycleController(client, provider, clock=clock, recorder=Recorder(client, clock))
+    lifecycle = LifecycleController(
+        client, view, provider, clock=clock, recorder=Recorder(client, clock)
+    )
     termination = TerminationController(
-        client, provider, clock=clock, recorder=Recorder(client, clock)
+        client, view, provider, clock=clock, recorder=Recorder(client, clock)
     )
     lifecycle_queue = WorkQueue[str](lifecycle.name, telemetry=telemetry)
     termination_queue = WorkQueue[str](termination.name, telemetry=telemetry)
     by_kind[NODECLAIMS.kind].subscribe(lifecycle_events.nodeclaim_subscriber(lifecycle_queue.add))
-    by_kind[NODES.kind].subscribe(
-        lifecycle_events.node_subscriber(lifecycle_queue.add, state.store(NODECLAIMS))
-    )
+    by_kind[NODES.kind].subscribe(lifecycle_events.node_subscriber(lifecycle_queue.add, view))
     by_kind[NODES.kind].subscribe(termination_events.node_subscriber(termination_queue.add))
-    by_kind[PODS.kind].subscribe(
-        termination_events.pod_subscriber(termination_queue.add, state.store(NODES))
-    )
+    by_kind[PODS.kind].subscribe(termination_events.pod_subscriber(termination_queue.add, view))
     garbagecollection = GarbageCollectionController(
-        client, provider, clock=clock, telemetry=telemetry, reconcile=options.reconcile
+        client, view, provider, clock=clock, telemetry=telemetry, reconcile=options.reconcile
     )
     return [
         Runner(
@@ -406,7 +407,7 @@ def _disruption(
     options: Options,
     *,
     client: KubeClient,
-    state: ClusterState,
+    view: ClusterView,
     by_kind: dict[str, Informer[Any]],
     telemetry: Telemetry,
     clock: Clock,
@@ -417,18 +418,18 @@ def _disruption(
     pod informer -> podevents subscriber -> {podevents queue, disruption trigger}
     """
     trigger = Trigger("disruption")
-    podevents = PodEventsController(client, state.store(NODECLAIMS), clock=clock)
+    podevents = PodEventsController(client, view, clock=clock)
     podevents_queue = WorkQueue[str](podevents.name, telemetry=telemetry)
 
     def on_pod_moved(node: str) -> None:
         podevents_queue.add(node)
         trigger.fire()
 
-    by_kind[PODS.kind].subscribe(podevents_subscriber(on_pod_moved, state))
+    by_kind[PODS.kind].subscribe(podevents_subscriber(on_pod_moved, view))
     return [
         EmptinessController(
             client,
-            state,
+            view,
             clock=clock,
             recorder=Recorder(client, clock),
             telemetry=telemetry,

@@ -2,7 +2,9 @@
 
 Reconciles look objects up by what the cloud or the scheduler knows them by: a NodeClaim's Node by
 providerID (only the cloud knows which machine joined as which Node), a Node's pods by
-spec.nodeName. Each index is a function from an object to the values it is found under.
+spec.nodeName, a Node's NodeClaim by the status.nodeName registration recorded (the Node may be
+gone from cluster state by the time its last pod leaves). Each index is a function from an object
+to the values it is found under.
 """
 
 from __future__ import annotations
@@ -27,13 +29,20 @@ def _nodeclaim_provider_id(claim: NodeClaim) -> Iterable[str]:
     return (claim.status.provider_id,) if claim.status.provider_id else ()
 
 
+def _nodeclaim_node_name(claim: NodeClaim) -> Iterable[str]:
+    return (claim.status.node_name,) if claim.status.node_name else ()
+
+
 def _pod_node_name(pod: Pod) -> Iterable[str]:
     return (pod.spec.node_name,) if pod.spec.node_name else ()
 
 
 DEFAULT_INDEXES: Final[Mapping[str, Mapping[str, Any]]] = {
     NODES.kind: {BY_PROVIDER_ID: _node_provider_id},
-    NODECLAIMS.kind: {BY_PROVIDER_ID: _nodeclaim_provider_id},
+    NODECLAIMS.kind: {
+        BY_PROVIDER_ID: _nodeclaim_provider_id,
+        BY_NODE_NAME: _nodeclaim_node_name,
+    },
     PODS.kind: {BY_NODE_NAME: _pod_node_name},
 }
 """Indexes by kind name; `ClusterState.register` keeps these unless told otherwise."""

@@ -5,8 +5,9 @@ it from the API models the informers keep: Nodes with the pods bound to them, la
 that have no Node yet (in flight), NodePools as templates, DaemonSets as per-node overhead. Pods
 the provisioner wants placed are translated here too, each on its own: a pod the core cannot
 represent (a bad quantity, an unresolvable volume) becomes an `ObjectError` naming the pod and
-the field, and the rest of the batch goes on. The reading side (`read_cluster`) is synchronous,
-so it sees every store at the same instant: stores change only between awaits on the event loop.
+the field, and the rest of the batch goes on. The reading side (`read_cluster`) reads through a
+`ClusterView` and is synchronous, so it sees every store at the same instant: stores change only
+between awaits on the event loop.
 The translation side is pure.
 """
 
@@ -33,9 +34,7 @@ from karpy.core.instancetypes import InstanceType
 from karpy.core.requirements import RequirementError
 from karpy.core.snapshot import ClusterSnapshot, DaemonSet, Node, NodeName, NodePool, NodePoolName
 from karpy.core.taints import Effect, Taint
-from karpy.kube import kinds
 from karpy.kube.resources import ResourceKind
-from karpy.state.cluster import ClusterState
 from karpy.state.podview import (
     ObjectError,
     TranslationError,
@@ -43,6 +42,7 @@ from karpy.state.podview import (
     pod_view,
     resources_of,
 )
+from karpy.state.view import ClusterView
 
 T = TypeVar("T")
 
@@ -184,11 +184,11 @@ class SnapshotKinds:
     storage_classes: ResourceKind[StorageClass] | None = None
 
 
-def _objects(state: ClusterState, kind: ResourceKind[T] | None) -> list[T]:
-    return state.store(kind).objects() if kind is not None else []
+def _objects(view: ClusterView, kind: ResourceKind[T] | None) -> list[T]:
+    return view.objects(kind) if kind is not None else []
 
 
-def read_cluster(state: ClusterState, *, optional: SnapshotKinds | None = None) -> ClusterObjects:
+def read_cluster(view: ClusterView, *, optional: SnapshotKinds | None = None) -> ClusterObjects:
     """Every object a snapshot needs, read in one synchronous step (hence consistent).
 
     Nodes, Pods, NodePools and NodeClaims must be registered; the `optional` kinds are read when
@@ -197,18 +197,18 @@ def read_cluster(state: ClusterState, *, optional: SnapshotKinds | None = None) 
     extra = optional or SnapshotKinds()
     claims = {
         (c.metadata.namespace or "", c.metadata.name or ""): c
-        for c in _objects(state, extra.persistent_volume_claims)
+        for c in _objects(view, extra.persistent_volume_claims)
     }
     return ClusterObjects(
-        nodes=state.store(kinds.NODES).objects(),
-        pods=state.store(kinds.PODS).objects(),
-        nodepools=state.store(kinds.NODEPOOLS).objects(),
-        nodeclaims=state.store(kinds.NODECLAIMS).objects(),
-        daemonsets=_objects(state, extra.daemonsets),
+        nodes=view.nodes(),
+        pods=view.pods(),
+        nodepools=view.nodepools(),
+        nodeclaims=view.nodeclaims(),
+        daemonsets=_objects(view, extra.daemonsets),
         volumes=VolumeIndex(
             claims=claims,
-            volumes={v.metadata.name or "": v for v in _objects(state, extra.persistent_volumes)},
-            classes={s.metadata.name or "": s for s in _objects(state, extra.storage_classes)},
+            volumes={v.metadata.name or "": v for v in _objects(view, extra.persistent_volumes)},
+            classes={s.metadata.name or "": s for s in _objects(view, extra.storage_classes)},
         ),
     )
 

@@ -77,6 +77,10 @@ class ClusterView:
         """Every NodeClaim whose status.providerID is `provider_id` (normally none or one)."""
         return self._state.store(NODECLAIMS).by_index(BY_PROVIDER_ID, provider_id)
 
+    def nodeclaims_on(self, node_name: str) -> list[NodeClaim]:
+        """Every NodeClaim registered as the Node `node_name` (status.nodeName; normally one)."""
+        return self._state.store(NODECLAIMS).by_index(BY_NODE_NAME, node_name)
+
     def nodepool(self, name: str) -> NodePool | None:
         return self._state.store(NODEPOOLS).get(name)
 

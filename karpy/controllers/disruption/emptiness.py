@@ -2,11 +2,12 @@
 consolidateAfter, within the NodePools' disruption budgets.
 
 A loop that runs every polling period (10 s, as Karpenter's disruption controller) and whenever
-its Trigger fires, once ClusterState is synced (deciding from a partial picture could delete a
+its Trigger fires, once cluster state is synced (deciding from a partial picture could delete a
 node whose pods the informer has not shown yet). It reads NodeClaims, Nodes, pods and NodePools
-from cluster state, lets the pure core decide (karpy.core.disruption.emptiness), and deletes the
-chosen NodeClaims; the NodeClaim finalizer and Node termination then drain and remove the node.
-Only Emptiness is implemented; drift and consolidation of non-empty nodes are not.
+through a ClusterView (never from the apiserver), lets the pure core decide
+(karpy.core.disruption.emptiness), and deletes the chosen NodeClaims; the NodeClaim finalizer and
+Node termination then drain and remove the node. Only Emptiness is implemented; drift and
+consolidation of non-empty nodes are not.
 """
 
 from __future__ import annotations
@@ -23,13 +24,13 @@ from karpy.core.disruption.emptiness import Candidate, decide
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError
 from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
-from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, NODES, PODS
+from karpy.kube.kinds import NODECLAIMS
 from karpy.runtime.channels import Trigger
 from karpy.runtime.clock import Clock
 from karpy.runtime.options import ReconcileOptions
 from karpy.runtime.reconciler import Result, SingletonController, SingletonLoop
 from karpy.runtime.telemetry import Telemetry
-from karpy.state.cluster import ClusterState
+from karpy.state.view import ClusterView
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,7 @@ class EmptinessController(SingletonController):
     def __init__(
         self,
         client: KubeClient,
-        state: ClusterState,
+        view: ClusterView,
         *,
         clock: Clock,
         recorder: Recorder,
@@ -64,7 +65,7 @@ class EmptinessController(SingletonController):
             msg = f"EmptinessController: polling_period must be > 0 seconds, got {polling_period}"
             raise ValueError(msg)
         self._client = client
-        self._state = state
+        self._view = view
         self._clock = clock
         self._recorder = recorder
         self._telemetry = telemetry
@@ -83,13 +84,13 @@ class EmptinessController(SingletonController):
 
         Side effects: DisruptionTerminating events, NodeClaim deletions.
         """
-        if not self._state.synced:
+        if not self._view.synced:
             log.debug("waiting on cluster sync")
             return Result(requeue_after=NOT_SYNCED_REQUEUE)
-        claims = self._state.store(NODECLAIMS).objects()
-        nodes = self._state.store(NODES).objects()
-        pods = self._state.store(PODS).objects()
-        nodepools = self._state.store(NODEPOOLS).objects()
+        claims = self._view.nodeclaims()
+        nodes = self._view.nodes()
+        pods = self._view.pods()
+        nodepools = self._view.nodepools()
         now = self._clock.now().timestamp()
         decision = decide(
             inputs.candidates(

@@ -8,6 +8,17 @@ turned True more than the grace period ago) that the provider no longer lists an
 missing or not Ready. Deleting the NodeClaim hands it to the lifecycle finalizer, which cleans
 up the Node. A NodeClaim that is not yet Launched belongs to the lifecycle's launch timeout,
 not to this loop.
+
+NodeClaims and Nodes are read from cluster state through a `ClusterView`, not listed from the
+apiserver each pass; only the provider's instances are listed (from the cloud). A pass waits
+until cluster state is synced (before that a Node may simply not be listed yet). The view may lag
+the apiserver by a few watch events, which cannot make a live instance's NodeClaim collectable:
+the NodeClaims are read before the instances are listed, so the instance of every NodeClaim the
+view shows Launched was created before the cloud's list began, and the grace period after Launched
+still covers a provider whose list lags its own creates; a NodeClaim created or launched after
+the read waits for the next pass; one the view still shows after its deletion costs one delete
+that answers NotFound. This loop deletes NodeClaims, never instances, so an instance whose
+NodeClaim the view has not caught up with is not at risk from it.
 """
 
 from __future__ import annotations
@@ -26,11 +37,12 @@ from karpy.controllers.nodeclaim.lifecycle.conditions import get_condition
 from karpy.controllers.nodeclaim.lifecycle.nodes import node_ready
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError
-from karpy.kube.kinds import NODECLAIMS, NODES
+from karpy.kube.kinds import NODECLAIMS
 from karpy.runtime.clock import Clock
 from karpy.runtime.options import ReconcileOptions
 from karpy.runtime.reconciler import Result, SingletonController, SingletonLoop
 from karpy.runtime.telemetry import Telemetry
+from karpy.state.view import ClusterView
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +51,9 @@ PERIOD: Final = 120.0
 
 GRACE_PERIOD: Final = 10.0
 """Seconds after launch before a NodeClaim may be collected: the provider's list may lag."""
+
+NOT_SYNCED_REQUEUE: Final = 1.0
+"""Seconds before a pass that found cluster state unsynced is tried again."""
 
 PROVIDER_TIMEOUT: Final = 60.0
 """Seconds allowed for one `CloudProvider.list()` call."""
@@ -76,6 +91,7 @@ class GarbageCollectionController(SingletonController):
     def __init__(
         self,
         client: KubeClient,
+        view: ClusterView,
         cloudprovider: CloudProvider,
         *,
         clock: Clock,
@@ -94,6 +110,7 @@ class GarbageCollectionController(SingletonController):
             )
             raise ValueError(msg)
         self._client = client
+        self._view = view
         self._cloudprovider = cloudprovider
         self._telemetry = telemetry
         self._clock = clock
@@ -109,21 +126,20 @@ class GarbageCollectionController(SingletonController):
     async def reconcile_once(self) -> Result:
         """Delete every collectable NodeClaim; always comes back after the period.
 
-        The NodeClaims are listed before the instances, so a NodeClaim launched between the
-        two calls is never judged against a list that could not contain it.
+        The NodeClaims are read (from cluster state) before the instances are listed, so a
+        NodeClaim launched between the two is never judged against a list that could not
+        contain it.
         """
-        claims = (await self._client.list(NODECLAIMS)).items
+        if not self._view.synced:
+            log.debug("waiting on cluster sync")
+            return Result(requeue_after=NOT_SYNCED_REQUEUE)
+        claims = self._view.nodeclaims()
         async with asyncio.timeout(PROVIDER_TIMEOUT):
             instances = await self._cloudprovider.list()
         listed = frozenset(i.status.provider_id for i in instances if i.status.provider_id)
-        nodes = {
-            item.obj.spec.provider_id: item.obj
-            for item in (await self._client.list(NODES)).items
-            if item.obj.spec.provider_id
-        }
+        nodes = {n.spec.provider_id: n for n in self._view.nodes() if n.spec.provider_id}
         now = self._clock.now()
-        for item in claims:
-            claim = item.obj
+        for claim in claims:
             if not collectable(
                 claim, listed=listed, nodes=nodes, now=now, grace_period=self._grace_period
             ):

@@ -5,8 +5,10 @@ Informer events carry only the new object, so the subscriber remembers which pod
 running on which node: a pod newly seen bound is a bind, a known pod that finished, started
 terminating or was deleted is a removal. Pods listed before cluster state is synced are only
 remembered (the initial list is not an event on the node). Each event queues the node's name;
-the reconcile stamps the node's NodeClaim with `Clock.now()` unless the stored stamp is less than
-the dedupe window old (10 s, as Karpenter), which keeps a busy node from causing a write per pod.
+the reconcile finds the node's NodeClaim in cluster state (by status.nodeName, so it is found even
+once the Node itself is gone) and stamps it with `Clock.now()` unless the stored stamp is less
+than the dedupe window old (10 s, as Karpenter), which keeps a busy node from causing a write per
+pod.
 """
 
 from __future__ import annotations
@@ -23,9 +25,9 @@ from karpy.kube.patch import MERGE_PATCH
 from karpy.kube.watch import Event, EventType
 from karpy.runtime.clock import Clock
 from karpy.runtime.reconciler import Result
-from karpy.state.cluster import ClusterState, Store
 from karpy.state.informers import Subscriber
 from karpy.state.snapshot import is_terminal
+from karpy.state.view import ClusterView
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +43,7 @@ def _active(pod: Pod) -> bool:
     )
 
 
-def pod_subscriber(enqueue: Callable[[str], None], state: ClusterState) -> Subscriber[Pod]:
+def pod_subscriber(enqueue: Callable[[str], None], view: ClusterView) -> Subscriber[Pod]:
     """Queue the node a pod was bound to or removed from (see the module docstring)."""
     placed: dict[str, str] = {}
 
@@ -57,15 +59,15 @@ def pod_subscriber(enqueue: Callable[[str], None], state: ClusterState) -> Subsc
             placed.pop(uid, None)
             node = known or ""
             changed = known is not None
-        if changed and node and state.synced:
+        if changed and node and view.synced:
             enqueue(node)
 
     return on_event
 
 
-def nodeclaim_of(node: str, claims: Store[NodeClaim]) -> NodeClaim | None:
+def nodeclaim_of(node: str, view: ClusterView) -> NodeClaim | None:
     """The NodeClaim whose registered node is `node`."""
-    return next((c for c in claims.objects() if c.status.node_name == node), None)
+    return next(iter(view.nodeclaims_on(node)), None)
 
 
 class PodEventsController:
@@ -76,19 +78,19 @@ class PodEventsController:
     def __init__(
         self,
         client: KubeClient,
-        claims: Store[NodeClaim],
+        view: ClusterView,
         *,
         clock: Clock,
         dedupe_window: float = DEDUPE_WINDOW,
     ) -> None:
         self._client = client
-        self._claims = claims
+        self._view = view
         self._clock = clock
         self._window = dedupe_window
 
     async def reconcile(self, node: str) -> Result:
         """Side effect: one status merge patch on the node's NodeClaim, unless deduplicated."""
-        claim = nodeclaim_of(node, self._claims)
+        claim = nodeclaim_of(node, self._view)
         if claim is None or claim.metadata.deletion_timestamp is not None:
             return Result()
         now = self._clock.now()

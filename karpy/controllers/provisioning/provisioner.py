@@ -48,8 +48,8 @@ from karpy.kube.kinds import NODECLAIMS
 from karpy.runtime.options import ReconcileOptions
 from karpy.runtime.reconciler import Result, SingletonController, SingletonLoop
 from karpy.runtime.telemetry import Telemetry
-from karpy.state.cluster import ClusterState
 from karpy.state.snapshot import ClusterObjects, SnapshotKinds, build_snapshot, read_cluster
+from karpy.state.view import ClusterView
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +112,7 @@ class Provisioner(SingletonController):
     def __init__(
         self,
         client: KubeClient,
-        state: ClusterState,
+        view: ClusterView,
         *,
         cloudprovider: CloudProvider,
         batcher: Batcher,
@@ -125,7 +125,7 @@ class Provisioner(SingletonController):
         provider_timeout: float = 60.0,
     ) -> None:
         self._client = client
-        self._state = state
+        self._view = view
         self._provider = cloudprovider
         self._batcher = batcher
         self._recorder = recorder
@@ -157,13 +157,13 @@ class Provisioner(SingletonController):
         Side effects: Events on pods, NodeClaims created. Raises ProvisioningError when some
         NodeClaim could not be created (the Runner backs off; the pods are tried again).
         """
-        if not self._state.synced:
+        if not self._view.synced:
             log.debug("waiting on cluster sync")
             return Result(requeue_after=NOT_SYNCED_REQUEUE)
         tracer = self._telemetry.tracer
         with tracer.start_as_current_span("provisioning batch") as span:
             with tracer.start_as_current_span("snapshot"):
-                objects = read_cluster(self._state, optional=self._kinds)
+                objects = read_cluster(self._view, optional=self._kinds)
                 pending = self._pending(objects)
                 span.set_attribute("karpy.pods", len(pending))
                 span.set_attribute("karpy.pod_names", _span_pod_names(pending))

@@ -31,6 +31,7 @@ from karpy.runtime.options import ReconcileOptions, WatchingOptions
 from karpy.runtime.telemetry import Telemetry
 from karpy.state.cluster import ClusterState
 from karpy.state.informers import Informer
+from karpy.state.view import ClusterView
 from karpy.testing.fake_cloudprovider import TEST_NODE_CLASS
 from tests.cluster.provisioning.harness import make_nodepool
 from tests.support.waiting import eventually
@@ -147,17 +148,18 @@ async def environment(cluster_info: ClusterInfo) -> AsyncIterator[Env]:
         }
         moved: list[str] = []
         trigger = Trigger("disruption-test")
-        informers[PODS.kind].subscribe(pod_subscriber(moved.append, state))
+        view = ClusterView(state)
+        informers[PODS.kind].subscribe(pod_subscriber(moved.append, view))
         controller = EmptinessController(
             kube,
-            state,
+            view,
             clock=clock,
             recorder=Recorder(kube, clock),
             telemetry=telemetry,
             reconcile=ReconcileOptions(),
             trigger=trigger,
         )
-        podevents = PodEventsController(kube, state.store(NODECLAIMS), clock=clock)
+        podevents = PodEventsController(kube, view, clock=clock)
         async with asyncio.TaskGroup() as group:
             tasks = [group.create_task(i.run(), name=f"informer-{k}") for k, i in informers.items()]
             try:

@@ -16,6 +16,7 @@ from karpy.kube.client import KubeClient
 from karpy.kube.kinds import KWOK_NODECLASSES
 from karpy.localcluster import ClusterInfo
 from karpy.runtime.reconciler import Result
+from tests.support.clusterview import LiveView, live_view
 from tests.support.waiting import eventually
 
 KWOK_REF = NodeClassReference(group=wk.KWOK_GROUP, kind=KWOKNodeClass.KIND, name="lifecycle-kwok")
@@ -29,6 +30,13 @@ async def kube(cluster_info: ClusterInfo) -> AsyncIterator[KubeClient]:
         yield kube
     finally:
         await kube.close()
+
+
+@pytest.fixture
+async def live(kube: KubeClient) -> AsyncIterator[LiveView]:
+    """Nodes, Pods and NodeClaims in cluster state, kept by informers, as controllers read them."""
+    async with live_view(kube) as view:
+        yield view
 
 
 def make_nodeclaim(

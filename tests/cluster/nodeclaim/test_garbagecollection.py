@@ -20,6 +20,7 @@ from karpy.runtime.options import ReconcileOptions
 from karpy.runtime.telemetry import Telemetry
 from karpy.testing.fake_cloudprovider import FakeCloudProvider
 from tests.cluster.nodeclaim.conftest import make_nodeclaim
+from tests.support.clusterview import LiveView
 from tests.support.kubehttp import KubeHTTP
 
 pytestmark = pytest.mark.usefixtures("karpy_crds")
@@ -46,6 +47,7 @@ async def _launched(
 
 async def test_a_nodeclaim_whose_instance_is_gone_is_deleted_and_the_others_are_kept(
     kube: KubeClient,
+    live: LiveView,
     kube_http: KubeHTTP,
     telemetry: Telemetry,
     caplog: pytest.LogCaptureFixture,
@@ -69,6 +71,7 @@ async def test_a_nodeclaim_whose_instance_is_gone_is_deleted_and_the_others_are_
     )
     controller = GarbageCollectionController(
         kube,
+        live.view,
         provider,
         clock=clock,
         telemetry=telemetry,
@@ -76,6 +79,7 @@ async def test_a_nodeclaim_whose_instance_is_gone_is_deleted_and_the_others_are_
         grace_period=GRACE,
     )
 
+    await live.caught_up()
     result = await controller.reconcile_once()
 
     assert result.requeue_after == 120.0
@@ -96,6 +100,7 @@ async def test_a_nodeclaim_whose_instance_is_gone_is_deleted_and_the_others_are_
 
     # Past the grace period the recent one goes as well; the healthy one stays.
     clock.step(datetime.timedelta(seconds=GRACE + 1))
+    await live.caught_up()
     await controller.reconcile_once()
     assert not kube_http.exists(NODECLAIMS.object_path(recent.metadata.name or ""))
     assert kube_http.exists(NODECLAIMS.object_path(healthy.metadata.name or ""))

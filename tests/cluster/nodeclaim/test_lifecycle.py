@@ -17,6 +17,7 @@ from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.common import NodeClassReference
 from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim
 from karpy.cloudprovider import (
+    CloudProvider,
     CloudProviderError,
     CreateError,
     InsufficientCapacityError,
@@ -36,6 +37,7 @@ from karpy.testing.fake_cloudprovider import TEST_NODE_CLASS, FakeCloudProvider
 from karpy_kwok import KwokCloudProvider, KwokOptions
 from karpy_kwok.catalog import load_entries
 from tests.cluster.nodeclaim.conftest import make_nodeclaim, reconcile_until
+from tests.support.clusterview import LiveView
 from tests.support.kubehttp import KubeHTTP
 
 pytestmark = pytest.mark.usefixtures("karpy_crds")
@@ -47,6 +49,17 @@ BOOT_TAINT = Taint(key="example.com/booting", effect=TaintEffect.NO_SCHEDULE)
 
 def _status(nodeclaim: NodeClaim, kind: ConditionType) -> ConditionStatus | None:
     return next((c.status for c in nodeclaim.status.conditions if c.type == kind), None)
+
+
+class _Settled:
+    """The lifecycle controller, reading cluster state caught up with the apiserver."""
+
+    def __init__(self, live: LiveView, provider: CloudProvider, clock: FakeClock) -> None:
+        kube = live.kube
+        controller = LifecycleController(
+            kube, live.view, provider, clock=clock, recorder=Recorder(kube, clock)
+        )
+        self.reconcile = live.settled(controller.reconcile)
 
 
 async def _created(kube: KubeClient, nodeclaim: NodeClaim) -> tuple[NodeClaim, FakeClock]:
@@ -81,12 +94,14 @@ async def _remove_taint(kube: KubeClient, node_name: str, key: str) -> None:
     raise AssertionError(f"could not remove taint {key} from {node_name}")
 
 
-async def test_a_kwok_nodeclaim_launches_registers_and_initializes(kube: KubeClient) -> None:
+async def test_a_kwok_nodeclaim_launches_registers_and_initializes(
+    kube: KubeClient, live: LiveView
+) -> None:
     provider = KwokCloudProvider(kube, load_entries(), options=KwokOptions())
     _, clock = await _created(
         kube, make_nodeclaim("lc-kwok", taints=(TEAM_TAINT,), startup_taints=(BOOT_TAINT,))
     )
-    controller = LifecycleController(kube, provider, clock=clock, recorder=Recorder(kube, clock))
+    controller = _Settled(live, provider, clock)
 
     async def registered() -> bool:
         got = await kube.get(NODECLAIMS, "lc-kwok")
@@ -154,25 +169,32 @@ async def test_a_kwok_nodeclaim_launches_registers_and_initializes(kube: KubeCli
     ],
 )
 async def test_a_nodeclaim_that_cannot_launch_is_deleted(
-    kube: KubeClient, kube_http: KubeHTTP, error: CloudProviderError, reason: str, name: str
+    kube: KubeClient,
+    live: LiveView,
+    kube_http: KubeHTTP,
+    error: CloudProviderError,
+    reason: str,
+    name: str,
 ) -> None:
     provider = FakeCloudProvider()
     provider.next_create_error = error
     stored, clock = await _created(kube, make_nodeclaim(name, ref=FAKE_REF))
-    controller = LifecycleController(kube, provider, clock=clock, recorder=Recorder(kube, clock))
+    controller = _Settled(live, provider, clock)
     await reconcile_until(controller.reconcile, name, lambda: _gone(kube, name))
     assert len(provider.create_calls) == 1
     assert provider.created == {}
     assert ("Warning", reason) in kube_http.events_about(stored.metadata.uid or "")
 
 
-async def test_a_create_error_is_a_condition_then_the_launch_times_out(kube: KubeClient) -> None:
+async def test_a_create_error_is_a_condition_then_the_launch_times_out(
+    kube: KubeClient, live: LiveView
+) -> None:
     provider = FakeCloudProvider()
     provider.next_create_error = CreateError(
         "quota", condition_reason="QuotaExceeded", condition_message="vCPU quota exceeded"
     )
     _, clock = await _created(kube, make_nodeclaim("lc-timeout", ref=FAKE_REF))
-    controller = LifecycleController(kube, provider, clock=clock, recorder=Recorder(kube, clock))
+    controller = _Settled(live, provider, clock)
     await controller.reconcile("lc-timeout")  # finalizer
     await controller.reconcile("lc-timeout")  # the failed create
     claim = await kube.get(NODECLAIMS, "lc-timeout")
@@ -188,10 +210,11 @@ async def test_a_create_error_is_a_condition_then_the_launch_times_out(kube: Kub
 
 async def test_a_node_that_never_joins_times_out_and_the_instance_is_deleted(
     kube: KubeClient,
+    live: LiveView,
 ) -> None:
     provider = FakeCloudProvider()
     _, clock = await _created(kube, make_nodeclaim("lc-noreg", ref=FAKE_REF))
-    controller = LifecycleController(kube, provider, clock=clock, recorder=Recorder(kube, clock))
+    controller = _Settled(live, provider, clock)
     await controller.reconcile("lc-noreg")
     result = await controller.reconcile("lc-noreg")
     assert result.requeue_after is not None
@@ -209,10 +232,12 @@ async def test_a_node_that_never_joins_times_out_and_the_instance_is_deleted(
     assert len(provider.delete_calls) == 2
 
 
-async def test_no_launch_happens_before_the_finalizer_is_on(kube: KubeClient) -> None:
+async def test_no_launch_happens_before_the_finalizer_is_on(
+    kube: KubeClient, live: LiveView
+) -> None:
     provider = FakeCloudProvider()
     _, clock = await _created(kube, make_nodeclaim("lc-fin", ref=FAKE_REF))
-    controller = LifecycleController(kube, provider, clock=clock, recorder=Recorder(kube, clock))
+    controller = _Settled(live, provider, clock)
     await controller.reconcile("lc-fin")
     claim = await kube.get(NODECLAIMS, "lc-fin")
     assert claim.metadata.finalizers == (wk.FINALIZER_TERMINATION,)
@@ -225,13 +250,13 @@ async def test_no_launch_happens_before_the_finalizer_is_on(kube: KubeClient) ->
     "sync_taints", [pytest.param(True, id="sync"), pytest.param(False, id="do-not-sync")]
 )
 async def test_registration_takes_over_the_node_with_the_nodeclaims_provider_id(
-    kube: KubeClient, caplog: pytest.LogCaptureFixture, sync_taints: bool
+    kube: KubeClient, live: LiveView, caplog: pytest.LogCaptureFixture, sync_taints: bool
 ) -> None:
     caplog.set_level(logging.INFO, logger="karpy.controllers.nodeclaim.lifecycle")
     name = f"lc-hand-{'sync' if sync_taints else 'nosync'}"
     provider = FakeCloudProvider()
     _, clock = await _created(kube, make_nodeclaim(name, ref=FAKE_REF, taints=(TEAM_TAINT,)))
-    controller = LifecycleController(kube, provider, clock=clock, recorder=Recorder(kube, clock))
+    controller = _Settled(live, provider, clock)
     await controller.reconcile(name)
     await controller.reconcile(name)
     claim = await kube.get(NODECLAIMS, name)

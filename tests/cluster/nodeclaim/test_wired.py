@@ -28,6 +28,7 @@ from karpy.runtime.reconciler import Runner, WorkQueue
 from karpy.runtime.telemetry import Telemetry
 from karpy.state.cluster import ClusterState
 from karpy.state.informers import Informer
+from karpy.state.view import ClusterView
 from karpy_kwok import KwokCloudProvider, KwokOptions
 from karpy_kwok.catalog import load_entries
 from tests.cluster.nodeclaim.conftest import make_nodeclaim
@@ -53,8 +54,13 @@ async def test_informers_queues_and_runners_carry_a_nodeclaim_through_its_life(
         )
         for kind in (NODES, PODS, NODECLAIMS)
     }
-    lifecycle = LifecycleController(kube, provider, clock=clock, recorder=Recorder(kube, clock))
-    termination = TerminationController(kube, provider, clock=clock, recorder=Recorder(kube, clock))
+    view = ClusterView(state)
+    lifecycle = LifecycleController(
+        kube, view, provider, clock=clock, recorder=Recorder(kube, clock)
+    )
+    termination = TerminationController(
+        kube, view, provider, clock=clock, recorder=Recorder(kube, clock)
+    )
     backoff = Backoff(base=0.2, cap=2.0)
     runners = [
         Runner(
@@ -69,13 +75,9 @@ async def test_informers_queues_and_runners_carry_a_nodeclaim_through_its_life(
     ]
     lifecycle_queue, termination_queue = (runner.queue for runner in runners)
     informers[NODECLAIMS.kind].subscribe(lifecycle_events.nodeclaim_subscriber(lifecycle_queue.add))
-    informers[NODES.kind].subscribe(
-        lifecycle_events.node_subscriber(lifecycle_queue.add, state.store(NODECLAIMS))
-    )
+    informers[NODES.kind].subscribe(lifecycle_events.node_subscriber(lifecycle_queue.add, view))
     informers[NODES.kind].subscribe(termination_events.node_subscriber(termination_queue.add))
-    informers[PODS.kind].subscribe(
-        termination_events.pod_subscriber(termination_queue.add, state.store(NODES))
-    )
+    informers[PODS.kind].subscribe(termination_events.pod_subscriber(termination_queue.add, view))
 
     async def ready() -> bool:
         claim = await kube.get(NODECLAIMS, "wired")

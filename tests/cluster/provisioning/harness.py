@@ -47,6 +47,7 @@ from karpy.runtime.options import BatchingOptions, ReconcileOptions, WatchingOpt
 from karpy.runtime.telemetry import Telemetry
 from karpy.state.cluster import ClusterState
 from karpy.state.informers import Informer
+from karpy.state.view import ClusterView
 from karpy.testing.fake_cloudprovider import TEST_NODE_CLASS, FakeCloudProvider
 from tests.support.waiting import eventually
 
@@ -168,7 +169,7 @@ async def provisioning(
         provider = FakeCloudProvider()
         provisioner = Provisioner(
             kube,
-            state,
+            ClusterView(state),
             cloudprovider=provider,
             batcher=batcher,
             recorder=Recorder(kube, SystemClock()),

@@ -11,7 +11,9 @@ from karpy.apis.v1alpha1.kwoknodeclass import KWOKNodeClass
 from karpy.kube.client import KubeClient
 from karpy.kube.kinds import KWOK_NODECLASSES
 from karpy.localcluster import ClusterInfo
-from tests.cluster.nodeclaim.conftest import KWOK_REF
+from tests.cluster.nodeclaim.conftest import KWOK_REF, live
+
+__all__ = ["kube", "live"]
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
+from collections.abc import Awaitable, Callable
 
 import attrs
 import pytest
@@ -24,26 +25,36 @@ from karpy.kube.errors import NotFoundError
 from karpy.kube.events import Recorder
 from karpy.kube.kinds import NODECLAIMS, NODES, PODS
 from karpy.runtime.clock import FakeClock
+from karpy.runtime.reconciler import Result
 from karpy_kwok import KwokCloudProvider, KwokOptions
 from karpy_kwok.catalog import load_entries
 from tests.cluster.nodeclaim.conftest import make_nodeclaim, reconcile_until
+from tests.support.clusterview import LiveView
 from tests.support.kubehttp import KubeHTTP
 
 pytestmark = pytest.mark.usefixtures("karpy_crds")
 
 
 @attrs.frozen
+class Reconciles:
+    """A controller's reconcile, run once cluster state has caught up with the apiserver."""
+
+    reconcile: Callable[[str], Awaitable[Result]]
+
+
+@attrs.frozen
 class Harness:
     kube: KubeClient
     clock: FakeClock
-    lifecycle: LifecycleController
-    termination: TerminationController
+    lifecycle: Reconciles
+    termination: Reconciles
 
 
 async def _registered_node(
-    kube: KubeClient, name: str, *, termination_grace_period: str | None = None
+    live: LiveView, name: str, *, termination_grace_period: str | None = None
 ) -> Harness:
     """A NodeClaim taken through the lifecycle to a Registered kwok Node named `name`."""
+    kube, view = live.kube, live.view
     provider = KwokCloudProvider(kube, load_entries(), options=KwokOptions())
     stored = await kube.create(
         NODECLAIMS, make_nodeclaim(name, termination_grace_period=termination_grace_period)
@@ -53,8 +64,20 @@ async def _registered_node(
     harness = Harness(
         kube,
         clock,
-        LifecycleController(kube, provider, clock=clock, recorder=Recorder(kube, clock)),
-        TerminationController(kube, provider, clock=clock, recorder=Recorder(kube, clock)),
+        Reconciles(
+            live.settled(
+                LifecycleController(
+                    kube, view, provider, clock=clock, recorder=Recorder(kube, clock)
+                ).reconcile
+            )
+        ),
+        Reconciles(
+            live.settled(
+                TerminationController(
+                    kube, view, provider, clock=clock, recorder=Recorder(kube, clock)
+                ).reconcile
+            )
+        ),
     )
 
     async def registered() -> bool:
@@ -104,10 +127,14 @@ async def _nodeclaim_absent(kube: KubeClient, name: str) -> bool:
 
 
 async def test_a_pdb_allowing_no_disruption_holds_the_node_until_it_allows_one(
-    kube: KubeClient, kube_http: KubeHTTP, namespace: str, caplog: pytest.LogCaptureFixture
+    kube: KubeClient,
+    live: LiveView,
+    kube_http: KubeHTTP,
+    namespace: str,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="karpy.controllers.node.termination")
-    h = await _registered_node(kube, "tm-pdb")
+    h = await _registered_node(live, "tm-pdb")
     guarded = await _run_pod(kube, namespace, "guarded", "tm-pdb")
     pdb_path = f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets"
     kube_http.request(
@@ -157,9 +184,9 @@ async def test_a_pdb_allowing_no_disruption_holds_the_node_until_it_allows_one(
 
 
 async def test_a_do_not_disrupt_pod_holds_the_node_until_the_grace_period_ends(
-    kube: KubeClient, namespace: str
+    kube: KubeClient, live: LiveView, namespace: str
 ) -> None:
-    h = await _registered_node(kube, "tm-dnd", termination_grace_period="2m")
+    h = await _registered_node(live, "tm-dnd", termination_grace_period="2m")
     await _run_pod(
         kube, namespace, "precious", "tm-dnd", annotations={wk.ANNOTATION_DO_NOT_DISRUPT: "true"}
     )
@@ -192,8 +219,10 @@ async def test_a_do_not_disrupt_pod_holds_the_node_until_the_grace_period_ends(
     )
 
 
-async def test_deleting_a_nodeclaim_removes_its_node_and_instance(kube: KubeClient) -> None:
-    h = await _registered_node(kube, "tm-claim")
+async def test_deleting_a_nodeclaim_removes_its_node_and_instance(
+    kube: KubeClient, live: LiveView
+) -> None:
+    h = await _registered_node(live, "tm-claim")
     await kube.delete(NODECLAIMS, "tm-claim")
 
     async def both_gone() -> bool:

@@ -32,6 +32,7 @@ from karpy.state.snapshot import (
     nodepool_template,
     read_cluster,
 )
+from karpy.state.view import ClusterView
 from karpy.testing.instancetypes import make_instance_types
 from tests.unit.apis.strategies import models
 from tests.unit.state.support import apps_nodepool, inflate, node, pod
@@ -224,7 +225,7 @@ def test_read_cluster_reads_every_registered_store(telemetry: Telemetry) -> None
     stores["Node"].replace([_item("Node", "n1", node("n1"))])
     for store in stores.values():
         store.listed.set()
-    objects = read_cluster(state)
+    objects = read_cluster(ClusterView(state))
     assert [p.metadata.name for p in objects.nodepools] == ["apps"]
     assert [n.metadata.name for n in objects.nodes] == ["n1"]
     assert objects.pods == []
@@ -246,10 +247,14 @@ def test_read_cluster_reads_optional_kinds_when_given(telemetry: Telemetry) -> N
     claim = from_dict(PersistentVolumeClaim, {"metadata": {"name": "data", "namespace": "db"}})
     ref = ObjectRef(kind=pvcs.kind, namespace="db", name="data", uid="c", resource_version="1")
     state.register(pvcs).replace([Item(ref=ref, obj=claim)])
-    objects = read_cluster(state, optional=SnapshotKinds(persistent_volume_claims=pvcs))
+    objects = read_cluster(
+        ClusterView(state), optional=SnapshotKinds(persistent_volume_claims=pvcs)
+    )
     assert objects.volumes.claims == {("db", "data"): claim}
     with pytest.raises(KeyError, match="DaemonSet"):
-        read_cluster(state, optional=SnapshotKinds(daemonsets=_unregistered_daemonsets()))
+        read_cluster(
+            ClusterView(state), optional=SnapshotKinds(daemonsets=_unregistered_daemonsets())
+        )
 
 
 def _unregistered_daemonsets() -> ResourceKind[DaemonSet]:

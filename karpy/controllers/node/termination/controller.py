@@ -10,6 +10,13 @@ Registering it: a Runner keyed by Node name, `reconcile=controller.reconcile`, f
 ADDED/MODIFIED events (the Node's name; only Nodes being deleted with the finalizer do anything)
 and by Pod MODIFIED/DELETED events (the pod's spec.nodeName) so a drain moves on as pods leave.
 The controller requeues itself while it waits, so pod events only make it faster.
+
+The Node, its NodeClaim (by providerID) and its pods (by spec.nodeName) are read from cluster
+state through a `ClusterView`, never listed from the apiserver: at thousands of Nodes a list per
+reconcile is quadratic traffic. A Node missing from the view is done (as NotFound was). The
+view may be a watch event behind: the taint and finalizer patches carry the resourceVersion read,
+so a stale read costs a 409 Conflict and a requeue; a pod the view still shows after it left is
+evicted again and answers NotFound; deleting an already deleted NodeClaim answers NotFound too.
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ from karpy.runtime.backoff import Backoff
 from karpy.runtime.clock import Clock
 from karpy.runtime.logging import bind
 from karpy.runtime.reconciler import Result
+from karpy.state.view import ClusterView
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +67,8 @@ class TerminationController:
     """Drain, terminate the instance, release the Node (module docstring).
 
     Args:
-        kube: the apiserver client (Nodes, Pods, NodeClaims, evictions).
+        kube: the apiserver client (writes to Nodes, Pods, NodeClaims; evictions).
+        view: cluster state, where the Node, its NodeClaim and its pods are read.
         cloud_provider: terminates the instance behind the Node.
         clock: wall clock; the terminationGracePeriod deadline is measured on it.
         recorder: publishes Evicted, FailedDraining and TerminationGracePeriodExpiring events.
@@ -71,6 +80,7 @@ class TerminationController:
     def __init__(
         self,
         kube: KubeClient,
+        view: ClusterView,
         cloud_provider: CloudProvider,
         *,
         clock: Clock,
@@ -78,6 +88,7 @@ class TerminationController:
         eviction_backoff: Backoff = EVICTION_BACKOFF,
     ) -> None:
         self._kube = kube
+        self._view = view
         self._recorder = recorder
         self._cloud = cloud_provider
         self._clock = clock
@@ -85,10 +96,14 @@ class TerminationController:
         self._evictors: dict[str, Evictor] = {}
 
     async def reconcile(self, name: str) -> Result:
-        """Reconcile the Node called `name`. NotFound is done; a conflict requeues."""
+        """Reconcile the Node called `name`. Gone (from cluster state, or NotFound on a write)
+        is done; a conflict requeues."""
         with bind(controller=self.name, node=name):
+            node = self._view.node(name)
+            if node is None:
+                self._evictors.pop(name, None)
+                return Result()
             try:
-                node = await self._kube.get(NODES, name)
                 if (
                     node.metadata.deletion_timestamp is None
                     or wk.FINALIZER_TERMINATION not in node.metadata.finalizers
@@ -104,13 +119,13 @@ class TerminationController:
     async def _finalize(self, node: Node) -> Result:
         name = node.metadata.name or ""
         node = await self._taint(node)
-        nodeclaim = await self._nodeclaim_of(node)
+        nodeclaim = self._nodeclaim_of(node)
         if nodeclaim is not None and nodeclaim.metadata.deletion_timestamp is None:
             try:
                 await self._kube.delete(NODECLAIMS, nodeclaim.metadata.name or "")
             except NotFoundError:
                 nodeclaim = None
-        pods = [p for p in await self._pods_on(name) if needs_drain(p)]
+        pods = [p for p in self._view.pods_on(name) if needs_drain(p)]
         if pods:
             return await self._drain(node, nodeclaim, pods)
         if not await self._instance_terminated(node, nodeclaim):
@@ -227,16 +242,11 @@ class TerminationController:
             and instance.status.node_name == node.metadata.name
         )
 
-    async def _nodeclaim_of(self, node: Node) -> NodeClaim | None:
+    def _nodeclaim_of(self, node: Node) -> NodeClaim | None:
         provider_id = node.spec.provider_id
         if not provider_id:
             return None
-        listed = await self._kube.list(NODECLAIMS)
-        return next((i.obj for i in listed.items if i.obj.status.provider_id == provider_id), None)
-
-    async def _pods_on(self, node_name: str) -> list[Pod]:
-        listed = await self._kube.list(PODS, field_selector=f"spec.nodeName={node_name}")
-        return [i.obj for i in listed.items if i.obj.spec.node_name == node_name]
+        return next(iter(self._view.nodeclaims_with_provider_id(provider_id)), None)
 
 
 def _involved_node(node: Node) -> InvolvedObject:

@@ -14,8 +14,8 @@ from karpy.apis.kube.node import Node
 from karpy.apis.kube.pod import Pod
 from karpy.apis.v1 import labels as wk
 from karpy.kube.watch import Event, EventType
-from karpy.state.cluster import Store
 from karpy.state.informers import Subscriber
+from karpy.state.view import ClusterView
 
 
 def terminating(node: Node) -> bool:
@@ -36,7 +36,7 @@ def node_subscriber(enqueue: Callable[[str], None]) -> Subscriber[Node]:
     return on_event
 
 
-def pod_subscriber(enqueue: Callable[[str], None], nodes: Store[Node]) -> Subscriber[Pod]:
+def pod_subscriber(enqueue: Callable[[str], None], view: ClusterView) -> Subscriber[Pod]:
     """Queue the draining Node a pod changed or disappeared on."""
 
     def on_event(event: Event[Pod]) -> None:
@@ -45,7 +45,7 @@ def pod_subscriber(enqueue: Callable[[str], None], nodes: Store[Node]) -> Subscr
         node_name = event.item.obj.spec.node_name
         if not node_name:
             return
-        node = nodes.get(node_name)
+        node = view.node(node_name)
         if node is not None and terminating(node):
             enqueue(node_name)
 

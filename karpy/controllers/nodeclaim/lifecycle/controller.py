@@ -10,6 +10,15 @@ NodeClaim ADDED/MODIFIED events (the NodeClaim's name) and by Node ADDED/MODIFIE
 (the name of the NodeClaim whose status.providerID equals the Node's spec.providerID; for a Node
 not yet linked, its providerID's NodeClaim). Conflicts and NotFound are handled here; the Runner's
 per-key backoff handles every other error.
+
+Reads come from cluster state through a `ClusterView`, never from the apiserver: a NodeClaim
+missing from it is done (as NotFound was), and its Node is found by providerID in an index. The
+view may be a watch event behind the apiserver, so every write that could clobber a newer
+version carries the resourceVersion read: a stale read costs one 409 Conflict and a requeue, and
+the watch event that brings the newer version queues the NodeClaim again at once. After a write
+of its own the controller does not requeue itself either; that write's MODIFIED event does, when
+the view holds it. A create result stays remembered until a read shows the NodeClaim Launched, so
+a reconcile that reads the NodeClaim from before its status write never launches twice.
 """
 
 from __future__ import annotations
@@ -25,7 +34,6 @@ from karpy.controllers.nodeclaim.deadline import termination_deadline
 from karpy.controllers.nodeclaim.lifecycle.conditions import with_ready
 from karpy.controllers.nodeclaim.lifecycle.initialization import Initialization
 from karpy.controllers.nodeclaim.lifecycle.launch import LAUNCH_TIMEOUT, Launch
-from karpy.controllers.nodeclaim.lifecycle.nodes import nodes_with_provider_id
 from karpy.controllers.nodeclaim.lifecycle.outcome import Outcome
 from karpy.controllers.nodeclaim.lifecycle.registration import REGISTRATION_TIMEOUT, Registration
 from karpy.kube.client import KubeClient
@@ -35,6 +43,7 @@ from karpy.kube.kinds import NODECLAIMS, NODES
 from karpy.runtime.clock import Clock
 from karpy.runtime.logging import bind
 from karpy.runtime.reconciler import Result
+from karpy.state.view import ClusterView
 
 __all__ = ["LAUNCH_TIMEOUT", "REGISTRATION_TIMEOUT", "LifecycleController"]
 
@@ -51,7 +60,8 @@ class LifecycleController:
     """Launch → registration → initialization; finalization on deletion.
 
     Args:
-        kube: the apiserver client (NodeClaims and Nodes are read and written).
+        kube: the apiserver client (NodeClaims and Nodes are written).
+        view: cluster state, where NodeClaims and their Nodes are read.
         cloud_provider: launches and terminates instances (wrap it in `instrumented` for spans).
         clock: wall clock for condition stamps and the launch/registration timeouts.
         recorder: publishes the InsufficientCapacityError and NodeClassNotReady events.
@@ -62,28 +72,33 @@ class LifecycleController:
     def __init__(
         self,
         kube: KubeClient,
+        view: ClusterView,
         cloud_provider: CloudProvider,
         *,
         clock: Clock,
         recorder: Recorder,
     ) -> None:
         self._kube = kube
+        self._view = view
         self._cloud = cloud_provider
         self._clock = clock
-        # Create results not yet persisted, by NodeClaim uid: a lost status write must not make
-        # the next reconcile launch a second instance.
+        # Create results not yet seen persisted, by NodeClaim uid: a lost status write, or a read
+        # from before it, must not make the next reconcile launch a second instance.
         self._launched: dict[str, NodeClaim] = {}
         self._steps = (
             Launch(kube, cloud_provider, clock=clock, recorder=recorder, launched=self._launched),
-            Registration(kube, clock=clock),
-            Initialization(kube, clock=clock),
+            Registration(kube, view, clock=clock),
+            Initialization(kube, view, clock=clock),
         )
 
     async def reconcile(self, name: str) -> Result:
-        """Reconcile the NodeClaim called `name`. NotFound is done; a conflict requeues."""
+        """Reconcile the NodeClaim called `name`. Gone (from cluster state, or NotFound on a
+        write) is done; a conflict requeues."""
         with bind(controller=self.name, nodeclaim=name):
+            nodeclaim = self._view.nodeclaim(name)
+            if nodeclaim is None:
+                return Result()
             try:
-                nodeclaim = await self._kube.get(NODECLAIMS, name)
                 if nodeclaim.metadata.deletion_timestamp is not None:
                     return await self._finalize(nodeclaim)
                 return await self._advance(nodeclaim)
@@ -100,7 +115,8 @@ class LifecycleController:
             await self._kube.merge_patch(
                 NODECLAIMS, name, patch, resource_version=nodeclaim.metadata.resource_version
             )
-            return Result(requeue_after=0)
+            # The patch's MODIFIED event queues the NodeClaim again once the view holds it.
+            return Result()
         outcome = Outcome(nodeclaim)
         result = Result()
         for step in self._steps:
@@ -135,8 +151,6 @@ class LifecycleController:
             await self._kube.patch_status(
                 NODECLAIMS, name, working.status, resource_version=version
             )
-        if working.status.provider_id:
-            self._launched.pop(working.metadata.uid or "", None)
 
     async def _finalize(self, nodeclaim: NodeClaim) -> Result:
         """Delete the Node, then the instance (until the provider says it is gone), then let the
@@ -153,12 +167,13 @@ class LifecycleController:
                 {"metadata": {"annotations": {annotation: format_time(deadline)}}},
                 resource_version=nodeclaim.metadata.resource_version,
             )
-            return Result(requeue_after=0)
+            # The patch's MODIFIED event queues the NodeClaim again once the view holds it.
+            return Result()
         cached = self._launched.get(nodeclaim.metadata.uid or "")
         target = nodeclaim if nodeclaim.status.provider_id or cached is None else cached
         provider_id = target.status.provider_id
         if provider_id:
-            nodes = await nodes_with_provider_id(self._kube, provider_id)
+            nodes = self._view.nodes_with_provider_id(provider_id)
             if nodes:
                 for node in nodes:
                     if node.metadata.deletion_timestamp is None:

@@ -5,6 +5,10 @@ is Ready, none of the NodeClaim's startup taints nor the ephemeral boot taints (
 unreachable, cloud-provider uninitialized, unregistered) remain, and every extended resource the
 NodeClaim asked for (GPUs, ...) shows up in the Node's allocatable. Until then the scheduler must
 not count on the Node's capacity for disruption decisions.
+
+The Node is read from cluster state; every change to it (Ready, a taint removed, allocatable
+updated) queues this NodeClaim again through the lifecycle's node subscriber, so the step never
+polls the apiserver while it waits.
 """
 
 from __future__ import annotations
@@ -21,10 +25,10 @@ from karpy.controllers.nodeclaim.lifecycle.fields import log_fields
 from karpy.controllers.nodeclaim.lifecycle.nodes import node_ready
 from karpy.controllers.nodeclaim.lifecycle.outcome import Outcome
 from karpy.kube.client import KubeClient
-from karpy.kube.errors import NotFoundError
 from karpy.kube.kinds import NODES
 from karpy.runtime.clock import Clock
 from karpy.runtime.reconciler import Result
+from karpy.state.view import ClusterView
 
 log = logging.getLogger(__name__)
 
@@ -37,8 +41,9 @@ ZERO_QUANTITIES: Final = frozenset({"", "0", "0m", "0k", "0Ki", "0M", "0Mi", "0G
 class Initialization:
     """The initialization step (see the module docstring)."""
 
-    def __init__(self, kube: KubeClient, *, clock: Clock) -> None:
+    def __init__(self, kube: KubeClient, view: ClusterView, *, clock: Clock) -> None:
         self._kube = kube
+        self._view = view
         self._clock = clock
 
     async def reconcile(self, nodeclaim: NodeClaim) -> Outcome:
@@ -48,9 +53,10 @@ class Initialization:
             return Outcome(nodeclaim)
         now = self._clock.now()
         name = nodeclaim.status.node_name or ""
-        try:
-            node = await self._kube.get(NODES, name)
-        except NotFoundError:
+        node = self._view.node(name)
+        if node is None:
+            # Not in cluster state (yet, or any more): its next event queues this NodeClaim; the
+            # requeue with backoff covers a Node that is gone for good.
             return Outcome(nodeclaim, stop=Result(requeue=True))
         waiting = initialization_blocker(nodeclaim, node)
         if waiting is not None:

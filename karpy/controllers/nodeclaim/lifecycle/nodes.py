@@ -1,15 +1,14 @@
-"""Finding the Node that belongs to a NodeClaim: the one whose spec.providerID is the NodeClaim's.
+"""Whether a NodeClaim's Node is Ready.
 
-Registration, initialization and finalization all need it; the match is by providerID, never by
-name, because only the cloud knows which machine joined as which Node.
+Registration, initialization and finalization find a NodeClaim's Node in cluster state by
+providerID (`ClusterView.nodes_with_provider_id`), never by name, because only the cloud knows
+which machine joined as which Node; garbage collection asks whether it is Ready.
 """
 
 from __future__ import annotations
 
 from karpy.apis.kube.node import Node
 from karpy.apis.meta import ConditionStatus
-from karpy.kube.client import KubeClient
-from karpy.kube.kinds import NODES
 
 
 def node_ready(node: Node) -> bool:
@@ -17,12 +16,3 @@ def node_ready(node: Node) -> bool:
     return any(
         c.type == "Ready" and c.status is ConditionStatus.TRUE for c in node.status.conditions
     )
-
-
-async def nodes_with_provider_id(kube: KubeClient, provider_id: str) -> tuple[Node, ...]:
-    """Every Node whose spec.providerID is `provider_id` (normally none or one).
-
-    Side effect: one list of all Nodes.
-    """
-    listed = await kube.list(NODES)
-    return tuple(item.obj for item in listed.items if item.obj.spec.provider_id == provider_id)

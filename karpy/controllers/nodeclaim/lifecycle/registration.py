@@ -6,6 +6,10 @@ it, the karpenter.sh/termination finalizer is added so the Node is drained befor
 karpenter.sh/unregistered:NoExecute taint is lifted and karpenter.sh/registered=true is set; the
 NodeClaim records the Node's name and becomes Registered. A NodeClaim whose Node has not joined
 fifteen minutes after it was Launched is deleted (Karpenter's registration TTL).
+
+The Node is looked up in cluster state by providerID. While it has not joined, the step waits
+without polling the apiserver: the Node's ADDED event queues this NodeClaim (the lifecycle's node
+subscriber), and a bounded recheck keeps the registration timeout honest.
 """
 
 from __future__ import annotations
@@ -25,13 +29,13 @@ from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim
 from karpy.controllers.nodeclaim.lifecycle.conditions import get_condition, is_true, set_condition
 from karpy.controllers.nodeclaim.lifecycle.fields import log_fields
-from karpy.controllers.nodeclaim.lifecycle.nodes import nodes_with_provider_id
 from karpy.controllers.nodeclaim.lifecycle.outcome import Outcome
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError
 from karpy.kube.kinds import NODECLAIMS, NODES
 from karpy.runtime.clock import Clock
 from karpy.runtime.reconciler import Result
+from karpy.state.view import ClusterView
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +49,9 @@ RECHECK_SECONDS: Final = 60.0
 class Registration:
     """The registration step (see the module docstring)."""
 
-    def __init__(self, kube: KubeClient, *, clock: Clock) -> None:
+    def __init__(self, kube: KubeClient, view: ClusterView, *, clock: Clock) -> None:
         self._kube = kube
+        self._view = view
         self._clock = clock
 
     async def reconcile(self, nodeclaim: NodeClaim) -> Outcome:
@@ -56,7 +61,7 @@ class Registration:
             return Outcome(nodeclaim)
         now = self._clock.now()
         provider_id = nodeclaim.status.provider_id or ""
-        nodes = await nodes_with_provider_id(self._kube, provider_id)
+        nodes = self._view.nodes_with_provider_id(provider_id) if provider_id else []
         if len(nodes) > 1:
             names = sorted(n.metadata.name or "" for n in nodes)
             msg = (

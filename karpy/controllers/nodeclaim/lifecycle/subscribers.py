@@ -13,8 +13,8 @@ from collections.abc import Callable
 from karpy.apis.kube.node import Node
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.kube.watch import Event, EventType
-from karpy.state.cluster import Store
 from karpy.state.informers import Subscriber
+from karpy.state.view import ClusterView
 
 
 def nodeclaim_subscriber(enqueue: Callable[[str], None]) -> Subscriber[NodeClaim]:
@@ -27,17 +27,16 @@ def nodeclaim_subscriber(enqueue: Callable[[str], None]) -> Subscriber[NodeClaim
     return on_event
 
 
-def node_subscriber(
-    enqueue: Callable[[str], None], nodeclaims: Store[NodeClaim]
-) -> Subscriber[Node]:
-    """Queue the NodeClaim(s) whose status.providerID is the changed Node's spec.providerID."""
+def node_subscriber(enqueue: Callable[[str], None], view: ClusterView) -> Subscriber[Node]:
+    """Queue the NodeClaim(s) whose status.providerID is the changed Node's spec.providerID
+    (an index lookup, not a scan: Nodes change with every heartbeat)."""
 
     def on_event(event: Event[Node]) -> None:
         provider_id = event.item.obj.spec.provider_id
         if not provider_id:
             return
-        for nodeclaim in nodeclaims.objects():
-            if nodeclaim.status.provider_id == provider_id and nodeclaim.metadata.name:
+        for nodeclaim in view.nodeclaims_with_provider_id(provider_id):
+            if nodeclaim.metadata.name:
                 enqueue(nodeclaim.metadata.name)
 
     return on_event

@@ -25,6 +25,7 @@ from karpy.kube.resources import Item, ObjectRef
 from karpy.kube.watch import Event, EventType
 from karpy.runtime.telemetry import Telemetry
 from karpy.state.cluster import ClusterState
+from karpy.state.view import ClusterView
 from tests.cluster.provisioning.harness import make_nodepool
 
 WHEN = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
@@ -161,7 +162,7 @@ def _event(kind: EventType, pod: Pod) -> Event[Pod]:
 
 def test_pod_subscriber_queues_binds_and_removals_once_synced(state: ClusterState) -> None:
     queued: list[str] = []
-    on_event = pod_subscriber(queued.append, state)
+    on_event = pod_subscriber(queued.append, ClusterView(state))
     on_event(_event(EventType.ADDED, _pod("listed", "n0")))
     assert queued == []  # the initial list is remembered, not an event on the node
     state.store(PODS).replace([])

@@ -22,6 +22,7 @@ from karpy.kube.resources import Item, ObjectRef
 from karpy.kube.watch import Event, EventType
 from karpy.runtime.telemetry import Telemetry
 from karpy.state.cluster import ClusterState
+from karpy.state.view import ClusterView
 
 WHEN = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 
@@ -81,7 +82,7 @@ def test_a_node_queues_the_nodeclaim_with_its_provider_id(state: ClusterState) -
     claims.apply(_event(EventType.ADDED, _claim("b", "p://2"), "b"))
     claims.apply(_event(EventType.ADDED, _claim("c", None), "c"))
     queued: list[str] = []
-    on_event = lifecycle.node_subscriber(queued.append, claims)
+    on_event = lifecycle.node_subscriber(queued.append, ClusterView(state))
     on_event(_event(EventType.MODIFIED, _node("n2", "p://2"), "n2"))
     on_event(_event(EventType.DELETED, _node("n1", "p://1"), "n1"))
     on_event(_event(EventType.ADDED, _node("n9", "p://9"), "n9"))
@@ -106,7 +107,7 @@ def test_a_pod_leaving_a_draining_node_queues_that_node(state: ClusterState) -> 
     nodes.apply(_event(EventType.ADDED, _node("going", "p://1", deleting=True), "going"))
     nodes.apply(_event(EventType.ADDED, _node("live", "p://2"), "live"))
     queued: list[str] = []
-    on_event = termination.pod_subscriber(queued.append, nodes)
+    on_event = termination.pod_subscriber(queued.append, ClusterView(state))
 
     def pod(node: str) -> Pod:
         return Pod(metadata=ObjectMeta(name="p", namespace="ns"), spec=PodSpec(node_name=node))

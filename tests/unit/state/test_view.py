@@ -1,0 +1,154 @@
+"""ClusterView: the read path controllers use, over stores filled as informers fill them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from karpy.apis.codec import from_dict
+from karpy.apis.kube.node import Node
+from karpy.apis.v1.nodeclaim import NodeClaim
+from karpy.kube import kinds
+from karpy.kube.resources import Item, ObjectRef
+from karpy.kube.watch import Event, EventType
+from karpy.runtime.telemetry import Telemetry
+from karpy.state.cluster import ClusterState
+from karpy.state.view import ClusterView
+from tests.unit.state.support import apps_nodepool, pod
+
+
+def _item(obj: Any, kind: str, *, version: str = "1") -> Item[Any]:
+    meta = obj.metadata
+    ref = ObjectRef(
+        kind=kind,
+        namespace=meta.namespace or "",
+        name=meta.name or "",
+        uid=f"uid-{meta.name}",
+        resource_version=version,
+    )
+    return Item(ref=ref, obj=obj)
+
+
+def _node(name: str, provider_id: str) -> Node:
+    return from_dict(Node, {"metadata": {"name": name}, "spec": {"providerID": provider_id}})
+
+
+def _claim(name: str, provider_id: str = "", node_name: str = "") -> NodeClaim:
+    status: dict[str, Any] = {}
+    if provider_id:
+        status["providerID"] = provider_id
+    if node_name:
+        status["nodeName"] = node_name
+    return from_dict(
+        NodeClaim,
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "requirements": [],
+                "nodeClassRef": {
+                    "group": "karpenter.kwok.sh",
+                    "kind": "KWOKNodeClass",
+                    "name": "x",
+                },
+            },
+            "status": status,
+        },
+    )
+
+
+@pytest.fixture
+def state(telemetry: Telemetry) -> ClusterState:
+    state = ClusterState(metrics=telemetry.metrics)
+    state.register(kinds.NODES).replace(
+        [_item(_node("n1", "kwok://n1"), "Node"), _item(_node("n2", "kwok://n2"), "Node")]
+    )
+    state.register(kinds.NODECLAIMS).replace(
+        [
+            _item(_claim("c1", "kwok://n1", "n1"), "NodeClaim"),
+            _item(_claim("c2", "kwok://n2"), "NodeClaim"),
+            _item(_claim("c3"), "NodeClaim"),
+        ]
+    )
+    state.register(kinds.PODS).replace(
+        [
+            _item(pod("a", {"containers": [], "nodeName": "n1"}), "Pod"),
+            _item(pod("b", {"containers": [], "nodeName": "n1"}), "Pod"),
+            _item(pod("c", {"containers": [], "nodeName": "n2"}), "Pod"),
+            _item(pod("pending"), "Pod"),
+        ]
+    )
+    state.register(kinds.NODEPOOLS).replace([_item(apps_nodepool(), "NodePool")])
+    state.mark_listed()
+    return state
+
+
+def _names(objects: list[Any]) -> list[str]:
+    return sorted(o.metadata.name for o in objects)
+
+
+def test_lookups_by_name(state: ClusterState) -> None:
+    view = ClusterView(state)
+    assert view.synced
+    node = view.node("n1")
+    assert node is not None
+    assert node.spec.provider_id == "kwok://n1"
+    assert view.node("n9") is None
+    claim = view.nodeclaim("c2")
+    assert claim is not None
+    assert claim.status.provider_id == "kwok://n2"
+    assert view.nodeclaim("c9") is None
+    assert view.nodepool("apps") is not None
+    found = view.get(kinds.PODS, "a", namespace="default")
+    assert found is not None
+    assert found.spec.node_name == "n1"
+    assert view.get(kinds.PODS, "a") is None  # pods are namespaced
+    assert _names(view.nodes()) == ["n1", "n2"]
+    assert _names(view.nodeclaims()) == ["c1", "c2", "c3"]
+    assert _names(view.nodepools()) == ["apps"]
+    assert _names(view.pods()) == ["a", "b", "c", "pending"]
+    assert _names(view.objects(kinds.NODES)) == ["n1", "n2"]
+
+
+def test_lookups_by_provider_id_and_by_node(state: ClusterState) -> None:
+    view = ClusterView(state)
+    assert _names(view.nodes_with_provider_id("kwok://n2")) == ["n2"]
+    assert view.nodes_with_provider_id("kwok://gone") == []
+    assert _names(view.nodeclaims_with_provider_id("kwok://n1")) == ["c1"]
+    assert _names(view.nodeclaims_on("n1")) == ["c1"]
+    assert view.nodeclaims_on("n2") == []  # c2 has not registered its Node yet
+    assert _names(view.pods_on("n1")) == ["a", "b"]
+    assert _names(view.pods_on("n2")) == ["c"]
+    assert view.pods_on("n9") == []
+
+
+def test_the_indexes_follow_watch_events(state: ClusterState) -> None:
+    view = ClusterView(state)
+    pods = state.store(kinds.PODS)
+    moved = pod("a", {"containers": [], "nodeName": "n2"})
+    pods.apply(Event(type=EventType.MODIFIED, item=_item(moved, "Pod", version="2")))
+    assert _names(view.pods_on("n1")) == ["b"]
+    assert _names(view.pods_on("n2")) == ["a", "c"]
+    claims = state.store(kinds.NODECLAIMS)
+    registered = _claim("c2", "kwok://n2", "n2")
+    claims.apply(Event(type=EventType.MODIFIED, item=_item(registered, "NodeClaim", version="2")))
+    assert _names(view.nodeclaims_on("n2")) == ["c2"]
+    nodes = state.store(kinds.NODES)
+    nodes.apply(Event(type=EventType.DELETED, item=_item(_node("n1", "kwok://n1"), "Node")))
+    assert view.node("n1") is None
+    assert view.nodes_with_provider_id("kwok://n1") == []
+
+
+def test_a_kind_not_informed_raises_key_error_naming_it(telemetry: Telemetry) -> None:
+    state = ClusterState(metrics=telemetry.metrics)
+    state.register(kinds.NODES)
+    view = ClusterView(state)
+    assert view.informs(kinds.NODES)
+    assert not view.informs(kinds.PODS)
+    assert not view.synced
+    with pytest.raises(KeyError, match="'Pod'"):
+        view.pods_on("n1")
+    with pytest.raises(KeyError, match="'NodeClaim'"):
+        view.nodeclaim("c1")
+    with pytest.raises(KeyError, match="'DaemonSet'"):
+        view.objects(kinds.DAEMONSETS)
