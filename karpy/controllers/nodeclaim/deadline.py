@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime
 
 from karpy.apis.codec import parse_time
-from karpy.apis.meta import parse_duration
+from karpy.apis.duration import parse_duration
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import NodeClaim
 

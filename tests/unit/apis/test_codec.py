@@ -9,11 +9,12 @@ import orjson
 import pytest
 
 from karpy.apis.codec import DecodeError, decode, encode, format_time, to_dict
+from karpy.apis.duration import parse_duration
 from karpy.apis.kube.coordination import Lease, LeaseSpec
 from karpy.apis.kube.node import Node
 from karpy.apis.kube.pod import Pod
 from karpy.apis.kube.workloads import PodDisruptionBudget
-from karpy.apis.meta import ObjectMeta, parse_duration
+from karpy.apis.meta import ObjectMeta
 from karpy.apis.registry import decode_object
 from karpy.apis.v1.ec2nodeclass import EC2NodeClass
 from karpy.apis.v1.nodeclaim import NodeClaim, NodeClaimStatus
