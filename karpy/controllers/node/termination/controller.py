@@ -115,13 +115,7 @@ class TerminationController:
             return await self._drain(node, nodeclaim, pods)
         if not await self._instance_terminated(node, nodeclaim):
             return Result(requeue_after=INSTANCE_TERMINATION_WAIT)
-        remaining = [f for f in node.metadata.finalizers if f != wk.FINALIZER_TERMINATION]
-        await self._kube.merge_patch(
-            NODES,
-            name,
-            {"metadata": {"finalizers": remaining or None}},
-            resource_version=node.metadata.resource_version,
-        )
+        await self._kube.remove_finalizer(NODES, node, wk.FINALIZER_TERMINATION)
         self._evictors.pop(name, None)
         log.info("deleted node", extra={"provider-id": node.spec.provider_id or ""})
         return Result()

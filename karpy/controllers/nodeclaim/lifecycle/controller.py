@@ -93,13 +93,8 @@ class LifecycleController:
                 return Result(requeue=True)
 
     async def _advance(self, nodeclaim: NodeClaim) -> Result:
-        name = nodeclaim.metadata.name or ""
-        finalizers = nodeclaim.metadata.finalizers
-        if wk.FINALIZER_TERMINATION not in finalizers:
-            patch = {"metadata": {"finalizers": [*finalizers, wk.FINALIZER_TERMINATION]}}
-            await self._kube.merge_patch(
-                NODECLAIMS, name, patch, resource_version=nodeclaim.metadata.resource_version
-            )
+        if wk.FINALIZER_TERMINATION not in nodeclaim.metadata.finalizers:
+            await self._kube.add_finalizer(NODECLAIMS, nodeclaim, wk.FINALIZER_TERMINATION)
             return Result(requeue_after=0)
         outcome = Outcome(nodeclaim)
         result = Result()
@@ -173,13 +168,7 @@ class LifecycleController:
                 pass
             else:
                 return Result(requeue_after=INSTANCE_TERMINATION_WAIT)
-        remaining = [f for f in nodeclaim.metadata.finalizers if f != wk.FINALIZER_TERMINATION]
-        await self._kube.merge_patch(
-            NODECLAIMS,
-            nodeclaim.metadata.name or "",
-            {"metadata": {"finalizers": remaining or None}},
-            resource_version=nodeclaim.metadata.resource_version,
-        )
+        await self._kube.remove_finalizer(NODECLAIMS, nodeclaim, wk.FINALIZER_TERMINATION)
         self._launched.pop(nodeclaim.metadata.uid or "", None)
         log.info("deleted nodeclaim", extra={"provider-id": provider_id or ""})
         return Result()
