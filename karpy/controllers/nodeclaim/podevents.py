@@ -24,7 +24,7 @@ from karpy.runtime.clock import Clock
 from karpy.runtime.reconciler import Result
 from karpy.state.cluster import ClusterState, Store
 from karpy.state.informers import Subscriber
-from karpy.state.snapshot import is_terminal
+from karpy.state.pods import is_terminal, is_terminating
 
 log = logging.getLogger(__name__)
 
@@ -33,11 +33,7 @@ DEDUPE_WINDOW: Final = 10.0
 
 
 def _active(pod: Pod) -> bool:
-    return (
-        bool(pod.spec.node_name)
-        and not is_terminal(pod)
-        and pod.metadata.deletion_timestamp is None
-    )
+    return bool(pod.spec.node_name) and not is_terminal(pod) and not is_terminating(pod)
 
 
 def pod_subscriber(enqueue: Callable[[str], None], state: ClusterState) -> Subscriber[Pod]:

@@ -29,12 +29,9 @@ from karpy.cloudprovider import CloudProvider, NodeClaimNotFoundError
 from karpy.controllers.node.termination.eviction import (
     EVICTION_BACKOFF,
     Evictor,
-    do_not_disrupt,
     involved_pod,
-    needs_drain,
     next_to_evict,
 )
-from karpy.controllers.nodeclaim.deadline import termination_deadline
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import ConflictError, NotFoundError
 from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
@@ -43,6 +40,8 @@ from karpy.runtime.backoff import Backoff
 from karpy.runtime.clock import Clock
 from karpy.runtime.logging import bind
 from karpy.runtime.reconciler import Result
+from karpy.state.deadline import termination_deadline
+from karpy.state.pods import do_not_disrupt, needs_drain
 
 log = logging.getLogger(__name__)
 
