@@ -17,8 +17,9 @@ converter and `make_converter()` builds a fresh, configured one. The rules:
 * `IntOrString` accepts an int or a string and writes it back unchanged.
 * Sequences decode to tuples (the models are frozen); maps decode to dicts.
 * Unknown fields are ignored on input: core kinds carry far more than karpy reads, and the
-  apiserver already prunes unknown fields of karpy's CRDs. Missing required fields and
-  values of the wrong type raise `DecodeError`, naming the kind and the wire path of the field.
+  apiserver already prunes unknown fields of karpy's CRDs (`unknown_fields` lists them, for
+  input a person wrote). Missing required fields and values of the wrong type raise
+  `DecodeError`, naming the kind and the wire path of the field.
 """
 
 from __future__ import annotations
@@ -288,6 +289,44 @@ def decode(cls: type[T], data: bytes | str | Mapping[str, Any]) -> T:
     """Decode JSON bytes/str or an already-parsed dict into `cls`."""
     parsed = orjson.loads(data) if isinstance(data, bytes | str) else data
     return from_dict(cls, parsed)
+
+
+def unknown_fields(cls: type[Any], data: Any) -> list[str]:
+    """Wire paths (`$.spec.affinity.nodeAffinty`) of the keys in `data` that `cls` does not
+    declare, at any depth.
+
+    Decoding ignores unknown fields (see the module docstring), which is right for what the
+    apiserver sends; input a person writes (simulation scenarios) checks this too, so a typo
+    is reported instead of silently dropped.
+    """
+    found: list[str] = []
+    _collect_unknown(cls, data, "$", found)
+    return found
+
+
+def _collect_unknown(tp: Any, data: Any, path: str, found: list[str]) -> None:
+    tp = _strip_optional(tp)
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if attrs.has(tp) and isinstance(data, Mapping):
+        declared = {wire_name(a): a for a in attrs.fields(attrs.resolve_types(tp))}
+        for key, value in data.items():
+            attribute = declared.get(key)
+            if attribute is None:
+                found.append(f"{path}.{key}")
+            else:
+                _collect_unknown(attribute.type, value, f"{path}.{key}", found)
+    elif origin is tuple and args and isinstance(data, list):
+        for i, item in enumerate(data):
+            _collect_unknown(args[0], item, f"{path}[{i}]", found)
+    elif (
+        origin is not None
+        and issubclass(origin, Mapping)
+        and len(args) == 2
+        and isinstance(data, Mapping)
+    ):
+        for key, value in data.items():
+            _collect_unknown(args[1], value, f"{path}.{key}", found)
 
 
 def to_dict(obj: object) -> dict[str, Any]:

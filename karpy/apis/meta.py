@@ -11,9 +11,8 @@ so a Condition written by karpy has the shape `kubectl wait --for=condition=Read
 from __future__ import annotations
 
 import enum
-import re
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import NewType
 
 import attrs
@@ -37,10 +36,10 @@ QUALIFIED_NAME_PATTERN = (
     r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$"
 )
 LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
-# Go duration strings restricted to hours, minutes and seconds, as Karpenter's CRDs accept.
+# Go duration strings restricted to hours, minutes and seconds, as Karpenter's CRDs accept;
+# karpy.apis.duration parses them.
 DURATION_PATTERN = r"^([0-9]+(s|m|h))+$"
 NILLABLE_DURATION_PATTERN = r"^(([0-9]+(s|m|h))+|Never)$"
-NEVER = "Never"
 
 
 class ConditionStatus(enum.StrEnum):
@@ -126,30 +125,6 @@ def conditions_field() -> tuple[Condition, ...]:
         max_items=64,
     )
     return result
-
-
-_DURATION_PART = re.compile(r"([0-9]+)(h|m|s)")
-_UNIT_SECONDS = {"h": 3600, "m": 60, "s": 1}
-
-
-def parse_duration(value: str, *, field_name: str) -> timedelta | None:
-    """Parse a Karpenter duration ("720h", "1h30m", "0s") or "Never" (-> None).
-
-    Raises ValueError naming `field_name` for anything else, so callers report the field.
-    """
-    if value == NEVER:
-        return None
-    pos = 0
-    total = 0
-    for m in _DURATION_PART.finditer(value):
-        if m.start() != pos:
-            break
-        total += int(m.group(1)) * _UNIT_SECONDS[m.group(2)]
-        pos = m.end()
-    if pos != len(value) or not value:
-        msg = f"{field_name}: {value!r} is not a duration like 30s, 5m, 720h or 1h30m, or Never"
-        raise ValueError(msg)
-    return timedelta(seconds=total)
 
 
 IMMUTABLE = Rule(rule="self == oldSelf", message="value is immutable")

@@ -14,7 +14,7 @@ import builtins
 import contextlib
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 import aiohttp
 import orjson
@@ -22,13 +22,29 @@ from kubernetes_asyncio import client as sdk
 from kubernetes_asyncio import config as sdk_config
 
 import karpy
-from karpy.apis.codec import to_dict
+from karpy.apis.meta import ObjectMeta
 from karpy.kube.errors import KubeConfigError, KubeError, UnreachableError, from_status
-from karpy.kube.patch import MERGE_PATCH, encode_object, with_resource_version
+from karpy.kube.patch import (
+    MERGE_PATCH,
+    encode_object,
+    finalizer_patch,
+    status_patch,
+    with_resource_version,
+)
 from karpy.kube.resources import Listed, ResourceKind, decode_item
 from karpy.runtime.ratelimit import TokenBucket
 
 T = TypeVar("T")
+
+
+class HasMetadata(Protocol):
+    """Any Kubernetes object model: finalizer edits need its name, namespace and version."""
+
+    @property
+    def metadata(self) -> ObjectMeta: ...
+
+
+M = TypeVar("M", bound=HasMetadata)
 
 LIST_PAGE_SIZE: Final = 500
 
@@ -158,21 +174,58 @@ class KubeClient:
         name: str,
         status: object,
         *,
+        previous: object | None = None,
         namespace: str | None = None,
         resource_version: str | None = None,
     ) -> T:
         """Merge-patch the status subresource with `status` (a karpy.apis model) and return the
-        object. Fields the model leaves unset (None) are left as they are on the server; lists
-        (conditions) are replaced whole. Optimistic with `resource_version`, as `merge_patch`.
+        object. Fields the model leaves unset (None) are left as they are on the server, unless
+        `previous` (the status as read) had them: those are sent as null, so they are removed.
+        Lists (conditions) are replaced whole. Optimistic with `resource_version`, as
+        `merge_patch`.
         """
-        body = {"status": to_dict(status)}
         raw = await self.request(
             "PATCH",
             kind.object_path(name, namespace) + "/status",
-            body=with_resource_version(body, resource_version),
+            body=with_resource_version(status_patch(previous, status), resource_version),
             content_type=MERGE_PATCH,
         )
         return decode_item(kind, raw).obj
+
+    async def add_finalizer(self, kind: ResourceKind[M], obj: M, finalizer: str) -> M:
+        """Ensure `finalizer` is on `obj` (as read); returns the object, `obj` itself when the
+        finalizer is already there.
+
+        Side effect: one merge patch at `obj`'s resourceVersion when the finalizer is missing.
+        Raises ConflictError when the object changed since it was read (requeue), NotFoundError
+        when it is gone.
+        """
+        return await self._edit_finalizer(kind, obj, finalizer, present=True)
+
+    async def remove_finalizer(self, kind: ResourceKind[M], obj: M, finalizer: str) -> M:
+        """Ensure `finalizer` is not on `obj` (as read); returns the object as written, `obj`
+        itself when the finalizer was not there.
+
+        Removing the last finalizer of an object being deleted lets the apiserver delete it; the
+        returned object then still shows the deletion timestamp. Raises ConflictError when the
+        object changed since it was read, NotFoundError when it is gone.
+        """
+        return await self._edit_finalizer(kind, obj, finalizer, present=False)
+
+    async def _edit_finalizer(
+        self, kind: ResourceKind[M], obj: M, finalizer: str, *, present: bool
+    ) -> M:
+        metadata = obj.metadata
+        edit = finalizer_patch(metadata, finalizer, present=present)
+        if not edit:
+            return obj
+        return await self.merge_patch(
+            kind,
+            metadata.name or "",
+            {"metadata": edit},
+            namespace=metadata.namespace,
+            resource_version=metadata.resource_version,
+        )
 
     async def evict(self, name: str, *, namespace: str) -> None:
         """Ask the Eviction API (policy/v1) to evict pod `namespace`/`name`.

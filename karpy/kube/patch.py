@@ -1,24 +1,22 @@
-"""Write helpers: encoding objects for create, merge-patch bodies, and finalizer edits.
+"""Write helpers: encoding objects for create, and the merge-patch bodies karpy sends.
 
 Controllers change objects by patch, not update: a merge patch touches only the fields it names,
 so two controllers writing different fields never clobber each other. Lists are the exception
-(a merge patch replaces a list whole), so finalizer edits read the object, compute the new list
-and write it under an optimistic lock on the version they read; a lost race surfaces as
-ConflictError, which a reconciler answers with a silent requeue (house rule 4).
+(a merge patch replaces a list whole), so a finalizer edit computes the new list from the object
+as read and is written under an optimistic lock on the version read; a lost race (a stale read)
+surfaces as ConflictError, which a reconciler answers with a silent requeue (house rule 4).
+Every body is built here, so `KubeClient` and any caller that folds a finalizer into a larger
+patch put the same bytes on the wire.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import Any, Final
 
 from karpy.apis.codec import to_dict
-from karpy.kube.resources import ResourceKind, decode_item
-
-if TYPE_CHECKING:
-    from karpy.kube.client import KubeClient
-
-T = TypeVar("T")
+from karpy.apis.meta import ObjectMeta
+from karpy.kube.resources import ResourceKind
 
 MERGE_PATCH: Final = "application/merge-patch+json"
 
@@ -56,58 +54,31 @@ def with_resource_version(patch: Mapping[str, Any], resource_version: str | None
     return body
 
 
-async def add_finalizer(
-    kube: KubeClient,
-    kind: ResourceKind[T],
-    name: str,
-    finalizer: str,
-    *,
-    namespace: str | None = None,
-) -> T:
-    """Ensure `finalizer` is on the object; returns the object (unchanged if already there).
+def finalizer_patch(metadata: ObjectMeta, finalizer: str, *, present: bool) -> dict[str, Any]:
+    """The `metadata` fragment of a merge patch that adds (`present=True`) or removes `finalizer`
+    from the list in `metadata`; empty when the list already is as wanted.
 
-    Side effect: one GET, and one optimistic merge patch when the finalizer is missing.
-    Raises NotFoundError if the object is gone, ConflictError if it changed in between (requeue).
+    The list is replaced whole (an emptied list is sent as null), so the patch must only apply at
+    the version `metadata` was read at: send it with `metadata.resourceVersion`.
     """
-    return await _edit_finalizers(kube, kind, name, finalizer, add=True, namespace=namespace)
-
-
-async def remove_finalizer(
-    kube: KubeClient,
-    kind: ResourceKind[T],
-    name: str,
-    finalizer: str,
-    *,
-    namespace: str | None = None,
-) -> T:
-    """Ensure `finalizer` is not on the object; returns the object as last seen.
-
-    Removing the last finalizer of an object being deleted lets the apiserver delete it; the
-    returned object then still shows the deletion timestamp. Raises NotFoundError if the object is
-    gone, ConflictError if it changed between the read and the write.
-    """
-    return await _edit_finalizers(kube, kind, name, finalizer, add=False, namespace=namespace)
-
-
-async def _edit_finalizers(
-    kube: KubeClient,
-    kind: ResourceKind[T],
-    name: str,
-    finalizer: str,
-    *,
-    add: bool,
-    namespace: str | None,
-) -> T:
     if not finalizer:
-        msg = f"{kind.kind} {name!r}: the finalizer to edit must be a non-empty string"
+        msg = f"{metadata.name!r}: the finalizer to edit must be a non-empty string"
         raise ValueError(msg)
-    path = kind.object_path(name, namespace)
-    raw = await kube.request("GET", path)
-    metadata = raw.get("metadata") or {}
-    current = [str(f) for f in metadata.get("finalizers") or []]
-    if (finalizer in current) == add:
-        return decode_item(kind, raw).obj
-    wanted = [*current, finalizer] if add else [f for f in current if f != finalizer]
-    patch = {"metadata": {"finalizers": wanted or None}}
-    version = str(metadata.get("resourceVersion", "")) or None
-    return await kube.merge_patch(kind, name, patch, namespace=namespace, resource_version=version)
+    current = list(metadata.finalizers)
+    if (finalizer in current) == present:
+        return {}
+    wanted = [*current, finalizer] if present else [f for f in current if f != finalizer]
+    return {"finalizers": wanted or None}
+
+
+def status_patch(old: object | None, new: object) -> dict[str, Any]:
+    """A status merge patch turning status `old` into `new` (karpy.apis models).
+
+    Without `old`, fields `new` leaves unset are left as they are on the server. With it, the
+    fields `old` had and `new` leaves empty are sent as null, so stale values are removed.
+    """
+    body: dict[str, Any] = to_dict(new)
+    if old is not None:
+        for key in to_dict(old):
+            body.setdefault(key, None)
+    return {"status": body}

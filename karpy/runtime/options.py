@@ -2,7 +2,8 @@
 
 Karpenter's operators already know its settings (`BATCH_IDLE_DURATION`, `METRICS_PORT`, ...), so
 karpy uses the same environment variable names and kebab-case flags wherever Karpenter has one;
-durations use Go's syntax ("1s", "500ms", "1m30s"). A flag overrides its environment variable, which
+durations use Go's syntax ("1s", "500ms", "1m30s"), parsed by the same grammar as the API's
+(`karpy.apis.duration`). A flag overrides its environment variable, which
 overrides the default. The result is one frozen `Options` value that `operator.wiring` hands to
 constructors: nothing reads the environment anywhere else (house rule 5). docs/configuration.md
 explains every default.
@@ -20,6 +21,7 @@ from typing import Final, TypeVar
 
 import attrs
 
+from karpy.apis.duration import duration_seconds, format_duration
 from karpy.runtime.backoff import Backoff
 from karpy.runtime.logging import LEVELS, LogLevel
 
@@ -157,43 +159,6 @@ class Options:
 
 # ------------------------------------------------------------------ value parsers
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
-_UNIT_SECONDS: Final = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "µs": 1e-6,
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
-}
-
-
-def parse_duration(text: str) -> float:
-    """Parse a Go duration ("1s", "1m30s", "500ms", "0") into seconds; no negatives."""
-    value = text.strip()
-    if value == "0":
-        return 0.0
-    pos, total = 0, 0.0
-    while pos < len(value):
-        match = _DURATION_PART.match(value, pos)
-        if match is None:
-            msg = f"invalid duration {text!r}: expected e.g. '1s', '500ms', '1m30s'"
-            raise ValueError(msg)
-        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-        pos = match.end()
-    if pos == 0:
-        msg = f"invalid duration {text!r}: empty"
-        raise ValueError(msg)
-    return total
-
-
-def format_duration(seconds: float) -> str:
-    """Render seconds as a Go-style duration accepted by `parse_duration`."""
-    if seconds == int(seconds):
-        return f"{int(seconds)}s"
-    return f"{seconds:.6f}".rstrip("0").rstrip(".") + "s"
-
 
 def parse_bool(text: str) -> bool:
     lowered = text.strip().lower()
@@ -227,7 +192,7 @@ def parse_log_level(text: str) -> LogLevel:
 
 
 def _positive_duration(text: str) -> float:
-    seconds = parse_duration(text)
+    seconds = duration_seconds(text.strip())
     if seconds <= 0:
         msg = f"invalid duration {text!r}: must be greater than zero"
         raise ValueError(msg)

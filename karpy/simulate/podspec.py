@@ -1,33 +1,29 @@
-"""Pod specs (and the small pieces they share with the rest of a scenario) -> core values.
+"""Scenario pods (and the small pieces they share with the rest of a scenario) -> core values.
 
-Split from ``scenario.py`` so each stays readable: this module turns one pod-shaped mapping —
-containers, init containers and sidecars, node and pod (anti-)affinity, tolerations, topology
-spread, host ports, volume topology — into a ``karpy.core.pods.Pod``, naming the field path in
-every error.
+Split from ``scenario.py`` so each stays readable. A scenario pod is written like a Kubernetes
+Pod flattened one level (metadata and spec fields side by side) plus a few shorthands
+(``requests`` for a one-container pod, ``owner``, ``hostPorts``, ``volumeTopology``). It is
+turned into the Kubernetes Pod it stands for and decoded exactly as the operator decodes a
+watched Pod: the codec's ``from_dict`` and ``karpy.state.podview.pod_view``. So a pod the
+simulator accepts is read the same way in a cluster, and there is one Pod decoder to keep right.
+Errors from either are reported with the scenario's own field path; unknown fields are errors.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
-from karpy.core.pods import (
-    NOTHING,
-    Container,
-    HostPort,
-    InclusionPolicy,
-    LabelSelector,
-    Pod,
-    PodAffinityTerm,
-    PodUID,
-    PreferredSchedulingTerm,
-    TopologySpreadConstraint,
-    WeightedPodAffinityTerm,
-    WhenUnsatisfiable,
-)
+import attrs
+
+from karpy.apis.codec import DecodeError, from_dict, unknown_fields
+from karpy.apis.kube.pod import Pod as KubePod
+from karpy.core.pods import HostPort, Pod, WhenUnsatisfiable
 from karpy.core.requirements import Requirement, Requirements
 from karpy.core.resources import Resources
-from karpy.core.taints import Effect, Taint, Toleration, TolerationOperator
-from karpy.simulate.reader import Node
+from karpy.core.taints import Effect, Taint
+from karpy.simulate.reader import Node, ScenarioError
+from karpy.state.podview import TranslationError, pod_view
 
 ALL_ADDRESSES = "0.0.0.0"  # noqa: S104 -- Kubernetes' default hostIP, "every address"
 
@@ -91,13 +87,6 @@ def _selector_term(node: Node) -> Requirements:
     return parse_requirements(node.get("matchExpressions"))
 
 
-def _label_selector(node: Node) -> LabelSelector:
-    node.check_keys({"matchLabels", "matchExpressions"})
-    labels = node.get("matchLabels")
-    exprs = [_requirement(n) for n in items_of(node.get("matchExpressions"))]
-    return LabelSelector.of(labels.string_map() if labels else None, exprs)
-
-
 def parse_taint(node: Node) -> Taint:
     node.check_keys({"key", "value", "effect"})
     effect = node.req("effect")
@@ -106,22 +95,6 @@ def parse_taint(node: Node) -> Taint:
         node.req("key").text(),
         effect.convert(lambda n: Effect(n.text())),
         value.text() if value else "",
-    )
-
-
-def _toleration(node: Node) -> Toleration:
-    node.check_keys({"key", "operator", "value", "effect", "tolerationSeconds"})
-    op = node.get("operator")
-    effect = node.get("effect")
-    value = node.get("value")
-    key = node.get("key")
-    return Toleration(
-        key=key.text() if key else "",
-        operator=op.convert(lambda n: TolerationOperator(n.text()))
-        if op
-        else TolerationOperator.EQUAL,
-        value=value.text() if value else "",
-        effect=effect.convert(lambda n: Effect(n.text())) if effect else None,
     )
 
 
@@ -144,127 +117,140 @@ _POD_KEYS = {
     "volumeTopology",
     "priority",
 }
+_CONTAINER_KEYS = {"name", "requests", "restartPolicy", "ports"}
+# The fields a scenario pod shares with a Kubernetes PodSpec, passed through as written.
+_SPEC_FIELDS = ("overhead", "affinity", "tolerations", "priority")
+
+# karpy.state.podview shortens the long affinity field names in its paths; a scenario is
+# written with the long ones, so errors are reported with those.
+_PODVIEW_SHORTHANDS = (
+    (
+        re.compile(r"nodeAffinity\.required\."),
+        "nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.",
+    ),
+    (
+        re.compile(r"nodeAffinity\.preferred\[(\d+)\]"),
+        r"nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[\1].preference",
+    ),
+    (
+        re.compile(r"(podAffinity|podAntiAffinity)\.required\["),
+        r"\1.requiredDuringSchedulingIgnoredDuringExecution[",
+    ),
+    (
+        re.compile(r"(podAffinity|podAntiAffinity)\.preferred\[(\d+)\]"),
+        r"\1.preferredDuringSchedulingIgnoredDuringExecution[\2].podAffinityTerm",
+    ),
+)
+_RESOURCE_NAME = re.compile(r"(requests|limits|overhead)\[([^\]]+)\]")
+_CONTAINER = re.compile(r"spec\.(containers|initContainers)\[(\d+)\](.*)")
 
 
-def _container(node: Node) -> Container:
-    node.check_keys({"name", "requests", "restartPolicy", "ports"})
+class _Paths:
+    """Maps a field path of the Kubernetes Pod a scenario pod becomes back to the scenario's
+    own path, so errors from the codec and from karpy.state.podview name what the user wrote."""
+
+    def __init__(self, pod_path: str) -> None:
+        self.pod_path = pod_path
+        self.containers: list[str] = []  # scenario path of each spec.containers[k], "" = shorthand
+
+    def scenario(self, kube_path: str) -> str:
+        path = _RESOURCE_NAME.sub(r"\1.\2", kube_path.removeprefix("$").removeprefix("."))
+        for pattern, replacement in _PODVIEW_SHORTHANDS:
+            path = pattern.sub(replacement, path)
+        container = _CONTAINER.fullmatch(path)
+        if container is not None:
+            kind, index, rest = container.group(1), int(container.group(2)), container.group(3)
+            rest = rest.replace(".resources.requests", ".requests", 1)
+            base = self.containers[index] if kind == "containers" else f"{kind}[{index}]"
+            path = (base + rest).lstrip(".") or "requests"
+        else:
+            path = path.removeprefix("spec.").removeprefix("metadata.")
+        return f"{self.pod_path}.{path}"
+
+    def translation_error(self, message: str) -> ScenarioError:
+        """A `TranslationError` message ("<path>: <problem>") about the scenario's field."""
+        path, sep, problem = message.partition(": ")
+        if not sep:
+            return ScenarioError(f"{self.pod_path}: {message}")
+        return ScenarioError(f"{self.scenario(path)}: {problem}")
+
+    def decode_error(self, error: DecodeError) -> ScenarioError:
+        """The codec's problems ("<problem> @ $.<path>"), each about the scenario's field."""
+        parts = []
+        for problem in error.problems:
+            text, sep, path = problem.rpartition(" @ ")
+            parts.append(f"{self.scenario(path)}: {text}" if sep else f"{self.pod_path}: {problem}")
+        return ScenarioError("; ".join(parts))
+
+    def unknown_error(self, paths: list[str]) -> ScenarioError:
+        """Unknown keys, grouped by the mapping that holds them."""
+        by_parent: dict[str, list[str]] = {}
+        for path in paths:
+            parent, _, key = self.scenario(path).rpartition(".")
+            by_parent.setdefault(parent, []).append(key)
+        return ScenarioError(
+            "; ".join(f"{p}: unknown field(s) {', '.join(keys)}" for p, keys in by_parent.items())
+        )
+
+
+def _kube_container(node: Node) -> dict[str, object]:
+    """A scenario container as a Kubernetes container (`requests` -> `resources.requests`)."""
+    node.check_keys(_CONTAINER_KEYS)
     policy = node.get("restartPolicy")
     if policy is not None and policy.text() != "Always":
         raise policy.fail("only restartPolicy: Always (a sidecar) is meaningful here")
-    name = node.get("name")
-    return Container(
-        name.text() if name else "",
-        parse_resources(node.get("requests")),
-        restart_always=policy is not None,
-    )
-
-
-def _container_ports(node: Node) -> list[HostPort]:
-    out: list[HostPort] = []
-    for port in items_of(node.get("ports")):
-        port.check_keys({"containerPort", "hostPort", "protocol", "hostIP", "name"})
-        host = port.get("hostPort")
-        if host is not None:
-            proto, ip = port.get("protocol"), port.get("hostIP")
-            out.append(
-                HostPort(
-                    host.integer(),
-                    proto.text() if proto else "TCP",
-                    ip.text() if ip else ALL_ADDRESSES,
-                )
-            )
+    name, requests, ports = node.get("name"), node.get("requests"), node.get("ports")
+    out: dict[str, object] = {"name": name.text() if name else ""}
+    if requests is not None:
+        out["resources"] = {"requests": requests.value}
+    if policy is not None:
+        out["restartPolicy"] = policy.value
+    if ports is not None:
+        out["ports"] = ports.value
     return out
 
 
-def _affinity_term(node: Node) -> PodAffinityTerm:
-    node.check_keys({"labelSelector", "topologyKey", "namespaces", "namespaceSelector"})
-    ns_sel = node.get("namespaceSelector")
-    selector = node.get("labelSelector")
-    return PodAffinityTerm(
-        selector=_label_selector(selector) if selector else NOTHING,
-        topology_key=node.req("topologyKey").text(),
-        namespaces=frozenset(n.text() for n in items_of(node.get("namespaces"))),
-        namespace_selector=_label_selector(ns_sel) if ns_sel else None,
-    )
+def _kube_spread(node: Node) -> object:
+    """A spread constraint; whenUnsatisfiable defaults to DoNotSchedule, as the format says."""
+    value = node.value
+    if isinstance(value, dict) and "whenUnsatisfiable" not in value:
+        return {**value, "whenUnsatisfiable": WhenUnsatisfiable.DO_NOT_SCHEDULE.value}
+    return value
 
 
-def _pod_affinity(
-    node: Node | None,
-) -> tuple[tuple[PodAffinityTerm, ...], tuple[WeightedPodAffinityTerm, ...]]:
-    if node is None:
-        return (), ()
-    node.check_keys(
-        {
-            "requiredDuringSchedulingIgnoredDuringExecution",
-            "preferredDuringSchedulingIgnoredDuringExecution",
-        }
-    )
-    required = tuple(
-        _affinity_term(n)
-        for n in items_of(node.get("requiredDuringSchedulingIgnoredDuringExecution"))
-    )
-    preferred = []
-    for n in items_of(node.get("preferredDuringSchedulingIgnoredDuringExecution")):
-        n.check_keys({"weight", "podAffinityTerm"})
-        preferred.append(
-            WeightedPodAffinityTerm(
-                n.req("weight").integer(), _affinity_term(n.req("podAffinityTerm"))
-            )
-        )
-    return required, tuple(preferred)
+def _kube_pod(node: Node, *, name: str, namespace: str, paths: _Paths) -> dict[str, object]:
+    """The Kubernetes Pod a scenario pod stands for (the shorthands `requests`, `owner`,
+    `hostPorts` and `volumeTopology` aside), recording where each container came from."""
+    labels, selector = node.get("labels"), node.get("nodeSelector")
+    metadata: dict[str, object] = {"name": name, "namespace": namespace}
+    if labels is not None:
+        metadata["labels"] = labels.string_map()
+    containers: list[dict[str, object]] = []
+    requests = node.get("requests")
+    if requests is not None:
+        containers.append({"name": "main", "resources": {"requests": requests.value}})
+        paths.containers.append("")
+    for i, container in enumerate(items_of(node.get("containers"))):
+        containers.append(_kube_container(container))
+        paths.containers.append(f"containers[{i}]")
+    spec: dict[str, object] = {"containers": containers}
+    inits = [_kube_container(c) for c in items_of(node.get("initContainers"))]
+    if inits:
+        spec["initContainers"] = inits
+    if selector is not None:
+        spec["nodeSelector"] = selector.string_map()
+    for key in _SPEC_FIELDS:
+        child = node.get(key)
+        if child is not None:
+            spec[key] = child.value
+    spreads = node.get("topologySpreadConstraints")
+    if spreads is not None:
+        spec["topologySpreadConstraints"] = [_kube_spread(c) for c in spreads.items()]
+    return {"metadata": metadata, "spec": spec}
 
 
-def _spread(node: Node) -> TopologySpreadConstraint:
-    node.check_keys(
-        {
-            "maxSkew",
-            "topologyKey",
-            "whenUnsatisfiable",
-            "labelSelector",
-            "minDomains",
-            "nodeAffinityPolicy",
-            "nodeTaintsPolicy",
-            "matchLabelKeys",
-        }
-    )
-    skew = node.req("maxSkew").integer()
-    if skew < 1:
-        raise node.req("maxSkew").fail("must be at least 1")
-    when = node.get("whenUnsatisfiable")
-    min_domains = node.get("minDomains")
-    aff, taints = node.get("nodeAffinityPolicy"), node.get("nodeTaintsPolicy")
-    selector = node.get("labelSelector")
-    return TopologySpreadConstraint(
-        topology_key=node.req("topologyKey").text(),
-        max_skew=skew,
-        selector=_label_selector(selector) if selector else NOTHING,
-        when_unsatisfiable=when.convert(lambda n: WhenUnsatisfiable(n.text()))
-        if when
-        else WhenUnsatisfiable.DO_NOT_SCHEDULE,
-        min_domains=min_domains.integer() if min_domains else None,
-        node_affinity_policy=aff.convert(lambda n: InclusionPolicy(n.text()))
-        if aff
-        else InclusionPolicy.HONOR,
-        node_taints_policy=taints.convert(lambda n: InclusionPolicy(n.text()))
-        if taints
-        else InclusionPolicy.IGNORE,
-        match_label_keys=tuple(k.text() for k in items_of(node.get("matchLabelKeys"))),
-    )
-
-
-def parse_pod(
-    node: Node, counter: CreationCounter, *, name: str | None = None, owner: str | None = None
-) -> Pod:
-    node.check_keys(_POD_KEYS)
-    pod_name = name or node.req("name").text()
-    ns = node.get("namespace")
-    namespace = ns.text() if ns else "default"
-    containers = [_container(c) for c in items_of(node.get("containers"))]
+def _host_port_shorthand(node: Node) -> list[HostPort]:
     ports: list[HostPort] = []
-    for c in items_of(node.get("containers")):
-        ports.extend(_container_ports(c))
-    if node.get("requests") is not None:
-        containers.insert(0, Container("main", parse_resources(node.get("requests"))))
     for hp in items_of(node.get("hostPorts")):
         hp.check_keys({"port", "protocol", "hostIP"})
         proto, ip = hp.get("protocol"), hp.get("hostIP")
@@ -275,59 +261,43 @@ def parse_pod(
                 ip.text() if ip else ALL_ADDRESSES,
             )
         )
-    labels, selector, prio = node.get("labels"), node.get("nodeSelector"), node.get("priority")
-    affinity = node.get("affinity")
-    required_na: tuple[Requirements, ...] = ()
-    preferred_na: tuple[PreferredSchedulingTerm, ...] = ()
-    pod_aff: tuple[tuple[PodAffinityTerm, ...], tuple[WeightedPodAffinityTerm, ...]] = ((), ())
-    pod_anti: tuple[tuple[PodAffinityTerm, ...], tuple[WeightedPodAffinityTerm, ...]] = ((), ())
-    if affinity is not None:
-        affinity.check_keys({"nodeAffinity", "podAffinity", "podAntiAffinity"})
-        na = affinity.get("nodeAffinity")
-        if na is not None:
-            na.check_keys(
-                {
-                    "requiredDuringSchedulingIgnoredDuringExecution",
-                    "preferredDuringSchedulingIgnoredDuringExecution",
-                }
-            )
-            req = na.get("requiredDuringSchedulingIgnoredDuringExecution")
-            if req is not None:
-                req.check_keys({"nodeSelectorTerms"})
-                required_na = tuple(_selector_term(t) for t in req.req("nodeSelectorTerms").items())
-            prefs = []
-            for p in items_of(na.get("preferredDuringSchedulingIgnoredDuringExecution")):
-                p.check_keys({"weight", "preference"})
-                prefs.append(
-                    PreferredSchedulingTerm(
-                        p.req("weight").integer(), _selector_term(p.req("preference"))
-                    )
-                )
-            preferred_na = tuple(prefs)
-        pod_aff = _pod_affinity(affinity.get("podAffinity"))
-        pod_anti = _pod_affinity(affinity.get("podAntiAffinity"))
-    uid = node.get("uid")
-    owner_node = node.get("owner")
-    return Pod(
-        uid=PodUID(uid.text() if uid else f"{namespace}/{pod_name}"),
-        namespace=namespace,
-        name=pod_name,
-        labels=labels.string_map() if labels else {},
+    return ports
+
+
+def parse_pod(
+    node: Node, counter: CreationCounter, *, name: str | None = None, owner: str | None = None
+) -> Pod:
+    """A scenario pod as the core's pod, decoded as the operator decodes a watched Pod: the
+    Kubernetes Pod it stands for goes through the codec (`from_dict`) and
+    `karpy.state.podview.pod_view`. Errors name the scenario's field path."""
+    node.check_keys(_POD_KEYS)
+    pod_name = name or node.req("name").text()
+    ns = node.get("namespace")
+    namespace = ns.text() if ns else "default"
+    uid, owner_node = node.get("uid"), node.get("owner")
+    paths = _Paths(node.path)
+    data = _kube_pod(node, name=pod_name, namespace=namespace, paths=paths)
+    unknown = unknown_fields(KubePod, data)
+    if unknown:
+        raise paths.unknown_error(unknown)
+    try:
+        kube = from_dict(KubePod, data)
+    except DecodeError as err:
+        raise paths.decode_error(err) from err
+    host_ports = _host_port_shorthand(node)
+    volumes = tuple(_selector_term(t) for t in items_of(node.get("volumeTopology")))
+    try:
+        pod = pod_view(
+            kube.metadata,
+            kube.spec,
+            uid=uid.text() if uid else f"{namespace}/{pod_name}",
+            creation=counter.next(),
+        )
+    except TranslationError as err:
+        raise paths.translation_error(str(err)) from err
+    return attrs.evolve(
+        pod,
         owner=owner or (owner_node.text() if owner_node else None),
-        containers=tuple(containers),
-        init_containers=tuple(_container(c) for c in items_of(node.get("initContainers"))),
-        overhead=parse_resources(node.get("overhead")),
-        node_selector=selector.string_map() if selector else {},
-        required_node_affinity=required_na,
-        preferred_node_affinity=preferred_na,
-        tolerations=tuple(_toleration(t) for t in items_of(node.get("tolerations"))),
-        topology_spread=tuple(_spread(s) for s in items_of(node.get("topologySpreadConstraints"))),
-        pod_affinity=pod_aff[0],
-        preferred_pod_affinity=pod_aff[1],
-        pod_anti_affinity=pod_anti[0],
-        preferred_pod_anti_affinity=pod_anti[1],
-        host_ports=tuple(ports),
-        volume_requirements=tuple(_selector_term(t) for t in items_of(node.get("volumeTopology"))),
-        priority=prio.integer() if prio else 0,
-        creation=counter.next(),
+        host_ports=(*pod.host_ports, *host_ports),
+        volume_requirements=volumes,
     )

@@ -181,9 +181,9 @@ def _affinity_terms(
 
 def _spread(c: KubeSpread, *, field: str) -> cp.TopologySpreadConstraint:
     if c.max_skew < 1:
-        raise TranslationError(f"{field}.maxSkew: {c.max_skew} must be at least 1")
+        raise TranslationError(f"{field}.maxSkew: must be at least 1, got {c.max_skew}")
     if c.min_domains is not None and c.min_domains < 1:
-        raise TranslationError(f"{field}.minDomains: {c.min_domains} must be at least 1")
+        raise TranslationError(f"{field}.minDomains: must be at least 1, got {c.min_domains}")
     if not c.topology_key:
         raise TranslationError(f"{field}.topologyKey: must not be empty")
     return cp.TopologySpreadConstraint(

@@ -22,7 +22,6 @@ import attrs
 from karpy.apis.kube.common import Taint as KubeTaint
 from karpy.apis.kube.node import Node as KubeNode
 from karpy.apis.kube.pod import Pod as KubePod
-from karpy.apis.kube.pod import PodPhase
 from karpy.apis.kube.storage import PersistentVolume, PersistentVolumeClaim, StorageClass
 from karpy.apis.kube.workloads import DaemonSet as KubeDaemonSet
 from karpy.apis.v1 import labels as wk
@@ -35,6 +34,7 @@ from karpy.core.requirements import RequirementError
 from karpy.core.snapshot import ClusterSnapshot, DaemonSet, Node, NodeName, NodePool, NodePoolName
 from karpy.core.taints import Effect, Taint
 from karpy.kube.resources import ResourceKind
+from karpy.state.pods import is_terminal
 from karpy.state.podview import (
     ObjectError,
     TranslationError,
@@ -154,11 +154,6 @@ def daemonset(ds: KubeDaemonSet) -> DaemonSet:
     except TranslationError as e:
         raise TranslationError(f"DaemonSet {namespace}/{name}: spec.template.{e}") from e
     return DaemonSet(namespace, name, pod)
-
-
-def is_terminal(pod: KubePod) -> bool:
-    """Succeeded or Failed: the pod no longer uses its node's resources."""
-    return pod.status.phase in (PodPhase.SUCCEEDED, PodPhase.FAILED)
 
 
 @attrs.frozen(kw_only=True)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 import pytest
 
 from karpy.apis.v1.ec2nodeclass_status import EC2NodeClassStatus, SecurityGroup, Subnet
+from karpy.kube.patch import status_patch
 from karpy.runtime.backoff import Backoff
 from karpy.runtime.clock import FakeClock
 from karpy.runtime.telemetry import Telemetry
@@ -20,7 +21,6 @@ from karpy_aws.instance import Instances
 from karpy_aws.k8sversion import check_pinned, parse_version
 from karpy_aws.launchtemplate import LaunchTemplates
 from karpy_aws.nodeclaims import ClusterInfo
-from karpy_aws.nodeclasscontroller import status_patch
 from karpy_aws.offerings import InstanceTypeCatalog
 from karpy_aws.pricing import PriceCache
 from karpy_aws.provider import AWSCloudProvider, Background

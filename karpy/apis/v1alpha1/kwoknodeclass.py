@@ -15,13 +15,13 @@ from typing import ClassVar
 
 import attrs
 
+from karpy.apis.duration import parse_duration
 from karpy.apis.meta import (
     DURATION_PATTERN,
     Condition,
     ConditionStatus,
     ObjectMeta,
     conditions_field,
-    parse_duration,
 )
 from karpy.apis.schema import field
 from karpy.apis.v1 import labels

@@ -15,17 +15,18 @@ leaves that pool's nodes alone and reports why.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 
+from karpy.apis.duration import parse_duration
 from karpy.apis.kube.node import Node
 from karpy.apis.kube.pod import Pod
-from karpy.apis.meta import ConditionStatus, parse_duration
+from karpy.apis.meta import ConditionStatus
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim
 from karpy.apis.v1.nodepool import Budget, NodePool
-from karpy.controllers.provisioning.deleting import is_reschedulable
 from karpy.core.disruption.budgets import BudgetSpec
 from karpy.core.disruption.emptiness import Candidate, PoolDisruption
+from karpy.state.pods import do_not_disrupt, is_reschedulable
 
 
 def initialized_at(claim: NodeClaim) -> float | None:
@@ -34,10 +35,6 @@ def initialized_at(claim: NodeClaim) -> float | None:
         if condition.type == ConditionType.INITIALIZED and condition.status is ConditionStatus.TRUE:
             return condition.last_transition_time.timestamp()
     return None
-
-
-def _do_not_disrupt(annotations: Mapping[str, str]) -> bool:
-    return annotations.get(wk.ANNOTATION_DO_NOT_DISRUPT) == "true"
 
 
 def _nominated(initialized: float | None, last: float | None, *, now: float, window: float) -> bool:
@@ -77,8 +74,7 @@ def candidates(
                 last_pod_event_time=last,
                 deleting=claim.metadata.deletion_timestamp is not None
                 or (node is not None and node.metadata.deletion_timestamp is not None),
-                do_not_disrupt=_do_not_disrupt(claim.metadata.annotations)
-                or (node is not None and _do_not_disrupt(node.metadata.annotations)),
+                do_not_disrupt=do_not_disrupt(claim) or (node is not None and do_not_disrupt(node)),
                 reschedulable_pods=busy.get(node_name or "", 0),
                 nominated=_nominated(initialized, last, now=now, window=nomination_window),
             )

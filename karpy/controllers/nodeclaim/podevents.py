@@ -18,15 +18,14 @@ from collections.abc import Callable
 from typing import ClassVar, Final
 
 from karpy.apis.kube.pod import Pod
-from karpy.apis.v1.nodeclaim import NodeClaim
+from karpy.apis.v1.nodeclaim import NodeClaim, NodeClaimStatus
 from karpy.kube.client import KubeClient
 from karpy.kube.kinds import NODECLAIMS
-from karpy.kube.patch import MERGE_PATCH
 from karpy.kube.watch import Event, EventType
 from karpy.runtime.clock import Clock
 from karpy.runtime.reconciler import Result
 from karpy.state.informers import Subscriber
-from karpy.state.snapshot import is_terminal
+from karpy.state.pods import is_terminal, is_terminating
 from karpy.state.view import ClusterView
 
 log = logging.getLogger(__name__)
@@ -36,11 +35,7 @@ DEDUPE_WINDOW: Final = 10.0
 
 
 def _active(pod: Pod) -> bool:
-    return (
-        bool(pod.spec.node_name)
-        and not is_terminal(pod)
-        and pod.metadata.deletion_timestamp is None
-    )
+    return bool(pod.spec.node_name) and not is_terminal(pod) and not is_terminating(pod)
 
 
 def pod_subscriber(enqueue: Callable[[str], None], view: ClusterView) -> Subscriber[Pod]:
@@ -98,12 +93,7 @@ class PodEventsController:
         if last is not None and (now - last).total_seconds() < self._window:
             return Result()
         name = claim.metadata.name or ""
-        stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
-        await self._client.request(
-            "PATCH",
-            NODECLAIMS.object_path(name) + "/status",
-            body={"status": {"lastPodEventTime": stamp}},
-            content_type=MERGE_PATCH,
-        )
+        stamp = NodeClaimStatus(last_pod_event_time=now.replace(microsecond=0))
+        await self._client.patch_status(NODECLAIMS, name, stamp)
         log.debug("updated last pod event time", extra={"nodeclaim": name, "node": node})
         return Result()

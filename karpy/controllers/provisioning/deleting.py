@@ -16,23 +16,10 @@ from collections.abc import Callable, Iterable, Sequence
 
 from karpy.apis.kube.node import Node
 from karpy.apis.kube.pod import Pod
-from karpy.apis.v1.labels import ANNOTATION_MIRROR_POD
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.controllers.provisioning.batcher import Batcher
 from karpy.kube.watch import Event, EventType
-from karpy.state.snapshot import is_terminal
-
-
-def is_reschedulable(pod: Pod) -> bool:
-    """Whether `pod` would need a new node if its node went away: not finished, not already
-    being deleted, not a DaemonSet pod (it goes with its node) and not a kubelet mirror pod."""
-    meta = pod.metadata
-    return not (
-        is_terminal(pod)
-        or meta.deletion_timestamp is not None
-        or any(ref.kind in ("DaemonSet", "Node") for ref in meta.owner_references)
-        or ANNOTATION_MIRROR_POD in meta.annotations
-    )
+from karpy.state.pods import is_reschedulable
 
 
 def pods_of_deleting_nodes(nodes: Iterable[Node], pods: Sequence[Pod]) -> list[Pod]:

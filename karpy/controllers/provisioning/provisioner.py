@@ -37,7 +37,6 @@ from karpy.controllers.provisioning.nodeclaims import (
     nodeclaim_from_plan,
     summarize_instance_types,
 )
-from karpy.controllers.provisioning.trigger import is_provisionable
 from karpy.core.instancetypes import InstanceType
 from karpy.core.scheduling.results import NodeClaimPlan, Results
 from karpy.core.scheduling.scheduler import SchedulerOptions, solve
@@ -48,6 +47,7 @@ from karpy.kube.kinds import NODECLAIMS
 from karpy.runtime.options import ReconcileOptions
 from karpy.runtime.reconciler import Result, SingletonController, SingletonLoop
 from karpy.runtime.telemetry import Telemetry
+from karpy.state.pods import is_provisionable
 from karpy.state.snapshot import ClusterObjects, SnapshotKinds, build_snapshot, read_cluster
 from karpy.state.view import ClusterView
 

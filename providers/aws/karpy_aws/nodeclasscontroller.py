@@ -18,9 +18,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any, ClassVar, Final
+from typing import ClassVar, Final
 
-from karpy.apis.codec import to_dict
 from karpy.apis.meta import ConditionStatus
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.ec2nodeclass import EC2NodeClass
@@ -29,7 +28,6 @@ from karpy.kube.client import KubeClient
 from karpy.kube.errors import ConflictError, NotFoundError
 from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
 from karpy.kube.kinds import NODECLAIMS
-from karpy.kube.patch import MERGE_PATCH, add_finalizer, remove_finalizer, with_resource_version
 from karpy.kube.resources import Listed
 from karpy.kube.watch import EventType as WatchEventType
 from karpy.kube.watch import infinite_watch
@@ -73,15 +71,6 @@ def _ready(status: EC2NodeClassStatus) -> tuple[bool | None, str]:
         if condition.type == ConditionType.READY:
             return condition.status == ConditionStatus.TRUE, condition.message
     return None, ""
-
-
-def status_patch(old: EC2NodeClassStatus, new: EC2NodeClassStatus) -> dict[str, Any]:
-    """A merge patch turning ``old`` into ``new``: fields ``new`` leaves empty (no subnets
-    matched, no instance profile) are sent as null so the stale values are removed."""
-    body: dict[str, Any] = to_dict(new)
-    for key in to_dict(old):
-        body.setdefault(key, None)
-    return {"status": body}
 
 
 class NodeClassController:
@@ -188,7 +177,7 @@ class NodeClassController:
         if nodeclass.metadata.deletion_timestamp is not None:
             return await self._finalize(nodeclass)
         if FINALIZER not in nodeclass.metadata.finalizers:
-            nodeclass = await add_finalizer(self._kube, EC2NODECLASSES, name, FINALIZER)
+            nodeclass = await self._kube.add_finalizer(EC2NODECLASSES, nodeclass, FINALIZER)
         status = await resolve_status(
             nodeclass,
             ec2=self._ec2,
@@ -199,13 +188,12 @@ class NodeClassController:
             ssm_prefix=self._ssm_prefix,
         )
         if status != nodeclass.status:
-            await self._kube.request(
-                "PATCH",
-                EC2NODECLASSES.object_path(name) + "/status",
-                body=with_resource_version(
-                    status_patch(nodeclass.status, status), nodeclass.metadata.resource_version
-                ),
-                content_type=MERGE_PATCH,
+            await self._kube.patch_status(
+                EC2NODECLASSES,
+                name,
+                status,
+                previous=nodeclass.status,
+                resource_version=nodeclass.metadata.resource_version,
             )
             ready, message = _ready(status)
             fields: dict[str, object] = {"ready": bool(ready)}
@@ -255,5 +243,5 @@ class NodeClassController:
         deleted = await self._templates.delete_for_nodeclass(self._cluster_name, name)
         for template in deleted:
             log.info("deleted launch template", extra={"launch_template": template})
-        await remove_finalizer(self._kube, EC2NODECLASSES, name, FINALIZER)
+        await self._kube.remove_finalizer(EC2NODECLASSES, nodeclass, FINALIZER)
         return Result()

@@ -17,9 +17,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Final
 
+from karpy.apis.duration import duration_seconds
 from karpy.cloudprovider.registry import ProviderConfigError, ProviderContext
 from karpy.kube.client import KubeClient
-from karpy.runtime.options import OptionsError, parse_duration
 from karpy_kwok.catalog import CatalogError, OfferingSelector, load_entries
 from karpy_kwok.provider import KwokCloudProvider, KwokOptions
 
@@ -37,8 +37,8 @@ def options_from_settings(settings: dict[str, str]) -> KwokOptions:
         )
         raise ProviderConfigError(msg)
     try:
-        delay = parse_duration(settings.get("registration-delay", "0"))
-    except (OptionsError, ValueError) as error:
+        delay = duration_seconds(settings.get("registration-delay", "0").strip())
+    except ValueError as error:
         msg = f"kwok provider: setting 'registration-delay': {error}"
         raise ProviderConfigError(msg) from error
     try:

@@ -22,7 +22,6 @@ from karpy.apis.v1alpha1.kwoknodeclass import READY_SINCE
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import ConflictError, NotFoundError
 from karpy.kube.kinds import NODECLAIMS, NODES, PODS
-from karpy.kube.patch import add_finalizer, remove_finalizer
 from karpy.localcluster import ClusterInfo
 
 pytestmark = pytest.mark.usefixtures("karpy_crds")
@@ -160,30 +159,43 @@ async def test_nodeclaim_status_patch_writes_the_subresource_only(kube: KubeClie
 
 
 async def test_finalizers_are_added_and_removed_idempotently(kube: KubeClient) -> None:
-    await kube.create(NODECLAIMS, _nodeclaim("write-claim-b"))
-    added = await add_finalizer(kube, NODECLAIMS, "write-claim-b", wk.FINALIZER_TERMINATION)
+    created = await kube.create(NODECLAIMS, _nodeclaim("write-claim-b"))
+    added = await kube.add_finalizer(NODECLAIMS, created, wk.FINALIZER_TERMINATION)
     assert added.metadata.finalizers == (wk.FINALIZER_TERMINATION,)
-    again = await add_finalizer(kube, NODECLAIMS, "write-claim-b", wk.FINALIZER_TERMINATION)
+    again = await kube.add_finalizer(NODECLAIMS, added, wk.FINALIZER_TERMINATION)
     assert again.metadata.resource_version == added.metadata.resource_version
-    other = await add_finalizer(kube, NODECLAIMS, "write-claim-b", "example.com/other")
+    other = await kube.add_finalizer(NODECLAIMS, again, "example.com/other")
     assert other.metadata.finalizers == (wk.FINALIZER_TERMINATION, "example.com/other")
-    kept = await remove_finalizer(kube, NODECLAIMS, "write-claim-b", wk.FINALIZER_TERMINATION)
+    kept = await kube.remove_finalizer(NODECLAIMS, other, wk.FINALIZER_TERMINATION)
     assert kept.metadata.finalizers == ("example.com/other",)
-    same = await remove_finalizer(kube, NODECLAIMS, "write-claim-b", wk.FINALIZER_TERMINATION)
+    same = await kube.remove_finalizer(NODECLAIMS, kept, wk.FINALIZER_TERMINATION)
     assert same.metadata.resource_version == kept.metadata.resource_version
+    assert (await kube.get(NODECLAIMS, "write-claim-b")).metadata.finalizers == (
+        "example.com/other",
+    )
+
+
+async def test_a_finalizer_edit_from_a_stale_read_conflicts(kube: KubeClient) -> None:
+    created = await kube.create(NODECLAIMS, _nodeclaim("write-claim-stale"))
+    await kube.add_finalizer(NODECLAIMS, created, "example.com/first")
+    with pytest.raises(ConflictError):
+        await kube.add_finalizer(NODECLAIMS, created, wk.FINALIZER_TERMINATION)
+    assert (await kube.get(NODECLAIMS, "write-claim-stale")).metadata.finalizers == (
+        "example.com/first",
+    )
 
 
 async def test_removing_the_last_finalizer_releases_a_deleted_object(kube: KubeClient) -> None:
-    await kube.create(NODECLAIMS, _nodeclaim("write-claim-d"))
-    await add_finalizer(kube, NODECLAIMS, "write-claim-d", wk.FINALIZER_TERMINATION)
+    created = await kube.create(NODECLAIMS, _nodeclaim("write-claim-d"))
+    await kube.add_finalizer(NODECLAIMS, created, wk.FINALIZER_TERMINATION)
     await kube.delete(NODECLAIMS, "write-claim-d")
     held = await kube.get(NODECLAIMS, "write-claim-d")
     assert held.metadata.deletion_timestamp is not None
-    await remove_finalizer(kube, NODECLAIMS, "write-claim-d", wk.FINALIZER_TERMINATION)
+    await kube.remove_finalizer(NODECLAIMS, held, wk.FINALIZER_TERMINATION)
     with pytest.raises(NotFoundError):
         await kube.get(NODECLAIMS, "write-claim-d")
     with pytest.raises(NotFoundError):
-        await add_finalizer(kube, NODECLAIMS, "write-claim-d", wk.FINALIZER_TERMINATION)
+        await kube.add_finalizer(NODECLAIMS, created, wk.FINALIZER_TERMINATION)
 
 
 async def test_namespaced_kinds_are_created_and_patched_in_their_namespace(
@@ -209,11 +221,7 @@ async def test_namespaced_kinds_are_created_and_patched_in_their_namespace(
         resource_version=created.metadata.resource_version,
     )
     assert patched.metadata.annotations[wk.ANNOTATION_DO_NOT_DISRUPT] == "true"
-    with_finalizer = await add_finalizer(
-        kube, PODS, "write-pod", "example.com/hold", namespace=namespace
-    )
+    with_finalizer = await kube.add_finalizer(PODS, patched, "example.com/hold")
     assert with_finalizer.metadata.finalizers == ("example.com/hold",)
-    released = await remove_finalizer(
-        kube, PODS, "write-pod", "example.com/hold", namespace=namespace
-    )
+    released = await kube.remove_finalizer(PODS, with_finalizer, "example.com/hold")
     assert released.metadata.finalizers == ()

@@ -37,7 +37,7 @@ from karpy.apis.v1.nodepool import (
 )
 from karpy.controllers.provisioning.batcher import Batcher
 from karpy.controllers.provisioning.provisioner import Provisioner
-from karpy.controllers.provisioning.trigger import is_provisionable, pod_subscriber
+from karpy.controllers.provisioning.trigger import pod_subscriber
 from karpy.kube.client import KubeClient
 from karpy.kube.events import Recorder
 from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, NODES, PODS
@@ -47,6 +47,7 @@ from karpy.runtime.options import BatchingOptions, ReconcileOptions, WatchingOpt
 from karpy.runtime.telemetry import Telemetry
 from karpy.state.cluster import ClusterState
 from karpy.state.informers import Informer
+from karpy.state.pods import is_provisionable
 from karpy.state.view import ClusterView
 from karpy.testing.fake_cloudprovider import TEST_NODE_CLASS, FakeCloudProvider
 from tests.support.waiting import eventually

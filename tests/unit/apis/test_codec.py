@@ -8,12 +8,13 @@ from typing import Any
 import orjson
 import pytest
 
-from karpy.apis.codec import DecodeError, decode, encode, format_time, to_dict
+from karpy.apis.codec import DecodeError, decode, encode, format_time, to_dict, unknown_fields
+from karpy.apis.duration import parse_duration
 from karpy.apis.kube.coordination import Lease, LeaseSpec
 from karpy.apis.kube.node import Node
 from karpy.apis.kube.pod import Pod
 from karpy.apis.kube.workloads import PodDisruptionBudget
-from karpy.apis.meta import ObjectMeta, parse_duration
+from karpy.apis.meta import ObjectMeta
 from karpy.apis.registry import decode_object
 from karpy.apis.v1.ec2nodeclass import EC2NodeClass
 from karpy.apis.v1.nodeclaim import NodeClaim, NodeClaimStatus
@@ -236,3 +237,19 @@ def test_parse_duration(text: str, seconds: int | None) -> None:
 def test_parse_duration_names_the_field(text: str) -> None:
     with pytest.raises(ValueError, match=r"^expireAfter: "):
         parse_duration(text, field_name="expireAfter")
+
+
+def test_unknown_fields_are_listed_with_their_wire_path_but_not_refused() -> None:
+    data = {
+        "metadata": {"name": "p", "labls": {}},
+        "spec": {
+            "containers": [{"name": "c", "ports": [{"containerPort": 80, "hostPot": 8080}]}],
+            "affinity": {"nodeAffinty": {}},
+        },
+    }
+    assert unknown_fields(Pod, data) == [
+        "$.metadata.labls",
+        "$.spec.containers[0].ports[0].hostPot",
+        "$.spec.affinity.nodeAffinty",
+    ]
+    assert decode(Pod, data).metadata.name == "p"

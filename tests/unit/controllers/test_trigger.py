@@ -10,16 +10,12 @@ import pytest
 from karpy.apis.codec import from_dict
 from karpy.apis.kube.pod import Pod
 from karpy.controllers.provisioning.batcher import Batcher
-from karpy.controllers.provisioning.trigger import (
-    NotProvisionable,
-    is_provisionable,
-    not_provisionable,
-    pod_subscriber,
-)
+from karpy.controllers.provisioning.trigger import pod_subscriber
 from karpy.kube.resources import Item, ObjectRef
 from karpy.kube.watch import Event, EventType
 from karpy.runtime.channels import Trigger
 from karpy.runtime.options import BatchingOptions
+from karpy.state.pods import NotProvisionable, is_provisionable, not_provisionable
 
 UNSCHEDULABLE = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
 

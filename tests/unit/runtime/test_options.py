@@ -5,16 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
-from karpy.runtime.options import (
-    Options,
-    OptionsError,
-    format_duration,
-    load,
-    parse_duration,
-)
+from karpy.runtime.options import Options, OptionsError, load
 
 
 def test_defaults_match_karpenter() -> None:
@@ -106,33 +98,6 @@ def test_identity_defaults_to_unique_hostname_uuid() -> None:
 def test_bad_values_name_the_option(argv: list[str], environ: dict[str, str], names: str) -> None:
     with pytest.raises(OptionsError, match=names):
         load(argv, environ)
-
-
-@pytest.mark.parametrize(
-    ("text", "seconds"),
-    [
-        pytest.param("1s", 1.0, id="s"),
-        pytest.param("500ms", 0.5, id="ms"),
-        pytest.param("1m30s", 90.0, id="m-s"),
-        pytest.param("1h", 3600.0, id="h"),
-        pytest.param("1.5s", 1.5, id="fraction"),
-        pytest.param("0", 0.0, id="zero"),
-    ],
-)
-def test_parse_duration_go_syntax(text: str, seconds: float) -> None:
-    assert parse_duration(text) == pytest.approx(seconds)
-
-
-@pytest.mark.parametrize("text", ["", "s", "1", "-1s", "1d", "1s2"])
-def test_parse_duration_rejects(text: str) -> None:
-    with pytest.raises(ValueError, match="invalid duration"):
-        parse_duration(text)
-
-
-@given(st.integers(min_value=1, max_value=10**7))
-def test_format_then_parse_round_trips_milliseconds(millis: int) -> None:
-    seconds = millis / 1000
-    assert parse_duration(format_duration(seconds)) == pytest.approx(seconds)
 
 
 def test_options_is_frozen() -> None:

@@ -307,3 +307,54 @@ def test_the_plan_lists_both_bounds_of_a_requirement() -> None:
         {"key": "example.com/gen", "operator": "Gt", "values": ["0"]},
         {"key": "example.com/gen", "operator": "Lt", "values": ["5"]},
     ]
+
+
+@pytest.mark.parametrize(
+    ("pod", "message"),
+    [
+        pytest.param(
+            {"name": "a", "requests": {"cpu": "1"}, "containers": [{"requests": {"memory": "z"}}]},
+            "pods[0].containers[0].requests.memory: quantity 'z'",
+            id="container-after-the-requests-shorthand",
+        ),
+        pytest.param(
+            {"name": "a", "affinity": {"nodeAffinty": {}}},
+            "pods[0].affinity: unknown field(s) nodeAffinty",
+            id="nested-typo",
+        ),
+        pytest.param(
+            {
+                "name": "a",
+                "affinity": {
+                    "podAntiAffinity": {
+                        "preferredDuringSchedulingIgnoredDuringExecution": [
+                            {"weight": 1, "podAffinityTerm": {"topologyKey": ""}}
+                        ]
+                    }
+                },
+            },
+            "pods[0].affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0]"
+            ".podAffinityTerm.topologyKey: must not be empty",
+            id="long-affinity-names",
+        ),
+        pytest.param(
+            {"name": "a", "priority": "high"}, "pods[0].priority: invalid value", id="bad-type"
+        ),
+    ],
+)
+def test_pod_errors_from_the_shared_decoder_name_the_scenario_field(
+    pod: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ScenarioError) as err:
+        parse(_with(pods=[pod]))
+    assert message in str(err.value)
+
+
+def test_a_sidecars_host_ports_count_as_the_operator_counts_them() -> None:
+    sidecar = {
+        "name": "s",
+        "restartPolicy": "Always",
+        "ports": [{"containerPort": 9000, "hostPort": 9000}],
+    }
+    (pod,) = parse(_with(pods=[{"name": "a", "initContainers": [sidecar]}])).pods
+    assert [p.port for p in pod.host_ports] == [9000]

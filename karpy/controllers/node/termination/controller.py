@@ -36,12 +36,9 @@ from karpy.cloudprovider import CloudProvider, NodeClaimNotFoundError
 from karpy.controllers.node.termination.eviction import (
     EVICTION_BACKOFF,
     Evictor,
-    do_not_disrupt,
     involved_pod,
-    needs_drain,
     next_to_evict,
 )
-from karpy.controllers.nodeclaim.deadline import termination_deadline
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import ConflictError, NotFoundError
 from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
@@ -50,6 +47,8 @@ from karpy.runtime.backoff import Backoff
 from karpy.runtime.clock import Clock
 from karpy.runtime.logging import bind
 from karpy.runtime.reconciler import Result
+from karpy.state.deadline import termination_deadline
+from karpy.state.pods import do_not_disrupt, needs_drain
 from karpy.state.view import ClusterView
 
 log = logging.getLogger(__name__)
@@ -130,13 +129,7 @@ class TerminationController:
             return await self._drain(node, nodeclaim, pods)
         if not await self._instance_terminated(node, nodeclaim):
             return Result(requeue_after=INSTANCE_TERMINATION_WAIT)
-        remaining = [f for f in node.metadata.finalizers if f != wk.FINALIZER_TERMINATION]
-        await self._kube.merge_patch(
-            NODES,
-            name,
-            {"metadata": {"finalizers": remaining or None}},
-            resource_version=node.metadata.resource_version,
-        )
+        await self._kube.remove_finalizer(NODES, node, wk.FINALIZER_TERMINATION)
         self._evictors.pop(name, None)
         log.info("deleted node", extra={"provider-id": node.spec.provider_id or ""})
         return Result()

@@ -17,12 +17,12 @@ import logging
 from collections.abc import Iterable, Sequence
 from typing import Final
 
-from karpy.apis.kube.pod import Pod, PodPhase
-from karpy.apis.v1 import labels as wk
+from karpy.apis.kube.pod import Pod
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError, TooManyRequestsError
 from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
 from karpy.runtime.backoff import Backoff, KeyedBackoff
+from karpy.state.pods import do_not_disrupt, is_daemon_owned, is_terminating, needs_drain
 
 log = logging.getLogger(__name__)
 
@@ -43,25 +43,10 @@ class Tier(enum.IntEnum):
 
 def tier_of(pod: Pod) -> Tier:
     critical = pod.spec.priority_class_name in CRITICAL_PRIORITY_CLASSES
-    daemon = any(ref.kind == "DaemonSet" for ref in pod.metadata.owner_references)
+    daemon = is_daemon_owned(pod)
     if critical:
         return Tier.CRITICAL_DAEMON if daemon else Tier.CRITICAL
     return Tier.NON_CRITICAL_DAEMON if daemon else Tier.NON_CRITICAL
-
-
-def needs_drain(pod: Pod) -> bool:
-    """False for pods a drain never waits on: mirror pods and pods that already finished."""
-    if wk.ANNOTATION_MIRROR_POD in pod.metadata.annotations:
-        return False
-    return pod.status.phase not in (PodPhase.SUCCEEDED, PodPhase.FAILED)
-
-
-def do_not_disrupt(pod: Pod) -> bool:
-    return pod.metadata.annotations.get(wk.ANNOTATION_DO_NOT_DISRUPT) == "true"
-
-
-def terminating(pod: Pod) -> bool:
-    return pod.metadata.deletion_timestamp is not None
 
 
 def next_to_evict(pods: Iterable[Pod]) -> tuple[Pod, ...]:
@@ -71,7 +56,7 @@ def next_to_evict(pods: Iterable[Pod]) -> tuple[Pod, ...]:
     if not evictable:
         return ()
     first = min(tier_of(p) for p in evictable)
-    return tuple(p for p in evictable if tier_of(p) == first and not terminating(p))
+    return tuple(p for p in evictable if tier_of(p) == first and not is_terminating(p))
 
 
 def involved_pod(pod: Pod) -> InvolvedObject:

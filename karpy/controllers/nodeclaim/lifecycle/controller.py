@@ -30,7 +30,6 @@ from karpy.apis.codec import format_time
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.cloudprovider import CloudProvider, NodeClaimNotFoundError
-from karpy.controllers.nodeclaim.deadline import termination_deadline
 from karpy.controllers.nodeclaim.lifecycle.conditions import with_ready
 from karpy.controllers.nodeclaim.lifecycle.initialization import Initialization
 from karpy.controllers.nodeclaim.lifecycle.launch import LAUNCH_TIMEOUT, Launch
@@ -43,6 +42,7 @@ from karpy.kube.kinds import NODECLAIMS, NODES
 from karpy.runtime.clock import Clock
 from karpy.runtime.logging import bind
 from karpy.runtime.reconciler import Result
+from karpy.state.deadline import termination_deadline
 from karpy.state.view import ClusterView
 
 __all__ = ["LAUNCH_TIMEOUT", "REGISTRATION_TIMEOUT", "LifecycleController"]
@@ -108,13 +108,8 @@ class LifecycleController:
                 return Result(requeue=True)
 
     async def _advance(self, nodeclaim: NodeClaim) -> Result:
-        name = nodeclaim.metadata.name or ""
-        finalizers = nodeclaim.metadata.finalizers
-        if wk.FINALIZER_TERMINATION not in finalizers:
-            patch = {"metadata": {"finalizers": [*finalizers, wk.FINALIZER_TERMINATION]}}
-            await self._kube.merge_patch(
-                NODECLAIMS, name, patch, resource_version=nodeclaim.metadata.resource_version
-            )
+        if wk.FINALIZER_TERMINATION not in nodeclaim.metadata.finalizers:
+            await self._kube.add_finalizer(NODECLAIMS, nodeclaim, wk.FINALIZER_TERMINATION)
             # The patch's MODIFIED event queues the NodeClaim again once the view holds it.
             return Result()
         outcome = Outcome(nodeclaim)
@@ -188,13 +183,7 @@ class LifecycleController:
                 pass
             else:
                 return Result(requeue_after=INSTANCE_TERMINATION_WAIT)
-        remaining = [f for f in nodeclaim.metadata.finalizers if f != wk.FINALIZER_TERMINATION]
-        await self._kube.merge_patch(
-            NODECLAIMS,
-            nodeclaim.metadata.name or "",
-            {"metadata": {"finalizers": remaining or None}},
-            resource_version=nodeclaim.metadata.resource_version,
-        )
+        await self._kube.remove_finalizer(NODECLAIMS, nodeclaim, wk.FINALIZER_TERMINATION)
         self._launched.pop(nodeclaim.metadata.uid or "", None)
         log.info("deleted nodeclaim", extra={"provider-id": provider_id or ""})
         return Result()

@@ -33,6 +33,7 @@ from karpy.controllers.nodeclaim.lifecycle.outcome import Outcome
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError
 from karpy.kube.kinds import NODECLAIMS, NODES
+from karpy.kube.patch import finalizer_patch
 from karpy.runtime.clock import Clock
 from karpy.runtime.reconciler import Result
 from karpy.state.view import ClusterView
@@ -122,8 +123,7 @@ class Registration:
             "labels": labels,
             "annotations": dict(nodeclaim.metadata.annotations),
         }
-        if wk.FINALIZER_TERMINATION not in node.metadata.finalizers:
-            metadata["finalizers"] = [*node.metadata.finalizers, wk.FINALIZER_TERMINATION]
+        metadata.update(finalizer_patch(node.metadata, wk.FINALIZER_TERMINATION, present=True))
         taints = list(node.spec.taints)
         if node.metadata.labels.get(wk.LABEL_DO_NOT_SYNC_TAINTS) != "true":
             for taint in (*nodeclaim.spec.taints, *nodeclaim.spec.startup_taints):

@@ -10,14 +10,8 @@ from hypothesis import strategies as st
 from karpy.apis.kube.pod import Pod, PodPhase, PodSpec, PodStatus
 from karpy.apis.meta import ObjectMeta, OwnerReference
 from karpy.apis.v1 import labels as wk
-from karpy.controllers.node.termination.eviction import (
-    Tier,
-    do_not_disrupt,
-    needs_drain,
-    next_to_evict,
-    terminating,
-    tier_of,
-)
+from karpy.controllers.node.termination.eviction import Tier, next_to_evict, tier_of
+from karpy.state.pods import do_not_disrupt, is_terminating, needs_drain
 
 WHEN = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 DAEMON = OwnerReference(api_version="apps/v1", kind="DaemonSet", name="ds", uid="u")
@@ -99,9 +93,9 @@ def test_only_the_first_unfinished_tier_is_evicted(pods: list[Pod]) -> None:
     for pod in chosen:
         assert needs_drain(pod)
         assert not do_not_disrupt(pod)
-        assert not terminating(pod)
+        assert not is_terminating(pod)
         assert all(tier_of(pod) <= tier_of(other) for other in evictable)
     if evictable and not chosen:
         # Nothing to evict now only while the first tier is still terminating.
         first = min(tier_of(p) for p in evictable)
-        assert all(terminating(p) for p in evictable if tier_of(p) == first)
+        assert all(is_terminating(p) for p in evictable if tier_of(p) == first)

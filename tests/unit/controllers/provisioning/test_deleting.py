@@ -14,7 +14,6 @@ from karpy.apis.v1.labels import ANNOTATION_MIRROR_POD
 from karpy.apis.v1.nodeclaim import NodeClaim, NodeClaimSpec
 from karpy.controllers.provisioning.batcher import Batcher
 from karpy.controllers.provisioning.deleting import (
-    is_reschedulable,
     node_subscriber,
     nodeclaim_subscriber,
     pods_of_deleting_nodes,
@@ -23,6 +22,7 @@ from karpy.kube.resources import Item, ObjectRef
 from karpy.kube.watch import Event, EventType
 from karpy.runtime.channels import Trigger
 from karpy.runtime.options import BatchingOptions
+from karpy.state.pods import is_reschedulable
 
 WHEN = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -11,7 +11,7 @@ from karpy.apis.meta import ObjectMeta
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.common import NodeClassReference
 from karpy.apis.v1.nodeclaim import NodeClaim, NodeClaimSpec
-from karpy.controllers.nodeclaim.deadline import termination_deadline
+from karpy.state.deadline import termination_deadline
 
 T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 REF = NodeClassReference(group="g", kind="K", name="n")

@@ -3,7 +3,8 @@
 A NodeClaim with spec.terminationGracePeriod gives its pods that long after its deletion; past it,
 the drain deletes pods instead of evicting them. Karpenter writes the deadline on the NodeClaim as
 karpenter.sh/nodeclaim-termination-timestamp so users and every controller see the same instant;
-the lifecycle controller writes it and the termination controller reads it, both through here.
+the lifecycle controller writes it and the termination controller reads it, both through here
+(in karpy.state, below both, so neither controller imports the other).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import datetime
 
 from karpy.apis.codec import parse_time
-from karpy.apis.meta import parse_duration
+from karpy.apis.duration import parse_duration
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import NodeClaim
 
