@@ -17,16 +17,17 @@ from karpy.apis.meta import ObjectMeta
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.common import NodeClassReference
 from karpy.apis.v1.nodeclaim import NodeClaim
-from karpy.apis.v1alpha1.kwoknodeclass import KWOKNodeClass
 from karpy.cloudprovider.instrumented import InstrumentedCloudProvider
 from karpy.cloudprovider.registry import UnknownProviderError
 from karpy.controllers.provisioning.provisioner import Provisioner
 from karpy.kube.client import KubeClient
-from karpy.kube.kinds import KWOK_NODECLASSES, NODECLAIMS, NODEPOOLS, PODS
+from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, PODS
 from karpy.localcluster import ClusterInfo
 from karpy.operator.supervisor import Supervisor
 from karpy.operator.wiring import ProviderLoop, build
 from karpy.runtime.options import Options, load
+from karpy_kwok.apis.kwoknodeclass import KWOKNodeClass
+from karpy_kwok.kinds import KWOK_NODECLASSES
 from tests.cluster.provisioning.harness import make_nodepool, pod_body
 from tests.support.waiting import eventually
 
