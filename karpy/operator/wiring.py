@@ -214,6 +214,11 @@ async def build(
             ),
             telemetry,
         )
+    except BaseException:
+        await client.close()
+        telemetry.shutdown()
+        raise
+    try:
         provider_controllers = _provider_extension(
             _extension(provider),
             client=client,
@@ -223,8 +228,11 @@ async def build(
             telemetry=telemetry,
         )
     except BaseException:
-        await client.close()
-        telemetry.shutdown()
+        try:
+            await _close_provider(provider)
+        finally:
+            await client.close()
+            telemetry.shutdown()
         raise
     elector = (
         LeaderElector(client, options.leader_election, clock=clock, metrics=telemetry.metrics)
