@@ -38,6 +38,7 @@ from karpy.kube.kinds import NODES
 from karpy.localcluster import ClusterInfo
 from karpy.runtime.clock import FakeClock
 from karpy.runtime.telemetry import Telemetry
+from karpy.state.view import ClusterView
 from karpy_kwok import KwokCloudProvider, KwokOptions, build
 from karpy_kwok.apis.kwoknodeclass import KWOKNodeClass, KWOKNodeClassSpec
 from karpy_kwok.catalog import OfferingSelector, load_entries
@@ -239,7 +240,7 @@ async def test_list_ignores_nodes_that_are_not_kwok_instances(kube: KubeClient) 
 
 
 async def test_build_reads_the_settings(kube: KubeClient) -> None:
-    context = ProviderContext(
+    context: ProviderContext[KubeClient, ClusterView] = ProviderContext(
         kube=kube,
         clock=FakeClock(),
         cluster_name="test",
@@ -293,7 +294,9 @@ async def test_the_entry_point_line_builds_the_kwok_provider(
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: karpy-kwok-entry\nVersion: 0.0\n")
     (info / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\nkwok = karpy_kwok:build\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    context = ProviderContext(kube=kube, clock=FakeClock(), cluster_name="test")
+    context: ProviderContext[KubeClient, ClusterView] = ProviderContext(
+        kube=kube, clock=FakeClock(), cluster_name="test"
+    )
     provider = await build_provider("kwok", context)
     assert isinstance(provider, KwokCloudProvider)
     assert (
