@@ -52,8 +52,10 @@ class ProviderContext(Generic[KubeT, ViewT]):
     `ProviderConfigError` naming the key. ``telemetry`` is the operator's tracer and metric
     instruments: a provider's own loops and calls report through it, so their spans join the
     operator's traces and their metrics show on its /metrics (None outside the operator).
-    ``reconcile`` and ``watching`` are the operator's error backoff and watch settings, for the
-    provider's own loops and watches, so one set of flags governs every loop in the process.
+    ``reconcile`` and ``watching`` are the operator's error backoff and watch settings, for
+    whatever a provider times by them; its loops and the informers of its kinds need neither,
+    since it declares them (`karpy.cloudprovider.protocol.ProviderExtension`) and the operator
+    runs them with these settings.
     """
 
     kube: KubeT
