@@ -237,7 +237,7 @@ def render_kind(cls: type[Any]) -> str:
 
 
 def render_api_doc() -> str:
-    from karpy.apis.registry import CRD_KINDS  # imported late: registry imports the codec
+    from karpy.apis.registry import crd_kinds  # imported late: registry imports the codec
 
     migration = "".join(f"| {old} | {new} |\n" for old, new in MIGRATION)
-    return INTRO + migration + "\n" + "\n".join(render_kind(cls) for cls in CRD_KINDS)
+    return INTRO + migration + "\n" + "\n".join(render_kind(cls) for cls in crd_kinds())

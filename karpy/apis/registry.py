@@ -1,12 +1,19 @@
-"""Which model decodes which (apiVersion, kind), and every model class karpy defines.
+"""Which model decodes which (apiVersion, kind), and every model class karpy knows.
 
 The kube adapter receives untyped objects from watches; `model_for` picks the class to decode
 them into, and tests walk `all_models()` to prove every class round-trips.
+
+karpy.apis holds only karpenter.sh and Kubernetes kinds. A provider's NodeClass model lives in
+the provider's distribution, which declares its CRDs under the entry-point group ``karpy.apis``
+(e.g. ``aws = "karpy_aws.apis.crds:CRDS"``, a tuple of `karpy.apis.crds.CRDInfo`); karpy never
+imports a provider, so the provider kinds are found there, lazily, in entry-point name order.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Mapping
+from importlib import metadata
 from typing import Any, Final
 
 import attrs
@@ -17,13 +24,13 @@ from karpy.apis.kube.node import Node
 from karpy.apis.kube.pod import Pod
 from karpy.apis.kube.storage import CSINode, PersistentVolume, PersistentVolumeClaim, StorageClass
 from karpy.apis.kube.workloads import DaemonSet, PodDisruptionBudget
-from karpy.apis.v1.ec2nodeclass import EC2NodeClass
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.apis.v1.nodepool import NodePool
-from karpy.apis.v1alpha1.kwoknodeclass import KWOKNodeClass
 
-# The kinds whose CRDs karpy ships (deploy/crds), in generation order.
-CRD_KINDS: Final[tuple[type[Any], ...]] = (NodePool, NodeClaim, EC2NodeClass, KWOKNodeClass)
+API_ENTRY_POINT_GROUP: Final = "karpy.apis"
+
+# karpy's own CRD kinds, first in generation order.
+CORE_CRD_KINDS: Final[tuple[type[Any], ...]] = (NodePool, NodeClaim)
 
 CORE_KINDS: Final[tuple[type[Any], ...]] = (
     Pod,
@@ -43,15 +50,45 @@ def _api_version(cls: type[Any]) -> str:
     return version
 
 
-REGISTRY: Final[Mapping[tuple[str, str], type[Any]]] = {
-    (_api_version(cls), cls.KIND): cls for cls in (*CRD_KINDS, *CORE_KINDS)
-}
+@functools.cache
+def provider_crds() -> tuple[Any, ...]:
+    """The CRD declarations (`karpy.apis.crds.CRDInfo`) of every installed provider, in
+    entry-point name order; imported on first use. Raises ImportError or AttributeError when
+    an entry point cannot be loaded, TypeError when it is not a tuple of declarations."""
+    found: list[Any] = []
+    seen: set[tuple[str, str]] = set()
+    for entry_point in sorted(
+        metadata.entry_points(group=API_ENTRY_POINT_GROUP), key=lambda ep: (ep.name, ep.value)
+    ):
+        if (entry_point.name, entry_point.value) in seen:
+            continue  # one distribution seen twice on sys.path (editable installs)
+        seen.add((entry_point.name, entry_point.value))
+        declared = entry_point.load()
+        if not isinstance(declared, tuple) or not all(hasattr(d, "model") for d in declared):
+            msg = (
+                f"{API_ENTRY_POINT_GROUP} entry point {entry_point.value!r} is not CRD declarations"
+            )
+            raise TypeError(msg)
+        found.extend(declared)
+    return tuple(found)
+
+
+def crd_kinds() -> tuple[type[Any], ...]:
+    """The kinds whose CRDs karpy ships (deploy/crds), in generation order: karpy's own, then
+    each provider's."""
+    return (*CORE_CRD_KINDS, *(declared.model for declared in provider_crds()))
+
+
+@functools.cache
+def registry() -> Mapping[tuple[str, str], type[Any]]:
+    """The model of every (apiVersion, kind) karpy decodes, providers' kinds included."""
+    return {(_api_version(cls), cls.KIND): cls for cls in (*crd_kinds(), *CORE_KINDS)}
 
 
 def model_for(api_version: str, kind: str) -> type[Any]:
     """The model class for an (apiVersion, kind); KeyError names the pair when unknown."""
     try:
-        return REGISTRY[(api_version, kind)]
+        return registry()[(api_version, kind)]
     except KeyError:
         msg = f"karpy has no model for apiVersion={api_version!r} kind={kind!r}"
         raise KeyError(msg) from None
@@ -68,7 +105,7 @@ def decode_object(data: Mapping[str, Any]) -> object:
 def all_models() -> Iterator[type[Any]]:
     """Every attrs class reachable from the registered kinds (each once)."""
     seen: set[type[Any]] = set()
-    stack = list(REGISTRY.values())
+    stack = list(registry().values())
     while stack:
         cls = stack.pop()
         if cls in seen:

@@ -8,8 +8,10 @@ declares a factory under the entry-point group ``karpy.providers``, e.g.
 
 and the operator picks one by name from its options. The factory receives a `ProviderContext`
 — everything a provider may take from karpy — and returns the provider (or an awaitable of it,
-for providers that must call their cloud while starting). Installing a distribution is all it
-takes to add a provider; nothing in karpy changes.
+for providers that must call their cloud while starting). A provider that owns kinds or brings
+loops of its own declares them through the `Extended` hook (karpy.cloudprovider.protocol), and
+the operator runs them. Installing a distribution is all it takes to add a provider; nothing in
+karpy changes.
 """
 
 from __future__ import annotations
@@ -29,28 +31,36 @@ from karpy.runtime.telemetry import Telemetry
 ENTRY_POINT_GROUP: Final = "karpy.providers"
 
 KubeT = TypeVar("KubeT")
+ViewT = TypeVar("ViewT")
 
 
 @attrs.frozen(kw_only=True)
-class ProviderContext(Generic[KubeT]):
+class ProviderContext(Generic[KubeT, ViewT]):
     """What a provider factory receives from karpy.
 
     ``kube`` is the operator's apiserver client, a ``karpy.kube.client.KubeClient`` (shared; the
-    provider must not close it). The type is a parameter only because karpy.cloudprovider and
-    karpy.kube are sibling layers that may not import each other; wiring builds a
-    ``ProviderContext[KubeClient]`` and provider factories declare that type. The rest:
+    provider must not close it). ``view`` is the operator's read-only view of cluster state, a
+    ``karpy.state.view.ClusterView``: the informers' objects, the provider's own kinds among
+    them, which the provider and its loops read instead of the apiserver (None outside the
+    operator). The types are parameters only because karpy.cloudprovider may not import
+    karpy.kube (a sibling) or karpy.state (above it); wiring builds a
+    ``ProviderContext[KubeClient, ClusterView]`` and provider factories declare that type. The
+    rest:
     ``clock`` the injected wall clock, ``cluster_name`` the name instances are tagged with, and
     ``settings`` the provider's own options as given to the operator (string keys and values,
     e.g. ``{"registration-delay": "5s"}``); a factory refuses unknown or malformed ones with a
     `ProviderConfigError` naming the key. ``telemetry`` is the operator's tracer and metric
     instruments: a provider's own loops and calls report through it, so their spans join the
     operator's traces and their metrics show on its /metrics (None outside the operator).
-    ``reconcile`` and ``watching`` are the operator's error backoff and watch settings, for the
-    provider's own loops and watches, so one set of flags governs every loop in the process.
+    ``reconcile`` and ``watching`` are the operator's error backoff and watch settings, for
+    whatever a provider times by them; its loops and the informers of its kinds need neither,
+    since it declares them (`karpy.cloudprovider.protocol.ProviderExtension`) and the operator
+    runs them with these settings.
     """
 
     kube: KubeT
     clock: Clock
+    view: ViewT | None = None
     cluster_name: str
     settings: Mapping[str, str] = attrs.field(factory=dict)
     telemetry: Telemetry | None = None
@@ -58,7 +68,7 @@ class ProviderContext(Generic[KubeT]):
     watching: WatchingOptions = attrs.field(factory=WatchingOptions)
 
 
-ProviderFactory = Callable[[ProviderContext[Any]], CloudProvider | Awaitable[CloudProvider]]
+ProviderFactory = Callable[[ProviderContext[Any, Any]], CloudProvider | Awaitable[CloudProvider]]
 
 
 class ProviderError(Exception):
@@ -121,7 +131,7 @@ def load_factory(name: str) -> ProviderFactory:
     return loaded
 
 
-async def build_provider(name: str, context: ProviderContext[Any]) -> CloudProvider:
+async def build_provider(name: str, context: ProviderContext[Any, Any]) -> CloudProvider:
     """Find the provider ``name`` and build it with ``context``.
 
     Side effects: whatever the factory does (it may call its cloud). Raises the errors of

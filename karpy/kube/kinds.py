@@ -1,7 +1,8 @@
-"""The kinds karpy reads and writes (core and its CRDs), with their REST coordinates and decoders.
+"""The kinds karpy reads and writes (Kubernetes' and karpenter.sh's): REST coordinates, decoders.
 
 Each `ResourceKind` binds a model from karpy.apis to the path it is listed and watched at, and
-decodes through the shared codec, so an informer needs nothing but the kind.
+decodes through the shared codec, so an informer needs nothing but the kind. A provider binds
+the kinds it owns (its NodeClass) in its own package and declares them to the operator.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from karpy.apis.kube.storage import PersistentVolume, PersistentVolumeClaim, Sto
 from karpy.apis.kube.workloads import DaemonSet
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.apis.v1.nodepool import NodePool
-from karpy.apis.v1alpha1.kwoknodeclass import KWOKNodeClass
 from karpy.kube.resources import ResourceKind
 
 NODES: Final = ResourceKind[Node](
@@ -48,14 +48,6 @@ NODEPOOLS: Final = ResourceKind[NodePool](
     version=NodePool.VERSION,
     namespaced=False,
     decode=functools.partial(from_dict, NodePool),
-)
-KWOK_NODECLASSES: Final = ResourceKind[KWOKNodeClass](
-    kind=KWOKNodeClass.KIND,
-    plural=KWOKNodeClass.PLURAL,
-    group=KWOKNodeClass.GROUP,
-    version=KWOKNodeClass.VERSION,
-    namespaced=False,
-    decode=functools.partial(from_dict, KWOKNodeClass),
 )
 DAEMONSETS: Final = ResourceKind[DaemonSet](
     kind=DaemonSet.KIND,

@@ -31,7 +31,7 @@ from typing import Any, Final, TextIO
 import attrs
 import uvloop
 
-from karpy.apis.crds import CRDS, render_crd
+from karpy.apis.crds import all_crds, render_crd
 from karpy.apis.kube.pod import Pod
 from karpy.apis.meta import ConditionStatus
 from karpy.apis.v1 import labels as wk
@@ -398,7 +398,7 @@ async def _play(
     results: list[tuple[Step, bool, float]] = []
     try:
         async with asyncio.timeout(60):
-            await install_crds(client, [render_crd(crd) for crd in CRDS])
+            await install_crds(client, [render_crd(crd) for crd in all_crds()])
             await apply(client, scenario.nodeclass)
             await apply(client, scenario.nodepool)
             await apply(client, INFLATE)

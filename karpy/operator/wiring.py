@@ -5,22 +5,32 @@ state and its informers, the cloud provider (found by name through `karpy.provid
 for spans and metrics), the leader elector, the probe server, and the controllers (provisioning,
 NodeClaim lifecycle and garbage collection, Node termination, disruption by emptiness with its
 lastPodEventTime stamper). Controllers are registered in `_controllers()`, fed by informer
-subscriptions made here; they run on the leader only. Nothing else in karpy calls a constructor
-of another package's service.
+subscriptions made here; they run on the leader only. The provider's own kinds and loops are
+declared by it (`karpy.cloudprovider.protocol.ProviderExtension`) and built here too, in
+`_provider_extension()`: its kinds are informed like the core kinds and its loops get the same
+queues, runners, backoff and shutdown drain. Nothing else in karpy calls a constructor of another
+package's service.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final, Protocol, TypeVar, runtime_checkable
 
 import attrs
 from opentelemetry.sdk.trace.export import SpanExporter
 
 from karpy.cloudprovider.instrumented import InstrumentedCloudProvider
-from karpy.cloudprovider.protocol import CloudProvider
-from karpy.cloudprovider.registry import ProviderContext, build_provider
+from karpy.cloudprovider.protocol import (
+    Change,
+    CloudProvider,
+    Extended,
+    KeyedController,
+    PeriodicController,
+    ProviderExtension,
+    Watch,
+)
+from karpy.cloudprovider.registry import ProviderContext, ProviderError, build_provider
 from karpy.controllers.disruption.emptiness import EmptinessController
 from karpy.controllers.node.termination import subscribers as termination_events
 from karpy.controllers.node.termination.controller import TerminationController
@@ -50,15 +60,17 @@ from karpy.kube.kinds import (
 )
 from karpy.kube.lease import LeaderElector
 from karpy.kube.resources import ResourceKind
+from karpy.kube.watch import Event, EventType
+from karpy.runtime.backoff import Backoff
 from karpy.runtime.channels import Trigger
 from karpy.runtime.clock import Clock, SystemClock
 from karpy.runtime.health import ProbeServer
 from karpy.runtime.options import Options
 from karpy.runtime.ratelimit import TokenBucket
-from karpy.runtime.reconciler import Runner, WorkQueue
+from karpy.runtime.reconciler import Result, Runner, SingletonLoop, WorkQueue
 from karpy.runtime.telemetry import Telemetry
 from karpy.state.cluster import ClusterState
-from karpy.state.informers import Informer
+from karpy.state.informers import Informer, Subscriber
 from karpy.state.snapshot import SnapshotKinds
 from karpy.state.view import ClusterView
 
@@ -134,13 +146,6 @@ class Components:
 
 
 @runtime_checkable
-class _Runs(Protocol):
-    """The optional provider hook: a background loop the operator owns."""
-
-    async def run(self) -> None: ...
-
-
-@runtime_checkable
 class _Closes(Protocol):
     """The optional provider hook: release clients and connections at shutdown."""
 
@@ -155,26 +160,6 @@ async def _close_provider(provider: CloudProvider) -> None:
     inner = _unwrapped(provider)
     if isinstance(inner, _Closes):
         await inner.aclose()
-
-
-class ProviderLoop:
-    """A provider's background `run()` hook as a controller: it runs with the controllers (on
-    the leader, where launches happen) and is cancelled when they stop."""
-
-    name = "cloudprovider.run"
-
-    def __init__(self, provider: _Runs) -> None:
-        self._provider = provider
-        self._stopping = asyncio.Event()
-
-    async def run(self) -> None:
-        async with asyncio.TaskGroup() as group:
-            loop = group.create_task(self._provider.run(), name=self.name)
-            await self._stopping.wait()
-            loop.cancel()
-
-    def stop(self) -> None:
-        self._stopping.set()
 
 
 async def build(
@@ -201,6 +186,7 @@ async def build(
         limiter=TokenBucket(rate=options.kube.qps, burst=options.kube.burst),
     )
     state = ClusterState(metrics=telemetry.metrics)
+    view = ClusterView(state)
     informers: list[Informer[Any]] = [
         Informer(
             client,
@@ -217,6 +203,7 @@ async def build(
                 options.provider.name,
                 ProviderContext(
                     kube=client,
+                    view=view,
                     clock=clock,
                     cluster_name=options.provider.cluster_name,
                     settings=options.provider.settings,
@@ -230,6 +217,22 @@ async def build(
     except BaseException:
         await client.close()
         telemetry.shutdown()
+        raise
+    try:
+        provider_controllers = _provider_extension(
+            _extension(provider),
+            client=client,
+            state=state,
+            informers=informers,
+            options=options,
+            telemetry=telemetry,
+        )
+    except BaseException:
+        try:
+            await _close_provider(provider)
+        finally:
+            await client.close()
+            telemetry.shutdown()
         raise
     elector = (
         LeaderElector(client, options.leader_election, clock=clock, metrics=telemetry.metrics)
@@ -252,15 +255,18 @@ async def build(
         informers=informers,
         elector=elector,
         probes=probes,
-        controllers=_controllers(
-            options,
-            client=client,
-            state=state,
-            informers=informers,
-            provider=provider,
-            telemetry=telemetry,
-            clock=clock,
-        ),
+        controllers=[
+            *_controllers(
+                options,
+                client=client,
+                view=view,
+                informers=informers,
+                provider=provider,
+                telemetry=telemetry,
+                clock=clock,
+            ),
+            *provider_controllers,
+        ],
         cloudprovider=provider,
     )
 
@@ -269,17 +275,16 @@ def _controllers(
     options: Options,
     *,
     client: KubeClient,
-    state: ClusterState,
+    view: ClusterView,
     informers: Sequence[Informer[Any]],
     provider: CloudProvider,
     telemetry: Telemetry,
     clock: Clock,
 ) -> list[Controller]:
-    """Every controller loop, each with its dependencies passed explicitly."""
+    """Every core controller loop, each with its dependencies passed explicitly. They all read
+    through `view`, the one read path: cluster state, never a list per reconcile."""
     controllers: list[Controller] = []
     by_kind = {informer.kind: informer for informer in informers}
-    # The one read path of every core controller: cluster state, never a list per reconcile.
-    view = ClusterView(state)
     if by_kind.keys() >= PROVISIONING_KINDS:
         # pod informer -> Batcher (window) -> Provisioner (snapshot, solve, create NodeClaims)
         batcher = Batcher(options.batching, signal=Trigger("provisioning-batch"))
@@ -327,10 +332,159 @@ def _controllers(
                 clock=clock,
             )
         )
-    inner = _unwrapped(provider)
-    if isinstance(inner, _Runs):
-        controllers.append(ProviderLoop(inner))
     return controllers
+
+
+def _extension(provider: CloudProvider) -> ProviderExtension[Any]:
+    """What the provider declares besides its methods (nothing when it has no `extension()`)."""
+    inner = _unwrapped(provider)
+    return inner.extension() if isinstance(inner, Extended) else ProviderExtension()
+
+
+def _resource_kind(kind: object, *, provider: str) -> ResourceKind[Any]:
+    if not isinstance(kind, ResourceKind):
+        msg = (
+            f"cloud provider {provider!r} declared a kind of type {type(kind).__name__}; "
+            "kinds are karpy.kube.resources.ResourceKind"
+        )
+        raise ProviderError(msg)
+    return kind
+
+
+def _provider_extension(
+    extension: ProviderExtension[Any],
+    *,
+    client: KubeClient,
+    state: ClusterState,
+    informers: list[Informer[Any]],
+    options: Options,
+    telemetry: Telemetry,
+) -> list[Controller]:
+    """Inform the provider's kinds (and any kind its loops watch) into cluster state, appending
+    their informers to `informers`, and build its declared loops.
+
+    Raises ProviderError when a declared kind is not a ResourceKind.
+    """
+    name = options.provider.name
+    informed = {informer.kind for informer in informers}
+    watched = (
+        w.kind
+        for spec in extension.controllers
+        if isinstance(spec, KeyedController)
+        for w in spec.watches
+    )
+    for declared in (*extension.kinds, *watched):
+        kind = _resource_kind(declared, provider=name)
+        if kind.kind in informed:
+            continue
+        informed.add(kind.kind)
+        informers.append(
+            Informer(
+                client,
+                state.register(kind),
+                state=state,
+                settings=options.watching,
+                metrics=telemetry.metrics,
+            )
+        )
+    return provider_controllers(
+        extension,
+        by_kind={informer.kind: informer for informer in informers},
+        telemetry=telemetry,
+        backoff=options.reconcile.backoff,
+        synced=state.wait_synced,
+    )
+
+
+def provider_controllers(
+    extension: ProviderExtension[Any],
+    *,
+    by_kind: Mapping[str, Informer[Any]],
+    telemetry: Telemetry,
+    backoff: Backoff,
+    synced: Callable[[], Awaitable[None]] | None = None,
+) -> list[Controller]:
+    """The provider's declared loops as controllers: a keyed spec becomes a WorkQueue and Runner
+    fed by subscriptions to the informers of its watched kinds (which `by_kind` must hold), a
+    periodic spec a SingletonLoop. With `synced`, every reconcile first waits for it: a loop that
+    judges the cluster from cluster state (leaked instances: "no NodeClaim holds it") must not
+    see the empty state of a process still listing. Tests use this to run a provider's loops
+    without an operator.
+    """
+    controllers: list[Controller] = []
+    for spec in extension.controllers:
+        if isinstance(spec, PeriodicController):
+            controllers.append(
+                SingletonLoop(
+                    spec.name,
+                    _after_sync(spec.reconcile_once, synced),
+                    telemetry=telemetry,
+                    backoff=backoff,
+                    wake=spec.wake,
+                    requeue_on=spec.requeue_on,
+                )
+            )
+            continue
+        queue = WorkQueue[str](spec.name, telemetry=telemetry)
+        for watch in spec.watches:
+            by_kind[_resource_kind(watch.kind, provider=spec.name).kind].subscribe(
+                _watch_subscriber(watch, queue.add)
+            )
+        controllers.append(
+            Runner(
+                spec.name,
+                _keyed_after_sync(spec.reconcile, synced),
+                queue=queue,
+                telemetry=telemetry,
+                backoff=backoff,
+                workers=spec.workers,
+                describe=spec.describe,
+                done_on=spec.done_on,
+                requeue_on=spec.requeue_on,
+            )
+        )
+    return controllers
+
+
+def _after_sync(
+    reconcile_once: Callable[[], Awaitable[Result]], synced: Callable[[], Awaitable[None]] | None
+) -> Callable[[], Awaitable[Result]]:
+    if synced is None:
+        return reconcile_once
+
+    async def gated() -> Result:
+        await synced()
+        return await reconcile_once()
+
+    return gated
+
+
+def _keyed_after_sync(
+    reconcile: Callable[[str], Awaitable[Result]], synced: Callable[[], Awaitable[None]] | None
+) -> Callable[[str], Awaitable[Result]]:
+    if synced is None:
+        return reconcile
+
+    async def gated(key: str) -> Result:
+        await synced()
+        return await reconcile(key)
+
+    return gated
+
+
+def _watch_subscriber(watch: Watch[Any], enqueue: Callable[[str], None]) -> Subscriber[Any]:
+    """An informer event, as the provider's `Change`, through its key function into the queue."""
+
+    def on_event(event: Event[Any]) -> None:
+        change = Change(
+            name=event.item.ref.name,
+            obj=event.item.obj,
+            deleted=event.type is EventType.DELETED,
+        )
+        for key in watch.keys(change):
+            enqueue(key)
+
+    return on_event
 
 
 def _snapshot_kinds(by_kind: Mapping[str, Informer[Any]]) -> SnapshotKinds:

@@ -26,15 +26,15 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from karpy.apis.kube.common import NodeSelectorOperator, NodeSelectorRequirement
 from karpy.apis.meta import Condition, ConditionStatus, ObjectMeta, Quantity
-from karpy.apis.v1 import ec2nodeclass as nc
-from karpy.apis.v1 import ec2nodeclass_status as nc_status
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.common import NodeClaimRequirement, NodeClassReference, RequirementOperator
-from karpy.apis.v1.ec2nodeclass import EC2NodeClass
 from karpy.apis.v1.nodeclaim import NodeClaim, NodeClaimSpec, ResourceRequests
 from karpy.kube.client import KubeClient
 from karpy.localcluster import ClusterInfo as LocalClusterInfo
 from karpy.runtime.clock import FakeClock
+from karpy_aws.apis import ec2nodeclass as nc
+from karpy_aws.apis import ec2nodeclass_status as nc_status
+from karpy_aws.apis.ec2nodeclass import EC2NodeClass
 from karpy_aws.emulator.server import moto_server
 from karpy_aws.emulator.world import AMI_IDS, World, seed
 from karpy_aws.instance import Instances

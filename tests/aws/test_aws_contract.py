@@ -7,10 +7,10 @@ from __future__ import annotations
 import attrs
 import pytest
 
-from karpy.apis.v1 import ec2nodeclass as nc
-from karpy.apis.v1 import ec2nodeclass_status as nc_status
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.common import NodeClassReference
+from karpy_aws.apis import ec2nodeclass as nc
+from karpy_aws.apis import ec2nodeclass_status as nc_status
 from tests.contract.conftest import Subject, nodepool
 from tests.contract.test_cloudprovider_contract import (
     test_a_fresh_instance_has_not_drifted,

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from karpy.apis.v1 import ec2nodeclass as nc
-from karpy.apis.v1 import ec2nodeclass_status as nc_status
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.cloudprovider import NodeClaimNotFoundError
+from karpy_aws.apis import ec2nodeclass as nc
+from karpy_aws.apis import ec2nodeclass_status as nc_status
 from karpy_aws.nodeclass import static_hash
 
 from .conftest import AMI_IDS, ProviderKit, make_nodeclaim, ready_nodeclass

@@ -1,6 +1,6 @@
 """The entry point's factory: settings parsed with errors that name the key, and a provider
-built from a ProviderContext that reads EC2NodeClasses from the real local control plane and
-launches on moto."""
+built from a ProviderContext whose cluster view informs EC2NodeClasses from the real local control
+plane, launching on moto."""
 
 from __future__ import annotations
 
@@ -16,10 +16,11 @@ from karpy.kube.client import KubeClient
 from karpy.runtime.clock import FakeClock
 from karpy.runtime.telemetry import Telemetry
 from karpy_aws import AWSProviderOptions, build
-from karpy_aws.factory import EC2NODECLASSES, KubeNodeClasses
+from karpy_aws.factory import EC2NODECLASSES, ViewNodeClasses
 from karpy_aws.instanceprofile import InstanceProfiles
 from karpy_aws.nodeclassstatus import resolve_status
 from karpy_aws.session import AWSSession
+from tests.support.providers import Informed
 
 from .conftest import (
     K8S_VERSION,
@@ -69,7 +70,7 @@ def test_settings_are_typed() -> None:
 
 
 @pytest.mark.cluster
-async def test_the_factory_builds_a_provider_reading_nodeclasses_from_the_apiserver(
+async def test_the_factory_builds_a_provider_reading_nodeclasses_from_the_cluster_view(
     kube: KubeClient, moto: Moto, session: AWSSession
 ) -> None:
     name = f"aws-{secrets.token_hex(3)}"
@@ -93,30 +94,34 @@ async def test_the_factory_builds_a_provider_reading_nodeclasses_from_the_apiser
         await kube.patch_status(EC2NODECLASSES, name, status)
         spans = InMemorySpanExporter()
         telemetry = Telemetry.setup(service_name="karpy-test", span_exporter=spans)
-        context = ProviderContext(
-            kube=kube,
-            clock=FakeClock(),
-            cluster_name=f"built-{secrets.token_hex(3)}",
-            settings=provider_settings(
-                moto, **{"cluster-endpoint": "https://k.test", "cluster-ca-bundle": "Q0E="}
-            ),
-            telemetry=telemetry,
-        )
-        provider = await build(context)
-        try:
-            assert isinstance(provider, CloudProvider)
-            assert await KubeNodeClasses(kube).get("no-such-nodeclass") is None
-            launched = await provider.create(make_nodeclaim(nodeclass=name))
-            assert launched.status.provider_id is not None
-            assert [n.status.provider_id for n in await provider.list()] == [
-                launched.status.provider_id
-            ]
-            await provider.delete(launched)
-            # The AWS calls report through the operator's telemetry it was given.
-            names = {span.name for span in spans.get_finished_spans()}
-            assert {"aws.ec2.CreateFleet", "aws.ec2.TerminateInstances"} <= names
-        finally:
-            await provider.aclose()
+        informed = Informed(kube, telemetry)
+        informed.inform(EC2NODECLASSES)
+        async with informed.running() as view:
+            context = ProviderContext(
+                kube=kube,
+                view=view,
+                clock=FakeClock(),
+                cluster_name=f"built-{secrets.token_hex(3)}",
+                settings=provider_settings(
+                    moto, **{"cluster-endpoint": "https://k.test", "cluster-ca-bundle": "Q0E="}
+                ),
+                telemetry=telemetry,
+            )
+            provider = await build(context)
+            try:
+                assert isinstance(provider, CloudProvider)
+                assert await ViewNodeClasses(view).get("no-such-nodeclass") is None
+                launched = await provider.create(make_nodeclaim(nodeclass=name))
+                assert launched.status.provider_id is not None
+                assert [n.status.provider_id for n in await provider.list()] == [
+                    launched.status.provider_id
+                ]
+                await provider.delete(launched)
+                # The AWS calls report through the operator's telemetry it was given.
+                names = {span.name for span in spans.get_finished_spans()}
+                assert {"aws.ec2.CreateFleet", "aws.ec2.TerminateInstances"} <= names
+            finally:
+                await provider.aclose()
         # Closing the provider leaves the operator's telemetry working.
         with telemetry.tracer.start_as_current_span("after the provider closed"):
             pass
@@ -128,7 +133,7 @@ async def test_the_factory_builds_a_provider_reading_nodeclasses_from_the_apiser
 
 @pytest.mark.cluster
 async def test_a_cluster_eks_does_not_know_is_a_config_error(kube: KubeClient, moto: Moto) -> None:
-    context: ProviderContext[Any] = ProviderContext(
+    context: ProviderContext[Any, Any] = ProviderContext(
         kube=kube, clock=FakeClock(), cluster_name="not-in-eks", settings=provider_settings(moto)
     )
     with pytest.raises(ProviderConfigError, match="'not-in-eks' could not be read from EKS"):

@@ -31,6 +31,7 @@ from karpy.apis.v1.nodepool import (
     NodePool,
     NodePoolSpec,
 )
+from karpy.cloudprovider.protocol import ProviderExtension
 from karpy.cloudprovider.registry import ProviderConfigError
 from karpy.kube.client import KubeClient
 from karpy.kube.events import REPORTING_CONTROLLER
@@ -50,6 +51,7 @@ from karpy_aws.provider import AWSCloudProvider
 from karpy_aws.session import AWSSession
 from karpy_aws.unavailable import UnavailableOfferings
 from tests.support.kubehttp import KubeHTTP
+from tests.support.providers import Informed, run_loops
 from tests.support.waiting import eventually
 
 from .conftest import REGION, FaultInjector, Moto, boto_client, make_nodeclaim, ready_nodeclass
@@ -326,25 +328,31 @@ async def _controller(
 ) -> AsyncIterator[tuple[InterruptionController, UnavailableOfferings]]:
     telemetry = Telemetry.setup(service_name="tests")
     unavailable = UnavailableOfferings(FakeClock())
+    informed = Informed(kube, telemetry)
+    informed.inform(NODECLAIMS, NODES)
     controller = InterruptionController(
         kube,
+        informed.view,
         await session.client("sqs"),
         queue=queue.name,
         unavailable=unavailable,
         clock=FakeClock(),
         telemetry=telemetry,
-        backoff=Backoff(base=0.05, cap=0.2),
         **{"wait_seconds": 1, "visibility_timeout": 1, **options},
     )
-    task = asyncio.create_task(controller.run(), name="interruption")
-    try:
-        yield controller, unavailable
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        telemetry.shutdown()
-    assert task.cancelled(), "run() must end only by cancellation"
+    loops = informed.loops(
+        ProviderExtension(controllers=(controller.spec(),)), backoff=Backoff(base=0.05, cap=0.2)
+    )
+    async with informed.running():
+        task = asyncio.create_task(run_loops(loops), name="interruption")
+        try:
+            yield controller, unavailable
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            telemetry.shutdown()
+    assert task.cancelled(), "the loop must end only by cancellation"
 
 
 async def test_a_failing_receive_backs_off_and_retries(

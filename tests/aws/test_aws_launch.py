@@ -8,10 +8,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from karpy.apis.kube.common import NodeSelectorOperator, NodeSelectorRequirement
-from karpy.apis.v1 import ec2nodeclass_status as nc_status
 from karpy.apis.v1 import labels as wk
 from karpy.core.requirements import Requirement, Requirements
 from karpy.core.resources import EMPTY, Resources
+from karpy_aws.apis import ec2nodeclass_status as nc_status
 from karpy_aws.instancetypes import (
     InstanceTypeInfo,
     KubeletSettings,

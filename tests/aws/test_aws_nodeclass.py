@@ -7,10 +7,10 @@ import datetime
 import pytest
 
 from karpy.apis.meta import Quantity
-from karpy.apis.v1 import ec2nodeclass as api
-from karpy.apis.v1.kubelet import KubeletConfiguration
 from karpy_aws import errors, nodeclass
 from karpy_aws.amis import AMIFamily, resolve_amis
+from karpy_aws.apis import ec2nodeclass as api
+from karpy_aws.apis.kubelet import KubeletConfiguration
 from karpy_aws.network import discover_security_groups, discover_subnets
 from karpy_aws.session import AWSSession
 
@@ -39,7 +39,7 @@ async def test_a_spec_drives_discovery_end_to_end(session: AWSSession, moto: Mot
     amis = await resolve_amis(
         ec2,
         ssm,
-        terms=nodeclass.ami_terms(spec),
+        terms=spec.ami_selector_terms,
         k8s_version=K8S_VERSION,
         now=datetime.datetime(2026, 3, 1, tzinfo=datetime.UTC),
         ssm_prefix=SSM_PREFIX,
@@ -90,7 +90,7 @@ def test_explicit_family_wins_over_inference() -> None:
         ami_family=api.AMIFamily.BOTTLEROCKET,
     )
     assert nodeclass.ami_family(spec) is AMIFamily.BOTTLEROCKET
-    assert [t.name for t in nodeclass.ami_terms(spec)] == ["team-*"]
+    assert [t.name for t in spec.ami_selector_terms] == ["team-*"]
 
 
 def test_kubelet_and_block_devices_are_carried_over() -> None:

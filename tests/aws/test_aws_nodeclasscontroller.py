@@ -5,17 +5,17 @@ failures raised for the runner's backoff, deletion held until no NodeClaim uses 
 from __future__ import annotations
 
 import secrets
+from collections.abc import AsyncIterator
 
 import pytest
 
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError as KubeNotFoundError
 from karpy.kube.kinds import NODECLAIMS
-from karpy.runtime.backoff import Backoff
 from karpy.runtime.clock import FakeClock
-from karpy.runtime.options import WatchingOptions
 from karpy.runtime.reconciler import Result
 from karpy.runtime.telemetry import Telemetry
+from karpy.state.view import ClusterView
 from karpy_aws import errors as aws
 from karpy_aws.instanceprofile import InstanceProfiles
 from karpy_aws.k8sversion import KubernetesVersion
@@ -23,6 +23,8 @@ from karpy_aws.kinds import EC2NODECLASSES
 from karpy_aws.launchtemplate import LaunchTemplates
 from karpy_aws.nodeclasscontroller import FINALIZER, TERMINATION_POLL, NodeClassController
 from karpy_aws.session import AWSSession
+from tests.support.providers import Informed
+from tests.support.waiting import eventually
 
 from .conftest import (
     K8S_VERSION,
@@ -39,14 +41,24 @@ pytestmark = [pytest.mark.aws, pytest.mark.cluster]
 
 
 @pytest.fixture
+async def view(kube: KubeClient, telemetry: Telemetry) -> AsyncIterator[ClusterView]:
+    """The cluster view the operator would hand the controller: NodeClaims, informed."""
+    informed = Informed(kube, telemetry)
+    informed.inform(NODECLAIMS)
+    async with informed.running() as running:
+        yield running
+
+
+@pytest.fixture
 async def controller(
-    kube: KubeClient, session: AWSSession, telemetry: Telemetry
+    kube: KubeClient, session: AWSSession, view: ClusterView
 ) -> NodeClassController:
     clock = FakeClock()
     cluster = f"ctl-{secrets.token_hex(4)}"
     ec2 = await session.client("ec2")
     return NodeClassController(
         kube,
+        view,
         ec2=ec2,
         ssm=await session.client("ssm"),
         profiles=InstanceProfiles(
@@ -56,9 +68,6 @@ async def controller(
         version=KubernetesVersion(kube, clock, pinned=K8S_VERSION),
         clock=clock,
         cluster_name=cluster,
-        telemetry=telemetry,
-        backoff=Backoff(),
-        watching=WatchingOptions(),
         ssm_prefix=SSM_PREFIX,
     )
 
@@ -114,18 +123,29 @@ async def test_aws_failures_raise_and_leave_the_last_status(
 
 
 async def test_deletion_waits_for_the_nodeclaims_that_use_the_nodeclass(
-    kube: KubeClient, moto: Moto, cleanup: list[str], controller: NodeClassController
+    kube: KubeClient,
+    moto: Moto,
+    cleanup: list[str],
+    controller: NodeClassController,
+    view: ClusterView,
 ) -> None:
     name = await _create(kube, cleanup, moto)
     await controller.reconcile(name)
     claim = make_nodeclaim(name=f"user-{secrets.token_hex(3)}", nodeclass=name)
-    cleanup.append(NODECLAIMS.object_path(claim.metadata.name or ""))
+    claim_name = claim.metadata.name or ""
+    cleanup.append(NODECLAIMS.object_path(claim_name))
     await kube.create(NODECLAIMS, claim)
+
+    async def in_view(present: bool) -> bool:
+        return (view.nodeclaim(claim_name) is not None) == present
+
+    await eventually(lambda: in_view(True), what="the view to hold the NodeClaim")
     await kube.delete(EC2NODECLASSES, name)
     assert await controller.reconcile(name) == Result(requeue_after=TERMINATION_POLL)
     held = await kube.get(EC2NODECLASSES, name)
     assert held.metadata.deletion_timestamp is not None
-    await kube.delete(NODECLAIMS, claim.metadata.name or "")
+    await kube.delete(NODECLAIMS, claim_name)
+    await eventually(lambda: in_view(False), what="the view to drop the NodeClaim")
     assert await controller.reconcile(name) == Result()
     with pytest.raises(KubeNotFoundError):
         await kube.get(EC2NODECLASSES, name)

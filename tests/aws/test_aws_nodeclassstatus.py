@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 
 from karpy.apis.meta import ConditionStatus, Quantity
-from karpy.apis.v1 import ec2nodeclass as nc
 from karpy.apis.v1 import labels as wk
-from karpy.apis.v1.ec2nodeclass import EC2NodeClass
-from karpy.apis.v1.ec2nodeclass_status import EC2NodeClassStatus
-from karpy.apis.v1.kubelet import KubeletConfiguration
 from karpy.runtime.clock import FakeClock
+from karpy_aws.apis import ec2nodeclass as nc
+from karpy_aws.apis.ec2nodeclass import EC2NodeClass
+from karpy_aws.apis.ec2nodeclass_status import EC2NodeClassStatus
+from karpy_aws.apis.kubelet import KubeletConfiguration
 from karpy_aws.instanceprofile import InstanceProfiles
 from karpy_aws.launch import ami_requirements
 from karpy_aws.nodeclassstatus import resolve_status

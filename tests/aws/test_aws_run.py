@@ -1,5 +1,5 @@
-"""The provider's ``run()`` hook, as ``karpy run`` drives it: built by the factory, reading and
-writing EC2NodeClasses on the real local control plane, calling moto.
+"""The provider's declared loops, as ``karpy run`` drives them: built by the factory, fed by
+informers of the real local control plane (EC2NodeClasses, NodeClaims, Nodes), calling moto.
 
 It makes a NodeClass Ready (or not Ready, with a message naming the field), finalizes a deleted
 NodeClass, collects leaked instances with their Nodes, and keeps up the provider (adopting and
@@ -19,18 +19,21 @@ import pytest
 
 from karpy.apis.kube.node import Node, NodeSpec
 from karpy.apis.meta import ObjectMeta
-from karpy.apis.v1 import ec2nodeclass as nc
-from karpy.apis.v1.ec2nodeclass import EC2NodeClass
 from karpy.cloudprovider.registry import ProviderContext
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import KubeError
 from karpy.kube.errors import NotFoundError as KubeNotFoundError
 from karpy.kube.kinds import NODECLAIMS, NODES
 from karpy.runtime.clock import FakeClock, SystemClock
+from karpy.runtime.telemetry import Telemetry
+from karpy.state.view import ClusterView
 from karpy_aws import build
+from karpy_aws.apis import ec2nodeclass as nc
+from karpy_aws.apis.ec2nodeclass import EC2NodeClass
 from karpy_aws.kinds import EC2NODECLASSES
 from karpy_aws.nodeclasscontroller import FINALIZER
 from karpy_aws.provider import AWSCloudProvider
+from tests.support.providers import Informed, run_loops
 from tests.support.waiting import eventually
 
 from .conftest import (
@@ -70,6 +73,7 @@ class Running:
     provider: AWSCloudProvider
     task: asyncio.Task[None]
     cluster: str
+    view: ClusterView
 
     async def until(self, check: Callable[[], Awaitable[T | None]], *, what: str) -> T:
         """Poll ``check`` until it returns something truthy (at most WAIT seconds); fail at
@@ -96,24 +100,38 @@ async def running(
     unset: tuple[str, ...] = (),
     **settings: str,
 ) -> AsyncIterator[Running]:
-    """A provider built as ``karpy run --provider aws`` builds it, with ``run()`` going;
+    """A provider built as ``karpy run --provider aws`` builds it, with the loops it declares
+    going (as tasks named ``aws.<loop>``) on informers of its kinds, NodeClaims and Nodes;
     ``unset`` drops settings the tests give by default."""
     cluster = cluster or f"run-{secrets.token_hex(4)}"
     given = {k: v for k, v in _settings(moto, **settings).items() if k not in unset}
+    telemetry = Telemetry.setup(service_name="karpy-test")
+    informed = Informed(kube, telemetry)
+    informed.inform(NODECLAIMS, NODES)
     provider = await build(
-        ProviderContext(kube=kube, clock=clock or FakeClock(), cluster_name=cluster, settings=given)
+        ProviderContext(
+            kube=kube,
+            view=informed.view,
+            clock=clock or FakeClock(),
+            cluster_name=cluster,
+            settings=given,
+            telemetry=telemetry,
+        )
     )
-    task = asyncio.create_task(provider.run(), name="aws-run")
     try:
-        yield Running(provider, task, cluster)
+        loops = informed.loops(provider.extension())
+        async with informed.running():
+            task = asyncio.create_task(run_loops(loops, prefix="aws."), name="aws-run")
+            try:
+                yield Running(provider, task, cluster, informed.view)
+            finally:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        assert task.cancelled(), "the loops must end only by cancellation"
     finally:
-        task.cancel()
-        try:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        finally:
-            await provider.aclose()
-    assert task.cancelled(), "run() must end only by cancellation"
+        await provider.aclose()
+        telemetry.shutdown()
 
 
 async def _create(kube: KubeClient, cleanup: list[str], nodeclass: EC2NodeClass) -> str:
@@ -182,7 +200,14 @@ async def test_run_makes_a_nodeclass_ready_and_finalizes_it(
         assert status.instance_profile is not None
         assert iam.get_instance_profile(InstanceProfileName=status.instance_profile)
         assert FINALIZER in nodeclass.metadata.finalizers
-        # Ready: the provider launches from it, which leaves a launch template behind.
+
+        # Ready: the provider launches from it (as the view has it), which leaves a launch
+        # template behind.
+        async def ready_in_view() -> bool:
+            held = run.view.get(EC2NODECLASSES, name)
+            return held is not None and "Ready" in _conditions(held)
+
+        await run.until(ready_in_view, what="the view to hold the Ready NodeClass")
         launched = await run.provider.create(make_nodeclaim(nodeclass=name))
         await run.provider.delete(launched)
         ec2 = boto_client(moto, "ec2")

@@ -24,11 +24,11 @@ from karpy.apis.meta import Condition, ConditionStatus, ObjectMeta
 from karpy.apis.v1.nodeclaim import NodeClaim, NodeClaimStatus
 from karpy.kube.client import KubeClient
 from karpy.kube.kinds import NODECLAIMS
-from karpy.runtime.backoff import Backoff
 from karpy.runtime.telemetry import Telemetry
 from karpy_aws.instance import Instances
 from karpy_aws.session import AWSSession
 from karpy_aws.tagging import ANNOTATION_TAGGED, TaggingController, TaggingError, instance_to_tag
+from tests.support.providers import Informed
 
 from .conftest import FaultInjector, Moto, boto_client, launch_tagged, make_nodeclaim
 from .test_aws_run import running
@@ -216,15 +216,18 @@ async def test_a_pass_fails_without_marking_a_nodeclaim_whose_instance_is_gone(
         dead = Machine("i-0000000000000dead", "aws:///us-west-2a/i-0000000000000dead")
     good = await _claim(kube, cleanup, alive)
     lost = await _claim(kube, cleanup, dead)
+    informed = Informed(kube, telemetry)
+    informed.inform(NODECLAIMS)
     controller = TaggingController(
-        kube,
-        Instances(await session.client("ec2"), cluster_name=cluster),
-        telemetry=telemetry,
-        backoff=Backoff(base=0.05, cap=0.2),
+        kube, informed.view, Instances(await session.client("ec2"), cluster_name=cluster)
     )
 
-    with caplog.at_level(logging.DEBUG, logger="karpy_aws.tagging"), pytest.raises(TaggingError):
-        await controller.reconcile_once()
+    async with informed.running():
+        with (
+            caplog.at_level(logging.DEBUG, logger="karpy_aws.tagging"),
+            pytest.raises(TaggingError),
+        ):
+            await controller.reconcile_once()
 
     assert await _annotation(kube, lost) is None
     if gone == "terminated":

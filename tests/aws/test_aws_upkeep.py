@@ -11,21 +11,23 @@ from collections.abc import Callable
 
 import pytest
 
-from karpy.apis.v1.ec2nodeclass_status import EC2NodeClassStatus, SecurityGroup, Subnet
 from karpy.kube.patch import status_patch
 from karpy.runtime.backoff import Backoff
 from karpy.runtime.clock import FakeClock
 from karpy.runtime.telemetry import Telemetry
+from karpy_aws.apis.ec2nodeclass_status import EC2NodeClassStatus, SecurityGroup, Subnet
 from karpy_aws.errors import ConfigurationError
 from karpy_aws.instance import Instances
 from karpy_aws.k8sversion import check_pinned, parse_version
+from karpy_aws.kinds import EC2NODECLASSES
 from karpy_aws.launchtemplate import LaunchTemplates
 from karpy_aws.nodeclaims import ClusterInfo
 from karpy_aws.offerings import InstanceTypeCatalog
 from karpy_aws.pricing import PriceCache
-from karpy_aws.provider import AWSCloudProvider, Background
+from karpy_aws.provider import AWSCloudProvider
 from karpy_aws.session import AWSSession
 from karpy_aws.unavailable import UnavailableOfferings
+from tests.support.providers import run_extension
 from tests.support.waiting import eventually
 
 from .conftest import INSTANCE_TYPES, REGION, FaultInjector, Moto, boto_client
@@ -33,9 +35,7 @@ from .conftest import INSTANCE_TYPES, REGION, FaultInjector, Moto, boto_client
 pytestmark = pytest.mark.aws
 
 
-async def _provider(
-    session: AWSSession, telemetry: Telemetry, clock: FakeClock, cluster: str, *, loops: bool = True
-) -> AWSCloudProvider:
+async def _provider(session: AWSSession, clock: FakeClock, cluster: str) -> AWSCloudProvider:
     ec2 = await session.client("ec2")
     unavailable = UnavailableOfferings(clock)
     return AWSCloudProvider(
@@ -52,14 +52,7 @@ async def _provider(
         launch_templates=LaunchTemplates(ec2, clock),
         unavailable=unavailable,
         clock=clock,
-        background=Background(
-            controllers=(),
-            telemetry=telemetry,
-            backoff=Backoff(base=0.05, cap=0.2),
-            maintenance_period=0.05,
-        )
-        if loops
-        else None,
+        maintenance_period=0.05,
     )
 
 
@@ -104,10 +97,14 @@ async def test_run_adopts_templates_once_then_maintains_and_retries(
     cluster = f"upkeep-{secrets.token_hex(4)}"
     left = _earlier_leaders_template(moto, cluster)
     clock = FakeClock()
-    provider = await _provider(session, telemetry, clock, cluster)
+    provider = await _provider(session, clock, cluster)
     # The first catalog read fails: the pass is retried, and leading is not started twice.
     faults.fail("DescribeInstanceTypes", "RequestLimitExceeded", times=1)
-    task = asyncio.create_task(provider.run())
+    task = asyncio.create_task(
+        run_extension(
+            provider.extension(), telemetry=telemetry, backoff=Backoff(base=0.05, cap=0.2)
+        )
+    )
     try:
         await _until(
             lambda: faults.sent.count("DescribeInstanceTypes") >= 2, task, what="a second pass"
@@ -128,12 +125,11 @@ async def test_run_adopts_templates_once_then_maintains_and_retries(
     assert faults.requests["DeleteLaunchTemplate"][-1]["LaunchTemplateName"] == left
 
 
-async def test_run_needs_its_background_loops(
-    session: AWSSession, telemetry: Telemetry, moto: Moto
-) -> None:
-    bare = await _provider(session, telemetry, FakeClock(), "c", loops=False)
-    with pytest.raises(RuntimeError, match="without background loops"):
-        await bare.run()
+async def test_a_provider_built_alone_declares_its_kind_and_upkeep(session: AWSSession) -> None:
+    bare = await _provider(session, FakeClock(), "c")
+    extension = bare.extension()
+    assert extension.kinds == (EC2NODECLASSES,)
+    assert [c.name for c in extension.controllers] == ["providers.maintenance"]
 
 
 @pytest.mark.parametrize(

@@ -24,13 +24,14 @@ from karpy.apis.v1.common import (
 )
 from karpy.apis.v1.nodeclaim import NodeClaim, NodeClaimSpec, ResourceRequests
 from karpy.apis.v1.nodepool import NodeClaimTemplate, NodeClaimTemplateSpec, NodePool, NodePoolSpec
-from karpy.apis.v1alpha1.kwoknodeclass import KWOKNodeClass
 from karpy.cloudprovider import CloudProvider
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError
-from karpy.kube.kinds import KWOK_NODECLASSES, NODES
+from karpy.kube.kinds import NODES
 from karpy.localcluster import ClusterInfo
 from karpy.testing.fake_cloudprovider import TEST_NODE_CLASS, FakeCloudProvider
+from karpy_kwok.apis.kwoknodeclass import KWOKNodeClass
+from karpy_kwok.kinds import KWOK_NODECLASSES
 
 
 @attrs.frozen

@@ -7,7 +7,7 @@ ProviderContext into an AWSCloudProvider that owns its AWS session until ``aclos
 
 from __future__ import annotations
 
-from karpy_aws.factory import AWSProviderOptions, KubeNodeClasses, build
+from karpy_aws.factory import AWSProviderOptions, ViewNodeClasses, build
 from karpy_aws.nodeclaims import ClusterInfo
 from karpy_aws.provider import AWSCloudProvider, NodeClassSource
 
@@ -15,7 +15,7 @@ __all__ = [
     "AWSCloudProvider",
     "AWSProviderOptions",
     "ClusterInfo",
-    "KubeNodeClasses",
     "NodeClassSource",
+    "ViewNodeClasses",
     "build",
 ]

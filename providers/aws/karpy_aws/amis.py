@@ -18,13 +18,9 @@ from typing import Any, Final
 import attrs
 
 from karpy.apis.v1.labels import ARCH_AMD64, ARCH_ARM64
+from karpy_aws.apis.ec2nodeclass import AMISelectorTerm
 from karpy_aws.errors import ConfigurationError
-from karpy_aws.selectors import (
-    MAX_SELECTOR_TERMS,
-    Tags,
-    freeze_tags,
-    tag_filters,
-)
+from karpy_aws.selectors import freeze_tags, tag_filters
 from karpy_aws.session import AWSClient
 
 DEFAULT_SSM_PREFIX: Final = "/aws/service"
@@ -112,50 +108,15 @@ def parse_alias(text: str) -> Alias:
     return Alias(family, version)
 
 
-@attrs.frozen(kw_only=True)
-class AMISelectorTerm:
-    """One ``amiSelectorTerms`` entry: ``alias`` alone, ``id`` alone, ``ssm_parameter`` alone,
-    or any of ``name`` / ``owner`` / ``tags`` together."""
-
-    alias: str | None = None
-    id: str | None = None
-    name: str | None = None
-    owner: str | None = None
-    tags: Tags = attrs.field(default=(), converter=freeze_tags)
-    ssm_parameter: str | None = None
-
-
 def validate_ami_terms(terms: Sequence[AMISelectorTerm]) -> None:
-    """Check ``amiSelectorTerms``: 1..30 terms, an alias only alone, exclusive id/ssmParameter."""
-    field = "amiSelectorTerms"
-    if not terms:
-        raise ConfigurationError(f"{field}: at least one selector term is required")
-    if len(terms) > MAX_SELECTOR_TERMS:
-        raise ConfigurationError(f"{field}: at most {MAX_SELECTOR_TERMS} terms, got {len(terms)}")
+    """What the EC2NodeClass CRD's schema cannot say about ``amiSelectorTerms``: an ``owner``
+    needs ``name`` or ``tags`` alongside, and an alias must name a family and version karpy
+    knows. The rest (1..30 terms, at least one field per term, ``alias``/``id``/``ssmParameter``
+    exclusive, an alias term alone) is declared once, on the model, and the apiserver enforces
+    it when the NodeClass is written."""
     for index, term in enumerate(terms):
-        where = f"{field}[{index}]"
-        set_fields = [
-            name
-            for name, value in (
-                ("alias", term.alias),
-                ("id", term.id),
-                ("name", term.name),
-                ("owner", term.owner),
-                ("tags", term.tags or None),
-                ("ssmParameter", term.ssm_parameter),
-            )
-            if value is not None
-        ]
-        if not set_fields:
-            raise ConfigurationError(f"{where}: a term must set alias, id, name, tags or ssm")
-        for exclusive in ("alias", "id", "ssmParameter"):
-            if exclusive in set_fields and len(set_fields) > 1:
-                raise ConfigurationError(
-                    f"{where}: {exclusive!r} cannot be combined with {set_fields}"
-                )
+        where = f"amiSelectorTerms[{index}]"
         if term.alias is not None:
-            if len(terms) > 1:
-                raise ConfigurationError(f"{where}: an alias term must be the only term")
             parse_alias(term.alias)
         if term.owner is not None and term.name is None and not term.tags:
             raise ConfigurationError(f"{where}: 'owner' needs 'name' or 'tags' alongside")
@@ -387,7 +348,7 @@ async def resolve_amis(
 def _describe_params(term: AMISelectorTerm) -> dict[str, Any]:
     if term.id is not None:
         return {"Filters": [{"Name": "image-id", "Values": [term.id]}]}
-    filters = tag_filters(term.tags)
+    filters = tag_filters(freeze_tags(term.tags))
     if term.name is not None:
         filters.append({"Name": "name", "Values": [term.name]})
     owners = [term.owner] if term.owner is not None else list(DEFAULT_OWNERS)

@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Final
 
 from karpy.apis.v1 import labels as wk
-from karpy.apis.v1.ec2nodeclass import EC2NodeClass
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.cloudprovider import DriftReason
+from karpy_aws.apis.ec2nodeclass import EC2NodeClass
 from karpy_aws.instance import Instance
 from karpy_aws.nodeclass import NODECLASS_HASH_VERSION, static_hash
 

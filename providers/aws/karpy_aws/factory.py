@@ -1,13 +1,14 @@
 """The ``karpy.providers`` entry point: build an AWSCloudProvider from the operator's context.
 
 The operator finds providers by name and calls their factory with a ProviderContext (the
-apiserver client, the clock, the cluster name and the provider's own string settings). This
-module turns those settings into typed options — refusing unknown or malformed ones with a
-ProviderConfigError that names the key — opens the AWS session the provider owns until
-``aclose()``, discovers the cluster from EKS when its endpoint is not given, and composes the
-loops the provider's ``run()`` hook drives on the leader: the EC2NodeClass controller, leaked-
-instance garbage collection, tagging of registered instances, upkeep and, when an interruption
-queue is given, the interruption controller. It is the provider's composition root.
+apiserver client, its cluster view, the clock, the cluster name and the provider's own string
+settings). This module turns those settings into typed options — refusing unknown or malformed
+ones with a ProviderConfigError that names the key — opens the AWS session the provider owns
+until ``aclose()``, discovers the cluster from EKS when its endpoint is not given, and builds the
+provider with its collaborators: the EC2NodeClass controller, leaked-instance garbage collection,
+tagging of registered instances and, when an interruption queue is given, the interruption
+controller. It runs none of them: the provider declares them (``extension()``) and the operator
+runs them with its own controllers, all reading NodeClaims and EC2NodeClasses from the view.
 """
 
 from __future__ import annotations
@@ -18,12 +19,14 @@ from typing import Any, Final
 import attrs
 from opentelemetry import trace
 
-from karpy.apis.v1.ec2nodeclass import EC2NodeClass
+from karpy.cloudprovider.protocol import ControllerSpec
 from karpy.cloudprovider.registry import ProviderConfigError, ProviderContext
 from karpy.kube.client import KubeClient
-from karpy.kube.errors import NotFoundError as KubeNotFoundError
+from karpy.kube.resources import ResourceKind
 from karpy.runtime.telemetry import Telemetry
+from karpy.state.view import ClusterView
 from karpy_aws.amis import DEFAULT_SSM_PREFIX
+from karpy_aws.apis.ec2nodeclass import EC2NodeClass
 from karpy_aws.cluster import describe_cluster
 from karpy_aws.errors import AWSError, ConfigurationError
 from karpy_aws.instance import Instances
@@ -37,29 +40,26 @@ from karpy_aws.nodeclaims import ClusterInfo
 from karpy_aws.nodeclasscontroller import NodeClassController
 from karpy_aws.offerings import InstanceTypeCatalog
 from karpy_aws.pricing import PriceCache, pricing_endpoint_region
-from karpy_aws.provider import AWSCloudProvider, Background, Controller
+from karpy_aws.provider import AWSCloudProvider
 from karpy_aws.session import AWSSession, AWSSettings
 from karpy_aws.tagging import TaggingController
 from karpy_aws.unavailable import UnavailableOfferings
 from karpy_aws.upkeep import LeakedInstanceController
 
-__all__ = ["EC2NODECLASSES", "AWSProviderOptions", "KubeNodeClasses", "build"]
+__all__ = ["EC2NODECLASSES", "AWSProviderOptions", "ViewNodeClasses", "build"]
 
 _BOOLEANS: Final = {"true": True, "false": False}
 TELEMETRY_SERVICE: Final = "karpy-aws"
 
 
-class KubeNodeClasses:
-    """EC2NodeClasses read from the apiserver (one GET per lookup)."""
+class ViewNodeClasses:
+    """EC2NodeClasses read from the operator's cluster view (informed; no apiserver call)."""
 
-    def __init__(self, kube: KubeClient) -> None:
-        self._kube = kube
+    def __init__(self, view: ClusterView) -> None:
+        self._view = view
 
     async def get(self, name: str) -> EC2NodeClass | None:
-        try:
-            return await self._kube.get(EC2NODECLASSES, name)
-        except KubeNotFoundError:
-            return None
+        return self._view.get(EC2NODECLASSES, name)
 
 
 @attrs.frozen(kw_only=True)
@@ -134,10 +134,11 @@ def _parse(key: str, raw: str) -> object:
     return raw
 
 
-async def build(context: ProviderContext[KubeClient]) -> AWSCloudProvider:
+async def build(context: ProviderContext[KubeClient, ClusterView]) -> AWSCloudProvider:
     """The entry point's factory. The returned provider owns an AWS session: ``aclose()`` it.
 
-    Raises ProviderConfigError for bad settings or a cluster EKS does not know.
+    Raises ProviderConfigError for bad settings, a cluster EKS does not know, or a context
+    without a cluster view (the provider reads EC2NodeClasses and NodeClaims through it).
     """
     options = AWSProviderOptions.from_settings(context.settings)
     try:
@@ -165,6 +166,9 @@ async def build(context: ProviderContext[KubeClient]) -> AWSCloudProvider:
     await session.__aenter__()
     try:
         cluster, eks_version = await _cluster(session, options, name=context.cluster_name)
+        view = context.view
+        if view is None:
+            raise ProviderConfigError("aws provider: the context has no cluster view to read")
         ec2 = await session.client("ec2")
         pricing = (
             await session.client("pricing", region=pricing_endpoint_region(options.region))
@@ -182,9 +186,9 @@ async def build(context: ProviderContext[KubeClient]) -> AWSCloudProvider:
         )
         instances = Instances(ec2, cluster_name=cluster.name)
         templates = LaunchTemplates(ec2, context.clock)
-        backoff = context.reconcile.backoff
         nodeclasses = NodeClassController(
             context.kube,
+            view,
             ec2=ec2,
             ssm=await session.client("ssm"),
             profiles=InstanceProfiles(
@@ -202,27 +206,26 @@ async def build(context: ProviderContext[KubeClient]) -> AWSCloudProvider:
             ),
             clock=context.clock,
             cluster_name=cluster.name,
-            telemetry=telemetry,
-            backoff=backoff,
-            watching=context.watching,
             ssm_prefix=options.ssm_prefix,
         )
-        leaked = LeakedInstanceController(
-            context.kube, instances, clock=context.clock, telemetry=telemetry, backoff=backoff
+        leaked = LeakedInstanceController(context.kube, view, instances, clock=context.clock)
+        tagging = TaggingController(context.kube, view, instances)
+        controllers: tuple[ControllerSpec[ResourceKind[Any]], ...] = (
+            nodeclasses.spec(),
+            leaked.spec(),
+            tagging.spec(),
         )
-        tagging = TaggingController(context.kube, instances, telemetry=telemetry, backoff=backoff)
-        controllers: tuple[Controller, ...] = (nodeclasses, leaked, tagging)
         if options.interruption_queue is not None:
             interruption = InterruptionController(
                 context.kube,
+                view,
                 await session.client("sqs"),
                 queue=options.interruption_queue,
                 unavailable=unavailable,
                 clock=context.clock,
                 telemetry=telemetry,
-                backoff=backoff,
             )
-            controllers = (*controllers, interruption)
+            controllers = (*controllers, interruption.spec())
     except BaseException:
         await session.__aexit__(None, None, None)
         if owns_telemetry:
@@ -240,12 +243,12 @@ async def build(context: ProviderContext[KubeClient]) -> AWSCloudProvider:
         instances,
         catalog,
         cluster=cluster,
-        nodeclasses=KubeNodeClasses(context.kube),
+        nodeclasses=ViewNodeClasses(view),
         launch_templates=templates,
         unavailable=unavailable,
         clock=context.clock,
         on_close=close,
-        background=Background(controllers=controllers, telemetry=telemetry, backoff=backoff),
+        controllers=controllers,
     )
 
 

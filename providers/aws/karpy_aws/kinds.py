@@ -10,8 +10,8 @@ import functools
 from typing import Final
 
 from karpy.apis.codec import from_dict
-from karpy.apis.v1.ec2nodeclass import EC2NodeClass
 from karpy.kube.resources import ResourceKind
+from karpy_aws.apis.ec2nodeclass import EC2NodeClass
 
 EC2NODECLASSES: Final = ResourceKind[EC2NodeClass](
     kind=EC2NodeClass.KIND,

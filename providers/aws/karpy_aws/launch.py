@@ -16,11 +16,11 @@ from typing import Final
 
 import attrs
 
-from karpy.apis.v1 import ec2nodeclass_status as nodeclass_status
 from karpy.apis.v1 import labels as wk
 from karpy.core.instancetypes import InstanceType
 from karpy.core.requirements import Requirement, Requirements
 from karpy.core.resources import PODS, Resources
+from karpy_aws.apis import ec2nodeclass_status as nodeclass_status
 from karpy_aws.coretypes import to_core_instance_type
 from karpy_aws.network import Subnet
 from karpy_aws.offerings import AWSInstanceType, Offering

@@ -16,11 +16,11 @@ import attrs
 from karpy.apis.meta import ObjectMeta, Quantity
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.common import NodeClassReference
-from karpy.apis.v1.ec2nodeclass import EC2NodeClass
 from karpy.apis.v1.nodeclaim import NodeClaim, NodeClaimSpec, NodeClaimStatus
 from karpy.cloudprovider.requirements import quantities_from_resources
 from karpy.core.resources import Resources
 from karpy_aws.amis import AMIFamily
+from karpy_aws.apis.ec2nodeclass import EC2NodeClass
 from karpy_aws.coretypes import to_core_instance_type
 from karpy_aws.errors import ConfigurationError
 from karpy_aws.instance import TAG_NODECLAIM, Instance, provider_id

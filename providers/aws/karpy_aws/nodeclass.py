@@ -1,6 +1,6 @@
 """EC2NodeClass spec -> the narrow values karpy_aws's discovery and launch code take.
 
-The API model (``karpy.apis.v1.ec2nodeclass``) mirrors the CRD; the AWS building blocks take
+The API model (``karpy_aws.apis.ec2nodeclass``) mirrors the CRD; the AWS building blocks take
 small frozen values instead, so they can be tested and reused without a whole NodeClass. This
 module is the single translation between the two, and it is where input the CRD schema cannot
 catch becomes a ConfigurationError that names the field — the NodeClass controller turns that
@@ -15,10 +15,10 @@ import math
 import orjson
 
 from karpy.apis.codec import to_dict
-from karpy.apis.v1 import ec2nodeclass as api
-from karpy.apis.v1.kubelet import KubeletConfiguration
 from karpy.core.resources import QuantityError, parse_quantity
-from karpy_aws.amis import AMIFamily, AMISelectorTerm, parse_alias
+from karpy_aws.amis import AMIFamily, parse_alias
+from karpy_aws.apis import ec2nodeclass as api
+from karpy_aws.apis.kubelet import KubeletConfiguration
 from karpy_aws.errors import ConfigurationError
 from karpy_aws.instancetypes import DEFAULT_EPHEMERAL_STORAGE_GIB, GIB, KubeletSettings
 from karpy_aws.launchtemplate import BlockDevice, MetadataOptions, default_block_devices
@@ -54,20 +54,6 @@ def subnet_terms(spec: api.EC2NodeClassSpec) -> tuple[SelectorTerm, ...]:
 def security_group_terms(spec: api.EC2NodeClassSpec) -> tuple[SelectorTerm, ...]:
     return tuple(
         SelectorTerm(tags=t.tags, id=t.id, name=t.name) for t in spec.security_group_selector_terms
-    )
-
-
-def ami_terms(spec: api.EC2NodeClassSpec) -> tuple[AMISelectorTerm, ...]:
-    return tuple(
-        AMISelectorTerm(
-            alias=t.alias,
-            id=t.id,
-            name=t.name,
-            owner=t.owner,
-            tags=t.tags,
-            ssm_parameter=t.ssm_parameter,
-        )
-        for t in spec.ami_selector_terms
     )
 
 

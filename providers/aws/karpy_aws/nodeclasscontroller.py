@@ -6,38 +6,37 @@ never its selectors, so something must keep that status current. This controller
 and again every resync period, because AWS changes underneath (new AMI releases, subnets filling
 up, groups deleted). It writes the status only when it changed. Bad input ends as a False
 condition whose message names the field; AWS failing (throttling, an outage) raises, so the key
-backs off and the last written status stands.
+backs off and the last written status stands. The controller is declared (`spec()`), not run by
+the provider: the operator feeds it from its informer of EC2NodeClasses and runs its workers with
+the other controllers.
 
 NodeClasses carry the finalizer ``karpenter.k8s.aws/termination``. Once one is deleted and no
 NodeClaim refers to it any more, its launch templates and the instance profile made for its
 ``role`` are deleted and the finalizer is removed, as Karpenter's NodeClass termination does.
+The NodeClaims still using it are read from the operator's cluster view.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from typing import ClassVar, Final
+from collections.abc import Iterable
+from typing import Any, ClassVar, Final
 
 from karpy.apis.meta import ConditionStatus
 from karpy.apis.v1 import labels as wk
-from karpy.apis.v1.ec2nodeclass import EC2NodeClass
-from karpy.apis.v1.ec2nodeclass_status import ConditionType, EC2NodeClassStatus
+from karpy.cloudprovider.protocol import Change, KeyedController, Watch
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import ConflictError, NotFoundError
 from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
-from karpy.kube.kinds import NODECLAIMS
-from karpy.kube.resources import Listed
-from karpy.kube.watch import EventType as WatchEventType
-from karpy.kube.watch import infinite_watch
-from karpy.runtime.backoff import Backoff
+from karpy.kube.resources import ResourceKind
 from karpy.runtime.clock import Clock
-from karpy.runtime.options import WatchingOptions
-from karpy.runtime.reconciler import KeyDescription, Result, Runner, WorkQueue
-from karpy.runtime.telemetry import Telemetry
+from karpy.runtime.reconciler import KeyDescription, Result
+from karpy.state.view import ClusterView
 from karpy_aws import errors as aws
 from karpy_aws.amis import DEFAULT_SSM_PREFIX
+from karpy_aws.apis.ec2nodeclass import EC2NodeClass
+from karpy_aws.apis.ec2nodeclass_status import ConditionType, EC2NodeClassStatus
 from karpy_aws.instanceprofile import InstanceProfiles
 from karpy_aws.k8sversion import KubernetesVersion
 from karpy_aws.kinds import EC2NODECLASSES
@@ -74,9 +73,10 @@ def _ready(status: EC2NodeClassStatus) -> tuple[bool | None, str]:
 
 
 class NodeClassController:
-    """Resolves EC2NodeClass status and finalizes deleted NodeClasses; ``run()`` until cancelled.
+    """Resolves EC2NodeClass status and finalizes deleted NodeClasses, one key at a time.
 
-    Keyed by NodeClass name: serial per NodeClass, parallel across them, with per-key backoff.
+    Keyed by NodeClass name: serial per NodeClass, parallel across ``workers``, with per-key
+    backoff; `spec()` declares it for the operator to run.
     """
 
     name: ClassVar[str] = "nodeclass"
@@ -84,6 +84,7 @@ class NodeClassController:
     def __init__(
         self,
         kube: KubeClient,
+        view: ClusterView,
         *,
         ec2: AWSClient,
         ssm: AWSClient,
@@ -92,9 +93,6 @@ class NodeClassController:
         version: KubernetesVersion,
         clock: Clock,
         cluster_name: str,
-        telemetry: Telemetry,
-        backoff: Backoff,
-        watching: WatchingOptions,
         ssm_prefix: str = DEFAULT_SSM_PREFIX,
         resync_period: float = RESYNC_PERIOD,
         termination_poll: float = TERMINATION_POLL,
@@ -104,6 +102,7 @@ class NodeClassController:
             msg = "NodeClassController: resync_period and termination_poll must be > 0 seconds"
             raise ValueError(msg)
         self._kube = kube
+        self._view = view
         self._ec2 = ec2
         self._ssm = ssm
         self._profiles = profiles
@@ -111,61 +110,39 @@ class NodeClassController:
         self._version = version
         self._clock = clock
         self._cluster_name = cluster_name
-        self._telemetry = telemetry
-        self._watching = watching
         self._ssm_prefix = ssm_prefix
         self._resync = resync_period
         self._termination_poll = termination_poll
+        self._workers = workers
         self._recorder = Recorder(kube, clock)
         self._seen: dict[str, tuple[int | None, bool]] = {}
-        self._queue: WorkQueue[str] = WorkQueue(self.name, telemetry=telemetry)
-        self._runner: Runner[str] = Runner(
-            self.name,
-            self.reconcile,
-            queue=self._queue,
-            telemetry=telemetry,
-            backoff=backoff,
-            workers=workers,
+
+    def spec(self) -> KeyedController[ResourceKind[Any]]:
+        """The controller, declared: fed by the operator's informer of EC2NodeClasses."""
+        return KeyedController(
+            name=self.name,
+            reconcile=self.reconcile,
+            watches=(Watch(kind=EC2NODECLASSES, keys=self.keys),),
+            workers=self._workers,
             describe=describe,
             done_on=(NotFoundError,),
             requeue_on=(ConflictError,),
         )
 
-    async def run(self) -> None:
-        """Watch EC2NodeClasses and reconcile them until cancelled."""
-        async with asyncio.TaskGroup() as group:
-            group.create_task(self._watch(), name=f"{self.name}-watch")
-            group.create_task(self._runner.run(), name=self.name)
-
-    async def _watch(self) -> None:
-        stream = infinite_watch(
-            self._kube,
-            EC2NODECLASSES,
-            settings=self._watching,
-            metrics=self._telemetry.metrics,
-        )
-        async with contextlib.aclosing(stream) as entries:
-            async for entry in entries:
-                if isinstance(entry, Listed):
-                    # A relist replaces what was known: resolve every NodeClass again.
-                    listed = {item.ref.name for item in entry.items}
-                    for gone in self._seen.keys() - listed:
-                        del self._seen[gone]
-                    for item in entry.items:
-                        self._observe(item.obj, force=True)
-                elif entry.type is WatchEventType.DELETED:
-                    self._seen.pop(entry.item.ref.name, None)
-                else:
-                    self._observe(entry.item.obj, force=False)
-
-    def _observe(self, nodeclass: EC2NodeClass, *, force: bool) -> None:
-        """Queue a NodeClass whose spec changed or that is being deleted; our own status
-        writes change neither, so they do not requeue it."""
-        name = nodeclass.metadata.name or ""
-        seen = (nodeclass.metadata.generation, nodeclass.metadata.deletion_timestamp is not None)
-        if force or self._seen.get(name) != seen:
-            self._seen[name] = seen
-            self._queue.add(name)
+    def keys(self, change: Change) -> Iterable[str]:
+        """Queue a NodeClass that appeared, whose spec changed or that is being deleted; our own
+        status writes change neither, so they do not requeue it (the resync period does)."""
+        if change.deleted:
+            self._seen.pop(change.name, None)
+            return ()
+        if not isinstance(change.obj, EC2NodeClass):
+            return ()
+        metadata = change.obj.metadata
+        seen = (metadata.generation, metadata.deletion_timestamp is not None)
+        if self._seen.get(change.name) == seen:
+            return ()
+        self._seen[change.name] = seen
+        return (change.name,)
 
     async def reconcile(self, name: str) -> Result:
         """Resolve and write one NodeClass's status, or finalize it when it is being deleted.
@@ -210,11 +187,11 @@ class NodeClassController:
         if FINALIZER not in nodeclass.metadata.finalizers:
             return Result()
         claims = sorted(
-            item.obj.metadata.name or ""
-            for item in (await self._kube.list(NODECLAIMS)).items
-            if item.obj.spec.node_class_ref.group == wk.AWS_GROUP
-            and item.obj.spec.node_class_ref.kind == EC2NodeClass.KIND
-            and item.obj.spec.node_class_ref.name == name
+            claim.metadata.name or ""
+            for claim in self._view.nodeclaims()
+            if claim.spec.node_class_ref.group == wk.AWS_GROUP
+            and claim.spec.node_class_ref.kind == EC2NodeClass.KIND
+            and claim.spec.node_class_ref.name == name
         )
         if claims:
             await self._recorder.publish(

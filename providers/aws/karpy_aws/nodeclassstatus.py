@@ -18,19 +18,18 @@ import attrs
 
 from karpy.apis.kube.common import NodeSelectorOperator, NodeSelectorRequirement
 from karpy.apis.meta import Condition, ConditionStatus
-from karpy.apis.v1 import ec2nodeclass_status as api
 from karpy.apis.v1 import labels as wk
-from karpy.apis.v1.ec2nodeclass import EC2NodeClass
-from karpy.apis.v1.ec2nodeclass_status import ConditionType, EC2NodeClassStatus
 from karpy.runtime.clock import Clock
 from karpy_aws import errors as aws
 from karpy_aws.amis import AMI, DEFAULT_SSM_PREFIX, Variant, resolve_amis
+from karpy_aws.apis import ec2nodeclass_status as api
+from karpy_aws.apis.ec2nodeclass import EC2NodeClass
+from karpy_aws.apis.ec2nodeclass_status import ConditionType, EC2NodeClassStatus
 from karpy_aws.instanceprofile import InstanceProfiles
 from karpy_aws.instancetypes import CPU, EPHEMERAL_STORAGE, GIB, MEMORY, PODS, overhead
 from karpy_aws.network import discover_security_groups, discover_subnets
 from karpy_aws.nodeclass import (
     ami_family,
-    ami_terms,
     block_devices,
     ephemeral_storage_gib,
     kubelet_settings,
@@ -150,7 +149,7 @@ async def _amis(
         resolution = await resolve_amis(
             ec2,
             ssm,
-            terms=ami_terms(nodeclass.spec),
+            terms=nodeclass.spec.ami_selector_terms,
             k8s_version=k8s_version,
             now=now,
             ssm_prefix=ssm_prefix,

@@ -14,14 +14,10 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
-from typing import Final, Protocol
-
-import attrs
+from typing import Any, Final, Protocol
 
 from karpy.apis.meta import ConditionStatus
 from karpy.apis.v1 import labels as wk
-from karpy.apis.v1.ec2nodeclass import EC2NodeClass
-from karpy.apis.v1.ec2nodeclass_status import ConditionType
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.apis.v1.nodepool import NodePool
 from karpy.cloudprovider import (
@@ -34,17 +30,20 @@ from karpy.cloudprovider import (
     NodeClassNotReadyError,
     RepairPolicy,
 )
+from karpy.cloudprovider.protocol import ControllerSpec, ProviderExtension
 from karpy.cloudprovider.requirements import requirements_from_api, resources_from_quantities
 from karpy.core.instancetypes import InstanceType
 from karpy.core.requirements import RequirementError
 from karpy.core.resources import QuantityError
-from karpy.runtime.backoff import Backoff
+from karpy.kube.resources import ResourceKind
 from karpy.runtime.clock import Clock
-from karpy.runtime.telemetry import Telemetry
 from karpy_aws import errors as aws
+from karpy_aws.apis.ec2nodeclass import EC2NodeClass
+from karpy_aws.apis.ec2nodeclass_status import ConditionType
 from karpy_aws.drift import resource_drift, static_drift
 from karpy_aws.instance import Instances, fleet_request, launch_tags, parse_provider_id
 from karpy_aws.instancetypes import PODS
+from karpy_aws.kinds import EC2NODECLASSES
 from karpy_aws.launch import (
     Candidate,
     LaunchPlan,
@@ -89,31 +88,6 @@ class NodeClassSource(Protocol):
         ...
 
 
-class Controller(Protocol):
-    """A loop the provider runs on the leader (the NodeClass controller, leaked-instance GC,
-    tagging of registered instances, the interruption controller)."""
-
-    @property
-    def name(self) -> str:
-        """Dotted controller name, used for task names and logs."""
-        ...
-
-    async def run(self) -> None:
-        """Work until cancelled."""
-        ...
-
-
-@attrs.frozen(kw_only=True)
-class Background:
-    """What :meth:`AWSCloudProvider.run` runs: the given controllers, plus the provider's own
-    upkeep loop (``start_leading`` once, ``maintain`` every ``maintenance_period`` seconds)."""
-
-    controllers: tuple[Controller, ...]
-    telemetry: Telemetry
-    backoff: Backoff
-    maintenance_period: float = MAINTENANCE_PERIOD
-
-
 def is_ready(nodeclass: EC2NodeClass) -> bool:
     """True when the NodeClass's Ready condition is True."""
     return any(
@@ -136,10 +110,12 @@ class AWSCloudProvider:
         unavailable: UnavailableOfferings,
         clock: Clock,
         on_close: Callable[[], Awaitable[None]] | None = None,
-        background: Background | None = None,
+        controllers: tuple[ControllerSpec[ResourceKind[Any]], ...] = (),
+        maintenance_period: float = MAINTENANCE_PERIOD,
     ) -> None:
         self._on_close = on_close
-        self._background = background
+        self._controllers = controllers
+        self._maintenance = MaintenanceController(self, period=maintenance_period)
         self._instances = instances
         self._catalog = catalog
         self._cluster = cluster
@@ -169,28 +145,16 @@ class AWSCloudProvider:
             on_close, self._on_close = self._on_close, None
             await on_close()
 
-    async def run(self) -> None:
-        """The leader's AWS loops, until cancelled (karpy runs this hook once the replica
-        leads): the EC2NodeClass controller, leaked-instance garbage collection, tagging of
-        registered NodeClaims' instances, the interruption controller when an interruption
-        queue is configured, and upkeep (``start_leading`` once, then ``maintain``
-        periodically). A failing pass is logged and retried with backoff; nothing here ends on
-        its own.
-
-        Raises RuntimeError when the provider was built without background loops (tests).
-        """
-        if self._background is None:
-            raise RuntimeError("AWSCloudProvider.run: built without background loops")
-        background = self._background
-        upkeep = MaintenanceController(
-            self,
-            telemetry=background.telemetry,
-            backoff=background.backoff,
-            period=background.maintenance_period,
+    def extension(self) -> ProviderExtension[ResourceKind[Any]]:
+        """What the operator runs for this provider on the leader: its EC2NodeClass kind
+        (informed into cluster state, where launches read it), upkeep (``start_leading`` once,
+        then ``maintain`` periodically) and the loops the factory composed: the EC2NodeClass
+        controller, leaked-instance garbage collection, tagging of registered NodeClaims'
+        instances, and the interruption controller when an interruption queue is configured."""
+        return ProviderExtension(
+            kinds=(EC2NODECLASSES,),
+            controllers=(self._maintenance.spec(), *self._controllers),
         )
-        async with asyncio.TaskGroup() as group:
-            for loop in (upkeep, *background.controllers):
-                group.create_task(loop.run(), name=f"aws.{loop.name}")
 
     async def start_leading(self) -> int:
         """Adopt the cluster's existing launch templates so unused ones expire and are deleted

@@ -7,12 +7,13 @@ instance of the cluster. It then sets the annotation ``karpenter.k8s.aws/tagged:
 the NodeClaim, so an instance is tagged once, and NodeClaims Karpenter itself tagged are not
 tagged again.
 
-Each pass (karpy's SingletonLoop: a span per pass, a failing pass backs off) lists the NodeClaims
-and tags the instances of those that need it, at most ``concurrency`` at a time. An instance is
+Each pass (declared as a periodic controller the operator runs as a SingletonLoop: a span per
+pass, a failing pass backs off) reads the NodeClaims from the operator's cluster view and tags
+the instances of those that need it, at most ``concurrency`` at a time. An instance is
 read first (DescribeInstances), because EC2 still accepts tags for a terminated instance: one
 that no longer exists, an AWS error or a failed annotation is logged and fails the pass once
 every NodeClaim has had its turn, so the others are not held back. A NodeClaim deleted before
-its annotation is written is skipped. The annotation patch carries the listed object's UID, so
+its annotation is written is skipped. The annotation patch carries the read object's UID, so
 a NodeClaim recreated under the same name in between is not marked (the apiserver refuses to
 change a UID).
 """
@@ -29,13 +30,13 @@ from opentelemetry import trace
 
 from karpy.apis.meta import ConditionStatus
 from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim
+from karpy.cloudprovider.protocol import PeriodicController
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import KubeError, NotFoundError
 from karpy.kube.kinds import NODECLAIMS
-from karpy.runtime.backoff import Backoff
 from karpy.runtime.bounded import count_failures
-from karpy.runtime.reconciler import Result, SingletonController, SingletonLoop
-from karpy.runtime.telemetry import Telemetry
+from karpy.runtime.reconciler import Result
+from karpy.state.view import ClusterView
 from karpy_aws.errors import AWSError
 from karpy_aws.instance import Instances, instance_id_of
 
@@ -44,11 +45,9 @@ ANNOTATION_TAGGED: Final = "karpenter.k8s.aws/tagged"
 has its registration tags; the value is ``"true"``."""
 TAGGING_PERIOD: Final = 30.0
 """Seconds between passes: a node is named in EC2 within half a minute of registering, at the
-cost of one NodeClaim list per period when nothing needs tagging."""
+cost of one pass over the cached NodeClaims per period when nothing needs tagging."""
 CONCURRENCY: Final = 10
 """NodeClaims tagged at once, so a burst of registrations neither waits in line nor floods EC2."""
-LIST_TIMEOUT: Final = 60.0
-"""Deadline in seconds for listing NodeClaims."""
 TAG_TIMEOUT: Final = 60.0
 """Deadline in seconds for one NodeClaim: DescribeInstances, CreateTags and the annotation."""
 
@@ -76,18 +75,17 @@ class TaggingError(Exception):
     """Some NodeClaims' instances could not be tagged this pass (the message says how many)."""
 
 
-class TaggingController(SingletonController):
-    """Tag registered NodeClaims' instances and mark the NodeClaims; ``run()`` until cancelled."""
+class TaggingController:
+    """Tag registered NodeClaims' instances and mark the NodeClaims, one pass at a time."""
 
     name: ClassVar[str] = "nodeclaim.tagging"
 
     def __init__(
         self,
         kube: KubeClient,
+        view: ClusterView,
         instances: Instances,
         *,
-        telemetry: Telemetry,
-        backoff: Backoff,
         period: float = TAGGING_PERIOD,
         concurrency: int = CONCURRENCY,
     ) -> None:
@@ -98,23 +96,23 @@ class TaggingController(SingletonController):
             )
             raise ValueError(msg)
         self._kube = kube
+        self._view = view
         self._instances = instances
         self._period = period
         self._concurrency = concurrency
-        self._loop = SingletonLoop(
-            self.name, self.reconcile_once, telemetry=telemetry, backoff=backoff
-        )
+
+    def spec(self) -> PeriodicController:
+        """The loop, declared for the operator to run."""
+        return PeriodicController(name=self.name, reconcile_once=self.reconcile_once)
 
     async def reconcile_once(self) -> Result:
-        """One pass over every NodeClaim. Raises KubeError when the list fails and TaggingError
-        when some instances could not be tagged or their NodeClaims not annotated (the runner
-        backs off); otherwise waits a period."""
-        async with asyncio.timeout(LIST_TIMEOUT):
-            listed = await self._kube.list(NODECLAIMS)
+        """One pass over every NodeClaim in the view. Raises TaggingError when some instances
+        could not be tagged or their NodeClaims not annotated (the runner backs off); otherwise
+        waits a period."""
         work = [
-            (item.obj, instance_id)
-            for item in listed.items
-            if (instance_id := instance_to_tag(item.obj)) is not None
+            (claim, instance_id)
+            for claim in self._view.nodeclaims()
+            if (instance_id := instance_to_tag(claim)) is not None
         ]
         trace.get_current_span().set_attribute("karpy.tagging.nodeclaims", len(work))
         failed = await self._tag_all(work)

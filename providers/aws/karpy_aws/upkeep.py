@@ -1,8 +1,10 @@
 """The leader's periodic AWS chores: provider upkeep and leaked-instance garbage collection.
 
-Both are karpy SingletonLoops (one key, ``Result(requeue_after=period)``), so each pass gets a
-span, a failure is logged and retried with backoff, and cancellation ends them. Periods run on
-the loop clock; the decisions inside (TTLs, the 30 s leak grace) read the injected wall clock.
+Both are declared as periodic controllers (`karpy.cloudprovider.PeriodicController`: one pass,
+then ``Result(requeue_after=period)``), which the operator runs as SingletonLoops with its other
+controllers, so each pass gets a span, a failure is logged and retried with backoff, and shutdown
+drains them. Periods run on the loop clock; the decisions inside (TTLs, the 30 s leak grace) read
+the injected wall clock.
 
 * :class:`MaintenanceController` adopts the cluster's launch templates once
   (``start_leading``), then calls ``maintain`` every period: instance types and prices when
@@ -10,6 +12,7 @@ the loop clock; the decisions inside (TTLs, the 30 s leak grace) read the inject
 * :class:`LeakedInstanceController` terminates instances tagged for the cluster that no
   NodeClaim stands for (older than 30 s) every two minutes, as Karpenter's
   ``instance.garbagecollection`` does, and deletes the Node such an instance had registered.
+  NodeClaims and Nodes are read from the operator's cluster view, not listed.
 """
 
 from __future__ import annotations
@@ -18,13 +21,13 @@ import asyncio
 import logging
 from typing import ClassVar, Final, Protocol
 
+from karpy.cloudprovider.protocol import PeriodicController
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError
-from karpy.kube.kinds import NODECLAIMS, NODES
-from karpy.runtime.backoff import Backoff
+from karpy.kube.kinds import NODES
 from karpy.runtime.clock import Clock
-from karpy.runtime.reconciler import Result, SingletonController, SingletonLoop
-from karpy.runtime.telemetry import Telemetry
+from karpy.runtime.reconciler import Result
+from karpy.state.view import ClusterView
 from karpy_aws.garbagecollection import collect_leaked_instances
 from karpy_aws.instance import Instances
 
@@ -60,25 +63,19 @@ def _positive(owner: str, period: float) -> float:
     return period
 
 
-class MaintenanceController(SingletonController):
+class MaintenanceController:
     """``start_leading()`` once, then ``maintain()`` every period."""
 
     name: ClassVar[str] = "providers.maintenance"
 
-    def __init__(
-        self,
-        target: Maintainable,
-        *,
-        telemetry: Telemetry,
-        backoff: Backoff,
-        period: float = MAINTENANCE_PERIOD,
-    ) -> None:
+    def __init__(self, target: Maintainable, *, period: float = MAINTENANCE_PERIOD) -> None:
         self._period = _positive(type(self).__name__, period)
         self._target = target
         self._leading = False
-        self._loop = SingletonLoop(
-            self.name, self.reconcile_once, telemetry=telemetry, backoff=backoff
-        )
+
+    def spec(self) -> PeriodicController:
+        """The loop, declared for the operator to run."""
+        return PeriodicController(name=self.name, reconcile_once=self.reconcile_once)
 
     async def reconcile_once(self) -> Result:
         """One pass. Raises whatever the target raises (the runner backs off)."""
@@ -93,7 +90,7 @@ class MaintenanceController(SingletonController):
         return Result(requeue_after=self._period)
 
 
-class LeakedInstanceController(SingletonController):
+class LeakedInstanceController:
     """Terminate the cluster's instances no NodeClaim holds, and delete their Nodes."""
 
     name: ClassVar[str] = "instance.garbagecollection"
@@ -101,30 +98,30 @@ class LeakedInstanceController(SingletonController):
     def __init__(
         self,
         kube: KubeClient,
+        view: ClusterView,
         instances: Instances,
         *,
         clock: Clock,
-        telemetry: Telemetry,
-        backoff: Backoff,
         period: float = LEAK_PERIOD,
     ) -> None:
         self._period = _positive(type(self).__name__, period)
         self._kube = kube
+        self._view = view
         self._instances = instances
         self._clock = clock
-        self._loop = SingletonLoop(
-            self.name, self.reconcile_once, telemetry=telemetry, backoff=backoff
-        )
+
+    def spec(self) -> PeriodicController:
+        """The loop, declared for the operator to run."""
+        return PeriodicController(name=self.name, reconcile_once=self.reconcile_once)
 
     async def reconcile_once(self) -> Result:
         """One pass: terminate leaked instances (collect_leaked_instances logs each one) and
-        delete their Nodes. NodeClaims are listed before the instances, so an instance launched
-        between the two calls is younger than the grace period and never judged against a
-        stale list.
+        delete their Nodes. NodeClaims are read before the instances are listed, so an instance
+        launched between the two is younger than the grace period and never judged against a
+        stale read.
         """
         async with asyncio.timeout(LEAK_TIMEOUT):
-            claims = (await self._kube.list(NODECLAIMS)).items
-            held = {c.obj.status.provider_id for c in claims if c.obj.status.provider_id}
+            held = {c.status.provider_id for c in self._view.nodeclaims() if c.status.provider_id}
             collected = set(
                 await collect_leaked_instances(self._instances, held, clock=self._clock)
             )
@@ -133,15 +130,11 @@ class LeakedInstanceController(SingletonController):
         return Result(requeue_after=self._period)
 
     async def _delete_nodes(self, provider_ids: set[str]) -> None:
-        for item in (await self._kube.list(NODES)).items:
-            node = item.obj
-            if node.spec.provider_id not in provider_ids:
-                continue
-            try:
-                await self._kube.delete(NODES, item.ref.name)
-            except NotFoundError:
-                continue
-            log.info(
-                "garbage collected node",
-                extra={"node": item.ref.name, "provider_id": node.spec.provider_id},
-            )
+        for provider_id in sorted(provider_ids):
+            for node in self._view.nodes_with_provider_id(provider_id):
+                name = node.metadata.name or ""
+                try:
+                    await self._kube.delete(NODES, name)
+                except NotFoundError:
+                    continue
+                log.info("garbage collected node", extra={"node": name, "provider_id": provider_id})

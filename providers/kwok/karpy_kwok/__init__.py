@@ -20,6 +20,7 @@ from typing import Final
 from karpy.apis.duration import duration_seconds
 from karpy.cloudprovider.registry import ProviderConfigError, ProviderContext
 from karpy.kube.client import KubeClient
+from karpy.state.view import ClusterView
 from karpy_kwok.catalog import CatalogError, OfferingSelector, load_entries
 from karpy_kwok.provider import KwokCloudProvider, KwokOptions
 
@@ -53,11 +54,12 @@ def options_from_settings(settings: dict[str, str]) -> KwokOptions:
     return KwokOptions(registration_delay=delay, unavailable=unavailable)
 
 
-def build(context: ProviderContext[KubeClient]) -> KwokCloudProvider:
-    """The ``karpy.providers`` factory: a KwokCloudProvider on the operator's KubeClient.
+def build(context: ProviderContext[KubeClient, ClusterView]) -> KwokCloudProvider:
+    """The ``karpy.providers`` factory: a KwokCloudProvider on the operator's KubeClient and
+    cluster view.
 
-    Pending launches (registration delay > 0) need ``provider.run()`` running in the operator's
-    TaskGroup.
+    Pending launches (registration delay > 0) need the pass the provider declares
+    (``extension()``) running, as the operator runs it.
     """
     options = options_from_settings(dict(context.settings))
     catalog_path = context.settings.get("catalog")
@@ -66,4 +68,4 @@ def build(context: ProviderContext[KubeClient]) -> KwokCloudProvider:
     except CatalogError as error:
         msg = f"kwok provider: setting 'catalog': {error}"
         raise ProviderConfigError(msg) from error
-    return KwokCloudProvider(context.kube, catalog, options=options)
+    return KwokCloudProvider(context.kube, catalog, options=options, view=context.view)

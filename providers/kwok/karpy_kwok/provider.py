@@ -10,11 +10,15 @@ the existing Node instead of launching a second one.
 
 Registration delay. A real instance takes a while to join. With ``registration_delay`` > 0,
 ``create`` returns at once (the NodeClaim is Launched) and records a *pending launch*; the Node is
-created once the delay has passed, by `run()`, a long-lived loop that wiring starts under the
-operator's TaskGroup (it is not part of the CloudProvider Protocol). Pending launches are
-instances like any other to ``get``, ``list`` and ``delete``, so garbage collection and
-termination treat them correctly. With no delay the Node is created inside ``create`` and
-``run()`` is not needed.
+created once the delay has passed, by the ``kwok.launches`` pass, a periodic controller the
+provider declares (`extension()`) and the operator runs with its own controllers (it is not part
+of the CloudProvider Protocol). Pending launches are instances like any other to ``get``,
+``list`` and ``delete``, so garbage collection and termination treat them correctly. With no
+delay the Node is created inside ``create`` and the pass has nothing to do.
+
+NodeClass. The provider owns the KWOKNodeClass kind and declares it, so the operator informs it;
+with the operator's cluster view a launch reads the NodeClass there, and from the apiserver only
+when the view does not hold it yet (or when built without a view, in tests).
 
 Insufficient capacity. Offerings matched by ``unavailable`` selectors (settable at runtime with
 ``set_unavailable``) are reported with ``available=False`` and never launched.
@@ -25,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable, Sequence
-from typing import Final
+from typing import Any, Final
 
 import attrs
 
@@ -36,20 +40,30 @@ from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.common import NodeClassReference
 from karpy.apis.v1.nodeclaim import NodeClaim, NodeClaimSpec, NodeClaimStatus
 from karpy.apis.v1.nodepool import NodePool
-from karpy.apis.v1alpha1.kwoknodeclass import KWOKNodeClass
 from karpy.cloudprovider import (
     CreateError,
     InsufficientCapacityError,
     NodeClaimNotFoundError,
     NodeClassNotReadyError,
 )
-from karpy.cloudprovider.protocol import DriftReason, NodeClassKind, RepairPolicy
+from karpy.cloudprovider.protocol import (
+    DriftReason,
+    NodeClassKind,
+    PeriodicController,
+    ProviderExtension,
+    RepairPolicy,
+)
 from karpy.cloudprovider.selection import cheapest_launch, launched_nodeclaim
 from karpy.core.instancetypes import InstanceType
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import ConflictError, KubeError, NotFoundError
-from karpy.kube.kinds import KWOK_NODECLASSES, NODES
+from karpy.kube.kinds import NODES
+from karpy.kube.resources import ResourceKind
+from karpy.runtime.reconciler import Result
+from karpy.state.view import ClusterView
+from karpy_kwok.apis.kwoknodeclass import KWOKNodeClass
 from karpy_kwok.catalog import CatalogEntry, OfferingSelector, instance_types
+from karpy_kwok.kinds import KWOK_NODECLASSES
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +72,8 @@ PROVIDER_ID_PREFIX: Final = "kwok://"
 KWOK_NODE_CLASS: Final = NodeClassKind(group=wk.KWOK_GROUP, kind=KWOKNodeClass.KIND)
 RETRY_SECONDS: Final = 1.0
 """Wait before retrying a delayed Node creation that failed (the apiserver was unreachable)."""
+LAUNCHES: Final = "kwok.launches"
+"""The name of the pass that creates the Nodes of pending launches."""
 
 
 @attrs.frozen(kw_only=True)
@@ -94,12 +110,18 @@ class KwokCloudProvider:
     """
 
     def __init__(
-        self, kube: KubeClient, catalog: Sequence[CatalogEntry], *, options: KwokOptions
+        self,
+        kube: KubeClient,
+        catalog: Sequence[CatalogEntry],
+        *,
+        options: KwokOptions,
+        view: ClusterView | None = None,
     ) -> None:
         if options.registration_delay < 0:
             msg = f"kwok registration_delay must not be negative, got {options.registration_delay}"
             raise ValueError(msg)
         self._kube = kube
+        self._view = view
         self._catalog = tuple(catalog)
         self._options = options
         # Built once per availability change, not per call: the scheduler asks for every batch.
@@ -222,48 +244,58 @@ class KwokCloudProvider:
     def supported_node_classes(self) -> tuple[NodeClassKind, ...]:
         return (KWOK_NODE_CLASS,)
 
-    async def run(self) -> None:
-        """Create the Nodes of pending launches as they fall due; runs until cancelled.
+    def extension(self) -> ProviderExtension[ResourceKind[Any]]:
+        """The KWOKNodeClass kind, and the pass that creates pending launches' Nodes (run at
+        start, when a launch is recorded, and when the next one falls due)."""
+        return ProviderExtension(
+            kinds=(KWOK_NODECLASSES,),
+            controllers=(
+                PeriodicController(
+                    name=LAUNCHES, reconcile_once=self.create_due_nodes, wake=self._woken
+                ),
+            ),
+        )
+
+    async def _woken(self) -> None:
+        await self._wakeup.wait()
+        self._wakeup.clear()
+
+    async def create_due_nodes(self) -> Result:
+        """Create the Nodes of pending launches that have fallen due; ask to run again when the
+        next one falls due.
 
         A failed creation is logged and retried after RETRY_SECONDS; a kwok Node that already
         exists counts as created; a launch deleted while its Node was being created has the Node
-        deleted again. Failures are logged, never raised: only cancellation ends the loop.
+        deleted again. Failures are logged, never raised.
         """
-        loop = asyncio.get_running_loop()
-        while True:
-            self._wakeup.clear()
-            now = loop.time()
-            for name, pending in sorted(self._pending.items(), key=lambda kv: kv[1].due):
-                if pending.due > now:
-                    break
-                try:
-                    await self._create_node(pending.node)
-                except CreateError as error:
-                    log.warning(
-                        "failed creating kwok node", extra={"node": name, "error": str(error)}
-                    )
-                    if self._pending.get(name) is pending:
-                        del self._pending[name]
-                    continue
-                except KubeError as error:
-                    log.warning(
-                        "failed creating kwok node",
-                        extra={"node": name, "error": str(error), "retry_after": RETRY_SECONDS},
-                    )
-                    if self._pending.get(name) is pending:
-                        self._pending[name] = attrs.evolve(pending, due=now + RETRY_SECONDS)
-                    continue
+        now = asyncio.get_running_loop().time()
+        for name, pending in sorted(self._pending.items(), key=lambda kv: kv[1].due):
+            if pending.due > now:
+                break
+            try:
+                await self._create_node(pending.node)
+            except CreateError as error:
+                log.warning("failed creating kwok node", extra={"node": name, "error": str(error)})
                 if self._pending.get(name) is pending:
                     del self._pending[name]
-                else:
-                    # Deleted while its Node was being created: the Node must not outlive it.
-                    await self._delete_orphan(name)
-            timeout = min((p.due for p in self._pending.values()), default=now + 3600) - now
-            try:
-                async with asyncio.timeout(max(timeout, 0)):
-                    await self._wakeup.wait()
-            except TimeoutError:
                 continue
+            except KubeError as error:
+                log.warning(
+                    "failed creating kwok node",
+                    extra={"node": name, "error": str(error), "retry_after": RETRY_SECONDS},
+                )
+                if self._pending.get(name) is pending:
+                    self._pending[name] = attrs.evolve(pending, due=now + RETRY_SECONDS)
+                continue
+            if self._pending.get(name) is pending:
+                del self._pending[name]
+            else:
+                # Deleted while its Node was being created: the Node must not outlive it.
+                await self._delete_orphan(name)
+        if not self._pending:
+            return Result()
+        next_due = min(p.due for p in self._pending.values())
+        return Result(requeue_after=max(next_due - asyncio.get_running_loop().time(), 0.0))
 
     # ------------------------------------------------------------------ helpers
 
@@ -297,11 +329,17 @@ class KwokCloudProvider:
         if (ref.group, ref.kind) != (KWOK_NODE_CLASS.group, KWOK_NODE_CLASS.kind):
             msg = f"{owner}: nodeClassRef {ref.group}/{ref.kind} is not a {KWOK_NODE_CLASS.kind}"
             raise NodeClassNotReadyError(msg)
-        try:
-            nodeclass = await self._kube.get(KWOK_NODECLASSES, ref.name)
-        except NotFoundError as error:
-            msg = f"{owner}: KWOKNodeClass {ref.name!r} not found"
-            raise NodeClassNotReadyError(msg) from error
+        nodeclass = (
+            self._view.get(KWOK_NODECLASSES, ref.name)
+            if self._view is not None and self._view.informs(KWOK_NODECLASSES)
+            else None
+        )
+        if nodeclass is None:
+            try:
+                nodeclass = await self._kube.get(KWOK_NODECLASSES, ref.name)
+            except NotFoundError as error:
+                msg = f"{owner}: KWOKNodeClass {ref.name!r} not found"
+                raise NodeClassNotReadyError(msg) from error
         ready = next((c for c in nodeclass.status.conditions if c.type == "Ready"), None)
         if ready is None or ready.status is not ConditionStatus.TRUE:
             msg = f"{owner}: KWOKNodeClass {ref.name!r} is not Ready"

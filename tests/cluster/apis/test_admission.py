@@ -19,7 +19,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from karpy.apis.codec import to_dict
-from karpy.apis.registry import REGISTRY, decode_object
+from karpy.apis.registry import decode_object, registry
 from tests.cluster.apis.support import is_subset
 
 CORPUS = Path(__file__).parent / "corpus"
@@ -67,7 +67,7 @@ class Resources:
 
     @staticmethod
     def _where(obj: dict[str, Any]) -> tuple[str, str, str]:
-        cls = REGISTRY[(obj["apiVersion"], obj["kind"])]
+        cls = registry()[(obj["apiVersion"], obj["kind"])]
         return cls.GROUP, cls.VERSION, cls.PLURAL
 
     async def create(self, obj: dict[str, Any]) -> dict[str, Any]:

@@ -18,11 +18,11 @@ from karpy.apis.meta import Condition, ConditionStatus, ObjectMeta, Quantity
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.common import NodeClaimRequirement, NodeClassReference, RequirementOperator
 from karpy.apis.v1.nodeclaim import NodeClaim, NodeClaimSpec, NodeClaimStatus
-from karpy.apis.v1alpha1.kwoknodeclass import READY_SINCE
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import ConflictError, NotFoundError
 from karpy.kube.kinds import NODECLAIMS, NODES, PODS
 from karpy.localcluster import ClusterInfo
+from karpy_kwok.apis.kwoknodeclass import READY_SINCE
 
 pytestmark = pytest.mark.usefixtures("karpy_crds")
 

@@ -20,7 +20,6 @@ from karpy.apis.v1.common import (
     RequirementOperator,
 )
 from karpy.apis.v1.nodeclaim import NodeClaim, NodeClaimSpec, ResourceRequests
-from karpy.apis.v1alpha1.kwoknodeclass import KWOKNodeClass, KWOKNodeClassSpec
 from karpy.cloudprovider import (
     CreateError,
     InsufficientCapacityError,
@@ -35,12 +34,17 @@ from karpy.cloudprovider.registry import (
 )
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError
-from karpy.kube.kinds import KWOK_NODECLASSES, NODES
+from karpy.kube.kinds import NODES
 from karpy.localcluster import ClusterInfo
 from karpy.runtime.clock import FakeClock
+from karpy.runtime.telemetry import Telemetry
+from karpy.state.view import ClusterView
 from karpy_kwok import KwokCloudProvider, KwokOptions, build
+from karpy_kwok.apis.kwoknodeclass import KWOKNodeClass, KWOKNodeClassSpec
 from karpy_kwok.catalog import OfferingSelector, load_entries
+from karpy_kwok.kinds import KWOK_NODECLASSES
 from tests.contract.conftest import nodepool
+from tests.support.providers import run_extension
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.usefixtures("karpy_crds")
@@ -126,11 +130,13 @@ async def test_the_launched_node_carries_karpenters_shape_and_kwok_makes_it_read
         await provider.delete(launched)
 
 
-async def test_a_registration_delay_creates_the_node_later(kube: KubeClient) -> None:
+async def test_a_registration_delay_creates_the_node_later(
+    kube: KubeClient, telemetry: Telemetry
+) -> None:
     provider = _provider(kube, registration_delay=0.5)
     loop = asyncio.get_running_loop()
     async with asyncio.TaskGroup() as tasks:
-        runner = tasks.create_task(provider.run())
+        runner = tasks.create_task(run_extension(provider.extension(), telemetry=telemetry))
         started = loop.time()
         launched = await provider.create(_nodeclaim("kwok-delayed"))
         assert loop.time() - started < 0.5
@@ -234,7 +240,7 @@ async def test_list_ignores_nodes_that_are_not_kwok_instances(kube: KubeClient) 
 
 
 async def test_build_reads_the_settings(kube: KubeClient) -> None:
-    context = ProviderContext(
+    context: ProviderContext[KubeClient, ClusterView] = ProviderContext(
         kube=kube,
         clock=FakeClock(),
         cluster_name="test",
@@ -288,7 +294,9 @@ async def test_the_entry_point_line_builds_the_kwok_provider(
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: karpy-kwok-entry\nVersion: 0.0\n")
     (info / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\nkwok = karpy_kwok:build\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    context = ProviderContext(kube=kube, clock=FakeClock(), cluster_name="test")
+    context: ProviderContext[KubeClient, ClusterView] = ProviderContext(
+        kube=kube, clock=FakeClock(), cluster_name="test"
+    )
     provider = await build_provider("kwok", context)
     assert isinstance(provider, KwokCloudProvider)
     assert (
@@ -297,7 +305,7 @@ async def test_the_entry_point_line_builds_the_kwok_provider(
 
 
 async def test_the_nodeclass_registration_delay_overrides_the_provider_setting(
-    kube: KubeClient,
+    kube: KubeClient, telemetry: Telemetry
 ) -> None:
     slow = NodeClassReference(group=wk.KWOK_GROUP, kind=KWOKNodeClass.KIND, name="kwok-slow")
     await kube.create(
@@ -314,7 +322,7 @@ async def test_the_nodeclass_registration_delay_overrides_the_provider_setting(
     )
     loop = asyncio.get_running_loop()
     async with asyncio.TaskGroup() as tasks:
-        runner = tasks.create_task(provider.run())
+        runner = tasks.create_task(run_extension(provider.extension(), telemetry=telemetry))
         started = loop.time()
         launched = await provider.create(claim)
         with pytest.raises(NotFoundError):

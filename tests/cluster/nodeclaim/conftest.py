@@ -11,11 +11,11 @@ from karpy.apis.meta import ObjectMeta
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.common import NodeClassReference
 from karpy.apis.v1.nodeclaim import NodeClaim, NodeClaimSpec
-from karpy.apis.v1alpha1.kwoknodeclass import KWOKNodeClass
 from karpy.kube.client import KubeClient
-from karpy.kube.kinds import KWOK_NODECLASSES
 from karpy.localcluster import ClusterInfo
 from karpy.runtime.reconciler import Result
+from karpy_kwok.apis.kwoknodeclass import KWOKNodeClass
+from karpy_kwok.kinds import KWOK_NODECLASSES
 from tests.support.clusterview import LiveView, live_view
 from tests.support.waiting import eventually
 

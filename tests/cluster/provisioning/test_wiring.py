@@ -17,16 +17,17 @@ from karpy.apis.meta import ObjectMeta
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.common import NodeClassReference
 from karpy.apis.v1.nodeclaim import NodeClaim
-from karpy.apis.v1alpha1.kwoknodeclass import KWOKNodeClass
 from karpy.cloudprovider.instrumented import InstrumentedCloudProvider
 from karpy.cloudprovider.registry import UnknownProviderError
 from karpy.controllers.provisioning.provisioner import Provisioner
 from karpy.kube.client import KubeClient
-from karpy.kube.kinds import KWOK_NODECLASSES, NODECLAIMS, NODEPOOLS, PODS
+from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, PODS
 from karpy.localcluster import ClusterInfo
 from karpy.operator.supervisor import Supervisor
-from karpy.operator.wiring import ProviderLoop, build
+from karpy.operator.wiring import build
 from karpy.runtime.options import Options, load
+from karpy_kwok.apis.kwoknodeclass import KWOKNodeClass
+from karpy_kwok.kinds import KWOK_NODECLASSES
 from tests.cluster.provisioning.harness import make_nodepool, pod_body
 from tests.support.waiting import eventually
 
@@ -63,14 +64,15 @@ async def test_build_with_kwok_registers_the_provisioner_and_the_provider_loop(
             "PersistentVolume",
             "PersistentVolumeClaim",
             "StorageClass",
+            "KWOKNodeClass",  # the kind the provider owns, informed like the core kinds
         }
         provider = components.cloudprovider
         assert isinstance(provider, InstrumentedCloudProvider)
         assert provider.name == "kwok"
         provisioners = [c for c in components.controllers if isinstance(c, Provisioner)]
         assert [p.name for p in provisioners] == ["provisioning.provisioner"]
-        assert any(isinstance(c, ProviderLoop) for c in components.controllers)
         names = {c.name for c in components.controllers}
+        assert "kwok.launches" in names  # the provider's declared loop, built by wiring
         assert {"nodeclaim.lifecycle", "nodeclaim.garbagecollection", "node.termination"} <= names
         assert {"disruption.emptiness", "nodeclaim.podevents"} <= names
     finally:

@@ -7,10 +7,10 @@ from collections.abc import AsyncIterator
 import pytest
 
 from karpy.apis.meta import ObjectMeta
-from karpy.apis.v1alpha1.kwoknodeclass import KWOKNodeClass
 from karpy.kube.client import KubeClient
-from karpy.kube.kinds import KWOK_NODECLASSES
 from karpy.localcluster import ClusterInfo
+from karpy_kwok.apis.kwoknodeclass import KWOKNodeClass
+from karpy_kwok.kinds import KWOK_NODECLASSES
 from tests.cluster.nodeclaim.conftest import KWOK_REF, live
 
 __all__ = ["kube", "live"]

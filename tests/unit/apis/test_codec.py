@@ -16,9 +16,9 @@ from karpy.apis.kube.pod import Pod
 from karpy.apis.kube.workloads import PodDisruptionBudget
 from karpy.apis.meta import ObjectMeta
 from karpy.apis.registry import decode_object
-from karpy.apis.v1.ec2nodeclass import EC2NodeClass
 from karpy.apis.v1.nodeclaim import NodeClaim, NodeClaimStatus
 from karpy.apis.v1.nodepool import ConsolidationPolicy, NodePool
+from karpy_aws.apis.ec2nodeclass import EC2NodeClass
 
 NODEPOOL: dict[str, Any] = {
     "apiVersion": "karpenter.sh/v1",

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from karpy.apis.crds import CRDS, main, render_crd, rendered_files, stale_files
+from karpy.apis.crds import all_crds, main, render_crd, rendered_files, stale_files
 from karpy.apis.v1 import labels
 from karpy.apis.v1.common import ALLOWED_RESTRICTED_KEYS
 
@@ -24,12 +24,12 @@ def test_committed_files_match_the_generator() -> None:
 
 def test_generated_yaml_parses_back_to_the_rendered_crd() -> None:
     files = {path.name: text for path, text in rendered_files().items()}
-    for crd in CRDS:
+    for crd in all_crds():
         assert yaml.safe_load(files[crd.file_name]) == render_crd(crd)
 
 
 def _schema(kind: str) -> dict[str, Any]:
-    crd = next(c for c in CRDS if kind == c.model.KIND)
+    crd = next(c for c in all_crds() if kind == c.model.KIND)
     schema: dict[str, Any] = render_crd(crd)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     return schema
 
@@ -60,7 +60,7 @@ def test_nodepool_defaults_match_karpenter() -> None:
 
 
 def test_every_rule_has_a_message_and_no_rule_repeats_within_a_node() -> None:
-    for crd in CRDS:
+    for crd in all_crds():
         for rule in _rules(render_crd(crd)):
             assert rule["message"]
             assert rule["rule"]
@@ -83,8 +83,22 @@ def test_karpenters_rules_are_present(kind: str, message: str) -> None:
     assert message in {r["message"] for r in _rules(_schema(kind))}
 
 
+def test_ami_selector_terms_are_validated_by_the_schema() -> None:
+    """The AMI term rules are declared once, on the model; the apiserver enforces them (the AWS
+    provider checks only what a schema cannot: an owner alone, an alias family it knows)."""
+    spec = _schema("EC2NodeClass")["properties"]["spec"]["properties"]
+    terms = spec["amiSelectorTerms"]
+    assert (terms["minItems"], terms["maxItems"]) == (1, 30)
+    messages = {r["message"] for r in _rules(terms)}
+    assert "expected at least one, got none, ['tags', 'id', 'name', 'alias', 'ssmParameter']" in (
+        messages
+    )
+    for exclusive in ("alias", "id", "ssmParameter"):
+        assert any(m.startswith(f"'{exclusive}' is mutually exclusive") for m in messages)
+
+
 def test_subresources_columns_and_names() -> None:
-    by_kind = {c.model.KIND: render_crd(c) for c in CRDS}
+    by_kind = {c.model.KIND: render_crd(c) for c in all_crds()}
     pool = by_kind["NodePool"]["spec"]
     assert pool["versions"][0]["subresources"]["scale"]["specReplicasPath"] == ".spec.replicas"
     columns = [
@@ -108,11 +122,11 @@ def test_well_known_labels_stay_allowed_in_requirements() -> None:
 
 def test_every_documented_field_has_a_description() -> None:
     from karpy.apis.docs import _walk
-    from karpy.apis.registry import CRD_KINDS
+    from karpy.apis.registry import crd_kinds
 
     undocumented = [
         f"{cls.KIND}.{path}"
-        for cls in CRD_KINDS
+        for cls in crd_kinds()
         for path, _, _, description, _ in _walk(cls, "")
         if not description or description.startswith("Required")
     ]

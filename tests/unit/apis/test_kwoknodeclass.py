@@ -8,7 +8,7 @@ import pytest
 
 from karpy.apis.codec import to_dict
 from karpy.apis.registry import decode_object
-from karpy.apis.v1alpha1.kwoknodeclass import KWOKNodeClass, KWOKNodeClassSpec
+from karpy_kwok.apis.kwoknodeclass import KWOKNodeClass, KWOKNodeClassSpec
 
 
 def test_an_unset_delay_registers_at_once_and_is_not_written() -> None:

@@ -15,12 +15,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from karpy.apis.codec import decode, encode, to_dict
-from karpy.apis.crds import CRDS, render_crd
-from karpy.apis.registry import REGISTRY, all_models
+from karpy.apis.crds import all_crds, render_crd
+from karpy.apis.registry import all_models, registry
 from tests.unit.apis.strategies import models
 
 ALL_MODELS = sorted(all_models(), key=lambda c: f"{c.__module__}.{c.__qualname__}")
-KINDS = sorted(REGISTRY.values(), key=lambda c: f"{c.__module__}.{c.__qualname__}")
+KINDS = sorted(registry().values(), key=lambda c: f"{c.__module__}.{c.__qualname__}")
 
 
 def _no_nulls(value: Any) -> bool:
@@ -51,7 +51,7 @@ def test_top_level_kinds_carry_api_version_and_kind(cls: type[Any], data: st.Dat
 
 
 def test_registry_maps_each_kind_to_its_default_api_version_and_kind() -> None:
-    for (api_version, kind), cls in REGISTRY.items():
+    for (api_version, kind), cls in registry().items():
         fields = attrs.fields_dict(cls)
         assert fields["api_version"].default == api_version
         assert fields["kind"].default == kind == cls.KIND
@@ -76,7 +76,7 @@ def _undeclared_keys(value: Any, schema: dict[str, Any], path: str) -> list[str]
     return []
 
 
-@pytest.mark.parametrize("crd", CRDS, ids=lambda c: c.model.KIND)
+@pytest.mark.parametrize("crd", all_crds(), ids=lambda c: c.model.KIND)
 @settings(max_examples=10)
 @given(data=st.data())
 def test_every_encoded_field_is_declared_in_the_crd_schema(crd: Any, data: st.DataObject) -> None:

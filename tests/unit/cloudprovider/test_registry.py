@@ -76,7 +76,7 @@ def install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Install
         sys.modules.pop(module, None)
 
 
-def _context(settings: dict[str, str] | None = None) -> ProviderContext[None]:
+def _context(settings: dict[str, str] | None = None) -> ProviderContext[None, None]:
     return ProviderContext(
         kube=None, clock=FakeClock(), cluster_name="test", settings=settings or {}
     )

@@ -14,12 +14,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import socket
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Final
 
-from karpy.localcluster.process import free_port
 from karpy_aws.emulator.world import AMIS, REGION
 
 INSTALL_HINT: Final = (
@@ -80,10 +80,18 @@ def moto_server(state_dir: Path, *, port: int = 0) -> Iterator[str]:
             from moto.server import ThreadedMotoServer
         except ImportError as error:
             raise MotoMissingError from error
-        port = port or free_port()
+        port = port or _free_port()
         server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
         server.start()
         try:
             yield f"http://127.0.0.1:{port}"
         finally:
             server.stop()
+
+
+def _free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now (the provider stands apart
+    from karpy's local-cluster tooling, so it keeps its own)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])

@@ -3,9 +3,10 @@
 A spot instance gets a two-minute warning; a scheduled retirement, a stop or a termination is
 announced as it begins. Waiting for the node to vanish loses those minutes, so Karpenter has
 EventBridge send these events to an SQS queue and acts on them. This controller does the same:
-it long-polls the queue (one pass per receive, on karpy's SingletonLoop, so each pass has a
-span and a failing pass backs off), finds the NodeClaims whose ``status.providerID`` names each
-message's instances, and acts as Karpenter's ``interruption`` controller does:
+it long-polls the queue (one pass per receive, declared as a periodic controller the operator
+runs as a SingletonLoop, so each pass has a span and a failing pass backs off), finds in the
+operator's cluster view the NodeClaims whose ``status.providerID`` names each message's
+instances, and acts as Karpenter's ``interruption`` controller does:
 
 =================================  =========================================================
 message                            action
@@ -39,15 +40,16 @@ from opentelemetry import trace
 from karpy.apis.kube.node import Node
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import NodeClaim
+from karpy.cloudprovider.protocol import PeriodicController
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError
 from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
-from karpy.kube.kinds import NODECLAIMS, NODES
-from karpy.runtime.backoff import Backoff
+from karpy.kube.kinds import NODECLAIMS
 from karpy.runtime.bounded import count_failures
 from karpy.runtime.clock import Clock
-from karpy.runtime.reconciler import Result, SingletonController, SingletonLoop
+from karpy.runtime.reconciler import Result
 from karpy.runtime.telemetry import Telemetry
+from karpy.state.view import ClusterView
 from karpy_aws.instance import instance_id_of
 from karpy_aws.interruption.messages import (
     Action,
@@ -69,7 +71,7 @@ CONCURRENCY: Final = 10
 RECEIVE_MARGIN: Final = 10.0
 """Seconds a receive may take beyond its long poll before the pass gives up on it."""
 LOOKUP_TIMEOUT: Final = 60.0
-"""Deadline in seconds for resolving the queue's URL, and for listing NodeClaims and Nodes."""
+"""Deadline in seconds for resolving the queue's URL."""
 MESSAGE_TIMEOUT: Final = 60.0
 """Deadline in seconds for handling one message (events, deletes, deleting the message)."""
 
@@ -165,21 +167,21 @@ class _Batch:
     deleted: set[str] = attrs.Factory(set)
 
 
-class InterruptionController(SingletonController):
-    """Receive interruption messages and act on them; ``run()`` until cancelled."""
+class InterruptionController:
+    """Receive interruption messages and act on them, one receive per pass."""
 
     name: ClassVar[str] = "interruption"
 
     def __init__(
         self,
         kube: KubeClient,
+        view: ClusterView,
         sqs: AWSClient,
         *,
         queue: str,
         unavailable: UnavailableOfferings,
         clock: Clock,
         telemetry: Telemetry,
-        backoff: Backoff,
         concurrency: int = CONCURRENCY,
         wait_seconds: int = WAIT_SECONDS,
         visibility_timeout: int = VISIBILITY_TIMEOUT_SECONDS,
@@ -194,6 +196,7 @@ class InterruptionController(SingletonController):
             )
             raise ValueError(msg)
         self._kube = kube
+        self._view = view
         self._sqs = sqs
         self._queue_ref = queue
         self._queue: SQSInterruptionQueue | None = None
@@ -203,9 +206,10 @@ class InterruptionController(SingletonController):
         self._concurrency = concurrency
         self._wait = wait_seconds
         self._visibility = visibility_timeout
-        self._loop = SingletonLoop(
-            self.name, self.reconcile_once, telemetry=telemetry, backoff=backoff
-        )
+
+    def spec(self) -> PeriodicController:
+        """The loop, declared for the operator to run."""
+        return PeriodicController(name=self.name, reconcile_once=self.reconcile_once)
 
     async def reconcile_once(self) -> Result:
         """One long poll and its messages. Raises AWSError or KubeError when the queue or the
@@ -217,7 +221,7 @@ class InterruptionController(SingletonController):
         trace.get_current_span().set_attribute("karpy.interruption.messages", len(messages))
         if not messages:
             return Result(requeue_after=0)
-        batch = await self._lookup(messages)
+        batch = self._lookup(messages)
         failed = await count_failures(
             [
                 (
@@ -249,25 +253,22 @@ class InterruptionController(SingletonController):
             log.debug("interruption queue found", extra={"queue_url": self._queue.queue_url})
         return self._queue
 
-    async def _lookup(self, messages: Sequence[ReceivedMessage]) -> _Batch:
-        """List NodeClaims once for the whole receive, and Nodes only if a NodeClaim matched."""
+    def _lookup(self, messages: Sequence[ReceivedMessage]) -> _Batch:
+        """The NodeClaims the receive names, and their Nodes, as the cluster view has them."""
         wanted = {i for m in messages if m.event is not None for i in m.event.instance_ids}
         if not wanted:
             return _Batch(claims={}, nodes={})
-        async with asyncio.timeout(LOOKUP_TIMEOUT):
-            listed = await self._kube.list(NODECLAIMS)
-            claims = {
-                instance_id: found
-                for instance_id, found in claims_by_instance([i.obj for i in listed.items]).items()
-                if instance_id in wanted
-            }
-            nodes: dict[str, Node] = {}
-            if claims:
-                nodes = {
-                    i.obj.spec.provider_id: i.obj
-                    for i in (await self._kube.list(NODES)).items
-                    if i.obj.spec.provider_id
-                }
+        claims = {
+            instance_id: found
+            for instance_id, found in claims_by_instance(self._view.nodeclaims()).items()
+            if instance_id in wanted
+        }
+        nodes: dict[str, Node] = {}
+        for found in claims.values():
+            for claim in found:
+                provider_id = claim.status.provider_id or ""
+                for node in self._view.nodes_with_provider_id(provider_id):
+                    nodes[provider_id] = node
         return _Batch(claims=claims, nodes=nodes)
 
     async def _handle_guarded(

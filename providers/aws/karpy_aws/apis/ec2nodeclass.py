@@ -18,14 +18,14 @@ import attrs
 from karpy.apis.meta import ObjectMeta, Quantity
 from karpy.apis.schema import Rule, field, item
 from karpy.apis.v1 import labels
-from karpy.apis.v1.ec2nodeclass_network import (
+from karpy_aws.apis.ec2nodeclass_network import (
     ConnectionTracking,
     CPUOptions,
     NetworkInterface,
     PlacementGroupSelector,
 )
-from karpy.apis.v1.ec2nodeclass_status import EC2NodeClassStatus
-from karpy.apis.v1.kubelet import KubeletConfiguration
+from karpy_aws.apis.ec2nodeclass_status import EC2NodeClassStatus
+from karpy_aws.apis.kubelet import KubeletConfiguration
 
 API_VERSION = f"{labels.AWS_GROUP}/v1"
 

@@ -1,0 +1,19 @@
+"""The EC2NodeClass CRD's declaration, found by karpy's CRD generator through the ``karpy.apis``
+entry point (``aws = "karpy_aws.apis.crds:CRDS"``): karpy never imports a provider, so the
+provider hands over its models and their names, columns and short names, as Karpenter's are."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from karpy.apis.crds import AGE_COLUMN, READY_COLUMN, CRDInfo, column
+from karpy_aws.apis.ec2nodeclass import EC2NodeClass
+
+CRDS: Final = (
+    CRDInfo(
+        model=EC2NodeClass,
+        singular="ec2nodeclass",
+        short_names=("ec2nc", "ec2ncs"),
+        columns=(READY_COLUMN, AGE_COLUMN, column("Role", ".spec.role", priority=1)),
+    ),
+)
