@@ -1,9 +1,9 @@
 """Session-wide test plumbing: Hypothesis profiles and the real local control plane.
 
 Tests that talk to Kubernetes do so against a real kube-apiserver, kube-controller-manager,
-kube-scheduler and kwok (karpy.localcluster), started once per session on 127.0.0.1. Each test
-gets its own namespace; cluster-scoped objects a test creates are removed after it
-(tests/cluster/conftest.py).
+kube-scheduler and kwok (karpy.localcluster), started once per session on 127.0.0.1 (once per
+worker when pytest-xdist runs the suite on several). Each test gets its own namespace;
+cluster-scoped objects a test creates are removed after it (tests/cluster/conftest.py).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, settings
 
-from karpy.localcluster import ClusterInfo, LocalCluster
+from karpy.localcluster import ClusterInfo, LocalCluster, PortInUseError
 from karpy.runtime.telemetry import Telemetry
 from tests.support.kubehttp import KubeHTTP, KubeHTTPError
 
@@ -73,17 +73,36 @@ def telemetry() -> Iterator[Telemetry]:
 
 @pytest.fixture(scope="session")
 def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    """The session's control plane. Its processes die with the test session."""
+    """The session's control plane (one per xdist worker: the name is the worker's pid, the
+    state under the worker's own temp dir). Started on first use, so a worker that runs only
+    unit tests starts none. Its processes die with the test session."""
     cluster = LocalCluster(
         f"pytest-{os.getpid()}",
         state_dir=tmp_path_factory.mktemp("cluster") / "state",
         detach=False,
     )
-    cluster.up()
+    _up(cluster)
     try:
         yield cluster
     finally:
         cluster.down()
+
+
+def _up(cluster: LocalCluster, *, attempts: int = 3) -> None:
+    """Start the cluster, picking new ports when one was taken before its component bound it.
+
+    LocalCluster picks every free port first and starts the components one by one, so another
+    cluster starting at the same moment (the other xdist worker's, or another checkout's) can
+    take a port in between; ``up`` then stops what it started and raises PortInUseError.
+    """
+    for attempt in range(1, attempts + 1):
+        try:
+            cluster.up()
+        except PortInUseError:
+            if attempt == attempts:
+                raise
+        else:
+            return
 
 
 @pytest.fixture(scope="session")

@@ -12,6 +12,9 @@ import pytest
 
 from karpy.localcluster import LocalCluster
 from karpy.localcluster.cluster import COMPONENTS
+from tests.support.marks import ONE_AT_A_TIME
+
+pytestmark = ONE_AT_A_TIME  # each test starts a control plane of its own
 
 
 def _quiet(_: str) -> None:

@@ -42,9 +42,14 @@ from tests.e2e.daemon import (
     running_daemon,
     scale,
 )
+from tests.support.marks import ONE_AT_A_TIME
 from tests.support.waiting import eventually
 
-pytestmark = [pytest.mark.usefixtures("karpy_crds"), pytest.mark.aws]
+pytestmark = [
+    pytest.mark.usefixtures("karpy_crds"),
+    pytest.mark.aws,
+    ONE_AT_A_TIME,  # moto, the kubelet bridge and karpy as processes of their own
+]
 
 CONSOLIDATE_AFTER = "5s"
 """The seed's ttlSecondsAfterEmpty is 30s; a short wait keeps the suite fast."""

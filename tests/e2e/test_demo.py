@@ -9,7 +9,10 @@ import sys
 
 import pytest
 
+from tests.support.marks import ONE_AT_A_TIME
 
+
+@ONE_AT_A_TIME  # a control plane of its own, besides the session's
 @pytest.mark.usefixtures("local_cluster")  # binaries are built once, by the session cluster
 def test_karpy_demo_plays_the_walkthrough_and_exits_zero() -> None:
     name = f"demo-{secrets.token_hex(3)}"

@@ -21,9 +21,12 @@ from karpy.localcluster import ClusterInfo
 from karpy.runtime.clock import SystemClock
 from karpy.runtime.options import LeaderElectionOptions
 from karpy.runtime.telemetry import Telemetry
+from tests.support.marks import ONE_AT_A_TIME
 
 LEASE_DURATION = 3.0
 RETRY_PERIOD = 0.5
+
+pytestmark = ONE_AT_A_TIME  # handovers are measured against RETRY_PERIOD
 
 
 @pytest.fixture
