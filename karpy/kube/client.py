@@ -31,10 +31,10 @@ from karpy.runtime.ratelimit import TokenBucket
 T = TypeVar("T")
 
 LIST_PAGE_SIZE: Final = 500
+"""Objects per list page; the apiserver's own default chunk size for informers."""
 
 USER_AGENT: Final = f"karpy/{karpy.__version__}"
 """How karpy names itself to the apiserver (audit logs, apiserver metrics)."""
-"""Objects per list page; the apiserver's own default chunk size for informers."""
 
 Query = Sequence[tuple[str, str]]
 
