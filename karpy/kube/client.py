@@ -47,10 +47,10 @@ class HasMetadata(Protocol):
 M = TypeVar("M", bound=HasMetadata)
 
 LIST_PAGE_SIZE: Final = 500
+"""Objects per list page; the apiserver's own default chunk size for informers."""
 
 USER_AGENT: Final = f"karpy/{karpy.__version__}"
 """How karpy names itself to the apiserver (audit logs, apiserver metrics)."""
-"""Objects per list page; the apiserver's own default chunk size for informers."""
 
 Query = Sequence[tuple[str, str]]
 

@@ -13,12 +13,14 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
 import attrs
 
 KARPY_USER_AGENT_PREFIX: Final = "karpy/"
+EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 
 POLICY: Final = """apiVersion: audit.k8s.io/v1
 kind: Policy
@@ -45,6 +47,9 @@ class AuditedRequest:
     code: int
     user_agent: str
     uri: str
+    # When the apiserver received it (UTC). Events are written when the response completes, so a
+    # watch appears only once it ends: sort requests into phases by this, not by log position.
+    received: datetime = attrs.field(factory=lambda: EPOCH)
 
 
 def write_policy(path: Path) -> Path:
@@ -74,7 +79,15 @@ def read(path: Path, *, skip: int = 0) -> Iterator[AuditedRequest]:
                 code=int((event.get("responseStatus") or {}).get("code", 0)),
                 user_agent=event.get("userAgent", ""),
                 uri=event.get("requestURI", ""),
+                received=_received(event.get("requestReceivedTimestamp", "")),
             )
+
+
+def _received(timestamp: str) -> datetime:
+    """An audit timestamp ("2026-01-02T03:04:05.123456Z") as UTC; the epoch if absent."""
+    if not timestamp:
+        return EPOCH
+    return datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
 
 
 def lines(path: Path) -> int:
