@@ -189,7 +189,7 @@ class Pod:
 
 
 def effective_requests(pod: Pod) -> Resources:
-    """kube-scheduler's sidecar-aware formula, plus one ``pods`` slot.
+    """kube-scheduler's sidecar-aware formula, plus exactly one ``pods`` slot.
 
     max(Σ containers + Σ sidecars, max over plain init containers of (init + sidecars started
     before it), sidecars' running total) + overhead, taken resource by resource.
@@ -213,4 +213,9 @@ def effective_requests(pod: Pod) -> Resources:
         for name, amount in container.requests.items_:
             running[name] = running.get(name, 0) + amount
     total = {n: max(running.get(n, 0), init_peak.get(n, 0)) for n in running.keys() | init_peak}
-    return Resources.milli(total) + pod.overhead + ONE_POD
+    for name, amount in pod.overhead.items_:
+        total[name] = total.get(name, 0) + amount
+    # A pod takes exactly one of a node's pod slots, as kube-scheduler counts them: a ``pods``
+    # amount in its overhead (or anywhere else) does not take more.
+    total.pop(PODS, None)
+    return Resources.milli(total) + ONE_POD

@@ -137,3 +137,10 @@ def test_non_cpu_resources_are_read_in_whole_units_like_value() -> None:
     assert Resources.of({"memory": "100m"}).get_amount("memory") == 1000
     assert Resources.of({"cpu": "0.0001"}).get_amount("cpu") == 1
     assert Resources.of({"nvidia.com/gpu": "1"}).get_amount("nvidia.com/gpu") == 1000
+
+
+def test_a_pod_takes_one_pod_slot_whatever_its_overhead_says() -> None:
+    """kube-scheduler counts pods, not a ``pods`` resource: overhead cannot take more slots."""
+    overhead = Resources.of({"cpu": "250m", "pods": "1"})
+    requests = effective_requests(_pod((_c("1"),), overhead=overhead))
+    assert (requests.get_amount("pods"), requests.get_amount("cpu")) == (1000, 1250)
