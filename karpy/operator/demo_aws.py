@@ -1,7 +1,7 @@
 """``karpy demo --provider aws``: moto and its kubelet-join bridge beside the local cluster.
 
 karpy never imports karpy_aws (an import-linter contract), so the AWS stand-in runs as a
-subprocess, ``python -m karpy_aws.emulator``: moto on 127.0.0.1, seeded for the demo's cluster,
+subprocess, ``python -m karpy_aws_emulator``: moto on 127.0.0.1, seeded for the demo's cluster,
 plus a bridge that registers a Node (which kwok then runs) for every instance moto launches and
 removes it once the instance ends. The subprocess's first stdout line says how to use it — the
 AWS environment karpy's process needs, the aws provider's settings and an EC2NodeClass that
@@ -24,7 +24,7 @@ import attrs
 
 from karpy.apis.v1 import labels as wk
 
-EMULATOR_MODULE: Final = "karpy_aws.emulator"
+EMULATOR_MODULE: Final = "karpy_aws_emulator"
 READY_TIMEOUT: Final = 90.0
 """Seconds moto gets to start and be seeded (a few on an idle machine)."""
 STOP_TIMEOUT: Final = 30.0

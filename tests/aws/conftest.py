@@ -35,16 +35,16 @@ from karpy.runtime.clock import FakeClock
 from karpy_aws.apis import ec2nodeclass as nc
 from karpy_aws.apis import ec2nodeclass_status as nc_status
 from karpy_aws.apis.ec2nodeclass import EC2NodeClass
-from karpy_aws.emulator.server import moto_server
-from karpy_aws.emulator.world import AMI_IDS, World, seed
-from karpy_aws.instance import Instances
-from karpy_aws.launchtemplate import LaunchTemplates
-from karpy_aws.nodeclaims import ClusterInfo
-from karpy_aws.offerings import InstanceTypeCatalog
-from karpy_aws.pricing import PriceCache
-from karpy_aws.provider import AWSCloudProvider
+from karpy_aws.cloudprovider.provider import AWSCloudProvider
+from karpy_aws.providers.cluster import ClusterInfo
+from karpy_aws.providers.instance import Instances
+from karpy_aws.providers.instancetype.offerings import InstanceTypeCatalog
+from karpy_aws.providers.instancetype.unavailable import UnavailableOfferings
+from karpy_aws.providers.launchtemplate import LaunchTemplates
+from karpy_aws.providers.pricing import PriceCache
 from karpy_aws.session import AWSSession, AWSSettings, EventHook
-from karpy_aws.unavailable import UnavailableOfferings
+from karpy_aws_emulator.server import moto_server
+from karpy_aws_emulator.world import AMI_IDS, World, seed
 from tests.support.kubehttp import KubeHTTP
 
 REGION = "us-west-2"
@@ -58,7 +58,7 @@ K8S_VERSION = "1.31"
 # ------------------------------------------------------------------ the server
 
 Moto = World
-"""The running server and the ids of what was seeded into it (karpy_aws.emulator.world)."""
+"""The running server and the ids of what was seeded into it (karpy_aws_emulator.world)."""
 
 
 @pytest.fixture(scope="session")
@@ -396,7 +396,7 @@ def ready_nodeclass(moto: Moto, *, name: str = "default", **spec: Any) -> EC2Nod
 
 @attrs.define
 class NodeClasses:
-    """karpy_aws.provider.NodeClassSource over a dict, for tests."""
+    """karpy_aws.cloudprovider.provider.NodeClassSource over a dict, for tests."""
 
     items: dict[str, EC2NodeClass] = attrs.Factory(dict)
 

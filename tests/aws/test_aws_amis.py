@@ -7,7 +7,8 @@ import datetime
 import pytest
 
 from karpy_aws import errors
-from karpy_aws.amis import (
+from karpy_aws.apis.ec2nodeclass import AMISelectorTerm
+from karpy_aws.providers.amifamily.amis import (
     AMI,
     AMIFamily,
     Variant,
@@ -16,7 +17,6 @@ from karpy_aws.amis import (
     parse_alias,
     resolve_amis,
 )
-from karpy_aws.apis.ec2nodeclass import AMISelectorTerm
 from karpy_aws.session import AWSSession
 
 from .conftest import ACCOUNT, AMI_IDS, K8S_VERSION, SSM_PREFIX

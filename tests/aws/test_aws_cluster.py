@@ -6,8 +6,8 @@ import secrets
 
 import pytest
 
-from karpy_aws.cluster import describe_cluster
 from karpy_aws.errors import NotFoundError
+from karpy_aws.providers.cluster import describe_cluster
 from karpy_aws.session import AWSSession
 
 from .conftest import REGION, Moto, boto_client

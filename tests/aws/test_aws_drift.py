@@ -14,7 +14,7 @@ from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.cloudprovider import NodeClaimNotFoundError
 from karpy_aws.apis import ec2nodeclass as nc
 from karpy_aws.apis import ec2nodeclass_status as nc_status
-from karpy_aws.nodeclass import static_hash
+from karpy_aws.providers.nodeclass import static_hash
 
 from .conftest import AMI_IDS, ProviderKit, make_nodeclaim, ready_nodeclass
 

@@ -14,8 +14,15 @@ from karpy.apis.kube.common import Taint as NodeTaint
 from karpy.apis.kube.common import TaintEffect
 from karpy.apis.v1 import labels as wk
 from karpy.core.resources import CPU, MEMORY, PODS, parse_resource
-from karpy_aws.amis import AMIFamily
-from karpy_aws.emulator.join import (
+from karpy_aws.providers.amifamily.amis import AMIFamily
+from karpy_aws.providers.amifamily.userdata import (
+    BootstrapOptions,
+    KubeletConfig,
+    Taint,
+    render_user_data,
+)
+from karpy_aws.providers.instancetype.instancetypes import KubeletSettings, parse_instance_type
+from karpy_aws_emulator.join import (
     ANNOTATION_CLUSTER,
     Boot,
     EmulatedInstance,
@@ -23,8 +30,6 @@ from karpy_aws.emulator.join import (
     kubelet_node,
     read_user_data,
 )
-from karpy_aws.instancetypes import KubeletSettings, parse_instance_type
-from karpy_aws.userdata import BootstrapOptions, KubeletConfig, Taint, render_user_data
 
 pytestmark = pytest.mark.aws
 

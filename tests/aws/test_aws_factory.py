@@ -16,9 +16,9 @@ from karpy.kube.client import KubeClient
 from karpy.runtime.clock import FakeClock
 from karpy.runtime.telemetry import Telemetry
 from karpy_aws import AWSProviderOptions, build
-from karpy_aws.factory import EC2NODECLASSES, ViewNodeClasses
-from karpy_aws.instanceprofile import InstanceProfiles
-from karpy_aws.nodeclassstatus import resolve_status
+from karpy_aws.controllers.nodeclass.status import resolve_status
+from karpy_aws.operator import EC2NODECLASSES, ViewNodeClasses
+from karpy_aws.providers.instanceprofile import InstanceProfiles
 from karpy_aws.session import AWSSession
 from tests.support.providers import Informed
 

@@ -8,8 +8,8 @@ import logging
 
 import pytest
 
-from karpy_aws.garbagecollection import collect_leaked_instances
-from karpy_aws.instance import Instances
+from karpy_aws.controllers.garbagecollection import collect_leaked_instances
+from karpy_aws.providers.instance import Instances
 from karpy_aws.session import AWSSession
 
 from .conftest import ProviderKit, make_nodeclaim
@@ -32,10 +32,10 @@ async def test_only_old_instances_without_a_nodeclaim_are_terminated(
     kit.clock.set(launched_at + datetime.timedelta(seconds=29))
     assert await collect_leaked_instances(instances, [kept_id], clock=kit.clock) == ()
     kit.clock.set(launched_at + datetime.timedelta(minutes=5))
-    with caplog.at_level(logging.INFO, logger="karpy_aws.garbagecollection"):
+    with caplog.at_level(logging.INFO, logger="karpy_aws.controllers.garbagecollection"):
         collected = await collect_leaked_instances(instances, [kept_id], clock=kit.clock)
     assert collected == (leaked_id,)
-    records = [r for r in caplog.records if r.name == "karpy_aws.garbagecollection"]
+    records = [r for r in caplog.records if r.name == "karpy_aws.controllers.garbagecollection"]
     assert [r.__dict__["provider_id"] for r in records] == [leaked_id]
     assert [i.provider_id for i in await instances.list()] == [kept_id]
     assert await neighbour.list() == ()

@@ -13,7 +13,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 IAM = ROOT / "deploy" / "iam"
 SOURCES = ROOT / "providers" / "aws" / "karpy_aws"
-# karpy_aws.emulator plays AWS and the kubelet for tests and the demo; the controller never
+# karpy_aws_emulator plays AWS and the kubelet for tests and the demo; the controller never
 # runs it, so its calls need no place in the controller's policy.
 NOT_CONTROLLER = SOURCES / "emulator"
 PLACEHOLDERS = {

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from karpy.apis.v1 import labels as wk
 from karpy.runtime.clock import FakeClock
-from karpy_aws.amis import AMIFamily
-from karpy_aws.instancetypes import (
+from karpy_aws.providers.amifamily.amis import AMIFamily
+from karpy_aws.providers.instancetype.instancetypes import (
     AWS_NEURON,
     CPU,
     EPHEMERAL_STORAGE,
@@ -29,10 +29,10 @@ from karpy_aws.instancetypes import (
     max_pods,
     overhead,
 )
-from karpy_aws.offerings import InstanceTypeCatalog, describe_instance_types
-from karpy_aws.pricing import PriceCache
+from karpy_aws.providers.instancetype.offerings import InstanceTypeCatalog, describe_instance_types
+from karpy_aws.providers.instancetype.unavailable import UnavailableOfferings
+from karpy_aws.providers.pricing import PriceCache
 from karpy_aws.session import AWSSession
-from karpy_aws.unavailable import UnavailableOfferings
 
 from .conftest import REGION, FaultInjector
 
@@ -284,7 +284,7 @@ def test_allocatable_is_never_negative_nor_above_capacity(
 async def test_conversion_to_the_core_instance_type(session: AWSSession) -> None:
     from karpy.core.requirements import Requirements
     from karpy.core.resources import Resources
-    from karpy_aws.coretypes import to_core_instance_type
+    from karpy_aws.providers.instancetype.coretypes import to_core_instance_type
 
     catalog, unavailable = await _catalog(session, FakeClock())
     unavailable.mark_unavailable(

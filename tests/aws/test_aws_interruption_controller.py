@@ -39,17 +39,17 @@ from karpy.kube.kinds import NODECLAIMS, NODES
 from karpy.runtime.backoff import Backoff
 from karpy.runtime.clock import FakeClock
 from karpy.runtime.telemetry import Telemetry
-from karpy_aws.factory import AWSProviderOptions
-from karpy_aws.interruption.controller import (
+from karpy_aws.apis.kinds import EC2NODECLASSES
+from karpy_aws.cloudprovider.provider import AWSCloudProvider
+from karpy_aws.controllers.interruption.controller import (
     InterruptionController,
     message_kind,
     notice_for,
 )
-from karpy_aws.interruption.messages import parse_event
-from karpy_aws.kinds import EC2NODECLASSES
-from karpy_aws.provider import AWSCloudProvider
+from karpy_aws.controllers.interruption.messages import parse_event
+from karpy_aws.operator import AWSProviderOptions
+from karpy_aws.providers.instancetype.unavailable import UnavailableOfferings
 from karpy_aws.session import AWSSession
-from karpy_aws.unavailable import UnavailableOfferings
 from tests.support.kubehttp import KubeHTTP
 from tests.support.providers import Informed, run_loops
 from tests.support.waiting import eventually

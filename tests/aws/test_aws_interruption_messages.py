@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from karpy_aws.interruption.messages import (
+from karpy_aws.controllers.interruption.messages import (
     Action,
     InterruptionKind,
     MessageParseError,

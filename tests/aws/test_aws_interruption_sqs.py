@@ -8,9 +8,9 @@ import secrets
 import orjson
 import pytest
 
+from karpy_aws.controllers.interruption.messages import InterruptionKind, MessageParseError
+from karpy_aws.controllers.interruption.sqs import SQSInterruptionQueue
 from karpy_aws.errors import NotFoundError
-from karpy_aws.interruption.messages import InterruptionKind, MessageParseError
-from karpy_aws.interruption.sqs import SQSInterruptionQueue
 from karpy_aws.session import AWSSession
 
 from .conftest import FaultInjector, Moto, boto_client

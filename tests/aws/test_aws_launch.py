@@ -12,7 +12,7 @@ from karpy.apis.v1 import labels as wk
 from karpy.core.requirements import Requirement, Requirements
 from karpy.core.resources import EMPTY, Resources
 from karpy_aws.apis import ec2nodeclass_status as nc_status
-from karpy_aws.instancetypes import (
+from karpy_aws.providers.instancetype.instancetypes import (
     InstanceTypeInfo,
     KubeletSettings,
     allocatable,
@@ -20,7 +20,8 @@ from karpy_aws.instancetypes import (
     instance_labels,
     overhead,
 )
-from karpy_aws.launch import (
+from karpy_aws.providers.instancetype.offerings import AWSInstanceType, Offering
+from karpy_aws.providers.launch import (
     MAX_INSTANCE_TYPES,
     LaunchPlan,
     as_candidates,
@@ -30,8 +31,7 @@ from karpy_aws.launch import (
     on_demand_fallback_warning,
     plan_launch,
 )
-from karpy_aws.network import Subnet
-from karpy_aws.offerings import AWSInstanceType, Offering
+from karpy_aws.providers.network import Subnet
 
 SPOT, OD, RESERVED = wk.CAPACITY_TYPE_SPOT, wk.CAPACITY_TYPE_ON_DEMAND, wk.CAPACITY_TYPE_RESERVED
 ZONES = ("zone-a", "zone-b")

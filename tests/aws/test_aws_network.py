@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 
 from karpy_aws import errors
-from karpy_aws.network import (
+from karpy_aws.providers.network import (
     Subnet,
     discover_security_groups,
     discover_subnets,
     subnet_per_zone,
 )
-from karpy_aws.selectors import SelectorTerm
+from karpy_aws.providers.selectors import SelectorTerm
 from karpy_aws.session import AWSSession
 
 from .conftest import CLUSTER, DISCOVERY, Moto

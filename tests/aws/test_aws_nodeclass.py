@@ -7,11 +7,12 @@ import datetime
 import pytest
 
 from karpy.apis.meta import Quantity
-from karpy_aws import errors, nodeclass
-from karpy_aws.amis import AMIFamily, resolve_amis
+from karpy_aws import errors
 from karpy_aws.apis import ec2nodeclass as api
 from karpy_aws.apis.kubelet import KubeletConfiguration
-from karpy_aws.network import discover_security_groups, discover_subnets
+from karpy_aws.providers import nodeclass
+from karpy_aws.providers.amifamily.amis import AMIFamily, resolve_amis
+from karpy_aws.providers.network import discover_security_groups, discover_subnets
 from karpy_aws.session import AWSSession
 
 from .conftest import AMI_IDS, DISCOVERY, K8S_VERSION, SSM_PREFIX, Moto

@@ -17,11 +17,15 @@ from karpy.runtime.reconciler import Result
 from karpy.runtime.telemetry import Telemetry
 from karpy.state.view import ClusterView
 from karpy_aws import errors as aws
-from karpy_aws.instanceprofile import InstanceProfiles
-from karpy_aws.k8sversion import KubernetesVersion
-from karpy_aws.kinds import EC2NODECLASSES
-from karpy_aws.launchtemplate import LaunchTemplates
-from karpy_aws.nodeclasscontroller import FINALIZER, TERMINATION_POLL, NodeClassController
+from karpy_aws.apis.kinds import EC2NODECLASSES
+from karpy_aws.controllers.nodeclass.controller import (
+    FINALIZER,
+    TERMINATION_POLL,
+    NodeClassController,
+)
+from karpy_aws.providers.instanceprofile import InstanceProfiles
+from karpy_aws.providers.launchtemplate import LaunchTemplates
+from karpy_aws.providers.version import KubernetesVersion
 from karpy_aws.session import AWSSession
 from tests.support.providers import Informed
 from tests.support.waiting import eventually

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from karpy.runtime.clock import FakeClock
-from karpy_aws.instanceprofile import InstanceProfiles
-from karpy_aws.launchtemplate import LaunchTemplates
+from karpy_aws.providers.instanceprofile import InstanceProfiles
+from karpy_aws.providers.launchtemplate import LaunchTemplates
 from karpy_aws.session import AWSSession
 
 from .conftest import (

@@ -17,9 +17,9 @@ from karpy_aws.apis import ec2nodeclass as nc
 from karpy_aws.apis.ec2nodeclass import EC2NodeClass
 from karpy_aws.apis.ec2nodeclass_status import EC2NodeClassStatus
 from karpy_aws.apis.kubelet import KubeletConfiguration
-from karpy_aws.instanceprofile import InstanceProfiles
-from karpy_aws.launch import ami_requirements
-from karpy_aws.nodeclassstatus import resolve_status
+from karpy_aws.controllers.nodeclass.status import resolve_status
+from karpy_aws.providers.instanceprofile import InstanceProfiles
+from karpy_aws.providers.launch import ami_requirements
 from karpy_aws.session import AWSSession
 
 from .conftest import (

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from karpy.runtime.clock import FakeClock
-from karpy_aws.pricing import (
+from karpy_aws.providers.pricing import (
     SPOT_FALLBACK_RATIO,
     InstanceShape,
     PriceCache,
@@ -141,7 +141,7 @@ async def test_moto_has_no_pricing_so_prices_are_estimated_and_announced_once(
         clock=clock,
         region=REGION,
     )
-    with caplog.at_level(logging.WARNING, logger="karpy_aws.pricing"):
+    with caplog.at_level(logging.WARNING, logger="karpy_aws.providers.pricing"):
         await cache.refresh(SHAPES)
         clock.step(datetime.timedelta(hours=13))
         await cache.refresh(SHAPES)
@@ -198,7 +198,7 @@ async def test_isolated_region_never_calls_the_pricing_api(
     cache = PriceCache(
         ec2=await session.client("ec2"), pricing=None, clock=FakeClock(), region=REGION
     )
-    with caplog.at_level(logging.WARNING, logger="karpy_aws.pricing"):
+    with caplog.at_level(logging.WARNING, logger="karpy_aws.providers.pricing"):
         await cache.refresh(SHAPES[:1])
     assert "GetProducts" not in faults.sent
     assert "on-demand pricing disabled, using estimated prices" in caplog.messages

@@ -23,8 +23,8 @@ from karpy.cloudprovider import (
     NodeClassKind,
     NodeClassNotReadyError,
 )
-from karpy_aws.instance import Instances, parse_provider_id
-from karpy_aws.launch import MAX_INSTANCE_TYPES
+from karpy_aws.providers.instance import Instances, parse_provider_id
+from karpy_aws.providers.launch import MAX_INSTANCE_TYPES
 from karpy_aws.session import AWSSession
 
 from .conftest import (
@@ -154,10 +154,10 @@ async def test_on_demand_with_spot_allowed_and_few_types_warns(
     kit: ProviderKit, caplog: pytest.LogCaptureFixture
 ) -> None:
     kit.unavailable.mark_capacity_type_unavailable(wk.CAPACITY_TYPE_SPOT, reason="test")
-    with caplog.at_level(logging.WARNING, logger="karpy_aws.provider"):
+    with caplog.at_level(logging.WARNING, logger="karpy_aws.cloudprovider.provider"):
         launched = await kit.provider.create(make_nodeclaim((IT, "In", ("m5.large",))))
     assert launched.metadata.labels[CT] == wk.CAPACITY_TYPE_ON_DEMAND
-    warnings = [r for r in caplog.records if r.name == "karpy_aws.provider"]
+    warnings = [r for r in caplog.records if r.name == "karpy_aws.cloudprovider.provider"]
     assert [r.getMessage() for r in warnings] == [
         "at least 5 instance types are recommended when flexible to spot but requesting on-demand"
     ]

@@ -30,9 +30,9 @@ from karpy.state.view import ClusterView
 from karpy_aws import build
 from karpy_aws.apis import ec2nodeclass as nc
 from karpy_aws.apis.ec2nodeclass import EC2NodeClass
-from karpy_aws.kinds import EC2NODECLASSES
-from karpy_aws.nodeclasscontroller import FINALIZER
-from karpy_aws.provider import AWSCloudProvider
+from karpy_aws.apis.kinds import EC2NODECLASSES
+from karpy_aws.cloudprovider.provider import AWSCloudProvider
+from karpy_aws.controllers.nodeclass.controller import FINALIZER
 from tests.support.providers import Informed, run_loops
 from tests.support.waiting import eventually
 

@@ -25,9 +25,14 @@ from karpy.apis.v1.nodeclaim import NodeClaim, NodeClaimStatus
 from karpy.kube.client import KubeClient
 from karpy.kube.kinds import NODECLAIMS
 from karpy.runtime.telemetry import Telemetry
-from karpy_aws.instance import Instances
+from karpy_aws.controllers.tagging import (
+    ANNOTATION_TAGGED,
+    TaggingController,
+    TaggingError,
+    instance_to_tag,
+)
+from karpy_aws.providers.instance import Instances
 from karpy_aws.session import AWSSession
-from karpy_aws.tagging import ANNOTATION_TAGGED, TaggingController, TaggingError, instance_to_tag
 from tests.support.providers import Informed
 
 from .conftest import FaultInjector, Moto, boto_client, launch_tagged, make_nodeclaim
@@ -224,7 +229,7 @@ async def test_a_pass_fails_without_marking_a_nodeclaim_whose_instance_is_gone(
 
     async with informed.running():
         with (
-            caplog.at_level(logging.DEBUG, logger="karpy_aws.tagging"),
+            caplog.at_level(logging.DEBUG, logger="karpy_aws.controllers.tagging"),
             pytest.raises(TaggingError),
         ):
             await controller.reconcile_once()
@@ -238,7 +243,7 @@ async def test_a_pass_fails_without_marking_a_nodeclaim_whose_instance_is_gone(
     logged = {
         (r.getMessage(), getattr(r, "nodeclaim", None))
         for r in caplog.records
-        if r.name == "karpy_aws.tagging"
+        if r.name == "karpy_aws.controllers.tagging"
     }
     assert ("tagged nodeclaim", good) in logged
     assert ("failed tagging nodeclaim", lost) in logged

@@ -9,14 +9,14 @@ import pytest
 
 from karpy.runtime.clock import FakeClock
 from karpy_aws.errors import SPOT_SERVICE_LINKED_ROLE_CODE
-from karpy_aws.session import AWSSession
-from karpy_aws.unavailable import (
+from karpy_aws.providers.instancetype.unavailable import (
     UNAVAILABLE_OFFERINGS_TTL,
     FleetError,
     OfferingKey,
     UnavailableOfferings,
     parse_fleet_errors,
 )
+from karpy_aws.session import AWSSession
 
 from .conftest import AMI_IDS, FaultInjector, Moto
 

@@ -16,17 +16,17 @@ from karpy.runtime.backoff import Backoff
 from karpy.runtime.clock import FakeClock
 from karpy.runtime.telemetry import Telemetry
 from karpy_aws.apis.ec2nodeclass_status import EC2NodeClassStatus, SecurityGroup, Subnet
+from karpy_aws.apis.kinds import EC2NODECLASSES
+from karpy_aws.cloudprovider.provider import AWSCloudProvider
 from karpy_aws.errors import ConfigurationError
-from karpy_aws.instance import Instances
-from karpy_aws.k8sversion import check_pinned, parse_version
-from karpy_aws.kinds import EC2NODECLASSES
-from karpy_aws.launchtemplate import LaunchTemplates
-from karpy_aws.nodeclaims import ClusterInfo
-from karpy_aws.offerings import InstanceTypeCatalog
-from karpy_aws.pricing import PriceCache
-from karpy_aws.provider import AWSCloudProvider
+from karpy_aws.providers.cluster import ClusterInfo
+from karpy_aws.providers.instance import Instances
+from karpy_aws.providers.instancetype.offerings import InstanceTypeCatalog
+from karpy_aws.providers.instancetype.unavailable import UnavailableOfferings
+from karpy_aws.providers.launchtemplate import LaunchTemplates
+from karpy_aws.providers.pricing import PriceCache
+from karpy_aws.providers.version import check_pinned, parse_version
 from karpy_aws.session import AWSSession
-from karpy_aws.unavailable import UnavailableOfferings
 from tests.support.providers import run_extension
 from tests.support.waiting import eventually
 

@@ -14,21 +14,21 @@ import yaml
 
 from karpy.runtime.clock import FakeClock
 from karpy_aws import errors
-from karpy_aws.amis import AMIFamily
-from karpy_aws.launchtemplate import (
-    LaunchTemplateOptions,
-    LaunchTemplates,
-    MetadataOptions,
-    default_block_devices,
-)
-from karpy_aws.session import AWSSession
-from karpy_aws.userdata import (
+from karpy_aws.providers.amifamily.amis import AMIFamily
+from karpy_aws.providers.amifamily.userdata import (
     BootstrapOptions,
     KubeletConfig,
     Taint,
     dump_toml,
     render_user_data,
 )
+from karpy_aws.providers.launchtemplate import (
+    LaunchTemplateOptions,
+    LaunchTemplates,
+    MetadataOptions,
+    default_block_devices,
+)
+from karpy_aws.session import AWSSession
 
 from .conftest import AMI_IDS, CLUSTER, FaultInjector, Moto
 

@@ -2,7 +2,7 @@
 
 The whole daemon (`karpy.operator.wiring.build` + the Supervisor, as `karpy run` starts them)
 runs with `--provider aws` against moto on 127.0.0.1 and the real local control plane. moto
-and the kubelet-join bridge run in a subprocess (`python -m karpy_aws.emulator`, as
+and the kubelet-join bridge run in a subprocess (`python -m karpy_aws_emulator`, as
 `karpy demo --provider aws` starts them): for every instance CreateFleet launches, the bridge
 registers the Node its kubelet would (providerID aws:///<zone>/<instance-id>), which kwok then
 runs, and it deletes the Node once the instance is terminated. karpy makes the EC2NodeClass

@@ -1,0 +1,435 @@
+"""AWSCloudProvider: karpy's CloudProvider contract, kept with EC2 through the karpy_aws pieces.
+
+Controllers know only ``karpy.cloudprovider.CloudProvider``. This class composes the AWS
+building blocks — the NodeClass's resolved status, the instance-type catalog, the launch plan,
+launch templates, CreateFleet, the unavailable-offerings cache — into the Protocol's methods, and
+is the boundary where karpy_aws's own errors become the contract's (NodeClaimNotFoundError,
+InsufficientCapacityError, NodeClassNotReadyError, CreateError), chained with ``from``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import timedelta
+from typing import Any, Final, Protocol
+
+from karpy.apis.meta import ConditionStatus
+from karpy.apis.v1 import labels as wk
+from karpy.apis.v1.nodeclaim import NodeClaim
+from karpy.apis.v1.nodepool import NodePool
+from karpy.cloudprovider import (
+    CloudProviderError,
+    CreateError,
+    DriftReason,
+    InsufficientCapacityError,
+    NodeClaimNotFoundError,
+    NodeClassKind,
+    NodeClassNotReadyError,
+    RepairPolicy,
+)
+from karpy.cloudprovider.protocol import ControllerSpec, ProviderExtension
+from karpy.cloudprovider.requirements import requirements_from_api, resources_from_quantities
+from karpy.core.instancetypes import InstanceType
+from karpy.core.requirements import RequirementError
+from karpy.core.resources import QuantityError
+from karpy.kube.resources import ResourceKind
+from karpy.runtime.clock import Clock
+from karpy_aws import errors as aws
+from karpy_aws.apis.ec2nodeclass import EC2NodeClass
+from karpy_aws.apis.ec2nodeclass_status import ConditionType
+from karpy_aws.apis.kinds import EC2NODECLASSES
+from karpy_aws.cloudprovider.drift import resource_drift, static_drift
+from karpy_aws.cloudprovider.maintenance import MAINTENANCE_PERIOD, MaintenanceController
+from karpy_aws.cloudprovider.nodeclaims import (
+    LaunchInputs,
+    launched_nodeclaim,
+    nodeclaim_from,
+)
+from karpy_aws.providers.cluster import ClusterInfo
+from karpy_aws.providers.instance import Instances, fleet_request, launch_tags, parse_provider_id
+from karpy_aws.providers.instancetype.instancetypes import PODS
+from karpy_aws.providers.instancetype.offerings import AWSInstanceType, InstanceTypeCatalog
+from karpy_aws.providers.instancetype.unavailable import UnavailableOfferings
+from karpy_aws.providers.launch import (
+    Candidate,
+    LaunchPlan,
+    as_candidates,
+    choose_capacity_type,
+    compatible_candidates,
+    min_values_shortfall,
+    on_demand_fallback_warning,
+    plan_launch,
+    restrict_to_zones,
+)
+from karpy_aws.providers.launchtemplate import LaunchTemplates
+from karpy_aws.providers.nodeclass import static_hash, subnet_terms
+from karpy_aws.providers.subnets import ZonalSubnets
+
+NODECLASS_KIND: Final = NodeClassKind(group=wk.AWS_GROUP, kind="EC2NodeClass")
+# Karpenter's AWS repair policies: kubelet's Ready, and the node monitoring agent's conditions.
+REPAIR_POLICIES: Final = (
+    RepairPolicy("Ready", "False", timedelta(minutes=30)),
+    RepairPolicy("Ready", "Unknown", timedelta(minutes=30)),
+    RepairPolicy("AcceleratedHardwareReady", "False", timedelta(minutes=10)),
+    RepairPolicy("StorageReady", "False", timedelta(minutes=30)),
+    RepairPolicy("NetworkingReady", "False", timedelta(minutes=30)),
+    RepairPolicy("KernelReady", "False", timedelta(minutes=30)),
+    RepairPolicy("ContainerRuntimeReady", "False", timedelta(minutes=30)),
+)
+CREATE_FAILED_REASON: Final = "InstanceCreationFailed"
+_CANDIDATE_CACHE_SIZE: Final = 32
+
+log = logging.getLogger(__name__)
+
+
+class NodeClassSource(Protocol):
+    """Where the provider reads EC2NodeClasses (the cluster state in production)."""
+
+    async def get(self, name: str) -> EC2NodeClass | None:
+        """The EC2NodeClass called ``name``, or None if there is none."""
+        ...
+
+
+def is_ready(nodeclass: EC2NodeClass) -> bool:
+    """True when the NodeClass's Ready condition is True."""
+    return any(
+        c.type == ConditionType.READY and c.status == ConditionStatus.TRUE
+        for c in nodeclass.status.conditions
+    )
+
+
+class AWSCloudProvider:
+    """karpy.cloudprovider.CloudProvider for EC2. Safe to call from concurrent reconciles."""
+
+    def __init__(
+        self,
+        instances: Instances,
+        catalog: InstanceTypeCatalog,
+        *,
+        cluster: ClusterInfo,
+        nodeclasses: NodeClassSource,
+        launch_templates: LaunchTemplates,
+        unavailable: UnavailableOfferings,
+        clock: Clock,
+        on_close: Callable[[], Awaitable[None]] | None = None,
+        controllers: tuple[ControllerSpec[ResourceKind[Any]], ...] = (),
+        maintenance_period: float = MAINTENANCE_PERIOD,
+    ) -> None:
+        self._on_close = on_close
+        self._controllers = controllers
+        self._maintenance = MaintenanceController(self, period=maintenance_period)
+        self._instances = instances
+        self._catalog = catalog
+        self._cluster = cluster
+        self._nodeclasses = nodeclasses
+        self._templates = launch_templates
+        self._unavailable = unavailable
+        self._clock = clock
+        self._catalog_lock = asyncio.Lock()
+        self._candidates: dict[tuple[object, ...], tuple[Candidate, ...]] = {}
+        self._subnets = ZonalSubnets(instances.ec2, clock)
+
+    @property
+    def name(self) -> str:
+        return "aws"
+
+    def repair_policies(self) -> tuple[RepairPolicy, ...]:
+        return REPAIR_POLICIES
+
+    def supported_node_classes(self) -> tuple[NodeClassKind, ...]:
+        return (NODECLASS_KIND,)
+
+    # ------------------------------------------------------------------ upkeep (not Protocol)
+
+    async def aclose(self) -> None:
+        """Release what the factory opened for this provider (the AWS session)."""
+        if self._on_close is not None:
+            on_close, self._on_close = self._on_close, None
+            await on_close()
+
+    def extension(self) -> ProviderExtension[ResourceKind[Any]]:
+        """What the operator runs for this provider on the leader: its EC2NodeClass kind
+        (informed into cluster state, where launches read it), upkeep (``start_leading`` once,
+        then ``maintain`` periodically) and the loops the factory composed: the EC2NodeClass
+        controller, leaked-instance garbage collection, tagging of registered NodeClaims'
+        instances, and the interruption controller when an interruption queue is configured."""
+        return ProviderExtension(
+            kinds=(EC2NODECLASSES,),
+            controllers=(self._maintenance.spec(), *self._controllers),
+        )
+
+    async def start_leading(self) -> int:
+        """Adopt the cluster's existing launch templates so unused ones expire and are deleted
+        (call when this replica becomes leader); return how many were found."""
+        return await self._templates.hydrate(self._cluster.name)
+
+    async def maintain(self) -> tuple[str, ...]:
+        """Periodic upkeep for the leader: re-read instance types and prices when due, forget
+        expired capacity errors, delete launch templates unused for their TTL (returned)."""
+        async with self._catalog_lock:
+            await self._catalog.refresh()
+        self._unavailable.cleanup()
+        return await self._templates.delete_expired()
+
+    # ------------------------------------------------------------------ shared lookups
+
+    async def _ensure_catalog(self) -> None:
+        # Expired capacity errors must stop hiding offerings now, not at the next sweep.
+        self._unavailable.cleanup()
+        async with self._catalog_lock:
+            if not self._catalog.loaded:
+                await self._catalog.refresh()
+
+    async def _nodeclass(self, name: str, *, ready: bool) -> EC2NodeClass:
+        nodeclass = await self._nodeclasses.get(name)
+        if nodeclass is None:
+            raise NodeClassNotReadyError(f"EC2NodeClass {name!r} not found")
+        if ready and not is_ready(nodeclass):
+            raise NodeClassNotReadyError(f"EC2NodeClass {name!r} is not Ready")
+        return nodeclass
+
+    async def _instance_types(
+        self, nodeclass: EC2NodeClass, inputs: LaunchInputs
+    ) -> tuple[Candidate, ...]:
+        """The NodeClass's types in both views, rebuilt only when the catalog, availability or
+        the NodeClass's zones change (building the scheduler's view is the costly part)."""
+        await self._ensure_catalog()
+        zones = frozenset(s.zone for s in nodeclass.status.subnets)
+        key = (inputs, zones, self._catalog.generation, self._unavailable.seq_num)
+        cached = self._candidates.get(key)
+        if cached is None:
+            types = self._catalog.instance_types(
+                family=inputs.family,
+                kubelet=inputs.kubelet,
+                ephemeral_storage_gib=inputs.ephemeral,
+            )
+            cached = as_candidates(restrict_to_zones(types, zones))
+            if len(self._candidates) >= _CANDIDATE_CACHE_SIZE:
+                self._candidates.clear()
+            self._candidates[key] = cached
+        return cached
+
+    # ------------------------------------------------------------------ Protocol
+
+    async def get_instance_types(self, nodepool: NodePool) -> Sequence[InstanceType]:
+        """Every instance type the pool's EC2NodeClass can launch; offerings outside its
+        subnets' zones or recently refused are marked unavailable."""
+        nodeclass = await self._nodeclass(
+            nodepool.spec.template.spec.node_class_ref.name, ready=False
+        )
+        try:
+            inputs = LaunchInputs.of(nodeclass)
+            types = await self._instance_types(nodeclass, inputs)
+        except aws.ConfigurationError as e:
+            raise NodeClassNotReadyError(str(e)) from e
+        except aws.AWSError as e:
+            raise CloudProviderError(f"listing instance types: {e}") from e
+        return tuple(c.core for c in types)
+
+    async def create(self, nodeclaim: NodeClaim) -> NodeClaim:
+        name = nodeclaim.metadata.name
+        nodeclass = await self._nodeclass(nodeclaim.spec.node_class_ref.name, ready=True)
+        try:
+            requirements = requirements_from_api(nodeclaim.spec.requirements)
+            requests = resources_from_quantities(
+                nodeclaim.spec.resources.requests, field="spec.resources.requests"
+            )
+        except (RequirementError, QuantityError) as e:
+            raise CreateError(
+                f"nodeclaim {name}: {e}",
+                condition_reason="InvalidNodeClaim",
+                condition_message=str(e),
+            ) from e
+        try:
+            inputs = LaunchInputs.of(nodeclass)
+            types = await self._instance_types(nodeclass, inputs)
+            subnets = await self._subnets.for_launch(subnet_terms(nodeclass.spec))
+        except aws.ConfigurationError as e:
+            raise NodeClassNotReadyError(str(e)) from e
+        except aws.AWSError as e:
+            raise _create_error(e) from e
+        candidates = compatible_candidates(types, requirements, requests)
+        if not candidates:
+            raise InsufficientCapacityError(
+                f"nodeclaim {name}: no instance type satisfies the requirements and requests "
+                "with an available offering"
+            )
+        capacity_type = choose_capacity_type(candidates, requirements)
+        if capacity_type == wk.CAPACITY_TYPE_RESERVED:
+            raise CreateError(
+                f"nodeclaim {name}: reserved capacity is not supported by karpy_aws",
+                condition_reason="CapacityReservationsUnsupported",
+                condition_message="launching into capacity reservations is not supported",
+            )
+        if on_demand_fallback_warning(capacity_type, requirements, candidates):
+            log.warning(
+                "at least 5 instance types are recommended when flexible to spot but "
+                "requesting on-demand",
+                extra={"nodeclaim": name, "instance_types": len(candidates)},
+            )
+        plan = plan_launch(
+            candidates,
+            requirements,
+            capacity_type=capacity_type,
+            subnets=subnets,
+            amis=nodeclass.status.amis,
+        )
+        if not plan.groups:
+            raise InsufficientCapacityError(
+                f"nodeclaim {name}: no compatible instance type has an AMI and a subnet"
+            )
+        shortfall = min_values_shortfall(plan.candidates, requirements)
+        if shortfall is not None:
+            raise CreateError(
+                f"nodeclaim {name}: {shortfall}",
+                condition_reason="InstanceTypeFilteringFailed",
+                condition_message=shortfall,
+            )
+        instance_id, zone, instance_type = await self._launch(plan, nodeclaim, nodeclass, inputs)
+        candidate = plan.candidate(instance_type, zone=zone)
+        override = plan.override(instance_type, zone=zone)
+        if candidate is None or override is None:
+            raise CreateError(
+                f"nodeclaim {name}: EC2 launched {instance_type} in {zone}, which was not asked",
+                condition_reason=CREATE_FAILED_REASON,
+                condition_message="CreateFleet returned an unexpected instance type or zone",
+            )
+        # The node's pods take addresses from its subnet (VPC CNI), plus one for the node.
+        self._subnets.reserve(override.subnet_id, candidate.aws.capacity.get(PODS, 0) + 1)
+        return launched_nodeclaim(
+            nodeclaim,
+            candidate=candidate,
+            override=override,
+            instance_id=instance_id,
+            capacity_type=capacity_type,
+            region=self._cluster.region,
+            nodeclass_hash=static_hash(nodeclass.spec),
+        )
+
+    async def _launch(
+        self, plan: LaunchPlan, nodeclaim: NodeClaim, nodeclass: EC2NodeClass, inputs: LaunchInputs
+    ) -> tuple[str, str, str]:
+        """Ensure the templates and call CreateFleet (once more if a template vanished);
+        record capacity errors; return (instance id, zone, instance type)."""
+        name = nodeclaim.metadata.name
+        tags = launch_tags(
+            cluster_name=self._cluster.name,
+            nodepool=nodeclaim.metadata.labels.get(wk.LABEL_NODEPOOL, ""),
+            nodeclass=nodeclass.metadata.name or "",
+            user_tags=nodeclass.spec.tags,
+        )
+        for attempt in (1, 2):
+            try:
+                names = {}
+                for group in plan.groups:
+                    options = inputs.template_options(
+                        self._cluster, nodeclaim, nodeclass, group=group, plan=plan
+                    )
+                    names[(group.image_id, group.max_pods)] = (
+                        await self._templates.ensure(options)
+                    ).name
+                launched = await self._instances.create_fleet(
+                    fleet_request(plan, templates=names, tags=tags)
+                )
+            except aws.NotFoundError as e:
+                if e.code != aws.LAUNCH_TEMPLATE_NOT_FOUND_CODE or attempt == 2:
+                    raise _create_error(e) from e
+                for template in names.values():
+                    self._templates.invalidate(template)
+                continue
+            except aws.InsufficientCapacityError as e:
+                raise InsufficientCapacityError(f"nodeclaim {name}: {e}") from e
+            except aws.ConfigurationError as e:
+                raise NodeClassNotReadyError(str(e)) from e
+            except aws.AWSError as e:
+                raise _create_error(e) from e
+            break
+        self._unavailable.mark_fleet_errors(launched.errors, capacity_type=plan.capacity_type)
+        for error in launched.errors:
+            if error.code == aws.INSUFFICIENT_FREE_ADDRESSES_CODE and error.subnet_id:
+                self._subnets.exhausted(error.subnet_id)
+        if launched.instance_id is None or launched.zone is None or launched.instance_type is None:
+            codes = sorted({e.code for e in launched.errors})
+            if launched.errors and all(e.unfulfillable_capacity for e in launched.errors):
+                raise InsufficientCapacityError(
+                    f"nodeclaim {name}: no capacity for any offering ({', '.join(codes)})"
+                )
+            message = f"CreateFleet launched nothing ({', '.join(codes) or 'no errors given'})"
+            raise CreateError(
+                f"nodeclaim {name}: {message}",
+                condition_reason=CREATE_FAILED_REASON,
+                condition_message=message,
+            )
+        return launched.instance_id, launched.zone, launched.instance_type
+
+    async def _types_by_name(self, nodeclass_name: str | None) -> dict[str, AWSInstanceType]:
+        nodeclass = None if not nodeclass_name else await self._nodeclasses.get(nodeclass_name)
+        inputs = LaunchInputs.default()
+        if nodeclass is not None:
+            with contextlib.suppress(aws.ConfigurationError):  # a bad spec: describe by default
+                inputs = LaunchInputs.of(nodeclass)
+        await self._ensure_catalog()
+        types = self._catalog.instance_types(
+            family=inputs.family, kubelet=inputs.kubelet, ephemeral_storage_gib=inputs.ephemeral
+        )
+        return {t.name: t for t in types}
+
+    async def get(self, provider_id: str) -> NodeClaim:
+        try:
+            instance = await self._instances.get(parse_provider_id(provider_id))
+            types = await self._types_by_name(instance.tags.get(wk.LABEL_AWS_EC2NODECLASS))
+        except (aws.NotFoundError, aws.ConfigurationError) as e:
+            raise NodeClaimNotFoundError(f"instance {provider_id}: {e}") from e
+        except aws.AWSError as e:
+            raise CloudProviderError(f"getting instance {provider_id}: {e}") from e
+        return nodeclaim_from(instance, types.get(instance.instance_type), now=self._clock.now())
+
+    async def list(self) -> Sequence[NodeClaim]:
+        try:
+            instances = await self._instances.list()
+            types = await self._types_by_name(None)
+        except aws.AWSError as e:
+            raise CloudProviderError(f"listing instances: {e}") from e
+        now = self._clock.now()
+        return tuple(nodeclaim_from(i, types.get(i.instance_type), now=now) for i in instances)
+
+    async def delete(self, nodeclaim: NodeClaim) -> None:
+        provider_id = nodeclaim.status.provider_id
+        if not provider_id:
+            raise NodeClaimNotFoundError(f"nodeclaim {nodeclaim.metadata.name} has no providerID")
+        try:
+            instance = await self._instances.get(parse_provider_id(provider_id))
+            await self._instances.terminate([instance.id])
+        except (aws.NotFoundError, aws.ConfigurationError) as e:
+            raise NodeClaimNotFoundError(f"instance {provider_id}: {e}") from e
+        except aws.AWSError as e:
+            raise CloudProviderError(f"terminating instance {provider_id}: {e}") from e
+        log.info("terminated instance", extra={"provider_id": provider_id})
+
+    async def is_drifted(self, nodeclaim: NodeClaim) -> DriftReason | None:
+        """NodeClassDrift (static hash), then AMIDrift, SecurityGroupDrift, SubnetDrift, as
+        Karpenter checks them; None when the NodeClass is gone (nothing to compare with)."""
+        nodeclass = await self._nodeclasses.get(nodeclaim.spec.node_class_ref.name)
+        if nodeclass is None:
+            return None
+        reason = static_drift(nodeclaim, nodeclass)
+        if reason is not None or not nodeclaim.status.provider_id:
+            return reason
+        try:
+            instance = await self._instances.get(parse_provider_id(nodeclaim.status.provider_id))
+        except (aws.NotFoundError, aws.ConfigurationError) as e:
+            raise NodeClaimNotFoundError(f"instance {nodeclaim.status.provider_id}: {e}") from e
+        except aws.AWSError as e:
+            raise CloudProviderError(f"checking drift: {e}") from e
+        return resource_drift(instance, nodeclass)
+
+
+def _create_error(error: aws.AWSError) -> CreateError:
+    return CreateError(
+        f"creating instance: {error}",
+        condition_reason=CREATE_FAILED_REASON,
+        condition_message=f"{error.code}: {error.message}"[:1024],
+    )

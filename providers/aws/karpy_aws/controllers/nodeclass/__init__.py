@@ -1,0 +1,1 @@
+"""The EC2NodeClass controller (``controller``) and the status it resolves (``status``)."""

@@ -1,0 +1,246 @@
+"""EC2 instances as karpy sees them: CreateFleet (instant), DescribeInstances, TerminateInstances.
+
+A NodeClaim is one instance. This module owns the three EC2 calls that create, find and end
+instances, the tags that mark an instance as this cluster's (so IAM, listing and garbage
+collection can find it), and the ``aws:///<zone>/<instance-id>`` provider ids Kubernetes nodes
+carry. Request building and response parsing are pure functions; :class:`Instances` makes the
+calls. Raw EC2 dicts never leave this module.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+import attrs
+
+from karpy.apis.v1 import labels as wk
+from karpy_aws.errors import ConfigurationError, NotFoundError
+from karpy_aws.providers.instancetype.unavailable import FleetError, parse_fleet_errors
+from karpy_aws.providers.launch import LaunchPlan
+from karpy_aws.providers.launchtemplate import TAG_CLUSTER_PREFIX, TAG_EKS_CLUSTER_NAME
+from karpy_aws.session import AWSClient
+
+TAG_NODECLAIM: Final = "karpenter.sh/nodeclaim"
+TAG_NAME: Final = "Name"
+SPOT_ALLOCATION_STRATEGY: Final = "price-capacity-optimized"
+ON_DEMAND_ALLOCATION_STRATEGY: Final = "lowest-price"
+# States of an instance that still exists (Karpenter lists these; terminated ones are gone).
+LIVE_STATES: Final = ("pending", "running", "stopping", "stopped", "shutting-down")
+_PROVIDER_ID: Final = re.compile(r"^aws:///(?P<zone>[^/]+)/(?P<id>i-[0-9a-f]+)$")
+
+
+def provider_id(zone: str, instance_id: str) -> str:
+    """``aws:///<zone>/<instance-id>``, the Node's spec.providerID."""
+    return f"aws:///{zone}/{instance_id}"
+
+
+def parse_provider_id(value: str) -> str:
+    """The instance id in a provider id; ConfigurationError if it is not an AWS one."""
+    match = _PROVIDER_ID.match(value)
+    if match is None:
+        raise ConfigurationError(
+            f"providerID {value!r} is not an AWS provider id (aws:///<zone>/i-<hex>)"
+        )
+    return match["id"]
+
+
+def instance_id_of(value: str | None) -> str | None:
+    """The instance id in a provider id; None when there is none yet or it is not an AWS one
+    (a NodeClaim not launched, or another provider's). Pure."""
+    match = _PROVIDER_ID.match(value or "")
+    return None if match is None else match["id"]
+
+
+def launch_tags(
+    *, cluster_name: str, nodepool: str, nodeclass: str, user_tags: Mapping[str, str]
+) -> dict[str, str]:
+    """The tags every launched instance, volume and fleet carries: the NodeClass's tags, then
+    the ownership tags Karpenter sets (which user tags cannot override)."""
+    return {
+        **user_tags,
+        f"{TAG_CLUSTER_PREFIX}{cluster_name}": "owned",
+        wk.LABEL_NODEPOOL: nodepool,
+        TAG_EKS_CLUSTER_NAME: cluster_name,
+        wk.LABEL_AWS_EC2NODECLASS: nodeclass,
+    }
+
+
+def _tag_list(tags: Mapping[str, str]) -> list[dict[str, str]]:
+    return [{"Key": k, "Value": v} for k, v in sorted(tags.items())]
+
+
+def fleet_request(
+    plan: LaunchPlan, *, templates: Mapping[tuple[str, int], str], tags: Mapping[str, str]
+) -> dict[str, Any]:
+    """CreateFleet's parameters for ``plan``: instant, one instance, one LaunchTemplateConfig
+    per launch group (``templates`` maps (image id, max pods) to the template name), overrides
+    with ImageId, AvailabilityZone, SubnetId and Priority = price (pure)."""
+    configs = [
+        {
+            "LaunchTemplateSpecification": {
+                "LaunchTemplateName": templates[(group.image_id, group.max_pods)],
+                "Version": "$Latest",
+            },
+            "Overrides": [
+                {
+                    "InstanceType": o.instance_type,
+                    "SubnetId": o.subnet_id,
+                    "AvailabilityZone": o.zone,
+                    "ImageId": o.image_id,
+                    "Priority": o.price,
+                }
+                for o in group.overrides
+            ],
+        }
+        for group in plan.groups
+    ]
+    spot = plan.capacity_type == wk.CAPACITY_TYPE_SPOT
+    request: dict[str, Any] = {
+        "Type": "instant",
+        "LaunchTemplateConfigs": configs,
+        "TargetCapacitySpecification": {
+            "TotalTargetCapacity": 1,
+            "DefaultTargetCapacityType": "spot" if spot else "on-demand",
+        },
+        "TagSpecifications": [
+            {"ResourceType": kind, "Tags": _tag_list(tags)}
+            for kind in ("instance", "volume", "fleet")
+        ],
+    }
+    if spot:
+        request["SpotOptions"] = {"AllocationStrategy": SPOT_ALLOCATION_STRATEGY}
+    else:
+        request["OnDemandOptions"] = {"AllocationStrategy": ON_DEMAND_ALLOCATION_STRATEGY}
+    return request
+
+
+@attrs.frozen(kw_only=True)
+class Launched:
+    """What one CreateFleet produced: the instance (if any) and the errors it reported."""
+
+    instance_id: str | None
+    instance_type: str | None
+    zone: str | None
+    errors: tuple[FleetError, ...]
+
+
+def parse_fleet_response(response: Mapping[str, Any]) -> Launched:
+    """The first launched instance and every error of a CreateFleet response (pure)."""
+    errors = parse_fleet_errors(response.get("Errors", []))
+    for entry in response.get("Instances", []):
+        ids = entry.get("InstanceIds", [])
+        if ids:
+            overrides = entry.get("LaunchTemplateAndOverrides", {}).get("Overrides", {})
+            return Launched(
+                instance_id=str(ids[0]),
+                instance_type=str(entry.get("InstanceType") or overrides.get("InstanceType")),
+                zone=overrides.get("AvailabilityZone"),
+                errors=errors,
+            )
+    return Launched(instance_id=None, instance_type=None, zone=None, errors=errors)
+
+
+@attrs.frozen(kw_only=True)
+class Instance:
+    """An EC2 instance, as DescribeInstances reports it."""
+
+    id: str
+    instance_type: str
+    zone: str
+    state: str
+    image_id: str
+    subnet_id: str
+    security_group_ids: tuple[str, ...]
+    capacity_type: str
+    launch_time: datetime.datetime
+    tags: Mapping[str, str]
+
+    @property
+    def provider_id(self) -> str:
+        return provider_id(self.zone, self.id)
+
+
+def parse_instance(raw: Mapping[str, Any]) -> Instance:
+    """One DescribeInstances instance (pure)."""
+    launched = raw.get("LaunchTime")
+    if not isinstance(launched, datetime.datetime):
+        launched = datetime.datetime.fromisoformat(str(launched))
+    if launched.tzinfo is None:
+        launched = launched.replace(tzinfo=datetime.UTC)
+    return Instance(
+        id=str(raw["InstanceId"]),
+        instance_type=str(raw.get("InstanceType", "")),
+        zone=str(raw.get("Placement", {}).get("AvailabilityZone", "")),
+        state=str(raw.get("State", {}).get("Name", "")),
+        image_id=str(raw.get("ImageId", "")),
+        subnet_id=str(raw.get("SubnetId", "")),
+        security_group_ids=tuple(sorted(g["GroupId"] for g in raw.get("SecurityGroups", []))),
+        capacity_type=wk.CAPACITY_TYPE_SPOT
+        if raw.get("InstanceLifecycle") == "spot"
+        else wk.CAPACITY_TYPE_ON_DEMAND,
+        launch_time=launched,
+        tags={t["Key"]: t["Value"] for t in raw.get("Tags", [])},
+    )
+
+
+class Instances:
+    """The EC2 calls behind a NodeClaim's life. Raises karpy_aws.errors types only."""
+
+    def __init__(self, ec2: AWSClient, *, cluster_name: str) -> None:
+        self.ec2 = ec2
+        self._cluster_name = cluster_name
+
+    async def create_fleet(self, request: Mapping[str, Any]) -> Launched:
+        """One instant CreateFleet call."""
+        return parse_fleet_response(await self.ec2.call("CreateFleet", **request))
+
+    async def get(self, instance_id: str) -> Instance:
+        """The instance, unless it is terminated or unknown (NotFoundError)."""
+        reservations = await self.ec2.paginate(
+            "DescribeInstances", result_key="Reservations", InstanceIds=[instance_id]
+        )
+        for instance in _instances(reservations):
+            if instance.state in LIVE_STATES:
+                return instance
+        raise NotFoundError(
+            service="ec2",
+            operation="DescribeInstances",
+            code="InvalidInstanceID.NotFound",
+            message=f"instance {instance_id} is terminated or does not exist",
+        )
+
+    async def list(self) -> tuple[Instance, ...]:
+        """Every live instance karpy launched for this cluster (tagged with a NodePool and the
+        cluster's ownership tag), ordered by id."""
+        reservations = await self.ec2.paginate(
+            "DescribeInstances",
+            result_key="Reservations",
+            Filters=[
+                {"Name": "tag-key", "Values": [wk.LABEL_NODEPOOL]},
+                {"Name": f"tag:{TAG_CLUSTER_PREFIX}{self._cluster_name}", "Values": ["owned"]},
+                {"Name": "instance-state-name", "Values": list(LIVE_STATES)},
+            ],
+        )
+        return tuple(sorted(_instances(reservations), key=lambda i: i.id))
+
+    async def tag_registered(self, instance_id: str, *, nodeclaim: str, node_name: str) -> None:
+        """Add the tags Karpenter adds once the node registered: ``Name`` (the node),
+        ``karpenter.sh/nodeclaim`` and ``eks:eks-cluster-name`` (the only keys the controller's
+        IAM policy lets it add to running instances)."""
+        tags = {
+            TAG_NAME: node_name,
+            TAG_NODECLAIM: nodeclaim,
+            TAG_EKS_CLUSTER_NAME: self._cluster_name,
+        }
+        await self.ec2.call("CreateTags", Resources=[instance_id], Tags=_tag_list(tags))
+
+    async def terminate(self, instance_ids: Sequence[str]) -> None:
+        """Begin terminating ``instance_ids`` (NotFoundError if any id is unknown)."""
+        await self.ec2.call("TerminateInstances", InstanceIds=list(instance_ids))
+
+
+def _instances(reservations: Sequence[Mapping[str, Any]]) -> list[Instance]:
+    return [parse_instance(i) for r in reservations for i in r.get("Instances", [])]

@@ -1,0 +1,280 @@
+"""Launch templates named by the hash of what they contain, found or created once, cached.
+
+Every distinct node configuration (AMI, user data, security groups, instance profile, block
+devices, IMDS options, tags) needs a launch template for CreateFleet. Naming the template
+``karpenter.k8s.aws/<hash of its options>`` makes the name a content address: identical options
+share one template across NodeClaims and restarts, and a changed option yields a new name instead
+of mutating a template that running nodes were launched from. The value types and hashing are
+pure; :class:`LaunchTemplates` does find-or-create against EC2 with an in-memory cache.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import datetime
+import hashlib
+from typing import Any, Final, Literal
+
+import attrs
+import orjson
+
+from karpy.apis.v1.labels import AWS_GROUP, LABEL_AWS_EC2NODECLASS
+from karpy.runtime.clock import Clock
+from karpy_aws.errors import AlreadyExistsError, NotFoundError
+from karpy_aws.providers.amifamily.amis import AMIFamily
+from karpy_aws.providers.selectors import Tags, freeze_tags
+from karpy_aws.session import AWSClient
+
+LAUNCH_TEMPLATE_NAME_PREFIX: Final = f"{AWS_GROUP}/"
+LAUNCH_TEMPLATE_CACHE_TTL: Final = datetime.timedelta(minutes=1)
+TAG_CLUSTER_PREFIX: Final = "kubernetes.io/cluster/"
+TAG_KARPY_CLUSTER: Final = f"{AWS_GROUP}/cluster"
+TAG_EKS_CLUSTER_NAME: Final = "eks:eks-cluster-name"
+VolumeType = Literal["gp2", "gp3", "io1", "io2", "sc1", "st1", "standard"]
+
+
+@attrs.frozen(kw_only=True)
+class BlockDevice:
+    """One EBS block device mapping."""
+
+    device_name: str
+    volume_size_gib: int
+    volume_type: VolumeType = "gp3"
+    encrypted: bool = True
+    delete_on_termination: bool = True
+    iops: int | None = None
+    throughput: int | None = None
+    kms_key_id: str | None = None
+    snapshot_id: str | None = None
+
+    def to_ec2(self) -> dict[str, Any]:
+        ebs: dict[str, Any] = {
+            "VolumeSize": self.volume_size_gib,
+            "VolumeType": self.volume_type,
+            "Encrypted": self.encrypted,
+            "DeleteOnTermination": self.delete_on_termination,
+        }
+        for key, value in (
+            ("Iops", self.iops),
+            ("Throughput", self.throughput),
+            ("KmsKeyId", self.kms_key_id),
+            ("SnapshotId", self.snapshot_id),
+        ):
+            if value is not None:
+                ebs[key] = value
+        return {"DeviceName": self.device_name, "Ebs": ebs}
+
+
+def default_block_devices(family: AMIFamily) -> tuple[BlockDevice, ...]:
+    """The NodeClass defaults: AL2/AL2023 20Gi gp3 /dev/xvda; Bottlerocket 4Gi /dev/xvda plus
+    20Gi /dev/xvdb for containers; Windows 50Gi /dev/sda1; Custom none (the AMI decides)."""
+    if family in (AMIFamily.AL2, AMIFamily.AL2023):
+        return (BlockDevice(device_name="/dev/xvda", volume_size_gib=20),)
+    if family is AMIFamily.BOTTLEROCKET:
+        return (
+            BlockDevice(device_name="/dev/xvda", volume_size_gib=4),
+            BlockDevice(device_name="/dev/xvdb", volume_size_gib=20),
+        )
+    if family is AMIFamily.CUSTOM:
+        return ()
+    return (BlockDevice(device_name="/dev/sda1", volume_size_gib=50),)
+
+
+@attrs.frozen(kw_only=True)
+class MetadataOptions:
+    """IMDS settings; the default requires IMDSv2 tokens with a hop limit of 1, so pods
+    without host networking cannot reach the node's credentials."""
+
+    http_endpoint: Literal["enabled", "disabled"] = "enabled"
+    http_protocol_ipv6: Literal["enabled", "disabled"] = "disabled"
+    http_put_response_hop_limit: int = 1
+    http_tokens: Literal["required", "optional"] = "required"
+
+    def to_ec2(self) -> dict[str, Any]:
+        return {
+            "HttpEndpoint": self.http_endpoint,
+            "HttpProtocolIpv6": self.http_protocol_ipv6,
+            "HttpPutResponseHopLimit": self.http_put_response_hop_limit,
+            "HttpTokens": self.http_tokens,
+        }
+
+
+def _sorted_ids(value: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    return tuple(sorted(set(value)))
+
+
+@attrs.frozen(kw_only=True)
+class LaunchTemplateOptions:
+    """Everything a launch template holds; its hash is the template's name."""
+
+    cluster_name: str
+    nodeclass_name: str
+    image_id: str
+    user_data: str
+    instance_profile: str
+    security_group_ids: tuple[str, ...] = attrs.field(converter=_sorted_ids)
+    block_devices: tuple[BlockDevice, ...] = ()
+    metadata_options: MetadataOptions = MetadataOptions()
+    detailed_monitoring: bool = False
+    associate_public_ip_address: bool | None = None
+    tags: Tags = attrs.field(default=(), converter=freeze_tags)
+
+    def hash(self) -> str:
+        """A stable digest of every field (the same options always give the same digest)."""
+        canonical = orjson.dumps(attrs.asdict(self), option=orjson.OPT_SORT_KEYS)
+        return hashlib.sha256(canonical).hexdigest()[:20]
+
+    @property
+    def name(self) -> str:
+        return f"{LAUNCH_TEMPLATE_NAME_PREFIX}{self.hash()}"
+
+    def resource_tags(self) -> dict[str, str]:
+        """Tags for the template itself (and what IAM conditions key on)."""
+        return {
+            **dict(self.tags),
+            f"{TAG_CLUSTER_PREFIX}{self.cluster_name}": "owned",
+            TAG_EKS_CLUSTER_NAME: self.cluster_name,
+            TAG_KARPY_CLUSTER: self.cluster_name,
+            LABEL_AWS_EC2NODECLASS: self.nodeclass_name,
+        }
+
+    def launch_template_data(self) -> dict[str, Any]:
+        """CreateLaunchTemplate's ``LaunchTemplateData``."""
+        data: dict[str, Any] = {
+            "ImageId": self.image_id,
+            "UserData": base64.b64encode(self.user_data.encode()).decode(),
+            "IamInstanceProfile": {"Name": self.instance_profile},
+            "MetadataOptions": self.metadata_options.to_ec2(),
+            "Monitoring": {"Enabled": self.detailed_monitoring},
+            "BlockDeviceMappings": [b.to_ec2() for b in self.block_devices],
+        }
+        if self.associate_public_ip_address is None:
+            data["SecurityGroupIds"] = list(self.security_group_ids)
+        else:
+            data["NetworkInterfaces"] = [
+                {
+                    "DeviceIndex": 0,
+                    "AssociatePublicIpAddress": self.associate_public_ip_address,
+                    "Groups": list(self.security_group_ids),
+                }
+            ]
+        return data
+
+
+@attrs.frozen
+class LaunchTemplate:
+    """A launch template that exists in EC2."""
+
+    id: str
+    name: str
+
+
+class LaunchTemplates:
+    """Find-or-create launch templates, cached in memory for a minute (refreshed on use)."""
+
+    def __init__(
+        self, ec2: AWSClient, clock: Clock, *, ttl: datetime.timedelta = LAUNCH_TEMPLATE_CACHE_TTL
+    ) -> None:
+        self._ec2 = ec2
+        self._clock = clock
+        self._ttl = ttl
+        self._cache: dict[str, tuple[LaunchTemplate, datetime.datetime]] = {}
+
+    async def ensure(self, options: LaunchTemplateOptions) -> LaunchTemplate:
+        """The template for ``options``: from the cache, from EC2, or newly created."""
+        name = options.name
+        now = self._clock.now()
+        cached = self._cache.get(name)
+        if cached is not None and now < cached[1]:
+            self._cache[name] = (cached[0], now + self._ttl)
+            return cached[0]
+        template = await self._find(name)
+        if template is None:
+            try:
+                response = await self._ec2.call(
+                    "CreateLaunchTemplate",
+                    LaunchTemplateName=name,
+                    LaunchTemplateData=options.launch_template_data(),
+                    TagSpecifications=[
+                        {
+                            "ResourceType": "launch-template",
+                            "Tags": [
+                                {"Key": k, "Value": v}
+                                for k, v in sorted(options.resource_tags().items())
+                            ],
+                        }
+                    ],
+                )
+            except AlreadyExistsError:
+                template = await self._find(name)
+                if template is None:
+                    raise
+            else:
+                created = response["LaunchTemplate"]
+                template = LaunchTemplate(
+                    created["LaunchTemplateId"], created["LaunchTemplateName"]
+                )
+        self._cache[name] = (template, now + self._ttl)
+        return template
+
+    async def _find(self, name: str) -> LaunchTemplate | None:
+        try:
+            response = await self._ec2.call("DescribeLaunchTemplates", LaunchTemplateNames=[name])
+        except NotFoundError:
+            return None
+        found = response.get("LaunchTemplates", [])
+        if not found:
+            return None
+        return LaunchTemplate(found[0]["LaunchTemplateId"], found[0]["LaunchTemplateName"])
+
+    async def hydrate(self, cluster_name: str) -> int:
+        """Load the cluster's existing templates into the cache (at leader start), so that
+        unused ones expire and are deleted like any other; return how many were found."""
+        found = await self._ec2.paginate(
+            "DescribeLaunchTemplates",
+            result_key="LaunchTemplates",
+            Filters=[{"Name": f"tag:{TAG_KARPY_CLUSTER}", "Values": [cluster_name]}],
+        )
+        until = self._clock.now() + self._ttl
+        for raw in found:
+            name = raw["LaunchTemplateName"]
+            if name.startswith(LAUNCH_TEMPLATE_NAME_PREFIX) and name not in self._cache:
+                self._cache[name] = (LaunchTemplate(raw["LaunchTemplateId"], name), until)
+        return len(found)
+
+    async def delete_for_nodeclass(self, cluster_name: str, nodeclass: str) -> tuple[str, ...]:
+        """Delete every template of ``nodeclass`` in this cluster (the NodeClass is going
+        away); return their names, sorted."""
+        found = await self._ec2.paginate(
+            "DescribeLaunchTemplates",
+            result_key="LaunchTemplates",
+            Filters=[
+                {"Name": f"tag:{TAG_KARPY_CLUSTER}", "Values": [cluster_name]},
+                {"Name": f"tag:{LABEL_AWS_EC2NODECLASS}", "Values": [nodeclass]},
+            ],
+        )
+        names = sorted(
+            str(raw["LaunchTemplateName"])
+            for raw in found
+            if str(raw["LaunchTemplateName"]).startswith(LAUNCH_TEMPLATE_NAME_PREFIX)
+        )
+        for name in names:
+            with contextlib.suppress(NotFoundError):  # someone else deleted it: same outcome
+                await self._ec2.call("DeleteLaunchTemplate", LaunchTemplateName=name)
+            self._cache.pop(name, None)
+        return tuple(names)
+
+    def invalidate(self, name: str) -> None:
+        """Forget ``name`` (CreateFleet said the template is gone)."""
+        self._cache.pop(name, None)
+
+    async def delete_expired(self) -> tuple[str, ...]:
+        """Delete templates unused for the TTL from EC2 and the cache; return their names."""
+        now = self._clock.now()
+        expired = sorted(n for n, (_, until) in self._cache.items() if now >= until)
+        for name in expired:
+            with contextlib.suppress(NotFoundError):  # someone else deleted it: same outcome
+                await self._ec2.call("DeleteLaunchTemplate", LaunchTemplateName=name)
+            self._cache.pop(name, None)
+        return tuple(expired)
