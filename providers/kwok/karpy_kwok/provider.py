@@ -18,7 +18,9 @@ delay the Node is created inside ``create`` and the pass has nothing to do.
 
 NodeClass. The provider owns the KWOKNodeClass kind and declares it, so the operator informs it;
 with the operator's cluster view a launch reads the NodeClass there, and from the apiserver only
-when the view does not hold it yet (or when built without a view, in tests).
+when the view does not hold it yet (or when built without a view, in tests). kwok's "instances"
+are its Nodes, so ``get`` and ``list`` read Nodes from the same view: the simulated cloud costs
+the apiserver no reads of its own.
 
 Insufficient capacity. Offerings matched by ``unavailable`` selectors (settable at runtime with
 ``set_unavailable``) are reported with ``available=False`` and never launched.
@@ -203,26 +205,40 @@ class KwokCloudProvider:
         pending = self._pending.get(name)
         if pending is not None:
             return pending.nodeclaim
-        try:
-            node = await self._kube.get(NODES, name)
-        except NotFoundError as error:
+        node = await self._read_node(name)
+        if node is None:
             msg = f"kwok instance {provider_id!r} not found"
-            raise NodeClaimNotFoundError(msg) from error
+            raise NodeClaimNotFoundError(msg)
         if not _is_ours(node):
             msg = f"kwok instance {provider_id!r} not found (node {name!r} is not a kwok node)"
             raise NodeClaimNotFoundError(msg)
         return _nodeclaim_of(node)
 
     async def list(self) -> Sequence[NodeClaim]:
-        listed = await self._kube.list(NODES)
         found = {
-            item.obj.metadata.name: _nodeclaim_of(item.obj)
-            for item in listed.items
-            if _is_ours(item.obj)
+            node.metadata.name: _nodeclaim_of(node)
+            for node in await self._read_nodes()
+            if _is_ours(node)
         }
         for name, pending in self._pending.items():
             found.setdefault(name, pending.nodeclaim)
         return tuple(found.values())
+
+    async def _read_node(self, name: str) -> Node | None:
+        """A kwok "instance" is its Node: read it from the operator's view, which informs Nodes,
+        and from the apiserver only when built without one (tests)."""
+        if self._view is not None and self._view.informs(NODES):
+            return self._view.node(name)
+        try:
+            return await self._kube.get(NODES, name)
+        except NotFoundError:
+            return None
+
+    async def _read_nodes(self) -> Sequence[Node]:
+        """Every Node, from the view when there is one (see `_read_node`)."""
+        if self._view is not None and self._view.informs(NODES):
+            return self._view.nodes()
+        return [item.obj for item in (await self._kube.list(NODES)).items]
 
     async def get_instance_types(self, nodepool: NodePool) -> Sequence[InstanceType]:
         """The whole catalog, with out-of-capacity offerings marked, for a NodePool whose
@@ -383,6 +399,8 @@ class KwokCloudProvider:
         try:
             await self._kube.create(NODES, node)
         except ConflictError:
+            # The name is taken: read the Node that holds it from the apiserver, not the view,
+            # which may not have seen it yet (a retried launch whose first create succeeded).
             name = node.metadata.name or ""
             existing = await self._kube.get(NODES, name)
             if not _is_ours(existing):
