@@ -34,7 +34,7 @@ from typing import Any
 
 import attrs
 
-from karpy.apis.crds import CRDS, render_crd
+from karpy.apis.crds import all_crds, render_crd
 from karpy.apis.v1 import labels as wk
 from karpy.kube.client import KubeClient
 from karpy.kube.install import apply, install_crds, scale
@@ -159,7 +159,7 @@ async def _prepare(
     try:
         nodeclass, nodepool, deployment = _manifests(cpu, memory)
         async with asyncio.timeout(60):
-            await install_crds(client, [render_crd(crd) for crd in CRDS])
+            await install_crds(client, [render_crd(crd) for crd in all_crds()])
             for manifest in (nodeclass, nodepool, deployment):
                 await apply(client, manifest)
         return nodepool, deployment
