@@ -229,6 +229,36 @@ async def test_a_nodeclass_that_is_missing_or_not_ready_is_reported(
         await kit.provider.create(make_nodeclaim())
 
 
+@pytest.mark.parametrize(
+    ("group", "kind"),
+    [
+        pytest.param(wk.KWOK_GROUP, "KWOKNodeClass", id="another-providers-class"),
+        pytest.param(wk.AWS_GROUP, "EC2NodeClassTypo", id="another-kind-of-this-group"),
+    ],
+)
+async def test_a_reference_to_another_kind_of_nodeclass_launches_nothing(
+    kit: ProviderKit, group: str, kind: str
+) -> None:
+    """An EC2NodeClass named like the reference is not the class a foreign reference asks for."""
+    foreign = NodeClassReference(group=group, kind=kind, name="default")
+    claim = make_nodeclaim()
+    claim = attrs.evolve(claim, spec=attrs.evolve(claim.spec, node_class_ref=foreign))
+    with pytest.raises(NodeClassNotReadyError, match=f"{group}/{kind} 'default'.*EC2NodeClass"):
+        await kit.provider.create(claim)
+    pool = NodePool(
+        metadata=ObjectMeta(name="default"),
+        spec=NodePoolSpec(
+            template=NodeClaimTemplate(
+                spec=NodeClaimTemplateSpec(requirements=(), node_class_ref=foreign)
+            )
+        ),
+    )
+    with pytest.raises(NodeClassNotReadyError, match=f"{group}/{kind}"):
+        await kit.provider.get_instance_types(pool)
+    assert await kit.provider.is_drifted(claim) is None
+    assert "CreateFleet" not in kit.faults.requests
+
+
 async def test_get_list_and_delete_follow_the_instance(kit: ProviderKit) -> None:
     launched = await kit.provider.create(make_nodeclaim())
     provider_id = launched.status.provider_id

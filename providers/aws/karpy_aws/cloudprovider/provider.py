@@ -18,6 +18,7 @@ from typing import Any, Final, Protocol
 
 from karpy.apis.meta import ConditionStatus
 from karpy.apis.v1 import labels as wk
+from karpy.apis.v1.common import NodeClassReference
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.apis.v1.nodepool import NodePool
 from karpy.cloudprovider import (
@@ -183,7 +184,16 @@ class AWSCloudProvider:
             if not self._catalog.loaded:
                 await self._catalog.refresh()
 
-    async def _nodeclass(self, name: str, *, ready: bool) -> EC2NodeClass:
+    async def _nodeclass(self, ref: NodeClassReference, *, ready: bool) -> EC2NodeClass:
+        """The EC2NodeClass `ref` names. A reference to another group or kind is never served by
+        name alone: an EC2NodeClass that happens to share the name is not the class asked for."""
+        if (ref.group, ref.kind) != (NODECLASS_KIND.group, NODECLASS_KIND.kind):
+            msg = (
+                f"nodeClassRef {ref.group}/{ref.kind} {ref.name!r}: the aws provider serves only "
+                f"{NODECLASS_KIND.group}/{NODECLASS_KIND.kind}"
+            )
+            raise NodeClassNotReadyError(msg)
+        name = ref.name
         nodeclass = await self._nodeclasses.get(name)
         if nodeclass is None:
             raise NodeClassNotReadyError(f"EC2NodeClass {name!r} not found")
@@ -217,9 +227,7 @@ class AWSCloudProvider:
     async def get_instance_types(self, nodepool: NodePool) -> Sequence[InstanceType]:
         """Every instance type the pool's EC2NodeClass can launch; offerings outside its
         subnets' zones or recently refused are marked unavailable."""
-        nodeclass = await self._nodeclass(
-            nodepool.spec.template.spec.node_class_ref.name, ready=False
-        )
+        nodeclass = await self._nodeclass(nodepool.spec.template.spec.node_class_ref, ready=False)
         try:
             inputs = LaunchInputs.of(nodeclass)
             types = await self._instance_types(nodeclass, inputs)
@@ -231,7 +239,7 @@ class AWSCloudProvider:
 
     async def create(self, nodeclaim: NodeClaim) -> NodeClaim:
         name = nodeclaim.metadata.name
-        nodeclass = await self._nodeclass(nodeclaim.spec.node_class_ref.name, ready=True)
+        nodeclass = await self._nodeclass(nodeclaim.spec.node_class_ref, ready=True)
         try:
             requirements = requirements_from_api(nodeclaim.spec.requirements)
             requests = resources_from_quantities(
@@ -412,7 +420,10 @@ class AWSCloudProvider:
     async def is_drifted(self, nodeclaim: NodeClaim) -> DriftReason | None:
         """NodeClassDrift (static hash), then AMIDrift, SecurityGroupDrift, SubnetDrift, as
         Karpenter checks them; None when the NodeClass is gone (nothing to compare with)."""
-        nodeclass = await self._nodeclasses.get(nodeclaim.spec.node_class_ref.name)
+        ref = nodeclaim.spec.node_class_ref
+        if (ref.group, ref.kind) != (NODECLASS_KIND.group, NODECLASS_KIND.kind):
+            return None  # not an EC2NodeClass: nothing of ours to compare with
+        nodeclass = await self._nodeclasses.get(ref.name)
         if nodeclass is None:
             return None
         reason = static_drift(nodeclaim, nodeclass)
