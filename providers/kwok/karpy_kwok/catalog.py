@@ -146,8 +146,23 @@ def instance_type(
         capacity,
         offerings,
         overhead=overhead,
-        labels={wk.LABEL_ARCH: entry.arch, wk.LABEL_OS: wk.OS_LINUX},
+        labels=type_labels(entry),
     )
+
+
+def type_labels(entry: CatalogEntry) -> dict[str, str]:
+    """Every well-known label the provider declares for a type (`wk.KWOK_WELL_KNOWN_LABELS`,
+    plus arch and os), so a NodePool or pod requirement on any of them selects types, as
+    Karpenter's kwok provider labels its types. CPU is a count and memory MiB, as integers."""
+    return {
+        wk.LABEL_ARCH: entry.arch,
+        wk.LABEL_OS: wk.OS_LINUX,
+        wk.LABEL_KWOK_INSTANCE_TYPE: entry.name,
+        wk.LABEL_KWOK_INSTANCE_FAMILY: entry.family,
+        wk.LABEL_KWOK_INSTANCE_SIZE: entry.size,
+        wk.LABEL_KWOK_INSTANCE_CPU: str(entry.cpu),
+        wk.LABEL_KWOK_INSTANCE_MEMORY: str(entry.memory_mib),
+    }
 
 
 def instance_types(

@@ -5,12 +5,14 @@ its shapes are the promised ones, and malformed catalogs or selectors are refuse
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
 
 from karpy.apis.v1 import labels as wk
 from karpy.core.instancetypes import Offering
+from karpy.core.requirements import Requirement, Requirements
 from karpy.core.resources import CPU, MEMORY, Resources
 from karpy_kwok import gencatalog
 from karpy_kwok.catalog import (
@@ -122,3 +124,60 @@ def test_malformed_catalogs_are_refused_by_entry(
     path.write_bytes(content)
     with pytest.raises(CatalogError, match=message):
         load_entries(path)
+
+
+@pytest.mark.parametrize(
+    ("key", "operator", "values", "keeps"),
+    [
+        pytest.param(wk.LABEL_KWOK_INSTANCE_CPU, "Lt", ("5",), lambda e: e.cpu < 5, id="cpu"),
+        pytest.param(
+            wk.LABEL_KWOK_INSTANCE_MEMORY,
+            "Gt",
+            ("65536",),
+            lambda e: e.memory_mib > 65536,
+            id="memory",
+        ),
+        pytest.param(
+            wk.LABEL_KWOK_INSTANCE_FAMILY,
+            "In",
+            ("c5", "m5"),
+            lambda e: e.family in {"c5", "m5"},
+            id="family",
+        ),
+        pytest.param(
+            wk.LABEL_KWOK_INSTANCE_SIZE,
+            "NotIn",
+            ("large",),
+            lambda e: e.size != "large",
+            id="size",
+        ),
+        pytest.param(
+            wk.LABEL_KWOK_INSTANCE_TYPE,
+            "In",
+            ("c5.2xlarge",),
+            lambda e: e.name == "c5.2xlarge",
+            id="type",
+        ),
+    ],
+)
+def test_a_requirement_on_each_declared_label_selects_types(
+    key: str, operator: str, values: tuple[str, ...], keeps: Any
+) -> None:
+    """Every well-known label the provider declares is set on its types, so requirements on it
+    select: a NodePool asking for fewer than 5 CPUs never gets an 8xlarge."""
+    assert set(wk.KWOK_WELL_KNOWN_LABELS) == {
+        wk.LABEL_KWOK_INSTANCE_CPU,
+        wk.LABEL_KWOK_INSTANCE_MEMORY,
+        wk.LABEL_KWOK_INSTANCE_FAMILY,
+        wk.LABEL_KWOK_INSTANCE_SIZE,
+        wk.LABEL_KWOK_INSTANCE_TYPE,
+    }
+    entries = load_entries()
+    wanted = Requirements((Requirement.new(key, operator, values),))
+    selected = {
+        t.name for t in instance_types(entries) if t.requirements.compatible(wanted) is None
+    }
+    expected = {e.name for e in entries if keeps(e)}
+    assert expected, "the case selects some types"
+    assert expected != {e.name for e in entries}, "the case leaves some types out"
+    assert selected == expected
