@@ -25,7 +25,6 @@ import attrs
 
 from karpy.cloudprovider.protocol import CloudProvider
 from karpy.runtime.clock import Clock
-from karpy.runtime.options import ReconcileOptions, WatchingOptions
 from karpy.runtime.telemetry import Telemetry
 
 ENTRY_POINT_GROUP: Final = "karpy.providers"
@@ -52,10 +51,9 @@ class ProviderContext(Generic[KubeT, ViewT]):
     `ProviderConfigError` naming the key. ``telemetry`` is the operator's tracer and metric
     instruments: a provider's own loops and calls report through it, so their spans join the
     operator's traces and their metrics show on its /metrics (None outside the operator).
-    ``reconcile`` and ``watching`` are the operator's error backoff and watch settings, for
-    whatever a provider times by them; its loops and the informers of its kinds need neither,
-    since it declares them (`karpy.cloudprovider.protocol.ProviderExtension`) and the operator
-    runs them with these settings.
+    A provider's loops and the informers of its kinds take the operator's backoff and watch
+    settings without being handed them: it declares them
+    (`karpy.cloudprovider.protocol.ProviderExtension`) and the operator runs them.
     """
 
     kube: KubeT
@@ -64,8 +62,6 @@ class ProviderContext(Generic[KubeT, ViewT]):
     cluster_name: str
     settings: Mapping[str, str] = attrs.field(factory=dict)
     telemetry: Telemetry | None = None
-    reconcile: ReconcileOptions = attrs.field(factory=ReconcileOptions)
-    watching: WatchingOptions = attrs.field(factory=WatchingOptions)
 
 
 ProviderFactory = Callable[[ProviderContext[Any, Any]], CloudProvider | Awaitable[CloudProvider]]

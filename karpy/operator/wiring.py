@@ -15,7 +15,7 @@ package's service.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Final, Protocol, TypeVar, runtime_checkable
+from typing import Any, Final, ParamSpec, Protocol, TypeVar, runtime_checkable
 
 import attrs
 from opentelemetry.sdk.trace.export import SpanExporter
@@ -75,6 +75,7 @@ from karpy.state.snapshot import SnapshotKinds
 from karpy.state.view import ClusterView
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 SNAPSHOT_KINDS: Final = SnapshotKinds(
     daemonsets=DAEMONSETS,
@@ -187,18 +188,13 @@ async def build(
     )
     state = ClusterState(metrics=telemetry.metrics)
     view = ClusterView(state)
-    informers: list[Informer[Any]] = [
-        Informer(
-            client,
-            state.register(kind),
-            state=state,
-            settings=options.watching,
-            metrics=telemetry.metrics,
-        )
+    informers = [
+        _informer(kind, client=client, state=state, options=options, telemetry=telemetry)
         for kind in kinds
     ]
+    provider: CloudProvider | None = None
     try:
-        provider: CloudProvider = InstrumentedCloudProvider(
+        provider = InstrumentedCloudProvider(
             await build_provider(
                 options.provider.name,
                 ProviderContext(
@@ -208,17 +204,10 @@ async def build(
                     cluster_name=options.provider.cluster_name,
                     settings=options.provider.settings,
                     telemetry=telemetry,
-                    reconcile=options.reconcile,
-                    watching=options.watching,
                 ),
             ),
             telemetry,
         )
-    except BaseException:
-        await client.close()
-        telemetry.shutdown()
-        raise
-    try:
         provider_controllers = _provider_extension(
             _extension(provider),
             client=client,
@@ -229,7 +218,8 @@ async def build(
         )
     except BaseException:
         try:
-            await _close_provider(provider)
+            if provider is not None:
+                await _close_provider(provider)
         finally:
             await client.close()
             telemetry.shutdown()
@@ -335,6 +325,24 @@ def _controllers(
     return controllers
 
 
+def _informer(
+    kind: ResourceKind[T],
+    *,
+    client: KubeClient,
+    state: ClusterState,
+    options: Options,
+    telemetry: Telemetry,
+) -> Informer[T]:
+    """The informer of `kind`, core or provider alike, writing the store it registers."""
+    return Informer(
+        client,
+        state.register(kind),
+        state=state,
+        settings=options.watching,
+        metrics=telemetry.metrics,
+    )
+
+
 def _extension(provider: CloudProvider) -> ProviderExtension[Any]:
     """What the provider declares besides its methods (nothing when it has no `extension()`)."""
     inner = _unwrapped(provider)
@@ -379,13 +387,7 @@ def _provider_extension(
             continue
         informed.add(kind.kind)
         informers.append(
-            Informer(
-                client,
-                state.register(kind),
-                state=state,
-                settings=options.watching,
-                metrics=telemetry.metrics,
-            )
+            _informer(kind, client=client, state=state, options=options, telemetry=telemetry)
         )
     return provider_controllers(
         extension,
@@ -433,7 +435,7 @@ def provider_controllers(
         controllers.append(
             Runner(
                 spec.name,
-                _keyed_after_sync(spec.reconcile, synced),
+                _after_sync(spec.reconcile, synced),
                 queue=queue,
                 telemetry=telemetry,
                 backoff=backoff,
@@ -447,27 +449,15 @@ def provider_controllers(
 
 
 def _after_sync(
-    reconcile_once: Callable[[], Awaitable[Result]], synced: Callable[[], Awaitable[None]] | None
-) -> Callable[[], Awaitable[Result]]:
-    if synced is None:
-        return reconcile_once
-
-    async def gated() -> Result:
-        await synced()
-        return await reconcile_once()
-
-    return gated
-
-
-def _keyed_after_sync(
-    reconcile: Callable[[str], Awaitable[Result]], synced: Callable[[], Awaitable[None]] | None
-) -> Callable[[str], Awaitable[Result]]:
+    reconcile: Callable[P, Awaitable[Result]], synced: Callable[[], Awaitable[None]] | None
+) -> Callable[P, Awaitable[Result]]:
+    """`reconcile`, waiting for `synced` before each call (as it is, without `synced`)."""
     if synced is None:
         return reconcile
 
-    async def gated(key: str) -> Result:
+    async def gated(*args: P.args, **kwargs: P.kwargs) -> Result:
         await synced()
-        return await reconcile(key)
+        return await reconcile(*args, **kwargs)
 
     return gated
 
