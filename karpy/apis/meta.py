@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from datetime import datetime
-from typing import NewType
+from typing import NewType, Protocol
 
 import attrs
 
@@ -79,6 +79,13 @@ class ObjectMeta:
     annotations: Mapping[str, str] = attrs.field(factory=dict)
     owner_references: tuple[OwnerReference, ...] = ()
     finalizers: tuple[str, ...] = ()
+
+
+class HasMetadata(Protocol):
+    """Any Kubernetes object model: what reads and writes of its metadata need."""
+
+    @property
+    def metadata(self) -> ObjectMeta: ...
 
 
 CONDITION_TYPE_PATTERN = (

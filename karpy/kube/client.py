@@ -14,7 +14,7 @@ import builtins
 import contextlib
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final, Protocol, TypeVar
+from typing import Any, Final, TypeVar
 
 import aiohttp
 import orjson
@@ -22,7 +22,7 @@ from kubernetes_asyncio import client as sdk
 from kubernetes_asyncio import config as sdk_config
 
 import karpy
-from karpy.apis.meta import ObjectMeta
+from karpy.apis.meta import HasMetadata
 from karpy.kube.errors import KubeConfigError, KubeError, UnreachableError, from_status
 from karpy.kube.patch import (
     MERGE_PATCH,
@@ -35,13 +35,6 @@ from karpy.kube.resources import Listed, ResourceKind, decode_item
 from karpy.runtime.ratelimit import TokenBucket
 
 T = TypeVar("T")
-
-
-class HasMetadata(Protocol):
-    """Any Kubernetes object model: finalizer edits need its name, namespace and version."""
-
-    @property
-    def metadata(self) -> ObjectMeta: ...
 
 
 M = TypeVar("M", bound=HasMetadata)

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Collection
-from typing import Final, Protocol
+from typing import Final
 
 from karpy.apis.kube.pod import Pod, PodPhase
-from karpy.apis.meta import ConditionStatus, ObjectMeta
+from karpy.apis.meta import ConditionStatus, HasMetadata
 from karpy.apis.v1 import labels as wk
 
 DEFAULT_SCHEDULER: Final = "default-scheduler"
@@ -59,11 +59,6 @@ def is_node_owned(pod: Pod) -> bool:
 def is_static(pod: Pod) -> bool:
     """A static pod's mirror, however it shows: the mirror annotation or a Node owner."""
     return is_mirror(pod) or is_node_owned(pod)
-
-
-class HasMetadata(Protocol):
-    @property
-    def metadata(self) -> ObjectMeta: ...
 
 
 def do_not_disrupt(obj: HasMetadata) -> bool:
