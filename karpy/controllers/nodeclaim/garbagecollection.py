@@ -33,7 +33,6 @@ from karpy.apis.meta import ConditionStatus
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim
 from karpy.cloudprovider.protocol import CloudProvider
-from karpy.controllers.nodeclaim.lifecycle.conditions import get_condition
 from karpy.controllers.nodeclaim.lifecycle.nodes import node_ready
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError
@@ -42,6 +41,7 @@ from karpy.runtime.clock import Clock
 from karpy.runtime.options import ReconcileOptions
 from karpy.runtime.reconciler import Result, SingletonController, SingletonLoop
 from karpy.runtime.telemetry import Telemetry
+from karpy.state.conditions import get_condition
 from karpy.state.view import ClusterView
 
 log = logging.getLogger(__name__)

@@ -32,11 +32,6 @@ from karpy.cloudprovider.errors import CloudProviderError
 from karpy.cloudprovider.protocol import CloudProvider
 from karpy.controllers.provisioning.batcher import Batcher
 from karpy.controllers.provisioning.deleting import pods_of_deleting_nodes
-from karpy.controllers.provisioning.nodeclaims import (
-    PlanError,
-    nodeclaim_from_plan,
-    summarize_instance_types,
-)
 from karpy.core.instancetypes import InstanceType
 from karpy.core.scheduling.results import NodeClaimPlan, Results
 from karpy.core.scheduling.scheduler import SchedulerOptions, solve
@@ -47,6 +42,11 @@ from karpy.kube.kinds import NODECLAIMS
 from karpy.runtime.options import ReconcileOptions
 from karpy.runtime.reconciler import Result, SingletonController, SingletonLoop
 from karpy.runtime.telemetry import Telemetry
+from karpy.state.plans import (
+    PlanError,
+    nodeclaim_from_plan,
+    summarize_instance_types,
+)
 from karpy.state.pods import is_provisionable
 from karpy.state.snapshot import ClusterObjects, SnapshotKinds, build_snapshot, read_cluster
 from karpy.state.view import ClusterView

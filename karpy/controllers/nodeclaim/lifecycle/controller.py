@@ -30,7 +30,6 @@ from karpy.apis.codec import format_time
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.cloudprovider import CloudProvider, NodeClaimNotFoundError
-from karpy.controllers.nodeclaim.lifecycle.conditions import with_ready
 from karpy.controllers.nodeclaim.lifecycle.initialization import Initialization
 from karpy.controllers.nodeclaim.lifecycle.launch import LAUNCH_TIMEOUT, Launch
 from karpy.controllers.nodeclaim.lifecycle.outcome import Outcome
@@ -42,6 +41,7 @@ from karpy.kube.kinds import NODECLAIMS, NODES
 from karpy.runtime.clock import Clock
 from karpy.runtime.logging import bind
 from karpy.runtime.reconciler import Result
+from karpy.state.conditions import with_ready
 from karpy.state.deadline import termination_deadline
 from karpy.state.view import ClusterView
 

@@ -20,7 +20,6 @@ from karpy.apis.kube.node import Node
 from karpy.apis.meta import ConditionStatus
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim
-from karpy.controllers.nodeclaim.lifecycle.conditions import is_true, set_condition
 from karpy.controllers.nodeclaim.lifecycle.fields import log_fields
 from karpy.controllers.nodeclaim.lifecycle.nodes import node_ready
 from karpy.controllers.nodeclaim.lifecycle.outcome import Outcome
@@ -28,6 +27,7 @@ from karpy.kube.client import KubeClient
 from karpy.kube.kinds import NODES
 from karpy.runtime.clock import Clock
 from karpy.runtime.reconciler import Result
+from karpy.state.conditions import is_true, set_condition
 from karpy.state.view import ClusterView
 
 log = logging.getLogger(__name__)

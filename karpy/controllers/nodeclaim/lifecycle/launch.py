@@ -27,7 +27,6 @@ from karpy.cloudprovider import (
     InsufficientCapacityError,
     NodeClassNotReadyError,
 )
-from karpy.controllers.nodeclaim.lifecycle.conditions import is_true, set_condition
 from karpy.controllers.nodeclaim.lifecycle.fields import log_fields
 from karpy.controllers.nodeclaim.lifecycle.outcome import Outcome
 from karpy.kube.client import KubeClient
@@ -36,6 +35,7 @@ from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
 from karpy.kube.kinds import NODECLAIMS
 from karpy.runtime.clock import Clock
 from karpy.runtime.reconciler import Result
+from karpy.state.conditions import is_true, set_condition
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,6 @@ from karpy.apis.kube.node import Node
 from karpy.apis.meta import ConditionStatus
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim
-from karpy.controllers.nodeclaim.lifecycle.conditions import get_condition, is_true, set_condition
 from karpy.controllers.nodeclaim.lifecycle.fields import log_fields
 from karpy.controllers.nodeclaim.lifecycle.outcome import Outcome
 from karpy.kube.client import KubeClient
@@ -36,6 +35,7 @@ from karpy.kube.kinds import NODECLAIMS, NODES
 from karpy.kube.patch import finalizer_patch
 from karpy.runtime.clock import Clock
 from karpy.runtime.reconciler import Result
+from karpy.state.conditions import get_condition, is_true, set_condition
 from karpy.state.view import ClusterView
 
 log = logging.getLogger(__name__)

@@ -8,7 +8,7 @@ import datetime
 from karpy.apis.meta import ConditionStatus, ObjectMeta
 from karpy.apis.v1.common import NodeClassReference
 from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim, NodeClaimSpec
-from karpy.controllers.nodeclaim.lifecycle.conditions import (
+from karpy.state.conditions import (
     get_condition,
     is_true,
     set_condition,

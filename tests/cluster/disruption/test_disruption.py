@@ -1,5 +1,6 @@
-"""Emptiness on the real local cluster with an injected clock: an empty, initialized node whose
-NodePool says WhenEmpty / consolidateAfter 30s loses its NodeClaim after 30 s and not before;
+"""Disruption by emptiness on the real local cluster with an injected clock: an empty,
+initialized node whose NodePool says WhenEmpty / consolidateAfter 30s loses its NodeClaim after
+30 s and not before;
 a node with a pod, a `nodes: "0"` budget and `consolidateAfter: Never` all block it. And the
 lastPodEventTime stamper writes the NodeClaim's status when a pod lands on its node.
 """
@@ -18,7 +19,8 @@ import pytest
 
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodepool import Budget, ConsolidationPolicy, Disruption
-from karpy.controllers.disruption.emptiness import EmptinessController
+from karpy.controllers.disruption.controller import DisruptionController
+from karpy.controllers.disruption.queue import OrchestrationQueue
 from karpy.controllers.nodeclaim.podevents import PodEventsController, pod_subscriber
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError
@@ -44,7 +46,8 @@ class Env:
     kube: KubeClient
     state: ClusterState
     clock: FakeClock
-    controller: EmptinessController
+    controller: DisruptionController
+    queue: OrchestrationQueue
     podevents: PodEventsController
     moved: list[str]
     trigger: Trigger
@@ -108,6 +111,7 @@ def _node_body(name: str, pool: str) -> dict[str, Any]:
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {"name": name, "labels": {wk.LABEL_NODEPOOL: pool}},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
     }
 
 
@@ -150,11 +154,20 @@ async def environment(cluster_info: ClusterInfo) -> AsyncIterator[Env]:
         trigger = Trigger("disruption-test")
         view = ClusterView(state)
         informers[PODS.kind].subscribe(pod_subscriber(moved.append, view))
-        controller = EmptinessController(
+        recorder = Recorder(kube, clock)
+        queue = OrchestrationQueue(
             kube,
             view,
             clock=clock,
-            recorder=Recorder(kube, clock),
+            recorder=recorder,
+            telemetry=telemetry,
+            reconcile=ReconcileOptions(),
+        )
+        controller = DisruptionController(
+            view,
+            queue,
+            clock=clock,
+            recorder=recorder,
             telemetry=telemetry,
             reconcile=ReconcileOptions(),
             trigger=trigger,
@@ -162,11 +175,17 @@ async def environment(cluster_info: ClusterInfo) -> AsyncIterator[Env]:
         podevents = PodEventsController(kube, view, clock=clock)
         async with asyncio.TaskGroup() as group:
             tasks = [group.create_task(i.run(), name=f"informer-{k}") for k, i in informers.items()]
+            queue_task = group.create_task(queue.run(), name="queue")
             try:
                 async with asyncio.timeout(30):
                     await state.wait_synced()
-                yield Env(kube, state, clock, controller, podevents, moved, trigger, telemetry)
+                    await queue.wait_ready()
+                yield Env(
+                    kube, state, clock, controller, queue, podevents, moved, trigger, telemetry
+                )
             finally:
+                queue.stop()
+                await queue_task
                 for task in tasks:
                     task.cancel()
     finally:
@@ -193,7 +212,11 @@ async def test_empty_node_is_deleted_after_consolidate_after_and_not_before(
         env.clock.step(datetime.timedelta(seconds=2))
         result = await env.controller.reconcile_once()
         assert result.requeue_after == 10.0
-        assert not await env.exists(claim)
+
+        async def deleted() -> bool:
+            return not await env.exists(claim)
+
+        await eventually(deleted, within=10, interval=0.05)
         disrupted = f'karpy_nodeclaims_disrupted_total{{nodepool="{pool}",reason="empty"}} 1'
         assert disrupted in env.telemetry.prometheus_text()
 
