@@ -1,196 +1,25 @@
 """Disruption by emptiness on the real local cluster with an injected clock: an empty,
 initialized node whose NodePool says WhenEmpty / consolidateAfter 30s loses its NodeClaim after
-30 s and not before;
-a node with a pod, a `nodes: "0"` budget and `consolidateAfter: Never` all block it. And the
-lastPodEventTime stamper writes the NodeClaim's status when a pod lands on its node.
+30 s and not before; a node with a pod, a `nodes: "0"` budget and `consolidateAfter: Never` all
+block it. And the lastPodEventTime stamper writes the NodeClaim's status when a pod lands on
+its node.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime
-import secrets
-from collections.abc import AsyncIterator
-from typing import Any
 
 import attrs
 import pytest
 
-from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodepool import Budget, ConsolidationPolicy, Disruption
-from karpy.controllers.disruption.controller import DisruptionController
-from karpy.controllers.disruption.queue import OrchestrationQueue
-from karpy.controllers.nodeclaim.podevents import PodEventsController, pod_subscriber
-from karpy.kube.client import KubeClient
-from karpy.kube.errors import NotFoundError
-from karpy.kube.events import Recorder
-from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, NODES, PODS
+from karpy.kube.kinds import NODECLAIMS, PODS
 from karpy.localcluster import ClusterInfo
-from karpy.runtime.channels import Trigger
-from karpy.runtime.clock import FakeClock, SystemClock
-from karpy.runtime.options import ReconcileOptions, WatchingOptions
-from karpy.runtime.telemetry import Telemetry
-from karpy.state.cluster import ClusterState
-from karpy.state.informers import Informer
-from karpy.state.view import ClusterView
-from karpy.testing.fake_cloudprovider import TEST_NODE_CLASS
-from tests.cluster.provisioning.harness import make_nodepool
+from tests.cluster.disruption.harness import environment
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.usefixtures("karpy_crds")
-
-
-@attrs.define
-class Env:
-    kube: KubeClient
-    state: ClusterState
-    clock: FakeClock
-    controller: DisruptionController
-    queue: OrchestrationQueue
-    podevents: PodEventsController
-    moved: list[str]
-    trigger: Trigger
-    telemetry: Telemetry
-
-    async def node_with_claim(self, pool: str) -> tuple[str, str]:
-        """An Initialized NodeClaim of `pool` registered as a Node; returns (claim, node)."""
-        suffix = secrets.token_hex(3)
-        claim, node = f"{pool}-{suffix}", f"node-{suffix}"
-        await self.kube.create_raw(NODES, _node_body(node, pool))
-        await self.kube.create_raw(NODECLAIMS, _claim_body(claim, pool))
-        stamp = self.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ")
-        status = {
-            "nodeName": node,
-            "conditions": [
-                {
-                    "type": "Initialized",
-                    "status": "True",
-                    "reason": "Initialized",
-                    "message": "",
-                    "lastTransitionTime": stamp,
-                }
-            ],
-        }
-        await self.kube.request(
-            "PATCH",
-            NODECLAIMS.object_path(claim) + "/status",
-            body={"status": status},
-            content_type="application/merge-patch+json",
-        )
-
-        async def seen() -> bool:
-            stored = self.state.store(NODECLAIMS).get(claim)
-            return stored is not None and stored.status.node_name == node
-
-        await eventually(seen, within=30, interval=0.05)
-        return claim, node
-
-    async def pool(self, disruption: Disruption) -> str:
-        name = f"pool-{secrets.token_hex(3)}"
-        pool = make_nodepool(name, name)
-        pool = attrs.evolve(pool, spec=attrs.evolve(pool.spec, disruption=disruption))
-        await self.kube.create(NODEPOOLS, pool)
-
-        async def seen() -> bool:
-            return self.state.store(NODEPOOLS).get(name) is not None
-
-        await eventually(seen, within=30, interval=0.05)
-        return name
-
-    async def exists(self, claim: str) -> bool:
-        try:
-            stored = await self.kube.get(NODECLAIMS, claim)
-        except NotFoundError:
-            return False
-        return stored.metadata.deletion_timestamp is None
-
-
-def _node_body(name: str, pool: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": {wk.LABEL_NODEPOOL: pool}},
-        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
-    }
-
-
-def _claim_body(name: str, pool: str) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{wk.GROUP}/v1",
-        "kind": "NodeClaim",
-        "metadata": {"name": name, "labels": {wk.LABEL_NODEPOOL: pool}},
-        "spec": {
-            "nodeClassRef": {
-                "group": TEST_NODE_CLASS.group,
-                "kind": TEST_NODE_CLASS.kind,
-                "name": "default",
-            },
-            "requirements": [
-                {"key": wk.LABEL_OS, "operator": "In", "values": [wk.OS_LINUX]},
-            ],
-        },
-    }
-
-
-@contextlib.asynccontextmanager
-async def environment(cluster_info: ClusterInfo) -> AsyncIterator[Env]:
-    telemetry = Telemetry.setup(service_name="karpy-test")
-    kube = await KubeClient.connect(cluster_info.kubeconfig, request_timeout=10.0)
-    clock = FakeClock(SystemClock().now())
-    try:
-        state = ClusterState(metrics=telemetry.metrics)
-        informers = {
-            kind.kind: Informer(
-                kube,
-                state.register(kind),
-                state=state,
-                settings=WatchingOptions(),
-                metrics=telemetry.metrics,
-            )
-            for kind in (NODES, PODS, NODECLAIMS, NODEPOOLS)
-        }
-        moved: list[str] = []
-        trigger = Trigger("disruption-test")
-        view = ClusterView(state)
-        informers[PODS.kind].subscribe(pod_subscriber(moved.append, view))
-        recorder = Recorder(kube, clock)
-        queue = OrchestrationQueue(
-            kube,
-            view,
-            clock=clock,
-            recorder=recorder,
-            telemetry=telemetry,
-            reconcile=ReconcileOptions(),
-        )
-        controller = DisruptionController(
-            view,
-            queue,
-            clock=clock,
-            recorder=recorder,
-            telemetry=telemetry,
-            reconcile=ReconcileOptions(),
-            trigger=trigger,
-        )
-        podevents = PodEventsController(kube, view, clock=clock)
-        async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(i.run(), name=f"informer-{k}") for k, i in informers.items()]
-            queue_task = group.create_task(queue.run(), name="queue")
-            try:
-                async with asyncio.timeout(30):
-                    await state.wait_synced()
-                    await queue.wait_ready()
-                yield Env(
-                    kube, state, clock, controller, queue, podevents, moved, trigger, telemetry
-                )
-            finally:
-                queue.stop()
-                await queue_task
-                for task in tasks:
-                    task.cancel()
-    finally:
-        await kube.close()
-        telemetry.shutdown()
 
 
 WHEN_EMPTY_30S = Disruption(
