@@ -143,10 +143,10 @@ async def test_a_command_interrupted_by_sigkill_is_finished_after_restart(
         current = await nodeclaims(api_client, pool)
         assert [c["metadata"]["name"] for c in current] == [replacement["metadata"]["name"]]
         nodes = await core.list_node(label_selector=f"{wk.LABEL_NODEPOOL}={pool}")
+        alive = [n for n in nodes.items if n.metadata.deletion_timestamp is None]
         tainted = [
             n.metadata.name
-            for n in nodes.items
-            if n.metadata.deletion_timestamp is None
-            and any(t.key == wk.TAINT_DISRUPTED_KEY for t in n.spec.taints or [])
+            for n in alive
+            if any(t.key == wk.TAINT_DISRUPTED_KEY for t in n.spec.taints or [])
         ]
         assert tainted == [], "orphaned disrupted taint"
