@@ -138,11 +138,11 @@ def _name(claim: NodeClaim) -> str:
 
 
 def finished_replacements(claims: Iterable[NodeClaim]) -> list[NodeClaim]:
-    """Replacements whose command has no candidate left that is not being deleted: their
+    """Replacements whose command has no candidate left at all (draining ones count): their
     annotation has served its purpose (keeping the new node from being called empty while the
     old one drains)."""
     listed = list(claims)
-    live = {command_of(c) for c in listed if c.metadata.deletion_timestamp is None} - {None}
+    live = {command_of(c) for c in listed} - {None}
     return [
         c
         for c in listed

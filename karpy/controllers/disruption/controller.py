@@ -121,8 +121,7 @@ class DisruptionController(SingletonController):
             else []
         )
         now = self._clock.now().timestamp()
-        busy = self._queue.busy
-        claims = [c for c in objects.nodeclaims if (c.metadata.name or "") not in busy]
+        claims = list(objects.nodeclaims)
         node_facts = facts.node_facts(
             claims,
             objects.nodes,
@@ -130,6 +129,7 @@ class DisruptionController(SingletonController):
             pdbs,
             now=now,
             nomination_window=self._nomination_window,
+            busy=self._queue.busy,
         )
         pools = facts.pools(objects.nodepools)
         live = {p.metadata.name or "": p for p in objects.nodepools}

@@ -17,7 +17,7 @@ the core, which leaves that pool's nodes alone and reports why.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 
 from karpy.apis.duration import parse_duration
 from karpy.apis.kube.node import Node
@@ -149,17 +149,19 @@ def node_facts(
     *,
     now: float,
     nomination_window: float,
+    busy: Collection[str] = (),
 ) -> list[NodeFacts]:
-    """One NodeFacts per NodeClaim; `now` is UTC epoch seconds."""
+    """One NodeFacts per NodeClaim; `now` is UTC epoch seconds. `busy` names NodeClaims the
+    orchestration queue is starting a command for (their annotations may not show yet)."""
     by_name = {n.metadata.name or "": n for n in nodes}
     budgets = Budgets(pdbs)
     on_node: dict[str, list[Pod]] = {}
     for pod in pods:
         if pod.spec.node_name and is_reschedulable(pod):
             on_node.setdefault(pod.spec.node_name, []).append(pod)
-    live_commands = {
-        commands.command_of(c) for c in claims if c.metadata.deletion_timestamp is None
-    } - {None}
+    # A command is live while any of its candidates exists, draining ones included: their pods
+    # are on their way to its replacements.
+    live_commands = {commands.command_of(c) for c in claims} - {None}
     found: list[NodeFacts] = []
     for claim in claims:
         node_name = claim.status.node_name
@@ -185,7 +187,8 @@ def node_facts(
                 ready=_node_ready(node),
                 deleting=claim.metadata.deletion_timestamp is not None
                 or (node is not None and node.metadata.deletion_timestamp is not None),
-                disrupting=commands.command_of(claim) is not None,
+                disrupting=commands.command_of(claim) is not None
+                or (claim.metadata.name or "") in busy,
                 do_not_disrupt=claim.metadata.annotations.get(wk.ANNOTATION_DO_NOT_DISRUPT)
                 == "true"
                 or (
