@@ -1,0 +1,56 @@
+"""Status-condition arithmetic shared by every controller that writes conditions on NodePools
+and NodeClaims: lastTransitionTime moves only when the status changes, an unchanged condition is
+the same tuple (so "did anything change?" is an identity test), and a cleared condition is gone.
+Pure: the time is an argument.
+"""
+
+from __future__ import annotations
+
+import datetime
+
+from karpy.apis.meta import Condition, ConditionStatus
+
+
+def find(conditions: tuple[Condition, ...], kind: str) -> Condition | None:
+    """The condition of type `kind`, or None."""
+    return next((c for c in conditions if c.type == kind), None)
+
+
+def is_true(conditions: tuple[Condition, ...], kind: str) -> bool:
+    condition = find(conditions, kind)
+    return condition is not None and condition.status is ConditionStatus.TRUE
+
+
+def with_condition(
+    conditions: tuple[Condition, ...],
+    kind: str,
+    status: ConditionStatus,
+    *,
+    reason: str,
+    message: str = "",
+    now: datetime.datetime,
+) -> tuple[Condition, ...]:
+    """`conditions` with `kind` set; the same tuple when nothing differs."""
+    current = find(conditions, kind)
+    if current is not None and (current.status, current.reason, current.message) == (
+        status,
+        reason,
+        message,
+    ):
+        return conditions
+    since = now if current is None or current.status is not status else current.last_transition_time
+    condition = Condition(
+        type=kind,
+        status=status,
+        reason=reason,
+        message=message,
+        last_transition_time=since.replace(microsecond=0),
+    )
+    return (*(c for c in conditions if c.type != kind), condition)
+
+
+def without_condition(conditions: tuple[Condition, ...], kind: str) -> tuple[Condition, ...]:
+    """`conditions` without `kind`; the same tuple when it was not there."""
+    if find(conditions, kind) is None:
+        return conditions
+    return tuple(c for c in conditions if c.type != kind)
