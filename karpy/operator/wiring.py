@@ -20,6 +20,7 @@ from typing import Any, Final, ParamSpec, Protocol, TypeVar, runtime_checkable
 import attrs
 from opentelemetry.sdk.trace.export import SpanExporter
 
+from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.cloudprovider.instrumented import InstrumentedCloudProvider
 from karpy.cloudprovider.protocol import (
@@ -35,13 +36,18 @@ from karpy.cloudprovider.registry import ProviderContext, ProviderError, build_p
 from karpy.controllers.disruption import commands as disruption_commands
 from karpy.controllers.disruption.controller import DisruptionController
 from karpy.controllers.disruption.queue import OrchestrationQueue
+from karpy.controllers.node.health.controller import NodeHealthController, policies_with
 from karpy.controllers.node.termination import subscribers as termination_events
 from karpy.controllers.node.termination.controller import TerminationController
+from karpy.controllers.nodeclaim.disruption import NodeClaimDisruptionController
+from karpy.controllers.nodeclaim.expiration import ExpirationController
 from karpy.controllers.nodeclaim.garbagecollection import GarbageCollectionController
 from karpy.controllers.nodeclaim.lifecycle import subscribers as lifecycle_events
 from karpy.controllers.nodeclaim.lifecycle.controller import LifecycleController
 from karpy.controllers.nodeclaim.podevents import PodEventsController
 from karpy.controllers.nodeclaim.podevents import pod_subscriber as podevents_subscriber
+from karpy.controllers.nodepool.hash import NodePoolHashController
+from karpy.controllers.nodepool.status import NodePoolStatusController
 from karpy.controllers.provisioning.batcher import Batcher
 from karpy.controllers.provisioning.deleting import node_subscriber, nodeclaim_subscriber
 from karpy.controllers.provisioning.provisioner import Provisioner
@@ -49,7 +55,7 @@ from karpy.controllers.provisioning.trigger import pod_subscriber
 from karpy.core.scheduling.preferences import MinValuesPolicy, PreferencePolicy
 from karpy.core.scheduling.scheduler import SchedulerOptions
 from karpy.kube.client import KubeClient
-from karpy.kube.errors import NotFoundError
+from karpy.kube.errors import ConflictError, NotFoundError
 from karpy.kube.events import Recorder
 from karpy.kube.kinds import (
     DAEMONSETS,
@@ -315,6 +321,17 @@ def _controllers(
             )
         )
     if by_kind.keys() >= DISRUPTION_KINDS:
+        controllers.extend(
+            _upkeep(
+                options,
+                client=client,
+                view=view,
+                by_kind=by_kind,
+                provider=provider,
+                telemetry=telemetry,
+                clock=clock,
+            )
+        )
         controllers.extend(
             _disruption(
                 options,
@@ -632,4 +649,117 @@ def _disruption(
             workers=LIFECYCLE_WORKERS,
             done_on=(NotFoundError,),
         ),
+    ]
+
+
+# ---------------------------------------------------------------- NodePool and NodeClaim upkeep
+
+
+def _upkeep(
+    options: Options,
+    *,
+    client: KubeClient,
+    view: ClusterView,
+    by_kind: dict[str, Informer[Any]],
+    provider: CloudProvider,
+    telemetry: Telemetry,
+    clock: Clock,
+) -> list[Controller]:
+    """The NodePool hash and status, the NodeClaim Drifted/Consolidatable conditions, expiry, and
+    node repair when the NodeRepair gate is on; each keyed by name and fed by informer events:
+
+    NodePool -> nodepool.hash, nodepool.status, nodeclaim.disruption (the pool's NodeClaims)
+    NodeClaim -> nodeclaim.disruption, nodeclaim.expiration, nodepool.status (its pool)
+    NodeClass (the provider's kinds) -> nodepool.status and nodeclaim.disruption (referrers)
+    Node -> node.health
+    """
+    supported = {(k.group, k.kind) for k in provider.supported_node_classes()}
+    nodeclass_kinds = {
+        (i.store.kind.group, i.kind): i.store.kind
+        for i in by_kind.values()
+        if (i.store.kind.group, i.kind) in supported
+    }
+    recorder = Recorder(client, clock)
+    hashing = NodePoolHashController(client, view)
+    status = NodePoolStatusController(
+        client, view, clock=clock, telemetry=telemetry, nodeclass_kinds=nodeclass_kinds
+    )
+    conditions = NodeClaimDisruptionController(
+        client, view, provider, clock=clock, telemetry=telemetry
+    )
+    expiration = ExpirationController(
+        client, view, clock=clock, recorder=recorder, telemetry=telemetry
+    )
+    keyed: list[tuple[str, Callable[[str], Awaitable[Result]]]] = [
+        (hashing.name, hashing.reconcile),
+        (status.name, status.reconcile),
+        (conditions.name, conditions.reconcile),
+        (expiration.name, expiration.reconcile),
+    ]
+    if options.feature_gates.node_repair:
+        health = NodeHealthController(
+            client,
+            view,
+            policies=policies_with(
+                provider.repair_policies(), toleration=options.node_repair.toleration
+            ),
+            unhealthy_threshold=options.node_repair.unhealthy_threshold,
+            clock=clock,
+            recorder=recorder,
+            telemetry=telemetry,
+        )
+        keyed.append((health.name, health.reconcile))
+    queues = {name: WorkQueue[str](name, telemetry=telemetry) for name, _ in keyed}
+
+    def claims_of_pool(pool: str) -> list[str]:
+        return [
+            c.metadata.name or ""
+            for c in view.nodeclaims()
+            if c.metadata.labels.get(wk.LABEL_NODEPOOL) == pool
+        ]
+
+    def on_nodepool(event: Event[Any]) -> None:
+        name = event.item.ref.name
+        queues[hashing.name].add(name)
+        queues[status.name].add(name)
+        for claim in claims_of_pool(name):
+            queues[conditions.name].add(claim)
+
+    def on_nodeclaim(event: Event[Any]) -> None:
+        claim = event.item.obj
+        queues[conditions.name].add(event.item.ref.name)
+        queues[expiration.name].add(event.item.ref.name)
+        pool = claim.metadata.labels.get(wk.LABEL_NODEPOOL)
+        if pool:
+            queues[status.name].add(pool)
+
+    def on_nodeclass(event: Event[Any]) -> None:
+        name = event.item.ref.name
+        for pool in view.nodepools():
+            if pool.spec.template.spec.node_class_ref.name == name:
+                queues[status.name].add(pool.metadata.name or "")
+        for claim in view.nodeclaims():
+            if claim.spec.node_class_ref.name == name:
+                queues[conditions.name].add(claim.metadata.name or "")
+
+    by_kind[NODEPOOLS.kind].subscribe(on_nodepool)
+    by_kind[NODECLAIMS.kind].subscribe(on_nodeclaim)
+    for kind in {k.kind for k in nodeclass_kinds.values()}:
+        by_kind[kind].subscribe(on_nodeclass)
+    if options.feature_gates.node_repair:
+        by_kind[NODES.kind].subscribe(lambda event: queues[NodeHealthController.name].add(
+            event.item.ref.name
+        ))  # fmt: skip
+    return [
+        Runner(
+            name,
+            reconcile,
+            queue=queues[name],
+            telemetry=telemetry,
+            backoff=options.reconcile.backoff,
+            workers=LIFECYCLE_WORKERS,
+            done_on=(NotFoundError,),
+            requeue_on=(ConflictError,),
+        )
+        for name, reconcile in keyed
     ]

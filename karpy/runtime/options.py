@@ -142,6 +142,56 @@ class ProviderOptions:
     and names the key it refuses (docs/configuration.md lists them per provider)."""
 
 
+FEATURE_GATE_DEFAULTS: Final[Mapping[str, bool]] = {
+    "NodeRepair": False,
+    "ReservedCapacity": True,
+    "SpotToSpotConsolidation": False,
+    "NodeOverlay": False,
+    "StaticCapacity": False,
+    "CapacityBuffer": False,
+}
+"""Karpenter's feature gates and its defaults (FEATURE_GATES)."""
+
+UNSUPPORTED_GATE_STATES: Final[Mapping[str, str]] = {
+    "ReservedCapacity=false": (
+        "karpy always launches into the capacity reservations a NodeClass selects; it cannot "
+        "turn that off"
+    ),
+    "SpotToSpotConsolidation=true": "karpy does not implement spot-to-spot consolidation",
+    "NodeOverlay=true": "karpy does not implement NodeOverlay",
+    "StaticCapacity=true": "karpy does not implement static NodePools (spec.replicas)",
+    "CapacityBuffer=true": "karpy does not implement CapacityBuffer",
+}
+"""Gate settings karpy refuses, because it would silently not act on them."""
+
+
+@attrs.frozen
+class FeatureGates:
+    """Karpenter's feature gates (`FEATURE_GATES=NodeRepair=true,...`), with its defaults."""
+
+    node_repair: bool = False
+    """NodeRepair: replace nodes whose conditions match the provider's repair policies."""
+    reserved_capacity: bool = True
+    spot_to_spot_consolidation: bool = False
+    node_overlay: bool = False
+    static_capacity: bool = False
+    capacity_buffer: bool = False
+
+
+@attrs.frozen
+class NodeRepairOptions:
+    """The node health controller (runs only with the NodeRepair gate)."""
+
+    toleration: float | None = None
+    """KARPY_NODE_REPAIR_TOLERATION: seconds a repair-policy condition must hold before the node
+    is replaced, overriding every provider policy's own toleration (None: the provider's, e.g.
+    30 minutes for Ready=False). Mainly for tests and impatient operators."""
+    unhealthy_threshold: str = "20%"
+    """KARPY_NODE_REPAIR_UNHEALTHY_THRESHOLD: how many of a NodePool's nodes (an integer or a
+    percentage, rounded up) may be unhealthy for repair to go on; beyond it repair stops for
+    that pool (a NodeRepairBlocked event). Karpenter's fixed 20% is the default."""
+
+
 @attrs.frozen
 class Options:
     log_level: LogLevel = "info"
@@ -155,6 +205,8 @@ class Options:
     reconcile: ReconcileOptions = ReconcileOptions()
     shutdown: ShutdownOptions = ShutdownOptions()
     telemetry: TelemetryOptions = TelemetryOptions()
+    feature_gates: FeatureGates = FeatureGates()
+    node_repair: NodeRepairOptions = NodeRepairOptions()
 
 
 # ------------------------------------------------------------------ value parsers
@@ -232,6 +284,64 @@ def _one_of(*choices: str) -> Callable[[str], str]:
         return value
 
     return parse
+
+
+_GATE_FIELDS: Final = {
+    "NodeRepair": "node_repair",
+    "ReservedCapacity": "reserved_capacity",
+    "SpotToSpotConsolidation": "spot_to_spot_consolidation",
+    "NodeOverlay": "node_overlay",
+    "StaticCapacity": "static_capacity",
+    "CapacityBuffer": "capacity_buffer",
+}
+
+
+def parse_feature_gates(text: str) -> FeatureGates:
+    """`Gate=bool` pairs, comma-separated, over Karpenter's defaults (FEATURE_GATE_DEFAULTS).
+
+    Raises ValueError naming the gate for an unknown gate, a pair without `=`, a value that is
+    not true/false, a gate given twice, or a setting karpy would not act on
+    (UNSUPPORTED_GATE_STATES)."""
+    values = dict(FEATURE_GATE_DEFAULTS)
+    seen: set[str] = set()
+    for part in text.split(","):
+        pair = part.strip()
+        if not pair:
+            continue
+        name, sep, raw = pair.partition("=")
+        name = name.strip()
+        if not sep:
+            msg = f"invalid feature gate {pair!r}: expected Gate=true or Gate=false"
+            raise ValueError(msg)
+        if name not in FEATURE_GATE_DEFAULTS:
+            msg = (
+                f"unknown feature gate {name!r} (known: {', '.join(sorted(FEATURE_GATE_DEFAULTS))})"
+            )
+            raise ValueError(msg)
+        if name in seen:
+            msg = f"feature gate {name!r} is given twice"
+            raise ValueError(msg)
+        seen.add(name)
+        lowered = raw.strip().lower()
+        if lowered not in {"true", "false"}:
+            msg = f"feature gate {name!r}: invalid value {raw.strip()!r}: expected true or false"
+            raise ValueError(msg)
+        values[name] = lowered == "true"
+        why = UNSUPPORTED_GATE_STATES.get(f"{name}={lowered}")
+        if why is not None:
+            msg = f"feature gate {name}={lowered} is not supported: {why}"
+            raise ValueError(msg)
+    return FeatureGates(**{_GATE_FIELDS[name]: value for name, value in values.items()})
+
+
+def parse_int_or_percent(text: str) -> str:
+    """A count (`3`) or a percentage (`20%`), as a PDB's maxUnavailable; returned as given."""
+    value = text.strip()
+    number = value.removesuffix("%")
+    if not number.isdigit() or (value.endswith("%") and int(number) > 100):
+        msg = f"invalid value {text!r}: expected a non-negative integer or a percentage 0%..100%"
+        raise ValueError(msg)
+    return value
 
 
 def _non_empty(text: str) -> str:
@@ -317,6 +427,19 @@ _SPECS: Final[tuple[_Spec, ...]] = (
     _Spec("--reconcile-backoff-base", "RECONCILE_BACKOFF_BASE", _positive_duration, "first retry"),
     _Spec("--reconcile-backoff-max", "RECONCILE_BACKOFF_MAX", _positive_duration, "max retry"),
     _Spec("--shutdown-grace-period", "SHUTDOWN_GRACE_PERIOD", _positive_duration, "drain deadline"),
+    _Spec("--feature-gates", "FEATURE_GATES", parse_feature_gates, "Gate=bool,... (Karpenter's)"),
+    _Spec(
+        "--node-repair-toleration",
+        "KARPY_NODE_REPAIR_TOLERATION",
+        _positive_duration,
+        "override every repair policy's toleration",
+    ),
+    _Spec(
+        "--node-repair-unhealthy-threshold",
+        "KARPY_NODE_REPAIR_UNHEALTHY_THRESHOLD",
+        parse_int_or_percent,
+        "unhealthy nodes per NodePool beyond which repair stops (count or %)",
+    ),
     _Spec("--otlp-endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT", _non_empty, "OTLP/HTTP endpoint"),
     _Spec("--service-name", "OTEL_SERVICE_NAME", _non_empty, "service.name resource attribute"),
 )
@@ -482,7 +605,18 @@ def _assemble(raw: Mapping[str, object]) -> Options:
             otlp_endpoint=_optional_str(raw.get("otlp_endpoint")),
             service_name=_get(raw, "service_name", d.telemetry.service_name, str),
         ),
+        feature_gates=_get(raw, "feature_gates", d.feature_gates, FeatureGates),
+        node_repair=NodeRepairOptions(
+            toleration=_optional_float(raw.get("node_repair_toleration")),
+            unhealthy_threshold=_get(
+                raw, "node_repair_unhealthy_threshold", d.node_repair.unhealthy_threshold, str
+            ),
+        ),
     )
+
+
+def _optional_float(value: object) -> float | None:
+    return value if isinstance(value, float) else None
 
 
 def _optional_str(value: object) -> str | None:

@@ -75,10 +75,12 @@ class Metrics:
     disruption_decisions_total: Counter
     disruption_eligible_nodes: Gauge
     nodepools_allowed_disruptions: Gauge
+    upkeep: UpkeepMetrics
 
     @classmethod
     def create(cls, meter: Meter) -> Metrics:
         return cls(
+            upkeep=UpkeepMetrics.create(meter),
             reconcile_total=meter.create_counter(
                 "karpy_controller_reconcile_total",
                 description="Reconciles by controller and result (success, requeue, error).",
@@ -173,6 +175,51 @@ class Metrics:
                 "karpenter_nodepools_allowed_disruptions",
                 description="NodeClaims a NodePool's budgets allow to start disrupting now, "
                 "by nodepool and reason.",
+            ),
+        )
+
+
+# ------------------------------------------------------------------ NodePool and NodeClaim upkeep
+# NodePool status, drift conditions and node repair (Karpenter's karpenter_nodepools_usage/limit,
+# karpenter_nodeclaims_drifted_total, karpenter_nodeclaims_unhealthy_disrupted_total). Expiry and
+# repair also count in nodeclaims_disrupted_total, with reason "expired" and "unhealthy".
+
+
+@attrs.frozen
+class UpkeepMetrics:
+    """Instruments of the nodepool.* controllers, nodeclaim.disruption and node.health."""
+
+    nodepools_usage: Gauge
+    nodepools_limit: Gauge
+    nodepools_nodes: Gauge
+    nodeclaims_drifted_total: Counter
+    nodeclaims_unhealthy_disrupted_total: Counter
+
+    @classmethod
+    def create(cls, meter: Meter) -> UpkeepMetrics:
+        return cls(
+            nodepools_usage=meter.create_gauge(
+                "karpy_nodepools_usage",
+                description="Summed capacity of a NodePool's nodes, by nodepool and resource_type.",
+            ),
+            nodepools_limit=meter.create_gauge(
+                "karpy_nodepools_limit",
+                description="A NodePool's spec.limits, by nodepool and resource_type.",
+            ),
+            nodepools_nodes=meter.create_gauge(
+                "karpy_nodepools_nodes",
+                description="NodeClaims of a NodePool (its status.nodes), by nodepool.",
+            ),
+            nodeclaims_drifted_total=meter.create_counter(
+                "karpy_nodeclaims_drifted_total",
+                description="NodeClaims marked Drifted, by type (the drift reason) and nodepool.",
+            ),
+            nodeclaims_unhealthy_disrupted_total=meter.create_counter(
+                "karpy_nodeclaims_unhealthy_disrupted_total",
+                description=(
+                    "NodeClaims deleted by node repair, by condition (the repair policy's node "
+                    "condition) and nodepool."
+                ),
             ),
         )
 

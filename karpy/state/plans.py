@@ -21,6 +21,7 @@ from karpy.apis.v1.nodepool import NodePool
 from karpy.cloudprovider.requirements import quantities_from_resources, requirements_to_api
 from karpy.core.requirements import RequirementError
 from karpy.core.scheduling.results import NodeClaimPlan
+from karpy.state.nodepools import hash_annotations
 
 LOGGED_INSTANCE_TYPES: Final = 5
 """How many instance types a log line names before it gives only the count."""
@@ -34,7 +35,10 @@ def nodeclaim_from_plan(plan: NodeClaimPlan, nodepool: NodePool) -> NodeClaim:
     """The NodeClaim to create for `plan` from `nodepool`'s template.
 
     Named ``<nodepool>-`` plus a random suffix (generateName), owned by the NodePool (so it is
-    garbage collected with it), labelled with the template's labels and ``karpenter.sh/nodepool``.
+    garbage collected with it), labelled with the template's labels and ``karpenter.sh/nodepool``,
+    annotated with the NodePool's template hash (``karpenter.sh/nodepool-hash`` and its version,
+    computed from the template now, as Karpenter does, so static drift is judged against the
+    template the node was made from).
     Requirements are the plan's (which carry the instance-type and capacity-type ``In`` lists);
     taints, startup taints, nodeClassRef, expireAfter and terminationGracePeriod come from the
     template. Raises PlanError naming the NodePool when the plan does not belong to it or a
@@ -54,7 +58,11 @@ def nodeclaim_from_plan(plan: NodeClaimPlan, nodepool: NodePool) -> NodeClaim:
         raise PlanError(msg) from error
     template = nodepool.spec.template
     labels = {**template.metadata.labels, wk.LABEL_NODEPOOL: name}
-    annotations = dict(template.metadata.annotations)
+    try:
+        stamp = hash_annotations(nodepool)
+    except ValueError as error:
+        raise PlanError(str(error)) from error
+    annotations = {**template.metadata.annotations, **stamp}
     if plan.min_values_relaxed:
         annotations[wk.ANNOTATION_NODECLAIM_MIN_VALUES_RELAXED] = "true"
     owner = OwnerReference(
@@ -91,6 +99,10 @@ def nodeclaim_from_template(nodepool: NodePool) -> NodeClaim:
         msg = f"NodePool {name}: metadata.uid is missing; it cannot own a NodeClaim"
         raise PlanError(msg)
     template = nodepool.spec.template
+    try:
+        stamp = hash_annotations(nodepool)
+    except ValueError as error:
+        raise PlanError(str(error)) from error
     owner = OwnerReference(
         api_version=nodepool.api_version,
         kind=nodepool.kind,
@@ -102,7 +114,7 @@ def nodeclaim_from_template(nodepool: NodePool) -> NodeClaim:
         metadata=ObjectMeta(
             generate_name=f"{name}-",
             labels={**template.metadata.labels, wk.LABEL_NODEPOOL: name},
-            annotations=dict(template.metadata.annotations),
+            annotations={**template.metadata.annotations, **stamp},
             owner_references=(owner,),
         ),
         spec=NodeClaimSpec(

@@ -52,7 +52,7 @@ from karpy.runtime.clock import Clock
 from karpy.runtime.options import ReconcileOptions
 from karpy.runtime.reconciler import Result, Runner, WorkQueue
 from karpy.runtime.telemetry import Telemetry
-from karpy.state.conditions import get_condition, is_true, set_condition
+from karpy.state.conditions import claim_is_true, get_condition, set_condition
 from karpy.state.plans import PlanError, nodeclaim_from_plan, nodeclaim_from_template
 from karpy.state.view import ClusterView
 
@@ -348,7 +348,7 @@ class OrchestrationQueue:
             return Result()
         for claim in found.candidates:
             await self._taint(claim)
-        waiting = [c for c in found.replacements if not is_true(c, ConditionType.INITIALIZED)]
+        waiting = [c for c in found.replacements if not claim_is_true(c, ConditionType.INITIALIZED)]
         if waiting:
             started = found.started or self._clock.now()
             elapsed = (self._clock.now() - started).total_seconds()
@@ -443,7 +443,7 @@ class OrchestrationQueue:
         for claim in claims:
             if commands.replacement_for(claim) != command_id:
                 continue
-            if claim.metadata.deletion_timestamp is None and not is_true(
+            if claim.metadata.deletion_timestamp is None and not claim_is_true(
                 claim, ConditionType.INITIALIZED
             ):
                 doomed.add(claim.metadata.name or "")

@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable, Sequence
+from datetime import timedelta
 from typing import Any, Final
 
 import attrs
@@ -63,7 +64,13 @@ from karpy.kube.kinds import NODES
 from karpy.kube.resources import ResourceKind
 from karpy.runtime.reconciler import Result
 from karpy.state.view import ClusterView
-from karpy_kwok.apis.kwoknodeclass import KWOKNodeClass
+from karpy_kwok.apis.kwoknodeclass import (
+    ANNOTATION_NODECLASS_HASH,
+    ANNOTATION_NODECLASS_HASH_VERSION,
+    NODECLASS_HASH_VERSION,
+    KWOKNodeClass,
+    static_hash,
+)
 from karpy_kwok.catalog import CatalogEntry, OfferingSelector, instance_types
 from karpy_kwok.kinds import KWOK_NODECLASSES
 
@@ -74,6 +81,12 @@ PROVIDER_ID_PREFIX: Final = "kwok://"
 KWOK_NODE_CLASS: Final = NodeClassKind(group=wk.KWOK_GROUP, kind=KWOKNodeClass.KIND)
 RETRY_SECONDS: Final = 1.0
 """Wait before retrying a delayed Node creation that failed (the apiserver was unreachable)."""
+NODECLASS_DRIFT: Final = DriftReason("NodeClassDrift")
+REPAIR_POLICIES: Final = (
+    RepairPolicy("Ready", "False", timedelta(minutes=30)),
+    RepairPolicy("Ready", "Unknown", timedelta(minutes=30)),
+)
+"""A kwok node that is not Ready for 30 minutes is replaced (Karpenter's kubelet policies)."""
 LAUNCHES: Final = "kwok.launches"
 """The name of the pass that creates the Nodes of pending launches."""
 
@@ -163,7 +176,9 @@ class KwokCloudProvider:
         if not name:
             msg = "nodeclaim has no metadata.name; kwok names its Node after it"
             raise ValueError(msg)
-        launched = launched_nodeclaim(nodeclaim, launch, provider_id=provider_id_of(name))
+        launched = _stamped(
+            launched_nodeclaim(nodeclaim, launch, provider_id=provider_id_of(name)), nodeclass
+        )
         node = self._node(launched)
         if delay > 0:
             due = asyncio.get_running_loop().time() + delay
@@ -250,12 +265,26 @@ class KwokCloudProvider:
         return self._types
 
     async def is_drifted(self, nodeclaim: NodeClaim) -> DriftReason | None:
-        """kwok instances have no image or network to drift from."""
-        del nodeclaim
-        return None
+        """NodeClassDrift when the KWOKNodeClass's spec changed since the NodeClaim was launched
+        (its recorded hash, of the same hash version, differs); kwok instances have no image or
+        network to drift from otherwise. None when the NodeClass is gone or not ours."""
+        ref = nodeclaim.spec.node_class_ref
+        if (ref.group, ref.kind) != (KWOK_NODE_CLASS.group, KWOK_NODE_CLASS.kind):
+            return None
+        annotations = nodeclaim.metadata.annotations
+        recorded = annotations.get(ANNOTATION_NODECLASS_HASH)
+        if (
+            not recorded
+            or annotations.get(ANNOTATION_NODECLASS_HASH_VERSION) != NODECLASS_HASH_VERSION
+        ):
+            return None
+        nodeclass = await self._nodeclass(ref.name)
+        if nodeclass is None or static_hash(nodeclass.spec) == recorded:
+            return None
+        return NODECLASS_DRIFT
 
     def repair_policies(self) -> tuple[RepairPolicy, ...]:
-        return ()
+        return REPAIR_POLICIES
 
     def supported_node_classes(self) -> tuple[NodeClassKind, ...]:
         return (KWOK_NODE_CLASS,)
@@ -345,22 +374,30 @@ class KwokCloudProvider:
         if (ref.group, ref.kind) != (KWOK_NODE_CLASS.group, KWOK_NODE_CLASS.kind):
             msg = f"{owner}: nodeClassRef {ref.group}/{ref.kind} is not a {KWOK_NODE_CLASS.kind}"
             raise NodeClassNotReadyError(msg)
-        nodeclass = (
-            self._view.get(KWOK_NODECLASSES, ref.name)
-            if self._view is not None and self._view.informs(KWOK_NODECLASSES)
-            else None
-        )
+        nodeclass = await self._nodeclass(ref.name)
         if nodeclass is None:
-            try:
-                nodeclass = await self._kube.get(KWOK_NODECLASSES, ref.name)
-            except NotFoundError as error:
-                msg = f"{owner}: KWOKNodeClass {ref.name!r} not found"
-                raise NodeClassNotReadyError(msg) from error
+            msg = f"{owner}: KWOKNodeClass {ref.name!r} not found"
+            raise NodeClassNotReadyError(msg)
         ready = next((c for c in nodeclass.status.conditions if c.type == "Ready"), None)
         if ready is None or ready.status is not ConditionStatus.TRUE:
             msg = f"{owner}: KWOKNodeClass {ref.name!r} is not Ready"
             raise NodeClassNotReadyError(msg)
         return nodeclass
+
+    async def _nodeclass(self, name: str) -> KWOKNodeClass | None:
+        """The KWOKNodeClass from the view, or from the apiserver when the view does not hold
+        it (yet); None when there is none."""
+        nodeclass = (
+            self._view.get(KWOK_NODECLASSES, name)
+            if self._view is not None and self._view.informs(KWOK_NODECLASSES)
+            else None
+        )
+        if nodeclass is not None:
+            return nodeclass
+        try:
+            return await self._kube.get(KWOK_NODECLASSES, name)
+        except NotFoundError:
+            return None
 
     def _node(self, launched: NodeClaim) -> Node:
         name = launched.metadata.name or ""
@@ -418,6 +455,16 @@ def _is_ours(node: Node) -> bool:
         and wk.LABEL_KWOK_NODECLASS in node.metadata.labels
         and node_name_of(node.spec.provider_id or "") == node.metadata.name
     )
+
+
+def _stamped(launched: NodeClaim, nodeclass: KWOKNodeClass) -> NodeClaim:
+    """`launched` annotated with the hash of the NodeClass spec it was launched with."""
+    annotations = {
+        **launched.metadata.annotations,
+        ANNOTATION_NODECLASS_HASH: static_hash(nodeclass.spec),
+        ANNOTATION_NODECLASS_HASH_VERSION: NODECLASS_HASH_VERSION,
+    }
+    return attrs.evolve(launched, metadata=attrs.evolve(launched.metadata, annotations=annotations))
 
 
 def _as_launched(launched: NodeClaim, node: Node) -> NodeClaim:

@@ -156,3 +156,52 @@ def test_scheduling_policies_take_karpenters_names_and_values() -> None:
     assert options.scheduling.min_values_policy == "BestEffort"
     with pytest.raises(OptionsError, match="PREFERENCE_POLICY: invalid value 'respect'"):
         load([], {"PREFERENCE_POLICY": "respect"})
+
+
+def test_feature_gates_default_to_karpenters() -> None:
+    gates = load([], {}).feature_gates
+    assert gates.node_repair is False
+    assert gates.reserved_capacity is True
+    assert (gates.spot_to_spot_consolidation, gates.node_overlay) == (False, False)
+    assert (gates.static_capacity, gates.capacity_buffer) == (False, False)
+
+
+def test_feature_gates_are_read_from_karpenters_variable_and_flag() -> None:
+    assert load([], {"FEATURE_GATES": "NodeRepair=true"}).feature_gates.node_repair is True
+    options = load(["--feature-gates", "NodeRepair=false"], {"FEATURE_GATES": "NodeRepair=true"})
+    assert options.feature_gates.node_repair is False
+    spaced = load([], {"FEATURE_GATES": " NodeRepair = True , ReservedCapacity=true "})
+    assert spaced.feature_gates.node_repair is True
+
+
+@pytest.mark.parametrize(
+    ("value", "names"),
+    [
+        pytest.param("NodeRepare=true", "'NodeRepare'", id="unknown-gate"),
+        pytest.param("NodeRepair", "Gate=true", id="no-equals"),
+        pytest.param("NodeRepair=yes", "'NodeRepair'", id="not-a-bool"),
+        pytest.param("NodeRepair=true,NodeRepair=false", "'NodeRepair'", id="twice"),
+        pytest.param("StaticCapacity=true", "StaticCapacity=true", id="static-capacity"),
+        pytest.param("NodeOverlay=true", "NodeOverlay=true", id="node-overlay"),
+        pytest.param("CapacityBuffer=true", "CapacityBuffer=true", id="capacity-buffer"),
+        pytest.param(
+            "SpotToSpotConsolidation=true", "SpotToSpotConsolidation=true", id="spot-to-spot"
+        ),
+        pytest.param("ReservedCapacity=false", "ReservedCapacity=false", id="reserved-off"),
+    ],
+)
+def test_bad_or_unsupported_feature_gates_are_refused_by_name(value: str, names: str) -> None:
+    with pytest.raises(OptionsError, match="FEATURE_GATES") as caught:
+        load([], {"FEATURE_GATES": value})
+    assert names in str(caught.value)
+
+
+def test_node_repair_toleration_and_threshold() -> None:
+    defaults = load([], {}).node_repair
+    assert (defaults.toleration, defaults.unhealthy_threshold) == (None, "20%")
+    options = load(
+        ["--node-repair-toleration", "5s"], {"KARPY_NODE_REPAIR_UNHEALTHY_THRESHOLD": "50%"}
+    ).node_repair
+    assert (options.toleration, options.unhealthy_threshold) == (5.0, "50%")
+    with pytest.raises(OptionsError, match="KARPY_NODE_REPAIR_UNHEALTHY_THRESHOLD"):
+        load([], {"KARPY_NODE_REPAIR_UNHEALTHY_THRESHOLD": "120%"})

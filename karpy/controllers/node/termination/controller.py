@@ -4,7 +4,9 @@ Karpenter's order on Node deletion: taint the Node karpenter.sh/disrupted:NoSche
 lands on it, delete its NodeClaim (so the claim cannot relaunch or outlive the Node), drain it in
 tiers through the Eviction API (eviction.py), and once its NodeClaim's terminationGracePeriod has
 run out delete the remaining pods directly; then terminate the instance through the CloudProvider
-and only then remove the finalizer, so the Node object disappears last.
+and only then remove the finalizer, so the Node object disappears last. Progress shows on the
+NodeClaim as Karpenter's conditions: Drained (False, reason Draining, while pods remain; then
+True) and InstanceTerminating (True once the instance is being deleted).
 
 Registering it: a Runner keyed by Node name, `reconcile=controller.reconcile`, fed by Node
 ADDED/MODIFIED events (the Node's name; only Nodes being deleted with the finalizer do anything)
@@ -26,10 +28,13 @@ import datetime
 import logging
 from typing import Any, ClassVar, Final
 
+import attrs
+
 from karpy.apis.kube.node import Node
 from karpy.apis.kube.pod import Pod
+from karpy.apis.meta import ConditionStatus
 from karpy.apis.v1 import labels as wk
-from karpy.apis.v1.nodeclaim import NodeClaim
+from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim
 from karpy.apis.v1.taints import DISRUPTED_TAINT
 from karpy.cloudprovider import CloudProvider, NodeClaimNotFoundError
 from karpy.controllers.node.termination.eviction import (
@@ -47,6 +52,7 @@ from karpy.runtime.backoff import Backoff
 from karpy.runtime.clock import Clock
 from karpy.runtime.logging import bind
 from karpy.runtime.reconciler import Result
+from karpy.state.conditions import with_condition
 from karpy.state.deadline import termination_deadline
 from karpy.state.pods import do_not_disrupt, needs_drain
 from karpy.state.view import ClusterView
@@ -125,13 +131,51 @@ class TerminationController:
                 nodeclaim = None
         pods = [p for p in self._view.pods_on(name) if needs_drain(p)]
         if pods:
+            await self._mark(nodeclaim, pods_left=len(pods))
             return await self._drain(node, nodeclaim, pods)
+        await self._mark(nodeclaim, pods_left=0)
         if not await self._instance_terminated(node, nodeclaim):
             return Result(requeue_after=INSTANCE_TERMINATION_WAIT)
         await self._kube.remove_finalizer(NODES, node, wk.FINALIZER_TERMINATION)
         self._evictors.pop(name, None)
         log.info("deleted node", extra={"provider-id": node.spec.provider_id or ""})
         return Result()
+
+    async def _mark(self, nodeclaim: NodeClaim | None, *, pods_left: int) -> None:
+        """Record termination progress on the NodeClaim: Drained False ("Draining"; one write,
+        not one per pod) while pods remain; then Drained True and InstanceTerminating True
+        (the instance is deleted next). Best effort: a lost race is written on a later pass and
+        never fails the drain."""
+        if nodeclaim is None:
+            return
+        now = self._clock.now()
+        conditions = nodeclaim.status.conditions
+        if pods_left:
+            conditions = with_condition(
+                conditions,
+                ConditionType.DRAINED,
+                ConditionStatus.FALSE,
+                reason="Draining",
+                message="Draining",
+                now=now,
+            )
+        else:
+            for kind in (ConditionType.DRAINED, ConditionType.INSTANCE_TERMINATING):
+                conditions = with_condition(
+                    conditions, kind, ConditionStatus.TRUE, reason=str(kind), now=now
+                )
+        if conditions is nodeclaim.status.conditions:
+            return
+        try:
+            await self._kube.patch_status(
+                NODECLAIMS,
+                nodeclaim.metadata.name or "",
+                attrs.evolve(nodeclaim.status, conditions=conditions),
+                previous=nodeclaim.status,
+                resource_version=nodeclaim.metadata.resource_version,
+            )
+        except (ConflictError, NotFoundError):
+            return
 
     async def _taint(self, node: Node) -> Node:
         """The Node with karpenter.sh/disrupted:NoSchedule on and excluded from external load

@@ -27,7 +27,7 @@ from karpy.kube.client import KubeClient
 from karpy.kube.kinds import NODES
 from karpy.runtime.clock import Clock
 from karpy.runtime.reconciler import Result
-from karpy.state.conditions import is_true, set_condition
+from karpy.state.conditions import claim_is_true, set_condition
 from karpy.state.view import ClusterView
 
 log = logging.getLogger(__name__)
@@ -47,9 +47,9 @@ class Initialization:
         self._clock = clock
 
     async def reconcile(self, nodeclaim: NodeClaim) -> Outcome:
-        if not is_true(nodeclaim, ConditionType.REGISTERED):
+        if not claim_is_true(nodeclaim, ConditionType.REGISTERED):
             return Outcome(nodeclaim)
-        if is_true(nodeclaim, ConditionType.INITIALIZED):
+        if claim_is_true(nodeclaim, ConditionType.INITIALIZED):
             return Outcome(nodeclaim)
         now = self._clock.now()
         name = nodeclaim.status.node_name or ""

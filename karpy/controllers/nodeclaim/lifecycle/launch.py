@@ -35,7 +35,7 @@ from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
 from karpy.kube.kinds import NODECLAIMS
 from karpy.runtime.clock import Clock
 from karpy.runtime.reconciler import Result
-from karpy.state.conditions import is_true, set_condition
+from karpy.state.conditions import claim_is_true, set_condition
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class Launch:
         self._launched = launched
 
     async def reconcile(self, nodeclaim: NodeClaim) -> Outcome:
-        if is_true(nodeclaim, ConditionType.LAUNCHED):
+        if claim_is_true(nodeclaim, ConditionType.LAUNCHED):
             self._launched.pop(nodeclaim.metadata.uid or "", None)
             return Outcome(nodeclaim)
         now = self._clock.now()

@@ -35,7 +35,7 @@ from karpy.kube.kinds import NODECLAIMS, NODES
 from karpy.kube.patch import finalizer_patch
 from karpy.runtime.clock import Clock
 from karpy.runtime.reconciler import Result
-from karpy.state.conditions import get_condition, is_true, set_condition
+from karpy.state.conditions import claim_is_true, get_condition, set_condition
 from karpy.state.view import ClusterView
 
 log = logging.getLogger(__name__)
@@ -56,9 +56,9 @@ class Registration:
         self._clock = clock
 
     async def reconcile(self, nodeclaim: NodeClaim) -> Outcome:
-        if not is_true(nodeclaim, ConditionType.LAUNCHED):
+        if not claim_is_true(nodeclaim, ConditionType.LAUNCHED):
             return Outcome(nodeclaim)
-        if is_true(nodeclaim, ConditionType.REGISTERED):
+        if claim_is_true(nodeclaim, ConditionType.REGISTERED):
             return Outcome(nodeclaim)
         now = self._clock.now()
         provider_id = nodeclaim.status.provider_id or ""

@@ -10,8 +10,9 @@ Node registration to exercise the same waiting paths a slow cloud instance would
 
 from __future__ import annotations
 
+import hashlib
 from datetime import UTC, datetime, timedelta
-from typing import ClassVar
+from typing import ClassVar, Final
 
 import attrs
 
@@ -27,6 +28,12 @@ from karpy.apis.schema import field
 from karpy.apis.v1 import labels
 
 API_VERSION = f"{labels.KWOK_GROUP}/v1alpha1"
+
+ANNOTATION_NODECLASS_HASH: Final = f"{labels.KWOK_GROUP}/kwoknodeclass-hash"
+"""The hash of the KWOKNodeClass spec a NodeClaim was launched with (static NodeClass drift)."""
+ANNOTATION_NODECLASS_HASH_VERSION: Final = f"{labels.KWOK_GROUP}/kwoknodeclass-hash-version"
+NODECLASS_HASH_VERSION: Final = "v1"
+"""Bumped when what `static_hash` covers changes, so old annotations are not read as drift."""
 
 # The fixed timestamp the schema default carries (the apiserver needs a literal).
 READY_SINCE = datetime(2024, 1, 1, 1, 1, 1, tzinfo=UTC)
@@ -93,3 +100,11 @@ class KWOKNodeClass:
     )
     api_version: str = field(default=API_VERSION, crd_default=False)
     kind: str = field(default="KWOKNodeClass", crd_default=False)
+
+
+def static_hash(spec: KWOKNodeClassSpec) -> str:
+    """Digest of the spec's fields (the registration delay, by value: `60s` equals `1m`); a
+    NodeClaim whose recorded hash differs has drifted from its KWOKNodeClass (NodeClassDrift)."""
+    delay = spec.registration_delay().total_seconds()
+    canonical = repr(sorted({"nodeRegistrationDelay": delay}.items()))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]

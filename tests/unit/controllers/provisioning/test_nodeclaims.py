@@ -27,6 +27,7 @@ from karpy.core.pods import PodUID
 from karpy.core.requirements import Requirement, Requirements
 from karpy.core.resources import Resources
 from karpy.core.scheduling.results import NodeClaimPlan
+from karpy.state.nodepools import nodepool_hash
 from karpy.state.plans import (
     PlanError,
     nodeclaim_from_plan,
@@ -93,7 +94,11 @@ def test_a_plan_becomes_a_nodeclaim_named_owned_and_labelled_from_its_nodepool()
     )
     assert owner.block_owner_deletion is True
     assert meta.labels == {"intent": "apps", wk.LABEL_NODEPOOL: "default"}
-    assert meta.annotations == {"team": "payments"}
+    assert meta.annotations == {
+        "team": "payments",
+        wk.ANNOTATION_NODEPOOL_HASH: nodepool_hash(_pool()),
+        wk.ANNOTATION_NODEPOOL_HASH_VERSION: "v3",
+    }
     reqs = {(r.key, r.operator): r.values for r in claim.spec.requirements}
     assert reqs[(wk.LABEL_INSTANCE_TYPE, RequirementOperator.IN)] == ("c5.large", "m5.large")
     assert reqs[(wk.LABEL_CAPACITY_TYPE, RequirementOperator.IN)] == ("on-demand",)

@@ -1,0 +1,1 @@
+"""The node health controller: node repair behind the NodeRepair feature gate."""

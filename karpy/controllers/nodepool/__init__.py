@@ -1,0 +1,1 @@
+"""Controllers that keep NodePools' derived state: the template hash annotations and status."""

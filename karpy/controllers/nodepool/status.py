@@ -1,0 +1,214 @@
+"""NodePool status: what the pool holds and whether it can launch (Karpenter's nodepool.counter,
+nodepool.readiness and nodepool.validation, written as one status patch).
+
+* `status.resources` and `status.nodes`: the summed capacity and the number of the pool's
+  NodeClaims (deleting ones included: they still hold their capacity, as Karpenter counts them).
+* `NodeClassReady`: the NodeClass the template references exists and is Ready (False with
+  reason NodeClassNotFound or NodeClassNotReady otherwise).
+* `ValidationSucceeded`: what the CRD's schema cannot check holds — the requirements form a
+  satisfiable set, the durations and budget schedules parse (False with reason
+  NodePoolValidationFailed and the error).
+* `Ready`: both of the above are True (False with reason UnhealthyDependents naming them).
+
+Fed by NodePool events, events of the pool's NodeClaims and of NodeClasses (mapped to the pools
+that reference them); everything is read from cluster state. The `karpy_nodepools_usage`,
+`_limit` and `_nodes` gauges are set from the same numbers.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any, ClassVar, Final
+
+import attrs
+
+from karpy.apis.duration import parse_duration
+from karpy.apis.meta import Condition, ConditionStatus
+from karpy.apis.v1 import labels as wk
+from karpy.apis.v1.nodepool import ConditionType, NodePool, NodePoolStatus
+from karpy.cloudprovider.requirements import (
+    nodepool_requirements,
+    quantities_from_resources,
+    resources_from_quantities,
+)
+from karpy.core.disruption.cron import parse_schedule
+from karpy.core.resources import Resources
+from karpy.kube.client import KubeClient
+from karpy.kube.kinds import NODEPOOLS
+from karpy.kube.resources import ResourceKind
+from karpy.runtime.clock import Clock
+from karpy.runtime.logging import bind
+from karpy.runtime.reconciler import Result
+from karpy.runtime.telemetry import Telemetry
+from karpy.state.conditions import find, with_condition
+from karpy.state.view import ClusterView
+
+log = logging.getLogger(__name__)
+
+REASON_NODECLASS_NOT_FOUND: Final = "NodeClassNotFound"
+REASON_NODECLASS_NOT_READY: Final = "NodeClassNotReady"
+REASON_VALIDATION_FAILED: Final = "NodePoolValidationFailed"
+REASON_UNHEALTHY_DEPENDENTS: Final = "UnhealthyDependents"
+READY_DEPENDENTS: Final = (ConditionType.VALIDATION_SUCCEEDED, ConditionType.NODE_CLASS_READY)
+
+
+def validation_error(nodepool: NodePool) -> str | None:
+    """Why `nodepool` fails runtime validation, or None when it passes."""
+    try:
+        nodepool_requirements(nodepool)
+        spec = nodepool.spec.template.spec
+        parse_duration(spec.expire_after, field_name="spec.template.spec.expireAfter")
+        if spec.termination_grace_period is not None:
+            parse_duration(
+                spec.termination_grace_period,
+                field_name="spec.template.spec.terminationGracePeriod",
+            )
+        disruption = nodepool.spec.disruption
+        parse_duration(disruption.consolidate_after, field_name="spec.disruption.consolidateAfter")
+        for i, budget in enumerate(disruption.budgets):
+            if budget.schedule is not None:
+                try:
+                    parse_schedule(budget.schedule)
+                except ValueError as error:
+                    msg = f"spec.disruption.budgets[{i}].schedule: {error}"
+                    raise ValueError(msg) from error
+    except ValueError as error:
+        return str(error)
+    return None
+
+
+class NodePoolStatusController:
+    """Reconcile one NodePool's status (the key) as the module docstring says."""
+
+    name: ClassVar[str] = "nodepool.status"
+
+    def __init__(
+        self,
+        client: KubeClient,
+        view: ClusterView,
+        *,
+        clock: Clock,
+        telemetry: Telemetry,
+        nodeclass_kinds: Mapping[tuple[str, str], ResourceKind[Any]],
+    ) -> None:
+        """`nodeclass_kinds`: the informed NodeClass kinds by (group, kind)."""
+        self._client = client
+        self._view = view
+        self._clock = clock
+        self._metrics = telemetry.metrics.upkeep
+        self._nodeclass_kinds = nodeclass_kinds
+
+    async def reconcile(self, name: str) -> Result:
+        """Side effects: one status patch when anything changed; the pool's gauges."""
+        with bind(controller=self.name, nodepool=name):
+            nodepool = self._view.nodepool(name)
+            if nodepool is None:
+                return Result()
+            status = self._status(nodepool)
+            self._record(name, nodepool, status)
+            if status == nodepool.status:
+                return Result()
+            await self._client.patch_status(
+                NODEPOOLS,
+                name,
+                status,
+                previous=nodepool.status,
+                resource_version=nodepool.metadata.resource_version,
+            )
+            return Result()
+
+    def _status(self, nodepool: NodePool) -> NodePoolStatus:
+        name = nodepool.metadata.name or ""
+        claims = [
+            c for c in self._view.nodeclaims() if c.metadata.labels.get(wk.LABEL_NODEPOOL) == name
+        ]
+        total = Resources()
+        for claim in claims:
+            total = total + resources_from_quantities(
+                claim.status.capacity, field=f"nodeclaim {claim.metadata.name} status.capacity"
+            )
+        now = self._clock.now()
+        conditions = nodepool.status.conditions
+        nodeclass_status, nodeclass_reason, nodeclass_message = self._nodeclass_ready(nodepool)
+        conditions = with_condition(
+            conditions,
+            ConditionType.NODE_CLASS_READY,
+            nodeclass_status,
+            reason=nodeclass_reason,
+            message=nodeclass_message,
+            now=now,
+        )
+        error = validation_error(nodepool)
+        conditions = with_condition(
+            conditions,
+            ConditionType.VALIDATION_SUCCEEDED,
+            ConditionStatus.TRUE if error is None else ConditionStatus.FALSE,
+            reason="ValidationSucceeded" if error is None else REASON_VALIDATION_FAILED,
+            message=error or "",
+            now=now,
+        )
+        conditions = _with_ready(conditions, now=now)
+        return attrs.evolve(
+            nodepool.status,
+            resources=quantities_from_resources(total),
+            nodes=len(claims),
+            conditions=conditions,
+        )
+
+    def _nodeclass_ready(self, nodepool: NodePool) -> tuple[ConditionStatus, str, str]:
+        ref = nodepool.spec.template.spec.node_class_ref
+        kind = self._nodeclass_kinds.get((ref.group, ref.kind))
+        described = f"{ref.kind} {ref.name!r} ({ref.group})"
+        nodeclass = self._view.get(kind, ref.name) if kind is not None else None
+        if nodeclass is None:
+            return ConditionStatus.FALSE, REASON_NODECLASS_NOT_FOUND, f"{described} not found"
+        ready = find(_conditions_of(nodeclass), "Ready")
+        if ready is None:
+            return ConditionStatus.UNKNOWN, REASON_NODECLASS_NOT_READY, f"{described}: no Ready"
+        if ready.status is ConditionStatus.TRUE:
+            return ConditionStatus.TRUE, "NodeClassReady", ""
+        return ready.status, REASON_NODECLASS_NOT_READY, f"{described} is not Ready"
+
+    def _record(self, name: str, nodepool: NodePool, status: NodePoolStatus) -> None:
+        for resource, quantity in status.resources.items():
+            amount = float(resources_from_quantities({resource: quantity}).get_amount(resource))
+            self._metrics.nodepools_usage.set(
+                amount / 1000, {"nodepool": name, "resource_type": resource}
+            )
+        for resource, quantity in nodepool.spec.limits.items():
+            try:
+                amount = float(resources_from_quantities({resource: quantity}).get_amount(resource))
+            except ValueError:
+                continue
+            self._metrics.nodepools_limit.set(
+                amount / 1000, {"nodepool": name, "resource_type": resource}
+            )
+        self._metrics.nodepools_nodes.set(status.nodes or 0, {"nodepool": name})
+
+
+def _conditions_of(nodeclass: object) -> tuple[Condition, ...]:
+    """A NodeClass's status.conditions (every provider's NodeClass model has them)."""
+    status = getattr(nodeclass, "status", None)
+    conditions = getattr(status, "conditions", ())
+    return tuple(c for c in conditions if isinstance(c, Condition))
+
+
+def _with_ready(conditions: tuple[Condition, ...], *, now: Any) -> tuple[Condition, ...]:
+    pending = [
+        kind
+        for kind in READY_DEPENDENTS
+        if (c := find(conditions, kind)) is None or c.status is not ConditionStatus.TRUE
+    ]
+    if not pending:
+        return with_condition(
+            conditions, ConditionType.READY, ConditionStatus.TRUE, reason="Ready", now=now
+        )
+    return with_condition(
+        conditions,
+        ConditionType.READY,
+        ConditionStatus.FALSE,
+        reason=REASON_UNHEALTHY_DEPENDENTS,
+        message=", ".join(f"{kind} is not True" for kind in pending),
+        now=now,
+    )

@@ -1,0 +1,60 @@
+"""A NodePool's template hash, read from the API model: the one place that says which template
+fields karpy hashes (see karpy.core.drift for why those).
+
+The provisioner stamps the hash on every NodeClaim it creates, the nodepool.hash controller
+keeps it on the NodePool and the nodeclaim.disruption controller compares the two; all three
+call `nodepool_hash` here (below every controller, so none imports another). Pure.
+"""
+
+from __future__ import annotations
+
+from karpy.apis.duration import parse_duration
+from karpy.apis.kube.common import Taint
+from karpy.apis.v1 import labels as wk
+from karpy.apis.v1.nodepool import NodePool
+from karpy.core.drift import HASH_VERSION, TaintFields, TemplateFields, template_hash
+
+
+def _seconds(value: str | None, *, field_name: str) -> float | None:
+    if value is None:
+        return None
+    parsed = parse_duration(value, field_name=field_name)
+    return None if parsed is None else parsed.total_seconds()
+
+
+def _taints(taints: tuple[Taint, ...]) -> tuple[TaintFields, ...]:
+    return tuple(TaintFields(key=t.key, value=t.value or "", effect=str(t.effect)) for t in taints)
+
+
+def template_fields(nodepool: NodePool) -> TemplateFields:
+    """The hashed fields of `nodepool`'s spec.template (requirements are not among them).
+
+    Raises ValueError naming the NodePool and field for a malformed duration."""
+    template = nodepool.spec.template
+    spec = template.spec
+    where = f"nodepool {nodepool.metadata.name!r} spec.template.spec"
+    ref = spec.node_class_ref
+    return TemplateFields(
+        labels=dict(template.metadata.labels),
+        annotations=dict(template.metadata.annotations),
+        taints=_taints(spec.taints),
+        startup_taints=_taints(spec.startup_taints),
+        node_class_ref=(ref.group, ref.kind, ref.name),
+        expire_after=_seconds(spec.expire_after, field_name=f"{where}.expireAfter"),
+        termination_grace_period=_seconds(
+            spec.termination_grace_period, field_name=f"{where}.terminationGracePeriod"
+        ),
+    )
+
+
+def nodepool_hash(nodepool: NodePool) -> str:
+    """The `karpenter.sh/nodepool-hash` value of `nodepool`'s current template."""
+    return template_hash(template_fields(nodepool))
+
+
+def hash_annotations(nodepool: NodePool) -> dict[str, str]:
+    """The hash and hash-version annotations for `nodepool` and the NodeClaims made from it."""
+    return {
+        wk.ANNOTATION_NODEPOOL_HASH: nodepool_hash(nodepool),
+        wk.ANNOTATION_NODEPOOL_HASH_VERSION: HASH_VERSION,
+    }
