@@ -94,7 +94,12 @@ class EmptinessController(SingletonController):
         now = self._clock.now().timestamp()
         decision = decide(
             inputs.candidates(
-                claims, nodes, pods, now=now, nomination_window=self._nomination_window
+                claims,
+                nodes,
+                pods,
+                now=now,
+                nomination_window=self._nomination_window,
+                nominated=lambda name: self._view.nominated(name, now),
             ),
             inputs.pools(nodepools),
             now=now,

@@ -3,19 +3,20 @@
 Kept apart from the loop so the translation (which pods count, when a NodeClaim became
 Initialized, how NodePool durations become seconds) can be read and tested on its own.
 
-Nomination: Karpenter never disrupts a node its provisioner nominated pods onto, for a window of
-max(2 x batch max duration, 10 s). karpy's provisioner keeps nominations only until launch, so
-here a node counts as nominated while it was Initialized less than that window ago and no pod
-event has reached it since: every new node is launched for pods, and kube-scheduler binds them
-moments after it becomes schedulable. Without this, a node with consolidateAfter 0s could be
-removed in the instant between initialization and its pods' binding. A NodePool
+Nomination: Karpenter never disrupts a node its provisioner nominated pods onto. The provisioner
+records each node it places pending pods on in cluster state, renewed every pass while they stay
+pending and still fit (`ClusterView.nominated`, given here as `nominated(name)`); the node is
+asked by its Node's name and by its NodeClaim's (the name it went by before it registered). A
+node also counts as nominated while it was Initialized less than the nomination window ago and
+no pod event has reached it since: every new node is launched for pods, and kube-scheduler binds
+them moments after it becomes schedulable. A NodePool
 whose durations do not parse is not skipped silently: the error is carried into the core, which
 leaves that pool's nodes alone and reports why.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from karpy.apis.duration import parse_duration
 from karpy.apis.kube.node import Node
@@ -37,10 +38,24 @@ def initialized_at(claim: NodeClaim) -> float | None:
     return None
 
 
-def _nominated(initialized: float | None, last: float | None, *, now: float, window: float) -> bool:
+def _nominated(
+    names: Iterable[str | None],
+    initialized: float | None,
+    last: float | None,
+    *,
+    now: float,
+    window: float,
+    nominated: Callable[[str], bool],
+) -> bool:
+    if any(name and nominated(name) for name in names):
+        return True
     if initialized is None or now - initialized >= window:
         return False
     return last is None or last < initialized
+
+
+def _never(_name: str) -> bool:
+    return False
 
 
 def candidates(
@@ -50,9 +65,11 @@ def candidates(
     *,
     now: float,
     nomination_window: float,
+    nominated: Callable[[str], bool] = _never,
 ) -> list[Candidate]:
     """One Candidate per NodeClaim, with its Node's reschedulable pod count; `now` is UTC
-    epoch seconds."""
+    epoch seconds; `nominated(name)` says whether the provisioner holds that node (by Node or
+    NodeClaim name) for pending pods."""
     by_name = {n.metadata.name or "": n for n in nodes}
     busy: dict[str, int] = {}
     for pod in pods:
@@ -76,7 +93,14 @@ def candidates(
                 or (node is not None and node.metadata.deletion_timestamp is not None),
                 do_not_disrupt=do_not_disrupt(claim) or (node is not None and do_not_disrupt(node)),
                 reschedulable_pods=busy.get(node_name or "", 0),
-                nominated=_nominated(initialized, last, now=now, window=nomination_window),
+                nominated=_nominated(
+                    (node_name, claim.metadata.name),
+                    initialized,
+                    last,
+                    now=now,
+                    window=nomination_window,
+                    nominated=nominated,
+                ),
             )
         )
     return found
