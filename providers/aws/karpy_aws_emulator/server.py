@@ -6,8 +6,9 @@ only here, lazily, and a missing moto is reported with the fix. The server binds
 only (``ThreadedMotoServer`` binds to every address unless told otherwise), and the process's
 AWS environment is pointed at fake credentials with no config files or instance metadata, so
 nothing can reach real AWS by accident. CreateFleet honours ClientToken as EC2 does
-(``karpy_aws_emulator.idempotency``), which moto alone does not. moto reads ``MOTO_AMIS_PATH`` when its EC2 models are
-first imported, so the AMIs are written and the variable set before that import.
+(``karpy_aws_emulator.idempotency``), which moto alone does not. moto reads ``MOTO_AMIS_PATH``
+when its EC2 models are first imported, so the AMIs are written and the variable set before that
+import.
 """
 
 from __future__ import annotations
