@@ -71,6 +71,9 @@ class EmptinessController(SingletonController):
         self._telemetry = telemetry
         self._period = polling_period
         self._nomination_window = nomination_window
+        # NodeClaim UIDs this process deleted: a pass that runs before the informer shows the
+        # deletion would otherwise delete (and announce) the same NodeClaim again.
+        self._deleted: set[str] = set()
         self._loop = SingletonLoop(
             self.name,
             self.reconcile_once,
@@ -110,8 +113,12 @@ class EmptinessController(SingletonController):
                 extra={"nodeclaim": skip.nodeclaim, "reason": skip.reason.value},
             )
         by_name = {c.metadata.name or "": c for c in claims}
+        self._deleted &= {c.metadata.uid or "" for c in claims}
         for candidate in decision.delete:
-            await self._delete(candidate, by_name[candidate.nodeclaim], nodes)
+            claim = by_name[candidate.nodeclaim]
+            if (claim.metadata.uid or "") in self._deleted:
+                continue
+            await self._delete(candidate, claim, nodes)
         return Result(requeue_after=self._period)
 
     async def _delete(self, candidate: Candidate, claim: NodeClaim, nodes: list[Node]) -> None:
@@ -136,6 +143,7 @@ class EmptinessController(SingletonController):
         except NotFoundError:
             log.debug("nodeclaim already gone", extra={"nodeclaim": candidate.nodeclaim})
             return
+        self._deleted.add(claim.metadata.uid or "")
         self._telemetry.metrics.nodeclaims_disrupted_total.add(
             1, {"reason": "empty", "nodepool": candidate.nodepool or ""}
         )
