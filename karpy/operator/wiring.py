@@ -81,6 +81,7 @@ from karpy.runtime.reconciler import Result, Runner, SingletonLoop, WorkQueue
 from karpy.runtime.telemetry import Telemetry
 from karpy.state.cluster import ClusterState
 from karpy.state.informers import Informer, Subscriber
+from karpy.state.nominations import NodeNominations
 from karpy.state.snapshot import SnapshotKinds
 from karpy.state.view import ClusterView
 
@@ -266,6 +267,7 @@ async def build(
                 provider=provider,
                 telemetry=telemetry,
                 clock=clock,
+                nominations=state.nominations,
             ),
             *provider_controllers,
         ],
@@ -282,6 +284,7 @@ def _controllers(
     provider: CloudProvider,
     telemetry: Telemetry,
     clock: Clock,
+    nominations: NodeNominations,
 ) -> list[Controller]:
     """Every core controller loop, each with its dependencies passed explicitly. They all read
     through `view`, the one read path: cluster state, never a list per reconcile."""
@@ -305,6 +308,8 @@ def _controllers(
                 # Karpenter's nomination window: max(2 x batch max duration, 10s).
                 nomination_window=_nomination_window(options),
                 snapshot_kinds=_snapshot_kinds(by_kind),
+                node_nominations=nominations,
+                clock=clock,
                 scheduler=_scheduler_options(options),
             )
         )

@@ -130,6 +130,7 @@ class DisruptionController(SingletonController):
             now=now,
             nomination_window=self._nomination_window,
             busy=self._queue.busy,
+            nominated=lambda name: self._view.nominated(name, now),
         )
         pools = facts.pools(objects.nodepools)
         live = {p.metadata.name or "": p for p in objects.nodepools}

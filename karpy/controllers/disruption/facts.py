@@ -5,19 +5,23 @@ node busy, what `karpenter.sh/do-not-disrupt` and PodDisruptionBudgets protect, 
 became Initialized, how NodePool durations become seconds, and which NodeClaims are already in a
 disruption command (the annotations of `karpy.controllers.disruption.commands`).
 
-Nomination: Karpenter never disrupts a node its provisioner nominated pods onto, for a window of
-max(2 x batch max duration, 10 s). Here a node counts as nominated while it was Initialized less
-than that window ago and no pod event has reached it since (every new node is launched for pods,
-and kube-scheduler binds them moments after it becomes schedulable), and while it is the
-replacement of a disruption command whose candidates still exist (their pods are on their way to
-it). A NodePool whose durations do not parse is not skipped silently: the error is carried into
-the core, which leaves that pool's nodes alone and reports why.
+Nomination: Karpenter never disrupts a node its provisioner nominated pods onto. The provisioner
+records each node it places pending pods on in cluster state, renewed every pass while they stay
+pending and still fit (`ClusterView.nominated`, given here as `nominated(name)`); the node is
+asked by its Node's name and by its NodeClaim's (the name it went by before it registered). A
+node also counts as nominated while it was Initialized less than the nomination window ago and
+no pod event has reached it since (every new node is launched for pods, and kube-scheduler binds
+them moments after it becomes schedulable), and while it is the replacement of a disruption
+command whose candidates still exist (their pods are on their way to it).
+
+A NodePool whose durations do not parse is not skipped silently: the error is carried into the
+core, which leaves that pool's nodes alone and reports why.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 
 from karpy.apis.duration import parse_duration
 from karpy.apis.kube.node import Node
@@ -141,6 +145,10 @@ def _nominated(initialized: float | None, last: float | None, *, now: float, win
     return last is None or last < initialized
 
 
+def _never(_name: str) -> bool:
+    return False
+
+
 def node_facts(
     claims: Sequence[NodeClaim],
     nodes: Iterable[Node],
@@ -150,6 +158,7 @@ def node_facts(
     now: float,
     nomination_window: float,
     busy: Collection[str] = (),
+    nominated: Callable[[str], bool] = _never,
 ) -> list[NodeFacts]:
     """One NodeFacts per NodeClaim; `now` is UTC epoch seconds. `busy` names NodeClaims the
     orchestration queue is starting a command for (their annotations may not show yet)."""
@@ -195,7 +204,8 @@ def node_facts(
                     node is not None
                     and node.metadata.annotations.get(wk.ANNOTATION_DO_NOT_DISRUPT) == "true"
                 ),
-                nominated=_nominated(initialized, last, now=now, window=nomination_window)
+                nominated=any(n and nominated(n) for n in (node_name, claim.metadata.name))
+                or _nominated(initialized, last, now=now, window=nomination_window)
                 or (protecting is not None and protecting in live_commands),
                 drifted=drifted(claim),
                 pods=tuple(pod_facts(p, budgets) for p in on_node.get(node_name or "", ())),

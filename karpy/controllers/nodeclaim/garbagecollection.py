@@ -130,7 +130,8 @@ class GarbageCollectionController(SingletonController):
         NodeClaim launched between the two is never judged against a list that could not
         contain it.
         """
-        if not self._view.synced:
+        # Launched NodeClaims are judged only; one still launching does not hold collection.
+        if not self._view.informers_synced:
             log.debug("waiting on cluster sync")
             return Result(requeue_after=NOT_SYNCED_REQUEUE)
         claims = self._view.nodeclaims()

@@ -78,6 +78,7 @@ class Env:
         stamp = self.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ")
         status = {
             "nodeName": node,
+            "providerID": f"fake://{node}",
             "conditions": [
                 {
                     "type": "Initialized",

@@ -119,3 +119,47 @@ async def test_the_loop_acts_on_its_trigger_and_stops_cleanly(cluster_info: Clus
                 await eventually(deleted, within=5, interval=0.1)
             finally:
                 env.controller.stop()
+
+
+async def test_a_node_nominated_for_a_pending_pod_is_not_empty_until_the_nomination_lapses(
+    cluster_info: ClusterInfo, namespace: str
+) -> None:
+    """kube-scheduler may take longer than any fixed window to bind pods (after an apiserver
+    outage, say): a node the provisioner keeps nominating them onto stays."""
+    async with environment(cluster_info) as env:
+        pool = await env.pool(WHEN_EMPTY_30S)
+        claim, node = await env.node_with_claim(pool)
+        body = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "waiting"},
+            "spec": {
+                "nodeSelector": {"karpy.test/nowhere": "true"},
+                "containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10"}],
+            },
+        }
+        await env.kube.create_raw(PODS, body, namespace=namespace)
+
+        async def has_pod() -> bool:
+            return env.state.store(PODS).get("waiting", namespace=namespace) is not None
+
+        await eventually(has_pod, within=30, interval=0.05)
+        env.clock.step(datetime.timedelta(seconds=31))
+        now = env.clock.now().timestamp()
+        env.state.nominations.nominate(node, [(namespace, "waiting")], now=now, window=20.0)
+        await env.controller.reconcile_once()
+        assert await env.exists(claim)
+        env.clock.step(datetime.timedelta(seconds=15))
+        now = env.clock.now().timestamp()
+        env.state.nominations.nominate(node, [(namespace, "waiting")], now=now, window=20.0)
+        env.clock.step(datetime.timedelta(seconds=15))
+        await env.controller.reconcile_once()
+        await asyncio.sleep(0.5)
+        assert await env.exists(claim)  # renewed by the later pass
+        env.clock.step(datetime.timedelta(seconds=6))
+        await env.controller.reconcile_once()
+
+        async def deleted() -> bool:
+            return not await env.exists(claim)
+
+        await eventually(deleted, within=10, interval=0.05)

@@ -27,7 +27,7 @@ from karpy.cloudprovider import (
     InsufficientCapacityError,
     NodeClassNotReadyError,
 )
-from karpy.controllers.nodeclaim.lifecycle.fields import log_fields
+from karpy.controllers.nodeclaim.lifecycle.fields import Said, log_fields
 from karpy.controllers.nodeclaim.lifecycle.outcome import Outcome
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError
@@ -54,12 +54,14 @@ class Launch:
         clock: Clock,
         recorder: Recorder,
         launched: dict[str, NodeClaim],
+        said: Said | None = None,
     ) -> None:
         self._kube = kube
         self._recorder = recorder
         self._cloud = cloud_provider
         self._clock = clock
         self._launched = launched
+        self._said = said or Said()
 
     async def reconcile(self, nodeclaim: NodeClaim) -> Outcome:
         if claim_is_true(nodeclaim, ConditionType.LAUNCHED):
@@ -112,10 +114,8 @@ class Launch:
         launched = set_condition(
             launched, ConditionType.LAUNCHED, ConditionStatus.TRUE, reason="Launched", now=now
         )
-        log.info(
-            "launched nodeclaim",
-            extra=log_fields(launched),
-        )
+        if self._said.first("launched", nodeclaim):
+            log.info("launched nodeclaim", extra=log_fields(launched))
         return Outcome(launched)
 
     async def _delete(self, nodeclaim: NodeClaim) -> Outcome:

@@ -27,7 +27,7 @@ from karpy.apis.kube.node import Node
 from karpy.apis.meta import ConditionStatus
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim
-from karpy.controllers.nodeclaim.lifecycle.fields import log_fields
+from karpy.controllers.nodeclaim.lifecycle.fields import Said, log_fields
 from karpy.controllers.nodeclaim.lifecycle.outcome import Outcome
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError
@@ -50,10 +50,13 @@ RECHECK_SECONDS: Final = 60.0
 class Registration:
     """The registration step (see the module docstring)."""
 
-    def __init__(self, kube: KubeClient, view: ClusterView, *, clock: Clock) -> None:
+    def __init__(
+        self, kube: KubeClient, view: ClusterView, *, clock: Clock, said: Said | None = None
+    ) -> None:
         self._kube = kube
         self._view = view
         self._clock = clock
+        self._said = said or Said()
 
     async def reconcile(self, nodeclaim: NodeClaim) -> Outcome:
         if not claim_is_true(nodeclaim, ConditionType.LAUNCHED):
@@ -83,10 +86,8 @@ class Registration:
             reason="Registered",
             now=now,
         )
-        log.info(
-            "registered nodeclaim",
-            extra={**log_fields(registered), "node": name},
-        )
+        if self._said.first("registered", nodeclaim):
+            log.info("registered nodeclaim", extra={**log_fields(registered), "node": name})
         return Outcome(registered)
 
     async def _not_joined(self, nodeclaim: NodeClaim, now: datetime.datetime) -> Outcome:
