@@ -35,7 +35,7 @@ from karpy.controllers.disruption import commands
 from karpy.core.disruption.budgets import BudgetSpec
 from karpy.core.disruption.candidates import NodeFacts, PodFacts, Policy, PoolDisruption
 from karpy.state.conditions import get_condition
-from karpy.state.pods import is_reschedulable
+from karpy.state.pods import do_not_disrupt, is_reschedulable
 from karpy.state.podview import label_selector
 
 ANNOTATION_POD_DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
@@ -74,11 +74,11 @@ def do_not_disrupt_until(pod: Pod) -> float | None:
     """Until when `karpenter.sh/do-not-disrupt` protects `pod` (epoch seconds): forever for
     "true" or a value that is not a duration (protection fails safe), start + duration for a
     duration such as "5m"; None when the pod is not annotated."""
+    if do_not_disrupt(pod):
+        return math.inf
     value = pod.metadata.annotations.get(wk.ANNOTATION_DO_NOT_DISRUPT)
     if value is None:
         return None
-    if value == "true":
-        return math.inf
     seconds = _seconds(value, field_name=f"annotations[{wk.ANNOTATION_DO_NOT_DISRUPT}]")
     if seconds is None:
         return math.inf
@@ -198,12 +198,7 @@ def node_facts(
                 or (node is not None and node.metadata.deletion_timestamp is not None),
                 disrupting=commands.command_of(claim) is not None
                 or (claim.metadata.name or "") in busy,
-                do_not_disrupt=claim.metadata.annotations.get(wk.ANNOTATION_DO_NOT_DISRUPT)
-                == "true"
-                or (
-                    node is not None
-                    and node.metadata.annotations.get(wk.ANNOTATION_DO_NOT_DISRUPT) == "true"
-                ),
+                do_not_disrupt=do_not_disrupt(claim) or (node is not None and do_not_disrupt(node)),
                 nominated=any(n and nominated(n) for n in (node_name, claim.metadata.name))
                 or _nominated(initialized, last, now=now, window=nomination_window)
                 or (protecting is not None and protecting in live_commands),
