@@ -98,6 +98,7 @@ async def test_a_command_interrupted_by_sigkill_is_finished_after_restart(
             "kwoknodeclasses",
             pool,
             {"spec": {"nodeRegistrationDelay": "20s"}},
+            _content_type="application/merge-patch+json",
         )
         await custom.patch_cluster_custom_object(
             wk.GROUP,
@@ -105,6 +106,7 @@ async def test_a_command_interrupted_by_sigkill_is_finished_after_restart(
             "nodepools",
             pool,
             {"spec": {"template": {"metadata": {"labels": {**labels, "revision": "2"}}}}},
+            _content_type="application/merge-patch+json",
         )
 
         async def launching() -> list[dict[str, Any]]:

@@ -61,7 +61,12 @@ def _pdb(app: str, max_unavailable: int) -> dict[str, Any]:
 
 async def _patch_pool(api: client.ApiClient, pool: str, spec: dict[str, Any]) -> None:
     await client.CustomObjectsApi(api).patch_cluster_custom_object(
-        wk.GROUP, "v1", "nodepools", pool, {"spec": spec}
+        wk.GROUP,
+        "v1",
+        "nodepools",
+        pool,
+        {"spec": spec},
+        _content_type="application/merge-patch+json",
     )
 
 

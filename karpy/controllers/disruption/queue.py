@@ -123,6 +123,7 @@ class OrchestrationQueue:
         # replacement names, until the view shows them all.
         self._started: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
         self._waited: dict[str, float] = {}
+        self._starting: set[str] = set()
         self.busy: set[str] = set()
         self._queue: WorkQueue[str] = WorkQueue(self.name, telemetry=telemetry)
         self._runner: Runner[str] = Runner(
@@ -203,6 +204,9 @@ class OrchestrationQueue:
         )
         self._meta[command_id] = meta
         self.busy.update(names)
+        # Until its last replacement is created, the command's own writes wake its key; the
+        # reconcile must not judge a command that is still being written.
+        self._starting.add(command_id)
         log.info(
             "disrupting node(s)",
             extra={
@@ -240,9 +244,11 @@ class OrchestrationQueue:
             )
             await self._rollback(command_id, why=str(error), candidates=names, replacements=created)
             self.busy.difference_update(names)
+            self._starting.discard(command_id)
             msg = f"disruption command {command_id}: {error}"
             raise CommandFailedError(msg) from error
         self._started[command_id] = (frozenset(names), frozenset(created))
+        self._starting.discard(command_id)
         if created:
             for claim in live:
                 await self._event(
@@ -334,6 +340,8 @@ class OrchestrationQueue:
 
     async def reconcile(self, command_id: str) -> Result:
         """Finish, wait on, or roll back the command `command_id` as the API server shows it."""
+        if command_id in self._starting:
+            return Result(requeue_after=VISIBILITY_RECHECK)
         found = commands.in_flight(self._view.nodeclaims()).get(command_id)
         if not self._visible(command_id, found):
             return Result(requeue_after=VISIBILITY_RECHECK)
