@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -145,28 +146,30 @@ async def _roll(kubeconfig: Path, *, nodes: int, budget: str, limit: float) -> i
         rolled = time.monotonic()
         fewest = nodes
         early: set[str] = set()
-        initialized: dict[str, float] = {}
+        initialized: dict[str, datetime] = {}
         while True:
             pods = await _pods(client)
             ready = _ready_pods(pods)
             fewest = min(fewest, len(ready))
             claims = [i.obj for i in (await client.list(NODECLAIMS)).items]
             for claim in claims:
+                for condition in claim.status.conditions:
+                    if condition.type == "Initialized" and condition.status.value == "True":
+                        initialized[claim.metadata.name or ""] = condition.last_transition_time
+            for claim in claims:
                 name = claim.metadata.name or ""
-                if any(
-                    c.type == "Initialized" and c.status.value == "True"
-                    for c in claim.status.conditions
-                ):
-                    initialized.setdefault(name, time.monotonic())
-                if name in before and claim.metadata.deletion_timestamp is not None:
-                    command = claim.metadata.annotations.get(wk.ANNOTATION_DISRUPTION_COMMAND)
-                    made = [
-                        c.metadata.name
-                        for c in claims
-                        if c.metadata.annotations.get(wk.ANNOTATION_REPLACEMENT_FOR) == command
-                    ]
-                    if command and any(m not in initialized for m in made):
-                        early.add(name)
+                deleted = claim.metadata.deletion_timestamp
+                command = claim.metadata.annotations.get(wk.ANNOTATION_DISRUPTION_COMMAND)
+                if name not in before or deleted is None or not command:
+                    continue
+                made = [
+                    c.metadata.name or ""
+                    for c in claims
+                    if c.metadata.annotations.get(wk.ANNOTATION_REPLACEMENT_FOR) == command
+                ]
+                # Server-side times: each replacement Initialized no later than the deletion.
+                if any(m not in initialized or initialized[m] > deleted for m in made):
+                    early.add(name)
             current = {i.obj.metadata.name for i in (await client.list(NODES)).items}
             moved = not {p.spec.node_name for p in ready} & old
             if len(ready) == nodes and moved and not current & old:
