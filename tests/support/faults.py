@@ -170,6 +170,8 @@ class Karpy:
         self._election = leader_election
         self._log = log
         self._process: subprocess.Popen[bytes] | None = None
+        self.logs: list[Path] = []
+        """One log per process started, in order."""
 
     def start(self) -> None:
         setup = self._setup
@@ -184,7 +186,9 @@ class Karpy:
             paths = [src, src / "providers" / "aws", src / "providers" / "kwok"]
             env["PYTHONPATH"] = os.pathsep.join(str(p) for p in paths)
         flags = list(setup.flags) if setup.provider != "kwok" else ["--provider", "kwok"]
-        with self._log.open("a") as sink:
+        log = self._log.with_name(f"{self._log.stem}-{len(self.logs) + 1}{self._log.suffix}")
+        self.logs.append(log)
+        with log.open("w") as sink:
             self._process = subprocess.Popen(
                 [
                     sys.executable,
@@ -226,8 +230,16 @@ class Karpy:
             self._process = None
 
 
-def duplicate_log_lines(log: Path, messages: Sequence[str] = ("launched nodeclaim",)) -> int:
-    """Lines beyond the first for one (message, nodeclaim) pair in karpy's JSON log."""
+LIFECYCLE_MESSAGES = (
+    "launched nodeclaim",
+    "registered nodeclaim",
+    "initialized nodeclaim",
+    "disrupting node(s)",
+)
+
+
+def duplicate_log_lines(log: Path, messages: Sequence[str] = LIFECYCLE_MESSAGES) -> int:
+    """Lines beyond the first for one (message, nodeclaim) pair in one process's JSON log."""
     import orjson
 
     counts: dict[tuple[str, str], int] = {}
@@ -362,7 +374,7 @@ async def _finish(
     label: str,
     to_running: float | None,
     pending: int,
-    log: Path,
+    logs: Sequence[Path],
 ) -> Trial:
     claims = await sampler.claims()
     instances, duplicates = await sampler.instances()
@@ -382,7 +394,7 @@ async def _finish(
         leaks=leaks,
         pending=pending,
         to_running=to_running,
-        duplicate_log_lines=duplicate_log_lines(log),
+        duplicate_log_lines=sum(duplicate_log_lines(log) for log in logs),
     )
 
 
@@ -395,8 +407,7 @@ async def crash_trial(
     leader_election: str | None = None,
 ) -> Trial:
     """Scale out; SIGKILL karpy `kill_after` seconds later (None: no crash) and restart it."""
-    log = setup.log_dir / f"karpy-{label}.log"
-    log.unlink(missing_ok=True)
+    log = setup.log_dir / f"karpy-{label.replace(' ', '-')}.log"
     karpy = Karpy(setup, leader_election=leader_election, log=log)
     await prepare(client, setup, consolidate_after="Never")
     karpy.start()
@@ -412,7 +423,13 @@ async def crash_trial(
             since = time.monotonic()
         to_running, pending = await _until_running(sampler, setup, since)
         trial = await _finish(
-            client, setup, sampler, label=label, to_running=to_running, pending=pending, log=log
+            client,
+            setup,
+            sampler,
+            label=label,
+            to_running=to_running,
+            pending=pending,
+            logs=karpy.logs,
         )
     finally:
         await reset(client, setup, karpy)
@@ -432,8 +449,7 @@ async def outage_trial(
 ) -> Trial:
     """Scale out (consolidateAfter 0s, so any node called empty goes at once); stop the
     apiserver `stop_after` seconds later for `outage` seconds; karpy keeps running."""
-    log = setup.log_dir / f"karpy-{label}.log"
-    log.unlink(missing_ok=True)
+    log = setup.log_dir / f"karpy-{label.replace(' ', '-')}.log"
     karpy = Karpy(setup, leader_election=leader_election, log=log)
     await prepare(client, setup, consolidate_after="0s")
     karpy.start()
@@ -448,7 +464,13 @@ async def outage_trial(
         since = time.monotonic()
         to_running, pending = await _until_running(sampler, setup, since)
         trial = await _finish(
-            client, setup, sampler, label=label, to_running=to_running, pending=pending, log=log
+            client,
+            setup,
+            sampler,
+            label=label,
+            to_running=to_running,
+            pending=pending,
+            logs=karpy.logs,
         )
     finally:
         await reset(client, setup, karpy)
