@@ -167,7 +167,8 @@ def main() -> int:
     parser.add_argument("--outage", type=float, default=20.0, help="s the apiserver is away")
     parser.add_argument("--karpy-src", type=Path, default=None, help="run karpy from here")
     args = parser.parse_args()
-    cluster = LocalCluster("bench-faults", detach=False)
+    which = "other" if args.karpy_src else "this"
+    cluster = LocalCluster(f"faults-{args.provider}-{args.scenario}-{which}", detach=False)
     info = cluster.up()
     try:
         return asyncio.run(_sweep(args, cluster, info.kubeconfig))

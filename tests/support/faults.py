@@ -172,6 +172,8 @@ class Karpy:
         self._process: subprocess.Popen[bytes] | None = None
         self.logs: list[Path] = []
         """One log per process started, in order."""
+        self.restarts = 0
+        """Times the process exited on its own and was started again."""
 
     def start(self) -> None:
         setup = self._setup
@@ -211,6 +213,14 @@ class Karpy:
                 env=env,
                 cwd=str(setup.karpy_src or Path.cwd()),
             )
+
+    def keep_running(self) -> None:
+        """Start the process again if it exited, as its Deployment would (karpy exits when it
+        loses its leader lease, as Karpenter does)."""
+        if self._process is not None and self._process.poll() is not None:
+            self._process = None
+            self.restarts += 1
+            self.start()
 
     def kill(self) -> None:
         """SIGKILL: nothing of the process runs after this."""
@@ -309,10 +319,11 @@ class Sampler:
         return len(ids), sum(1 for i in ids if i not in owned)
 
 
-async def _sleep_sampling(sampler: Sampler, seconds: float) -> None:
+async def _sleep_sampling(sampler: Sampler, karpy: Karpy, seconds: float) -> None:
     loop = asyncio.get_running_loop()
     end = loop.time() + seconds
     while loop.time() < end:
+        karpy.keep_running()
         # The apiserver may be away: the fault under test.
         with contextlib.suppress(KubeError, OSError, TimeoutError):
             await sampler.sample()
@@ -334,6 +345,7 @@ async def reset(client: KubeClient, setup: Setup, karpy: Karpy) -> None:
     sampler = Sampler(client, setup)
     async with asyncio.timeout(180):
         while claims := await sampler.claims():
+            karpy.keep_running()
             for claim in claims:
                 if claim.metadata.deletion_timestamp is None:
                     with contextlib.suppress(NotFoundError):
@@ -351,11 +363,14 @@ async def reset(client: KubeClient, setup: Setup, karpy: Karpy) -> None:
     karpy.stop()
 
 
-async def _until_running(sampler: Sampler, setup: Setup, since: float) -> tuple[float | None, int]:
+async def _until_running(
+    sampler: Sampler, setup: Setup, karpy: Karpy, since: float
+) -> tuple[float | None, int]:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + RUNNING_LIMIT
     running = 0
     while loop.time() < deadline:
+        karpy.keep_running()
         try:
             running, _ = await sampler.sample()
         except (KubeError, OSError, TimeoutError):
@@ -417,11 +432,11 @@ async def crash_trial(
         await scale(client, setup.deployment_manifest(), setup.pods)
         since = time.monotonic()
         if kill_after is not None:
-            await _sleep_sampling(sampler, kill_after)
+            await _sleep_sampling(sampler, karpy, kill_after)
             karpy.kill()
             karpy.start()
             since = time.monotonic()
-        to_running, pending = await _until_running(sampler, setup, since)
+        to_running, pending = await _until_running(sampler, setup, karpy, since)
         trial = await _finish(
             client,
             setup,
@@ -457,12 +472,13 @@ async def outage_trial(
         await asyncio.sleep(4.0)
         sampler = Sampler(client, setup)
         await scale(client, setup.deployment_manifest(), setup.pods)
-        await _sleep_sampling(sampler, stop_after)
+        await _sleep_sampling(sampler, karpy, stop_after)
         await asyncio.to_thread(stop_apiserver)
         await asyncio.sleep(outage)
+        karpy.keep_running()
         await asyncio.to_thread(start_apiserver)
         since = time.monotonic()
-        to_running, pending = await _until_running(sampler, setup, since)
+        to_running, pending = await _until_running(sampler, setup, karpy, since)
         trial = await _finish(
             client,
             setup,
