@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import random
 import sys
 import tempfile
@@ -53,6 +54,7 @@ async def _aws(kubeconfig: Path, log_dir: Path) -> AsyncIterator[dict[str, Any]]
             asyncio.TaskGroup() as group,
         ):
             drain = group.create_task(_drain(em))
+            os.environ.update(em.environment())  # moto's fake credentials, loopback only
             ec2 = botocore.session.get_session().create_client(
                 "ec2", region_name=em.ready["region"], endpoint_url=em.ready["endpoint"]
             )
