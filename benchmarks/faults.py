@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import random
 import sys
 import tempfile
@@ -53,6 +54,7 @@ async def _aws(kubeconfig: Path, log_dir: Path) -> AsyncIterator[dict[str, Any]]
             asyncio.TaskGroup() as group,
         ):
             drain = group.create_task(_drain(em))
+            os.environ.update(em.environment())  # moto's fake credentials, loopback only
             ec2 = botocore.session.get_session().create_client(
                 "ec2", region_name=em.ready["region"], endpoint_url=em.ready["endpoint"]
             )
@@ -167,7 +169,8 @@ def main() -> int:
     parser.add_argument("--outage", type=float, default=20.0, help="s the apiserver is away")
     parser.add_argument("--karpy-src", type=Path, default=None, help="run karpy from here")
     args = parser.parse_args()
-    cluster = LocalCluster("bench-faults", detach=False)
+    which = "other" if args.karpy_src else "this"
+    cluster = LocalCluster(f"faults-{args.provider}-{args.scenario}-{which}", detach=False)
     info = cluster.up()
     try:
         return asyncio.run(_sweep(args, cluster, info.kubeconfig))

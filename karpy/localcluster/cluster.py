@@ -47,12 +47,12 @@ KWOK_NODE_SELECTOR: Final = "kwok.x-k8s.io/node=fake"
 
 _STATE_VERSION: Final = 1
 
-NODE_MONITOR_GRACE_PERIOD: Final = "2m"
-"""kube-controller-manager's node-monitor grace period on the local cluster. kwok renews a
-simulated Node's lease every 10 s, but its first renewal comes about 53 s after the Node is
-created, past the default 50 s: every new kwok Node went NotReady (NodeNotReady events, its pods
-not Ready) for a few seconds, which a real node's kubelet never does. Two minutes covers the
-late first renewal; a Node whose heartbeats stop for good still goes NotReady, later."""
+KWOK_NODE_LEASE_SECONDS: Final = 40
+"""kwok holds a Lease in kube-node-lease for every Node it manages, renewed a quarter of this
+apart, as a kubelet does. Without a lease kwok only heartbeats the Node's status, about every two
+minutes and sometimes first ~53 s after the Node appears: past kube-controller-manager's
+node-monitor grace period (50 s), so every simulated node went NotReady now and then
+(NodeNotReady events, its pods not Ready), which a real node never does."""
 
 
 @attrs.frozen
@@ -350,7 +350,6 @@ class LocalCluster:
                     f"--root-ca-file={ca_file}",
                     "--use-service-account-credentials=false",
                     f"--cluster-name={self.name}",
-                    f"--node-monitor-grace-period={NODE_MONITOR_GRACE_PERIOD}",
                     "--profiling=false",
                 ],
             ),
@@ -378,6 +377,7 @@ class LocalCluster:
                     f"--server-address=127.0.0.1:{kwok}",
                     "--cidr=10.244.0.1/16",
                     "--node-ip=10.244.0.1",
+                    f"--node-lease-duration-seconds={KWOK_NODE_LEASE_SECONDS}",
                 ],
             ),
         )

@@ -307,7 +307,7 @@ def describe(error: BaseException) -> str:
     """`error` in one line, with its cause when it has one."""
     if isinstance(error, BaseExceptionGroup):
         return "; ".join(describe(e) for e in error.exceptions)
-    text = f"{type(error).__name__}: {error}"
+    text = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
     cause = error.__cause__
     if cause is not None and str(cause) not in text:
         text += f" (caused by {type(cause).__name__}: {cause})"

@@ -170,6 +170,10 @@ class Karpy:
         self._election = leader_election
         self._log = log
         self._process: subprocess.Popen[bytes] | None = None
+        self.logs: list[Path] = []
+        """One log per process started, in order."""
+        self.restarts = 0
+        """Times the process exited on its own and was started again."""
 
     def start(self) -> None:
         setup = self._setup
@@ -184,7 +188,9 @@ class Karpy:
             paths = [src, src / "providers" / "aws", src / "providers" / "kwok"]
             env["PYTHONPATH"] = os.pathsep.join(str(p) for p in paths)
         flags = list(setup.flags) if setup.provider != "kwok" else ["--provider", "kwok"]
-        with self._log.open("a") as sink:
+        log = self._log.with_name(f"{self._log.stem}-{len(self.logs) + 1}{self._log.suffix}")
+        self.logs.append(log)
+        with log.open("w") as sink:
             self._process = subprocess.Popen(
                 [
                     sys.executable,
@@ -208,6 +214,14 @@ class Karpy:
                 cwd=str(setup.karpy_src or Path.cwd()),
             )
 
+    def keep_running(self) -> None:
+        """Start the process again if it exited, as its Deployment would (karpy exits when it
+        loses its leader lease, as Karpenter does)."""
+        if self._process is not None and self._process.poll() is not None:
+            self._process = None
+            self.restarts += 1
+            self.start()
+
     def kill(self) -> None:
         """SIGKILL: nothing of the process runs after this."""
         if self._process is not None:
@@ -226,8 +240,16 @@ class Karpy:
             self._process = None
 
 
-def duplicate_log_lines(log: Path, messages: Sequence[str] = ("launched nodeclaim",)) -> int:
-    """Lines beyond the first for one (message, nodeclaim) pair in karpy's JSON log."""
+LIFECYCLE_MESSAGES = (
+    "launched nodeclaim",
+    "registered nodeclaim",
+    "initialized nodeclaim",
+    "disrupting node(s)",
+)
+
+
+def duplicate_log_lines(log: Path, messages: Sequence[str] = LIFECYCLE_MESSAGES) -> int:
+    """Lines beyond the first for one (message, nodeclaim) pair in one process's JSON log."""
     import orjson
 
     counts: dict[tuple[str, str], int] = {}
@@ -297,10 +319,11 @@ class Sampler:
         return len(ids), sum(1 for i in ids if i not in owned)
 
 
-async def _sleep_sampling(sampler: Sampler, seconds: float) -> None:
+async def _sleep_sampling(sampler: Sampler, karpy: Karpy, seconds: float) -> None:
     loop = asyncio.get_running_loop()
     end = loop.time() + seconds
     while loop.time() < end:
+        karpy.keep_running()
         # The apiserver may be away: the fault under test.
         with contextlib.suppress(KubeError, OSError, TimeoutError):
             await sampler.sample()
@@ -322,6 +345,7 @@ async def reset(client: KubeClient, setup: Setup, karpy: Karpy) -> None:
     sampler = Sampler(client, setup)
     async with asyncio.timeout(180):
         while claims := await sampler.claims():
+            karpy.keep_running()
             for claim in claims:
                 if claim.metadata.deletion_timestamp is None:
                     with contextlib.suppress(NotFoundError):
@@ -339,11 +363,14 @@ async def reset(client: KubeClient, setup: Setup, karpy: Karpy) -> None:
     karpy.stop()
 
 
-async def _until_running(sampler: Sampler, setup: Setup, since: float) -> tuple[float | None, int]:
+async def _until_running(
+    sampler: Sampler, setup: Setup, karpy: Karpy, since: float
+) -> tuple[float | None, int]:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + RUNNING_LIMIT
     running = 0
     while loop.time() < deadline:
+        karpy.keep_running()
         try:
             running, _ = await sampler.sample()
         except (KubeError, OSError, TimeoutError):
@@ -362,7 +389,7 @@ async def _finish(
     label: str,
     to_running: float | None,
     pending: int,
-    log: Path,
+    logs: Sequence[Path],
 ) -> Trial:
     claims = await sampler.claims()
     instances, duplicates = await sampler.instances()
@@ -382,7 +409,7 @@ async def _finish(
         leaks=leaks,
         pending=pending,
         to_running=to_running,
-        duplicate_log_lines=duplicate_log_lines(log),
+        duplicate_log_lines=sum(duplicate_log_lines(log) for log in logs),
     )
 
 
@@ -395,8 +422,7 @@ async def crash_trial(
     leader_election: str | None = None,
 ) -> Trial:
     """Scale out; SIGKILL karpy `kill_after` seconds later (None: no crash) and restart it."""
-    log = setup.log_dir / f"karpy-{label}.log"
-    log.unlink(missing_ok=True)
+    log = setup.log_dir / f"karpy-{label.replace(' ', '-')}.log"
     karpy = Karpy(setup, leader_election=leader_election, log=log)
     await prepare(client, setup, consolidate_after="Never")
     karpy.start()
@@ -406,13 +432,19 @@ async def crash_trial(
         await scale(client, setup.deployment_manifest(), setup.pods)
         since = time.monotonic()
         if kill_after is not None:
-            await _sleep_sampling(sampler, kill_after)
+            await _sleep_sampling(sampler, karpy, kill_after)
             karpy.kill()
             karpy.start()
             since = time.monotonic()
-        to_running, pending = await _until_running(sampler, setup, since)
+        to_running, pending = await _until_running(sampler, setup, karpy, since)
         trial = await _finish(
-            client, setup, sampler, label=label, to_running=to_running, pending=pending, log=log
+            client,
+            setup,
+            sampler,
+            label=label,
+            to_running=to_running,
+            pending=pending,
+            logs=karpy.logs,
         )
     finally:
         await reset(client, setup, karpy)
@@ -432,8 +464,7 @@ async def outage_trial(
 ) -> Trial:
     """Scale out (consolidateAfter 0s, so any node called empty goes at once); stop the
     apiserver `stop_after` seconds later for `outage` seconds; karpy keeps running."""
-    log = setup.log_dir / f"karpy-{label}.log"
-    log.unlink(missing_ok=True)
+    log = setup.log_dir / f"karpy-{label.replace(' ', '-')}.log"
     karpy = Karpy(setup, leader_election=leader_election, log=log)
     await prepare(client, setup, consolidate_after="0s")
     karpy.start()
@@ -441,14 +472,21 @@ async def outage_trial(
         await asyncio.sleep(4.0)
         sampler = Sampler(client, setup)
         await scale(client, setup.deployment_manifest(), setup.pods)
-        await _sleep_sampling(sampler, stop_after)
+        await _sleep_sampling(sampler, karpy, stop_after)
         await asyncio.to_thread(stop_apiserver)
         await asyncio.sleep(outage)
+        karpy.keep_running()
         await asyncio.to_thread(start_apiserver)
         since = time.monotonic()
-        to_running, pending = await _until_running(sampler, setup, since)
+        to_running, pending = await _until_running(sampler, setup, karpy, since)
         trial = await _finish(
-            client, setup, sampler, label=label, to_running=to_running, pending=pending, log=log
+            client,
+            setup,
+            sampler,
+            label=label,
+            to_running=to_running,
+            pending=pending,
+            logs=karpy.logs,
         )
     finally:
         await reset(client, setup, karpy)

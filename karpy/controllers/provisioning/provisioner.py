@@ -148,7 +148,9 @@ class Provisioner(SingletonController):
         self._kinds = snapshot_kinds
         self._provider_timeout = provider_timeout
         self.nominations = Nominations(nomination_window)
-        self.node_nominations = node_nominations or NodeNominations()
+        self.node_nominations = (
+            node_nominations if node_nominations is not None else NodeNominations()
+        )
         # A node nomination outlives the gap between two rechecks, so it lapses only once a
         # pass no longer places the pods there.
         self._node_window = max(nomination_window, 2 * PENDING_RECHECK)

@@ -1,10 +1,10 @@
 """A kwok Node stays Ready: the local cluster must not flap simulated nodes NotReady.
 
-kwok's first lease renewal for a new Node comes about 53 s after the Node is created, past
-kube-controller-manager's default node-monitor grace period (50 s); the local cluster's
-controller-manager is given a longer one (karpy.localcluster.cluster.NODE_MONITOR_GRACE_PERIOD),
-so anything counting Ready pods or acting on node health sees what a real cluster would show.
-This watches one kwok Node for three minutes.
+Without node leases kwok heartbeats a Node's status only every minute or two, past
+kube-controller-manager's node-monitor grace period (50 s), so simulated nodes flapped NotReady.
+The local cluster runs kwok with leases (karpy.localcluster.cluster.KWOK_NODE_LEASE_SECONDS), so
+anything counting Ready pods or acting on node health sees what a real cluster would show. This
+watches one kwok Node for three minutes: Ready throughout, no NodeNotReady event.
 """
 
 from __future__ import annotations

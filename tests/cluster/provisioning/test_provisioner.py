@@ -40,7 +40,9 @@ async def test_pending_pods_become_one_nodeclaim_of_the_template(
 
         placed = await h.provisioner.reconcile_once()
 
-        assert placed.requeue_after is None, "every pod was placed: nothing to recheck"
+        # Placed, yet still pending until kube-scheduler binds them: passes go on (renewing
+        # nominations) every PENDING_RECHECK seconds while any pod waits.
+        assert placed.requeue_after == PENDING_RECHECK
         claims = await h.nodeclaims()
         assert len(claims) == 1, "three 1-cpu pods pack onto one node"
         claim = claims[0]
@@ -274,4 +276,6 @@ async def test_after_a_restart_a_launching_nodeclaim_holds_provisioning_then_tak
         result = await h.provisioner.reconcile_once()
         assert [c.metadata.name for c in await h.nodeclaims()] == [name]
         assert result.requeue_after is not None  # pods still pending: the nomination renews
+        assert view.synced, [c.metadata.name for c in view.launching()]
+        assert result.requeue_after == PENDING_RECHECK
         assert view.nominated(name, SystemClock().now().timestamp())

@@ -47,7 +47,7 @@ class Initialization:
         self._kube = kube
         self._view = view
         self._clock = clock
-        self._said = said or Said()
+        self._said = said if said is not None else Said()
 
     async def reconcile(self, nodeclaim: NodeClaim) -> Outcome:
         if not claim_is_true(nodeclaim, ConditionType.REGISTERED):

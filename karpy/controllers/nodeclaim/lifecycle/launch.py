@@ -61,7 +61,7 @@ class Launch:
         self._cloud = cloud_provider
         self._clock = clock
         self._launched = launched
-        self._said = said or Said()
+        self._said = said if said is not None else Said()
 
     async def reconcile(self, nodeclaim: NodeClaim) -> Outcome:
         if claim_is_true(nodeclaim, ConditionType.LAUNCHED):
