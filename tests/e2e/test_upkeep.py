@@ -4,7 +4,6 @@ template label change marks the pool's NodeClaims Drifted; NodePool status follo
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
 import pytest
@@ -12,6 +11,7 @@ from kubernetes_asyncio import client
 
 from karpy.apis.v1 import labels as wk
 from karpy.localcluster import ClusterInfo
+from karpy.runtime.clock import SystemClock
 from tests.e2e.daemon import (
     create_deployment,
     deployment,
@@ -76,7 +76,7 @@ async def test_a_not_ready_node_is_repaired_after_the_toleration(
     async with running_daemon(cluster_info, flags=flags) as components:
         (pod,) = await eventually(running(api_client, namespace, "patient", 1), within=60)
         sick = pod.spec.node_name
-        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        now = SystemClock().now().strftime("%Y-%m-%dT%H:%M:%SZ")
         condition = {
             "type": "Ready",
             "status": "False",
