@@ -28,7 +28,7 @@ pytestmark = pytest.mark.usefixtures("karpy_crds")
 
 async def _patch_pool(api: client.ApiClient, name: str, patch: dict[str, Any]) -> None:
     await client.CustomObjectsApi(api).patch_cluster_custom_object(
-        wk.GROUP, "v1", "nodepools", name, patch
+        wk.GROUP, "v1", "nodepools", name, patch, _content_type="application/merge-patch+json"
     )
 
 
@@ -85,6 +85,8 @@ async def test_a_not_ready_node_is_repaired_after_the_toleration(
             "lastTransitionTime": now,
             "lastHeartbeatTime": now,
         }
+        # The kubelet (kwok) stops: kwok no longer manages the node, so nothing resets Ready.
+        await core.patch_node(sick, {"metadata": {"annotations": {wk.ANNOTATION_KWOK_NODE: None}}})
         await core.patch_node_status(sick, {"status": {"conditions": [condition]}})
 
         async def repaired() -> list[Any]:
@@ -92,7 +94,9 @@ async def test_a_not_ready_node_is_repaired_after_the_toleration(
             moved = [p for p in pods if p.spec.node_name != sick]
             return moved if moved and sick not in await node_names(api_client) else []
 
-        await eventually(repaired, within=90, what="the pod running on a repaired node")
+        # Repair after 5 s; the pod, deleted on a node no kubelet serves, is stuck terminating and
+        # stops holding the drain a minute after its 30 s grace period.
+        await eventually(repaired, within=180, what="the pod running on a repaired node")
         text = components.telemetry.prometheus_text()
         assert f'condition="Ready",nodepool="{pool}"' in text
         assert 'reason="unhealthy"' in text
