@@ -6,8 +6,9 @@ for spans and metrics), the leader elector, the probe server, and the controller
 NodeClaim lifecycle and garbage collection, Node termination, disruption by emptiness with its
 lastPodEventTime stamper, and the upkeep of `_upkeep()`: NodePool hash and status, the NodeClaim
 Drifted/Consolidatable conditions, expiry, node repair). Controllers are registered in
-`_controllers()`, fed by informer subscriptions made here; they run on the leader only. The provider's own kinds and loops are
-declared by it (`karpy.cloudprovider.protocol.ProviderExtension`) and built here too, in
+`_controllers()`, fed by informer subscriptions made here; they run on the leader only. The
+provider's own kinds and loops are declared by it
+(`karpy.cloudprovider.protocol.ProviderExtension`) and built here too, in
 `_provider_extension()`: its kinds are informed like the core kinds and its loops get the same
 queues, runners, backoff and shutdown drain. Nothing else in karpy calls a constructor of another
 package's service.
