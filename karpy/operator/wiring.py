@@ -679,12 +679,22 @@ def _upkeep(
             if c.metadata.labels.get(wk.LABEL_NODEPOOL) == pool
         ]
 
+    seen: dict[str, tuple[object, ...]] = {}
+
     def on_nodepool(event: Event[Any]) -> None:
         name = event.item.ref.name
         queues[hashing.name].add(name)
         queues[status.name].add(name)
-        for claim in claims_of_pool(name):
-            queues[conditions.name].add(claim)
+        # The pool's NodeClaims are rechecked only when what drift reads changed (its spec, by
+        # generation, or its hash), not on each of its own status writes.
+        meta = event.item.obj.metadata
+        key = (meta.generation, meta.annotations.get(wk.ANNOTATION_NODEPOOL_HASH))
+        if event.type is EventType.DELETED:
+            seen.pop(name, None)
+        elif seen.get(name) != key:
+            seen[name] = key
+            for claim in claims_of_pool(name):
+                queues[conditions.name].add(claim)
 
     def on_nodeclaim(event: Event[Any]) -> None:
         claim = event.item.obj
