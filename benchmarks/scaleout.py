@@ -284,7 +284,7 @@ def _start_karpy(kubeconfig: Path, log: Path) -> subprocess.Popen[bytes]:
             ],
             stdout=sink,
             stderr=subprocess.STDOUT,
-            env={**os.environ, "LOG_LEVEL": "warning"},
+            env={**os.environ, "LOG_LEVEL": os.environ.get("LOG_LEVEL", "warning")},
         )
 
 

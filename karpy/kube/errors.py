@@ -19,7 +19,7 @@ boundary, and the SDK's exception is chained as `__cause__` for the full respons
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import orjson
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -50,6 +50,9 @@ class GoneError(KubeError):
 class TooManyRequestsError(KubeError):
     """The apiserver asked to slow down, or an eviction was refused by a PDB (429)."""
 
+    transient: ClassVar[bool] = True
+    """Retrying later is the whole remedy: the Runner logs it as one line, no stack trace."""
+
     def __init__(
         self, status: int, reason: str, message: str, *, retry_after: float | None
     ) -> None:
@@ -60,6 +63,8 @@ class TooManyRequestsError(KubeError):
 class ServerError(KubeError):
     """The apiserver failed (5xx); usually transient."""
 
+    transient: ClassVar[bool] = True
+
 
 class KubeConfigError(ValueError):
     """The kubeconfig (or in-cluster service account) cannot be used; the message says why."""
@@ -67,6 +72,8 @@ class KubeConfigError(ValueError):
 
 class UnreachableError(KubeError):
     """The apiserver could not be reached or did not answer in time (status 0)."""
+
+    transient: ClassVar[bool] = True
 
     def __init__(self, message: str) -> None:
         super().__init__(0, "Unreachable", message)

@@ -14,7 +14,7 @@ from karpy.apis.codec import from_dict
 from karpy.apis.kube.node import Node
 from karpy.apis.kube.pod import Pod
 from karpy.apis.kube.storage import PersistentVolume, PersistentVolumeClaim, StorageClass
-from karpy.apis.kube.workloads import DaemonSet
+from karpy.apis.kube.workloads import DaemonSet, PodDisruptionBudget
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.apis.v1.nodepool import NodePool
 from karpy.kube.resources import ResourceKind
@@ -78,4 +78,12 @@ STORAGE_CLASSES: Final = ResourceKind[StorageClass](
     version="v1",
     namespaced=False,
     decode=functools.partial(from_dict, StorageClass),
+)
+PODDISRUPTIONBUDGETS: Final = ResourceKind[PodDisruptionBudget](
+    kind=PodDisruptionBudget.KIND,
+    plural="poddisruptionbudgets",
+    group="policy",
+    version="v1",
+    namespaced=True,
+    decode=functools.partial(from_dict, PodDisruptionBudget),
 )

@@ -11,10 +11,11 @@ patch put the same bytes on the wire.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from karpy.apis.codec import to_dict
+from karpy.apis.kube.common import Taint
 from karpy.apis.meta import ObjectMeta
 from karpy.kube.resources import ResourceKind
 
@@ -69,6 +70,20 @@ def finalizer_patch(metadata: ObjectMeta, finalizer: str, *, present: bool) -> d
         return {}
     wanted = [*current, finalizer] if present else [f for f in current if f != finalizer]
     return {"finalizers": wanted or None}
+
+
+def taint_patch(taints: Sequence[Taint], taint: Taint, *, present: bool) -> dict[str, Any]:
+    """The `spec` fragment of a Node merge patch that adds (`present=True`) or removes `taint`
+    (matched by key and effect) from `taints`; empty when the list already is as wanted.
+
+    Like a finalizer edit, the list is replaced whole: send it at the version `taints` was read at.
+    """
+    has = any(t.key == taint.key and t.effect == taint.effect for t in taints)
+    if has == present:
+        return {}
+    kept = [t for t in taints if (t.key, t.effect) != (taint.key, taint.effect)]
+    wanted = [*kept, taint] if present else kept
+    return {"spec": {"taints": [to_dict(t) for t in wanted] or None}}
 
 
 def status_patch(old: object | None, new: object) -> dict[str, Any]:

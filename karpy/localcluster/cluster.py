@@ -47,6 +47,13 @@ KWOK_NODE_SELECTOR: Final = "kwok.x-k8s.io/node=fake"
 
 _STATE_VERSION: Final = 1
 
+NODE_MONITOR_GRACE_PERIOD: Final = "2m"
+"""kube-controller-manager's node-monitor grace period on the local cluster. kwok renews a
+simulated Node's lease every 10 s, but its first renewal comes about 53 s after the Node is
+created, past the default 50 s: every new kwok Node went NotReady (NodeNotReady events, its pods
+not Ready) for a few seconds, which a real node's kubelet never does. Two minutes covers the
+late first renewal; a Node whose heartbeats stop for good still goes NotReady, later."""
+
 
 @attrs.frozen
 class Component:
@@ -343,6 +350,7 @@ class LocalCluster:
                     f"--root-ca-file={ca_file}",
                     "--use-service-account-credentials=false",
                     f"--cluster-name={self.name}",
+                    f"--node-monitor-grace-period={NODE_MONITOR_GRACE_PERIOD}",
                     "--profiling=false",
                 ],
             ),

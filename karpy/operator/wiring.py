@@ -3,9 +3,9 @@
 Reading `build()` top to bottom shows the whole process graph: telemetry, the kube client, cluster
 state and its informers, the cloud provider (found by name through `karpy.providers`, wrapped
 for spans and metrics), the leader elector, the probe server, and the controllers (provisioning,
-NodeClaim lifecycle and garbage collection, Node termination, disruption by emptiness with its
-lastPodEventTime stamper, and the upkeep of `_upkeep()`: NodePool hash and status, the NodeClaim
-Drifted/Consolidatable conditions, expiry, node repair). Controllers are registered in
+NodeClaim lifecycle and garbage collection, Node termination, disruption with its orchestration
+queue and lastPodEventTime stamper, and the upkeep of `_upkeep()`: NodePool hash and status, the
+NodeClaim Drifted/Consolidatable conditions, expiry, node repair). Controllers are registered in
 `_controllers()`, fed by informer subscriptions made here; they run on the leader only. The
 provider's own kinds and loops are declared by it
 (`karpy.cloudprovider.protocol.ProviderExtension`) and built here too, in
@@ -23,6 +23,7 @@ import attrs
 from opentelemetry.sdk.trace.export import SpanExporter
 
 from karpy.apis.v1 import labels as wk
+from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.cloudprovider.instrumented import InstrumentedCloudProvider
 from karpy.cloudprovider.protocol import (
     Change,
@@ -34,7 +35,9 @@ from karpy.cloudprovider.protocol import (
     Watch,
 )
 from karpy.cloudprovider.registry import ProviderContext, ProviderError, build_provider
-from karpy.controllers.disruption.emptiness import EmptinessController
+from karpy.controllers.disruption import commands as disruption_commands
+from karpy.controllers.disruption.controller import DisruptionController
+from karpy.controllers.disruption.queue import OrchestrationQueue
 from karpy.controllers.node.health.controller import NodeHealthController, policies_with
 from karpy.controllers.node.termination import subscribers as termination_events
 from karpy.controllers.node.termination.controller import TerminationController
@@ -63,6 +66,7 @@ from karpy.kube.kinds import (
     NODES,
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
+    PODDISRUPTIONBUDGETS,
     PODS,
     STORAGE_CLASSES,
 )
@@ -79,6 +83,7 @@ from karpy.runtime.reconciler import Result, Runner, SingletonLoop, WorkQueue
 from karpy.runtime.telemetry import Telemetry
 from karpy.state.cluster import ClusterState
 from karpy.state.informers import Informer, Subscriber
+from karpy.state.nominations import NodeNominations
 from karpy.state.snapshot import SnapshotKinds
 from karpy.state.view import ClusterView
 
@@ -99,6 +104,7 @@ INFORMED_KINDS: tuple[ResourceKind[Any], ...] = (
     PODS,
     NODECLAIMS,
     NODEPOOLS,
+    PODDISRUPTIONBUDGETS,
     *(kind for kind in attrs.astuple(SNAPSHOT_KINDS, recurse=False) if kind is not None),
 )
 """Kinds every replica keeps in cluster state (karpy's CRDs must be installed)."""
@@ -107,7 +113,8 @@ PROVISIONING_KINDS: frozenset[str] = frozenset(k.kind for k in (NODES, PODS, NOD
 """The provisioner reads these; it is registered only when all of them are informed."""
 
 DISRUPTION_KINDS: frozenset[str] = PROVISIONING_KINDS
-"""Disruption (emptiness) and lastPodEventTime read these; registered only when all are informed."""
+"""Disruption and lastPodEventTime read these; registered only when all are informed (the
+disruption pass also reads PodDisruptionBudgets when they are)."""
 
 
 class Controller(Protocol):
@@ -262,6 +269,7 @@ async def build(
                 provider=provider,
                 telemetry=telemetry,
                 clock=clock,
+                nominations=state.nominations,
             ),
             *provider_controllers,
         ],
@@ -278,6 +286,7 @@ def _controllers(
     provider: CloudProvider,
     telemetry: Telemetry,
     clock: Clock,
+    nominations: NodeNominations,
 ) -> list[Controller]:
     """Every core controller loop, each with its dependencies passed explicitly. They all read
     through `view`, the one read path: cluster state, never a list per reconcile."""
@@ -299,12 +308,11 @@ def _controllers(
                 telemetry=telemetry,
                 reconcile=options.reconcile,
                 # Karpenter's nomination window: max(2 x batch max duration, 10s).
-                nomination_window=max(2 * options.batching.max_duration, 10.0),
+                nomination_window=_nomination_window(options),
                 snapshot_kinds=_snapshot_kinds(by_kind),
-                scheduler=SchedulerOptions(
-                    preference_policy=PreferencePolicy(options.scheduling.preference_policy),
-                    min_values_policy=MinValuesPolicy(options.scheduling.min_values_policy),
-                ),
+                node_nominations=nominations,
+                clock=clock,
+                scheduler=_scheduler_options(options),
             )
         )
     if by_kind.keys() >= {NODES.kind, PODS.kind, NODECLAIMS.kind}:
@@ -337,6 +345,7 @@ def _controllers(
                 client=client,
                 view=view,
                 by_kind=by_kind,
+                provider=provider,
                 telemetry=telemetry,
                 clock=clock,
             )
@@ -566,40 +575,77 @@ def _lifecycle_and_termination(
     ]
 
 
+def _nomination_window(options: Options) -> float:
+    """Karpenter's nomination window: max(2 x batch max duration, 10 s)."""
+    return max(2 * options.batching.max_duration, 10.0)
+
+
+def _scheduler_options(options: Options) -> SchedulerOptions:
+    return SchedulerOptions(
+        preference_policy=PreferencePolicy(options.scheduling.preference_policy),
+        min_values_policy=MinValuesPolicy(options.scheduling.min_values_policy),
+    )
+
+
 def _disruption(
     options: Options,
     *,
     client: KubeClient,
     view: ClusterView,
     by_kind: dict[str, Informer[Any]],
+    provider: CloudProvider,
     telemetry: Telemetry,
     clock: Clock,
 ) -> list[Controller]:
-    """Emptiness (a singleton polled every 10 s and triggered by pod events on nodes) and the
+    """The disruption singleton (polled every 10 s, triggered by pod events on nodes), its
+    orchestration queue (woken by changes to the NodeClaims of a command), and the
     lastPodEventTime stamper it depends on (keyed by Node name).
 
     pod informer -> podevents subscriber -> {podevents queue, disruption trigger}
+    nodeclaim informer -> {orchestration queue (command id)}
     """
     trigger = Trigger("disruption")
     podevents = PodEventsController(client, view, clock=clock)
     podevents_queue = WorkQueue[str](podevents.name, telemetry=telemetry)
+    recorder = Recorder(client, clock)
+    queue = OrchestrationQueue(
+        client,
+        view,
+        clock=clock,
+        recorder=recorder,
+        telemetry=telemetry,
+        reconcile=options.reconcile,
+    )
 
     def on_pod_moved(node: str) -> None:
         podevents_queue.add(node)
         trigger.fire()
 
+    def on_nodeclaim(event: Event[NodeClaim]) -> None:
+        claim = event.item.obj
+        for command in (
+            disruption_commands.command_of(claim),
+            disruption_commands.replacement_for(claim),
+        ):
+            if command is not None:
+                queue.wake(command)
+
     by_kind[PODS.kind].subscribe(podevents_subscriber(on_pod_moved, view))
+    by_kind[NODECLAIMS.kind].subscribe(on_nodeclaim)
     return [
-        EmptinessController(
-            client,
+        queue,
+        DisruptionController(
             view,
+            queue,
             clock=clock,
-            recorder=Recorder(client, clock),
+            recorder=recorder,
             telemetry=telemetry,
             reconcile=options.reconcile,
             trigger=trigger,
-            # Karpenter's nomination window, as for the provisioner.
-            nomination_window=max(2 * options.batching.max_duration, 10.0),
+            cloudprovider=provider,
+            scheduler=_scheduler_options(options),
+            snapshot_kinds=_snapshot_kinds(by_kind),
+            nomination_window=_nomination_window(options),
         ),
         Runner(
             podevents.name,

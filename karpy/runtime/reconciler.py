@@ -264,7 +264,15 @@ class Runner(Generic[K]):
                 metrics.reconcile_total.add(1, {**labels, "result": "error"})
                 metrics.reconcile_errors_total.add(1, labels)
                 metrics.workqueue_retries_total.add(1, {"name": self.queue.name})
-                log.exception("reconciler error", extra={"retry_after": round(delay, 3)})
+                if is_transient(error):
+                    # An outage (apiserver or cloud unreachable, throttled, 5xx) is said in one
+                    # line with its cause; a stack trace per key per retry would bury the rest.
+                    log.error(
+                        "reconciler error",
+                        extra={"retry_after": round(delay, 3), "error": describe(error)},
+                    )
+                else:
+                    log.exception("reconciler error", extra={"retry_after": round(delay, 3)})
                 self.queue.add_after(key, delay)
                 return
             finally:
@@ -282,6 +290,28 @@ class Runner(Generic[K]):
                 outcome = "success"
             span.set_attribute("karpy.result", outcome)
             metrics.reconcile_total.add(1, {**labels, "result": outcome})
+
+
+def is_transient(error: BaseException) -> bool:
+    """Whether `error` is one that only waiting cures: a connection refused or reset, a timeout,
+    or an error class marked `transient = True` (karpy.kube.errors: unreachable, 429, 5xx);
+    for a group, whether every error in it is."""
+    if isinstance(error, BaseExceptionGroup):
+        return all(is_transient(e) for e in error.exceptions)
+    return bool(getattr(error, "transient", False)) or isinstance(
+        error, (ConnectionError, TimeoutError)
+    )
+
+
+def describe(error: BaseException) -> str:
+    """`error` in one line, with its cause when it has one."""
+    if isinstance(error, BaseExceptionGroup):
+        return "; ".join(describe(e) for e in error.exceptions)
+    text = f"{type(error).__name__}: {error}"
+    cause = error.__cause__
+    if cause is not None and str(cause) not in text:
+        text += f" (caused by {type(cause).__name__}: {cause})"
+    return text
 
 
 class SingletonLoop:

@@ -71,6 +71,10 @@ class Metrics:
     provisioner_unschedulable_pods: Gauge
     nodeclaims_created_total: Counter
     nodeclaims_disrupted_total: Counter
+    # Disruption (Karpenter's names).
+    disruption_decisions_total: Counter
+    disruption_eligible_nodes: Gauge
+    nodepools_allowed_disruptions: Gauge
     upkeep: UpkeepMetrics
 
     @classmethod
@@ -157,6 +161,20 @@ class Metrics:
             nodeclaims_disrupted_total=meter.create_counter(
                 "karpy_nodeclaims_disrupted_total",
                 description="NodeClaims deleted by voluntary disruption, by reason and nodepool.",
+            ),
+            disruption_decisions_total=meter.create_counter(
+                "karpenter_voluntary_disruption_decisions_total",
+                description="Disruption commands started, by decision, reason and "
+                "consolidation type.",
+            ),
+            disruption_eligible_nodes=meter.create_gauge(
+                "karpenter_voluntary_disruption_eligible_nodes",
+                description="Candidates a disruption method could act on, by reason.",
+            ),
+            nodepools_allowed_disruptions=meter.create_gauge(
+                "karpenter_nodepools_allowed_disruptions",
+                description="NodeClaims a NodePool's budgets allow to start disrupting now, "
+                "by nodepool and reason.",
             ),
         )
 

@@ -23,6 +23,7 @@ from karpy.kube.resources import Item, ResourceKind
 from karpy.kube.watch import Event, EventType
 from karpy.runtime.telemetry import Metrics
 from karpy.state.indexes import DEFAULT_INDEXES
+from karpy.state.nominations import NodeNominations
 
 T = TypeVar("T")
 
@@ -137,11 +138,13 @@ class Store(Generic[T]):
 
 
 class ClusterState:
-    """Every store, and whether all of them have been listed."""
+    """Every store, whether all of them have been listed, and the provisioner's nominations
+    (which nodes pending pods are expected on; see karpy.state.nominations)."""
 
     def __init__(self, *, metrics: Metrics) -> None:
         self._metrics = metrics
         self._stores: dict[str, Store[Any]] = {}
+        self.nominations = NodeNominations()
         self._synced = asyncio.Event()
         metrics.cluster_state_synced.set(0)
 

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import datetime
 
+import attrs
+
 from karpy.apis.meta import Condition, ConditionStatus
+from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim
 
 
 def find(conditions: tuple[Condition, ...], kind: str) -> Condition | None:
@@ -54,3 +57,53 @@ def without_condition(conditions: tuple[Condition, ...], kind: str) -> tuple[Con
     if find(conditions, kind) is None:
         return conditions
     return tuple(c for c in conditions if c.type != kind)
+
+
+# ---------------------------------------------------------------- NodeClaims
+
+READY_DEPENDENTS = (ConditionType.LAUNCHED, ConditionType.REGISTERED, ConditionType.INITIALIZED)
+
+
+def get_condition(nodeclaim: NodeClaim, kind: ConditionType) -> Condition | None:
+    """The NodeClaim's condition of type `kind`, or None when it has none."""
+    return find(nodeclaim.status.conditions, kind)
+
+
+def claim_is_true(nodeclaim: NodeClaim, kind: ConditionType) -> bool:
+    """Whether the NodeClaim's condition `kind` is True."""
+    return is_true(nodeclaim.status.conditions, kind)
+
+
+def set_condition(
+    nodeclaim: NodeClaim,
+    kind: ConditionType,
+    status: ConditionStatus,
+    *,
+    reason: str,
+    message: str = "",
+    now: datetime.datetime,
+) -> NodeClaim:
+    """`nodeclaim` with condition `kind` set; unchanged (same object) when nothing differs."""
+    current = nodeclaim.status.conditions
+    conditions = with_condition(current, kind, status, reason=reason, message=message, now=now)
+    if conditions is current:
+        return nodeclaim
+    return attrs.evolve(nodeclaim, status=attrs.evolve(nodeclaim.status, conditions=conditions))
+
+
+def with_ready(nodeclaim: NodeClaim, *, now: datetime.datetime) -> NodeClaim:
+    """`nodeclaim` with Ready = True when its dependents all are, else Unknown naming them."""
+    pending = [kind for kind in READY_DEPENDENTS if not claim_is_true(nodeclaim, kind)]
+    if not pending:
+        return set_condition(
+            nodeclaim, ConditionType.READY, ConditionStatus.TRUE, reason="Ready", now=now
+        )
+    message = ", ".join(f"{kind} is not True" for kind in pending)
+    return set_condition(
+        nodeclaim,
+        ConditionType.READY,
+        ConditionStatus.UNKNOWN,
+        reason="UnhealthyDependents",
+        message=message,
+        now=now,
+    )

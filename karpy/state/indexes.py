@@ -19,6 +19,9 @@ from karpy.kube.kinds import NODECLAIMS, NODES, PODS
 
 BY_PROVIDER_ID: Final = "providerID"
 BY_NODE_NAME: Final = "nodeName"
+BY_LAUNCH: Final = "launch"
+"""NodeClaims whose launch has not resolved a providerID, all under the value `LAUNCH_PENDING`."""
+LAUNCH_PENDING: Final = "pending"
 
 
 def _node_provider_id(node: Node) -> Iterable[str]:
@@ -33,6 +36,10 @@ def _nodeclaim_node_name(claim: NodeClaim) -> Iterable[str]:
     return (claim.status.node_name,) if claim.status.node_name else ()
 
 
+def _nodeclaim_launch(claim: NodeClaim) -> Iterable[str]:
+    return () if claim.status.provider_id else (LAUNCH_PENDING,)
+
+
 def _pod_node_name(pod: Pod) -> Iterable[str]:
     return (pod.spec.node_name,) if pod.spec.node_name else ()
 
@@ -42,6 +49,7 @@ DEFAULT_INDEXES: Final[Mapping[str, Mapping[str, Any]]] = {
     NODECLAIMS.kind: {
         BY_PROVIDER_ID: _nodeclaim_provider_id,
         BY_NODE_NAME: _nodeclaim_node_name,
+        BY_LAUNCH: _nodeclaim_launch,
     },
     PODS.kind: {BY_NODE_NAME: _pod_node_name},
 }

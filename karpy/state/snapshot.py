@@ -1,8 +1,9 @@
 """One consistent read of the cluster, translated into the scheduling core's ClusterSnapshot.
 
 The provisioner solves against a frozen `karpy.core.snapshot.ClusterSnapshot`; this module builds
-it from the API models the informers keep: Nodes with the pods bound to them, launched NodeClaims
-that have no Node yet (in flight), NodePools as templates, DaemonSets as per-node overhead. Pods
+it from the API models the informers keep: Nodes with the pods bound to them, NodeClaims that
+have no Node yet (in flight: launched ones by their allocatable, launching ones by the least of
+their instance-type options), NodePools as templates, DaemonSets as per-node overhead. Pods
 the provisioner wants placed are translated here too, each on its own: a pod the core cannot
 represent (a bad quantity, an unresolvable volume) becomes an `ObjectError` naming the pod and
 the field, and the rest of the batch goes on. The reading side (`read_cluster`) reads through a
@@ -30,7 +31,8 @@ from karpy.apis.v1.nodepool import NodePool as KubeNodePool
 from karpy.cloudprovider.requirements import requirements_from_api
 from karpy.core import pods as cp
 from karpy.core.instancetypes import InstanceType
-from karpy.core.requirements import RequirementError
+from karpy.core.requirements import RequirementError, Requirements
+from karpy.core.resources import Resources
 from karpy.core.snapshot import ClusterSnapshot, DaemonSet, Node, NodeName, NodePool, NodePoolName
 from karpy.core.taints import Effect, Taint
 from karpy.kube.resources import ResourceKind
@@ -113,19 +115,26 @@ def existing_node(node: KubeNode, pods: Iterable[cp.Pod]) -> Node:
     )
 
 
-def in_flight_node(claim: NodeClaim) -> Node | None:
-    """A launched NodeClaim whose Node has not registered, as a node the solver may fill.
+def in_flight_node(claim: NodeClaim, instance_types: Sequence[InstanceType] = ()) -> Node:
+    """A NodeClaim whose Node has not registered, as a node the solver may fill.
 
-    None before launch (no allocatable yet): there is nothing to size pods against.
+    A launched NodeClaim brings its allocatable and capacity. One still launching is modelled
+    from what it asked for, as Karpenter models an in-flight NodeClaim: whichever of its
+    instance-type options the cloud picks, it will have at least the smallest allocatable among
+    them (`instance_types` are its NodePool's; the NodeClaim's own requirements narrow them),
+    and never less than its resource requests. Without this, capacity being launched counts as
+    none, and a pass (after a restart, say) launches again for pods it already covers.
     """
     name = claim.metadata.name or ""
-    if not claim.status.allocatable:
-        return None
     labels = dict(claim.metadata.labels)
     try:
         reqs = requirements_from_api(claim.spec.requirements, field="spec.requirements")
-        allocatable = resources_of(claim.status.allocatable, field="status.allocatable")
-        capacity = resources_of(claim.status.capacity, field="status.capacity")
+        if claim.status.allocatable:
+            allocatable = resources_of(claim.status.allocatable, field="status.allocatable")
+            capacity = resources_of(claim.status.capacity, field="status.capacity")
+        else:
+            requests = resources_of(claim.spec.resources.requests, field="spec.resources.requests")
+            allocatable, capacity = _least_of_options(reqs, requests, instance_types)
     except (RequirementError, TranslationError) as e:
         raise TranslationError(f"NodeClaim {name}: {e}") from e
     for key in reqs.keys():  # noqa: SIM118 - Requirements iterates Requirement values
@@ -143,6 +152,31 @@ def in_flight_node(claim: NodeClaim) -> Node | None:
         initialized=False,
         in_flight=True,
     )
+
+
+def _least(amounts: Sequence[Resources]) -> Resources:
+    """Per resource, the smallest amount among `amounts` (a resource some lack counts 0)."""
+    if not amounts:
+        return Resources()
+    keys = set(amounts[0]).intersection(*amounts[1:])
+    return Resources.milli({k: min(a[k] for a in amounts) for k in keys})
+
+
+def _least_of_options(
+    reqs: Requirements, requests: Resources, instance_types: Sequence[InstanceType]
+) -> tuple[Resources, Resources]:
+    """(allocatable, capacity) an unlaunched NodeClaim is sure to have: the least of the
+    instance types it may launch as that fit its requests, else its requests alone."""
+    allowed = reqs.get(wk.LABEL_INSTANCE_TYPE)
+    options = [
+        it
+        for it in instance_types
+        if (allowed is None or allowed.has(it.name)) and requests.fits(it.allocatable)
+    ]
+    if not options:
+        return requests, requests
+    allocatable = _least([it.allocatable for it in options])
+    return allocatable, _least([it.capacity for it in options])
 
 
 def daemonset(ds: KubeDaemonSet) -> DaemonSet:
@@ -279,13 +313,11 @@ def build_snapshot(
     for claim in sorted(objects.nodeclaims, key=lambda c: c.metadata.name or ""):
         if claim.metadata.deletion_timestamp is not None or claim.status.node_name in registered:
             continue
+        pool_types = instance_types.get(claim.metadata.labels.get(wk.LABEL_NODEPOOL, ""), ())
         try:
-            flying = in_flight_node(claim)
+            nodes.append(in_flight_node(claim, pool_types))
         except TranslationError as e:
             errors.append(_error("NodeClaim", None, claim.metadata.name, str(e)))
-            continue
-        if flying is not None:
-            nodes.append(flying)
 
     daemonsets: list[DaemonSet] = []
     for ds in objects.daemonsets:

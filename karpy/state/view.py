@@ -5,6 +5,15 @@ karpy needs, current to the last watch event. A view is read-only (it has no way
 store) and cheap to hand out. A read may be a few milliseconds stale; writes stay optimistic, so a
 stale read costs one 409 Conflict and a requeue, as in controller-runtime.
 
+`synced` is Karpenter's `Synced()`: every informer has listed *and* every NodeClaim has resolved
+its providerID. A NodeClaim still launching is capacity whose shape nobody knows yet; the
+provisioner deciding before its launch resolves would count it as nothing and launch again (after
+a restart mid scale-out, for every pod the unlaunched NodeClaims were made for). A launch that
+fails for good does not hold sync forever: the lifecycle controller deletes a NodeClaim that
+lacks capacity or a ready NodeClass at once, and any other NodeClaim not Launched within five
+minutes, as Karpenter does. `informers_synced` is the weaker gate, for loops that only need a
+full picture of what exists (the readiness probe, podevents, garbage collection).
+
 Lookups by name and by the secondary indexes of `karpy.state.indexes` are O(1); `objects(kind)`
 copies one store. A kind this process does not inform raises KeyError naming it, so a controller
 wired without its inputs fails loudly instead of seeing an empty cluster.
@@ -21,7 +30,8 @@ from karpy.apis.v1.nodepool import NodePool
 from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, NODES, PODS
 from karpy.kube.resources import ResourceKind
 from karpy.state.cluster import ClusterState
-from karpy.state.indexes import BY_NODE_NAME, BY_PROVIDER_ID
+from karpy.state.indexes import BY_LAUNCH, BY_NODE_NAME, BY_PROVIDER_ID, LAUNCH_PENDING
+from karpy.state.pods import is_terminal
 
 T = TypeVar("T")
 
@@ -34,12 +44,44 @@ class ClusterView:
 
     @property
     def synced(self) -> bool:
-        """True once every informed kind has been listed (Karpenter's `Synced()`)."""
+        """Karpenter's `Synced()`: every informed kind has been listed and no NodeClaim is
+        waiting for its launch to resolve a providerID."""
+        return self._state.synced and not self.launching()
+
+    @property
+    def informers_synced(self) -> bool:
+        """True once every informed kind has been listed (launches may still be resolving)."""
         return self._state.synced
 
     async def wait_synced(self) -> None:
-        """Wait until `synced` is true."""
+        """Wait until every informed kind has been listed (`informers_synced`)."""
         await self._state.wait_synced()
+
+    def launching(self) -> list[NodeClaim]:
+        """NodeClaims whose providerID is not resolved yet (created, launch not recorded)."""
+        if not self._state.has(NODECLAIMS):
+            return []
+        store = self._state.store(NODECLAIMS)
+        try:
+            return store.by_index(BY_LAUNCH, LAUNCH_PENDING)
+        except KeyError:  # a store registered with custom indexes
+            return [c for c in store.objects() if not c.status.provider_id]
+
+    def nominated(self, node_name: str, now: float) -> bool:
+        """Whether a provisioning pass nominated pending pods onto `node_name` (a Node's name,
+        or an in-flight NodeClaim's while it has none) within the nomination window before
+        `now` (UTC epoch seconds), and one of those pods is still pending or bound there."""
+        nomination = self._state.nominations.get(node_name, now=now)
+        if nomination is None:
+            return False
+        pods = self._state.store(PODS)
+        for namespace, name in nomination.pods:
+            pod = pods.get(name, namespace=namespace)
+            if pod is None or pod.metadata.deletion_timestamp is not None or is_terminal(pod):
+                continue
+            if pod.spec.node_name in (None, "", node_name):
+                return True
+        return False
 
     def informs(self, kind: ResourceKind[Any]) -> bool:
         """Whether this process keeps `kind` in cluster state."""

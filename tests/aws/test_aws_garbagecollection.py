@@ -6,9 +6,17 @@ from __future__ import annotations
 import datetime
 import logging
 
+import attrs
 import pytest
 
+from karpy.kube.client import KubeClient
+from karpy.kube.kinds import NODECLAIMS, NODES
+from karpy.kube.resources import Item, ObjectRef
+from karpy.runtime.telemetry import Telemetry
+from karpy.state.cluster import ClusterState
+from karpy.state.view import ClusterView
 from karpy_aws.controllers.garbagecollection import collect_leaked_instances
+from karpy_aws.controllers.upkeep import LeakedInstanceController
 from karpy_aws.providers.instance import Instances
 from karpy_aws.session import AWSSession
 
@@ -53,3 +61,44 @@ async def test_other_clusters_instances_are_never_collected(
     kit.clock.set(launched_at.creation_timestamp + datetime.timedelta(hours=1))
     assert await collect_leaked_instances(ours, [], clock=kit.clock) == ()
     assert theirs.status.provider_id in {n.status.provider_id for n in await kit.provider.list()}
+
+
+async def test_collection_waits_while_a_nodeclaim_older_than_the_grace_is_still_launching(
+    kit: ProviderKit, session: AWSSession, telemetry: Telemetry, kube: KubeClient
+) -> None:
+    """After a restart mid-launch the retried CreateFleet (same client token) is about to claim
+    the instance already made: terminating it first would hand the NodeClaim a dead one."""
+    claim = make_nodeclaim(name="relaunching")
+    claim = attrs.evolve(claim, metadata=attrs.evolve(claim.metadata, uid="uid-relaunching"))
+    made = await kit.provider.create(claim)
+    instances = Instances(await session.client("ec2"), cluster_name=kit.cluster.name)
+    (instance,) = await instances.list()
+    created = instance.launch_time - datetime.timedelta(seconds=1)
+    state = ClusterState(metrics=telemetry.metrics)
+    store = state.register(NODECLAIMS)
+    state.register(NODES).replace([])
+    launching = attrs.evolve(
+        claim, metadata=attrs.evolve(claim.metadata, creation_timestamp=created)
+    )
+    ref = ObjectRef(
+        kind="NodeClaim",
+        namespace="",
+        name="relaunching",
+        uid="uid-relaunching",
+        resource_version="1",
+    )
+    store.replace([Item(ref=ref, obj=launching)])
+    state.mark_listed()
+    controller = LeakedInstanceController(kube, ClusterView(state), instances, clock=kit.clock)
+    kit.clock.set(instance.launch_time + datetime.timedelta(minutes=5))
+    await controller.reconcile_once()
+    assert [i.provider_id for i in await instances.list()] == [made.status.provider_id]
+    # The launch resolves (the retry got the same instance): nothing is leaked.
+    resolved = attrs.evolve(launching, status=made.status)
+    store.replace([Item(ref=attrs.evolve(ref, resource_version="2"), obj=resolved)])
+    await controller.reconcile_once()
+    assert [i.provider_id for i in await instances.list()] == [made.status.provider_id]
+    # Once its NodeClaim is gone, the instance is a leak like any other.
+    store.replace([])
+    await controller.reconcile_once()
+    assert await instances.list() == ()

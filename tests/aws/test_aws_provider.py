@@ -449,3 +449,21 @@ async def test_a_subnet_out_of_addresses_is_left_out_until_the_next_refresh(
     kit.clock.step(datetime.timedelta(minutes=1))  # subnets refreshed: EC2's word again
     await kit.provider.create(make_nodeclaim(zone_a, m5, name="back"))
     assert _overrides(_fleet(kit))[0]["SubnetId"] == kit.moto.subnets["a"]
+
+
+async def test_a_launch_repeated_for_one_nodeclaim_makes_one_instance(kit: ProviderKit) -> None:
+    """A launch retried after a crash (the instance made, its providerID never written) gets
+    the instance it already has: CreateFleet carries a client token from the NodeClaim's UID,
+    and EC2 (the emulator too) answers a repeated token with the first fleet."""
+    claim = make_nodeclaim()
+    claim = attrs.evolve(claim, metadata=attrs.evolve(claim.metadata, uid="3f0c0d4e-uid"))
+    first = await kit.provider.create(claim)
+    again = await kit.provider.create(claim)
+    assert _fleet(kit)["ClientToken"] == "karpy-3f0c0d4e-uid"
+    assert again.status.provider_id == first.status.provider_id
+    assert [n.status.provider_id for n in await kit.provider.list()] == [first.status.provider_id]
+    other = make_nodeclaim(name="default-fghij")
+    other = attrs.evolve(other, metadata=attrs.evolve(other.metadata, uid="another-uid"))
+    second = await kit.provider.create(other)
+    assert second.status.provider_id != first.status.provider_id
+    assert len(await kit.provider.list()) == 2

@@ -102,6 +102,15 @@ ANNOTATION_EC2NODECLASS_HASH_VERSION: Final = "karpenter.k8s.aws/ec2nodeclass-ha
 
 # --------------------------------------------------------------------------- taints
 TAINT_DISRUPTED_KEY: Final = "karpenter.sh/disrupted"
+
+# karpy's record of a disruption command in flight, kept on the objects themselves so that a
+# restarted (or newly elected) process finishes or rolls back every command it finds: the
+# candidates carry the command's id, how many replacements it creates and when it started; each
+# replacement carries the id of the command it was created for.
+ANNOTATION_DISRUPTION_COMMAND: Final = "karpy.sh/disruption-command"
+ANNOTATION_DISRUPTION_REPLACEMENTS: Final = "karpy.sh/disruption-replacements"
+ANNOTATION_DISRUPTION_STARTED: Final = "karpy.sh/disruption-started"
+ANNOTATION_REPLACEMENT_FOR: Final = "karpy.sh/replacement-for"
 TAINT_UNREGISTERED_KEY: Final = "karpenter.sh/unregistered"
 TAINT_NODE_NOT_READY: Final = "node.kubernetes.io/not-ready"
 TAINT_NODE_UNREACHABLE: Final = "node.kubernetes.io/unreachable"

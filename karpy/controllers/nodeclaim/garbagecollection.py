@@ -33,7 +33,6 @@ from karpy.apis.meta import ConditionStatus
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim
 from karpy.cloudprovider.protocol import CloudProvider
-from karpy.controllers.nodeclaim.lifecycle.conditions import get_condition
 from karpy.controllers.nodeclaim.lifecycle.nodes import node_ready
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError
@@ -42,6 +41,7 @@ from karpy.runtime.clock import Clock
 from karpy.runtime.options import ReconcileOptions
 from karpy.runtime.reconciler import Result, SingletonController, SingletonLoop
 from karpy.runtime.telemetry import Telemetry
+from karpy.state.conditions import get_condition
 from karpy.state.view import ClusterView
 
 log = logging.getLogger(__name__)
@@ -130,7 +130,8 @@ class GarbageCollectionController(SingletonController):
         NodeClaim launched between the two is never judged against a list that could not
         contain it.
         """
-        if not self._view.synced:
+        # Launched NodeClaims are judged only; one still launching does not hold collection.
+        if not self._view.informers_synced:
             log.debug("waiting on cluster sync")
             return Result(requeue_after=NOT_SYNCED_REQUEUE)
         claims = self._view.nodeclaims()

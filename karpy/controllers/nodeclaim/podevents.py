@@ -54,7 +54,7 @@ def pod_subscriber(enqueue: Callable[[str], None], view: ClusterView) -> Subscri
             placed.pop(uid, None)
             node = known or ""
             changed = known is not None
-        if changed and node and view.synced:
+        if changed and node and view.informers_synced:
             enqueue(node)
 
     return on_event

@@ -13,7 +13,15 @@ controller's job.
 Pods placed on a NodeClaim created here are held back from later batches until that NodeClaim
 launches (from then on it is in-flight capacity in the snapshot), is deleted, or, if the
 informer has not shown it yet, until the nomination window passes: otherwise the next batch,
-before launch, would create a second NodeClaim for the same pods.
+before launch, would create a second NodeClaim for the same pods. That memory dies with the
+process, so it is only a shortcut: cluster state is not synced while any NodeClaim is still
+launching (the provisioner waits), and an in-flight NodeClaim is capacity in the snapshot, so a
+pass after a restart places pods on the capacity already asked for instead of asking again.
+
+Pods placed on existing or in-flight nodes are recorded as that node's nomination in cluster
+state (karpy.state.nominations), which disruption reads: such a node is not empty while its pods
+wait for kube-scheduler. While any pod is pending the provisioner passes again every
+PENDING_RECHECK seconds, so a nomination is renewed as long as its pods are pending and still fit.
 """
 
 from __future__ import annotations
@@ -34,11 +42,6 @@ from karpy.cloudprovider.errors import CloudProviderError
 from karpy.cloudprovider.protocol import CloudProvider
 from karpy.controllers.provisioning.batcher import Batcher
 from karpy.controllers.provisioning.deleting import pods_of_deleting_nodes
-from karpy.controllers.provisioning.nodeclaims import (
-    PlanError,
-    nodeclaim_from_plan,
-    summarize_instance_types,
-)
 from karpy.core.instancetypes import InstanceType
 from karpy.core.scheduling.results import NodeClaimPlan, Results
 from karpy.core.scheduling.scheduler import SchedulerOptions, solve
@@ -46,9 +49,16 @@ from karpy.kube.client import KubeClient
 from karpy.kube.errors import ConflictError, KubeError
 from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
 from karpy.kube.kinds import NODECLAIMS
+from karpy.runtime.clock import Clock, SystemClock
 from karpy.runtime.options import ReconcileOptions
 from karpy.runtime.reconciler import Result, SingletonController, SingletonLoop
 from karpy.runtime.telemetry import Telemetry
+from karpy.state.nominations import NodeNominations
+from karpy.state.plans import (
+    PlanError,
+    nodeclaim_from_plan,
+    summarize_instance_types,
+)
 from karpy.state.pods import is_provisionable
 from karpy.state.snapshot import ClusterObjects, SnapshotKinds, build_snapshot, read_cluster
 from karpy.state.view import ClusterView
@@ -66,6 +76,8 @@ SPAN_PODS: Final = 500
 """Pods named on a provisioning batch's span (attribute `karpy.pod_names`); the count is exact."""
 REASON_NOMINATED: Final = "Nominated"
 REASON_FAILED_SCHEDULING: Final = "FailedScheduling"
+REASON_INSTANCE_TYPES_FAILED: Final = "FailedGettingInstanceTypes"
+"""The NodePool event when its provider cannot list instance types (once per distinct error)."""
 
 
 class Nominations:
@@ -125,6 +137,8 @@ class Provisioner(SingletonController):
         snapshot_kinds: SnapshotKinds | None = None,
         nomination_window: float = 20.0,
         provider_timeout: float = 60.0,
+        node_nominations: NodeNominations | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self._client = client
         self._view = view
@@ -136,6 +150,12 @@ class Provisioner(SingletonController):
         self._kinds = snapshot_kinds
         self._provider_timeout = provider_timeout
         self.nominations = Nominations(nomination_window)
+        self.node_nominations = node_nominations or NodeNominations()
+        # A node nomination outlives the gap between two rechecks, so it lapses only once a
+        # pass no longer places the pods there.
+        self._node_window = max(nomination_window, 2 * PENDING_RECHECK)
+        self._clock = clock or SystemClock()
+        self._type_errors: dict[str, str] = {}
         self._loop = SingletonLoop(
             self.name,
             self.reconcile_once,
@@ -166,11 +186,11 @@ class Provisioner(SingletonController):
         with tracer.start_as_current_span("provisioning batch") as span:
             with tracer.start_as_current_span("snapshot"):
                 objects = read_cluster(self._view, optional=self._kinds)
-                pending = self._pending(objects)
+                pending, waiting = self._pending(objects)
                 span.set_attribute("karpy.pods", len(pending))
                 span.set_attribute("karpy.pod_names", _span_pod_names(pending))
                 if not pending:
-                    return Result()
+                    return _recheck(waiting)
                 log.info(
                     "found provisionable pod(s)",
                     extra={"pods": _pod_names(pending), "count": len(pending)},
@@ -195,7 +215,7 @@ class Provisioner(SingletonController):
             await self._publish(refused)
             if not build.pods:
                 span.set_attribute("karpy.unschedulable", len(refused))
-                return _recheck(len(refused))
+                return _recheck(waiting)
             with tracer.start_as_current_span("solve") as solve_span:
                 log.info(
                     "computing scheduling decision for provisionable pod(s)",
@@ -209,6 +229,7 @@ class Provisioner(SingletonController):
                     asyncio.get_running_loop().time() - started
                 )
                 solve_span.set_attribute("karpy.nodeclaims", len(results.nodeclaims))
+            self._nominate(results, by_uid)
             await self._report(results, objects, by_uid)
             unschedulable = len(results.unplaced) + len(refused)
             self._telemetry.metrics.provisioner_unschedulable_pods.set(unschedulable)
@@ -216,22 +237,23 @@ class Provisioner(SingletonController):
             with tracer.start_as_current_span("launch") as launch_span:
                 names = await self._launch(results.nodeclaims, pools, launch_span)
             span.set_attribute("karpy.nodeclaims", names)
-        return _recheck(unschedulable)
+        return _recheck(waiting)
 
-    def _pending(self, objects: ClusterObjects) -> list[KubePod]:
+    def _pending(self, objects: ClusterObjects) -> tuple[list[KubePod], int]:
         """Provisionable pods and the reschedulable pods of deleting nodes, less the pods
-        waiting for a NodeClaim created here to launch."""
+        waiting for a NodeClaim created here to launch; and how many there are with those."""
         claims = {c.metadata.name or "": c for c in objects.nodeclaims}
         now = asyncio.get_running_loop().time()
         provisionable = [p for p in objects.pods if is_provisionable(p)]
         # Pods of deleting nodes count as pending now, so their new node launches during drain.
         provisionable.extend(pods_of_deleting_nodes(objects.nodes, objects.pods))
         self.nominations.retain(p.metadata.uid or "" for p in provisionable)
-        return [
+        pending = [
             p
             for p in provisionable
             if not self.nominations.holds(p.metadata.uid or "", claims, now=now)
         ]
+        return pending, len(provisionable)
 
     async def _instance_types(self, pools: Sequence[NodePool]) -> dict[str, Sequence[InstanceType]]:
         found: dict[str, Sequence[InstanceType]] = {}
@@ -243,15 +265,53 @@ class Provisioner(SingletonController):
                     found[name] = await self._provider.get_instance_types(pool)
             except (CloudProviderError, TimeoutError) as error:
                 # The pool launches nothing this batch; the others still can.
-                log.error(
-                    "failed to get instance types", extra={"nodepool": name, "error": str(error)}
-                )
                 found[name] = ()
+                await self._instance_types_failed(pool, str(error) or type(error).__name__)
+                return
+            if self._type_errors.pop(name, None) is not None:
+                log.info("resolved instance types", extra={"nodepool": name})
 
         async with asyncio.TaskGroup() as group:
             for pool in pools:
                 group.create_task(one(pool))
         return found
+
+    async def _instance_types_failed(self, pool: NodePool, error: str) -> None:
+        """Say it once per distinct error, at error level and as a NodePool event; a repeat is
+        a debug line (a misconfigured pool would otherwise log every batch)."""
+        name = pool.metadata.name or ""
+        if self._type_errors.get(name) == error:
+            log.debug("failed to get instance types", extra={"nodepool": name, "error": error})
+            return
+        self._type_errors[name] = error
+        log.error("failed to get instance types", extra={"nodepool": name, "error": error})
+        involved = InvolvedObject(
+            api_version=pool.api_version,
+            kind=pool.kind,
+            name=name,
+            uid=pool.metadata.uid or "",
+        )
+        await self._recorder.publish(
+            Event(
+                involved=involved,
+                type=EventType.WARNING,
+                reason=REASON_INSTANCE_TYPES_FAILED,
+                message=f"Failed to get instance types: {error}",
+            ),
+            now=asyncio.get_running_loop().time(),
+        )
+
+    def _nominate(self, results: Results, pods: Mapping[str, KubePod]) -> None:
+        """Record each existing or in-flight node the solve placed pending pods on."""
+        now = self._clock.now().timestamp()
+        by_node: dict[str, list[tuple[str, str]]] = {}
+        for nomination in results.nominations:
+            pod = pods.get(nomination.pod)
+            if pod is not None:
+                key = (pod.metadata.namespace or "default", pod.metadata.name or "")
+                by_node.setdefault(nomination.node, []).append(key)
+        for node, keys in by_node.items():
+            self.node_nominations.nominate(node, keys, now=now, window=self._node_window)
 
     async def _report(
         self, results: Results, objects: ClusterObjects, pods: Mapping[str, KubePod]
@@ -382,10 +442,12 @@ def _not_ready(pool: NodePool) -> bool:
     return True
 
 
-def _recheck(unschedulable: int) -> Result:
-    """Done when every pending pod was placed or nominated; else another pass after
-    PENDING_RECHECK seconds (a batch in the meantime runs it sooner)."""
-    return Result(requeue_after=PENDING_RECHECK) if unschedulable else Result()
+def _recheck(waiting: int) -> Result:
+    """Done when no pod is pending; else another pass after PENDING_RECHECK seconds (a batch in
+    the meantime runs it sooner): pods not placed are tried again, and pods nominated onto a
+    node renew that node's nomination until kube-scheduler binds them (Karpenter requeues every
+    provisionable pod alike)."""
+    return Result(requeue_after=PENDING_RECHECK) if waiting else Result()
 
 
 def _span_pod_names(pods: Sequence[KubePod], limit: int = SPAN_PODS) -> list[str]:

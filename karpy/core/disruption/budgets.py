@@ -11,7 +11,7 @@ it. An invalid budget fails closed (allows nothing), so a typo never unleashes d
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import attrs
 
@@ -100,3 +100,29 @@ def allowance(
     except ValueError as error:
         return Allowance(allowed=0, limit=0, disrupting=disrupting, error=str(error))
     return Allowance(allowed=max(0, limit - disrupting), limit=limit, disrupting=disrupting)
+
+
+@attrs.frozen(kw_only=True)
+class PoolCount:
+    """A NodePool's NodeClaims as budgets count them: `total` managed and Initialized,
+    `disrupting` of those already deleting, in a disruption command, or not Ready."""
+
+    total: int = 0
+    disrupting: int = 0
+
+
+def allowances(
+    budgets: Mapping[str, Sequence[BudgetSpec]],
+    counts: Mapping[str, PoolCount],
+    *,
+    reason: str,
+    now: float,
+) -> dict[str, Allowance]:
+    """Each NodePool's allowance for `reason` (Karpenter's BuildDisruptionBudgetMapping)."""
+    found: dict[str, Allowance] = {}
+    for pool, specs in sorted(budgets.items()):
+        count = counts.get(pool, PoolCount())
+        found[pool] = allowance(
+            specs, reason=reason, total=count.total, disrupting=count.disrupting, now=now
+        )
+    return found

@@ -5,8 +5,10 @@ walkthrough, ``karpy demo --provider aws``). It is a development dependency, so 
 only here, lazily, and a missing moto is reported with the fix. The server binds to loopback
 only (``ThreadedMotoServer`` binds to every address unless told otherwise), and the process's
 AWS environment is pointed at fake credentials with no config files or instance metadata, so
-nothing can reach real AWS by accident. moto reads ``MOTO_AMIS_PATH`` when its EC2 models are
-first imported, so the AMIs are written and the variable set before that import.
+nothing can reach real AWS by accident. CreateFleet honours ClientToken as EC2 does
+(``karpy_aws_emulator.idempotency``), which moto alone does not. moto reads ``MOTO_AMIS_PATH``
+when its EC2 models are first imported, so the AMIs are written and the variable set before that
+import.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Final
 
+from karpy_aws_emulator import idempotency
 from karpy_aws_emulator.world import AMIS, REGION
 
 INSTALL_HINT: Final = (
@@ -80,6 +83,7 @@ def moto_server(state_dir: Path, *, port: int = 0) -> Iterator[str]:
             from moto.server import ThreadedMotoServer
         except ImportError as error:
             raise MotoMissingError from error
+        idempotency.install()
         port = port or _free_port()
         server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
         server.start()

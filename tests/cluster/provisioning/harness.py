@@ -176,6 +176,7 @@ async def provisioning(
             recorder=Recorder(kube, SystemClock()),
             telemetry=telemetry,
             reconcile=ReconcileOptions(),
+            node_nominations=state.nominations,
         )
         intent = f"apps-{secrets.token_hex(3)}"
         pool = await kube.create(NODEPOOLS, make_nodepool(f"pool-{secrets.token_hex(3)}", intent))

@@ -22,6 +22,8 @@ from karpy.controllers.provisioning.provisioner import PENDING_RECHECK
 from karpy.core.resources import parse_quantity
 from karpy.kube.kinds import NODECLAIMS, NODES, PODS
 from karpy.localcluster import ClusterInfo
+from karpy.runtime.clock import SystemClock
+from karpy.state.view import ClusterView
 from tests.cluster.provisioning.harness import INTENT, TEST_TAINT, pod_body, provisioning
 from tests.support.waiting import eventually
 
@@ -156,9 +158,13 @@ async def test_pods_that_fit_an_in_flight_nodeclaim_add_no_nodeclaim(
         await h.provisioner.reconcile_once()
         (claim,) = await h.nodeclaims()
         name = claim.metadata.name or ""
-        # What a launch writes: the instance's capacity (room for several more such pods).
+        # What a launch writes: the instance and its capacity (room for more such pods).
         big = {"cpu": Quantity("8"), "memory": Quantity("32Gi"), "pods": Quantity("110")}
-        await h.kube.patch_status(NODECLAIMS, name, NodeClaimStatus(capacity=big, allocatable=big))
+        await h.kube.patch_status(
+            NODECLAIMS,
+            name,
+            NodeClaimStatus(provider_id=f"fake://{name}", capacity=big, allocatable=big),
+        )
         await h.wait_seen(name, launched=True)
 
         second = await h.create_pod(namespace, "second")
@@ -235,3 +241,37 @@ async def test_pods_of_a_deleting_node_get_a_new_nodeclaim_before_they_are_evict
         (claim,) = await h.nodeclaims()
         assert parse_quantity(claim.spec.resources.requests["cpu"]) >= parse_quantity("1")
         assert pod.metadata.uid is not None
+
+
+async def test_after_a_restart_a_launching_nodeclaim_holds_provisioning_then_takes_its_pods(
+    cluster_info: ClusterInfo, namespace: str
+) -> None:
+    """The crash case: a NodeClaim was created, the process died before its launch resolved.
+    The new provisioner has no memory of it; it waits while the launch is unresolved (cluster
+    state is not synced), then places the pods on the launched NodeClaim instead of asking
+    for another, and records the nomination disruption reads."""
+    async with provisioning(cluster_info.kubeconfig) as h:
+        pods = [await h.create_pod(namespace, f"crash-{i}") for i in range(2)]
+        await h.wait_provisionable(*pods)
+        await h.provisioner.reconcile_once()
+        (claim,) = await h.nodeclaims()
+        name = claim.metadata.name or ""
+        await h.wait_seen(name)
+        h.provisioner.nominations.retain(())  # the restart: nothing held in memory
+        view = ClusterView(h.state)
+        assert not view.synced
+        result = await h.provisioner.reconcile_once()
+        assert result.requeue_after is not None  # waiting on cluster sync
+        assert [c.metadata.name for c in await h.nodeclaims()] == [name]
+
+        big = {"cpu": Quantity("8"), "memory": Quantity("32Gi"), "pods": Quantity("110")}
+        await h.kube.patch_status(
+            NODECLAIMS,
+            name,
+            NodeClaimStatus(provider_id=f"fake://{name}", capacity=big, allocatable=big),
+        )
+        await h.wait_seen(name, launched=True)
+        result = await h.provisioner.reconcile_once()
+        assert [c.metadata.name for c in await h.nodeclaims()] == [name]
+        assert result.requeue_after is not None  # pods still pending: the nomination renews
+        assert view.nominated(name, SystemClock().now().timestamp())

@@ -64,6 +64,7 @@ async def test_build_with_kwok_registers_the_provisioner_and_the_provider_loop(
             "PersistentVolume",
             "PersistentVolumeClaim",
             "StorageClass",
+            "PodDisruptionBudget",
             "KWOKNodeClass",  # the kind the provider owns, informed like the core kinds
         }
         provider = components.cloudprovider
@@ -74,7 +75,7 @@ async def test_build_with_kwok_registers_the_provisioner_and_the_provider_loop(
         names = {c.name for c in components.controllers}
         assert "kwok.launches" in names  # the provider's declared loop, built by wiring
         assert {"nodeclaim.lifecycle", "nodeclaim.garbagecollection", "node.termination"} <= names
-        assert {"disruption.emptiness", "nodeclaim.podevents"} <= names
+        assert {"disruption", "disruption.queue", "nodeclaim.podevents"} <= names
     finally:
         await components.close()
 

@@ -139,20 +139,76 @@ def test_a_launched_nodeclaim_without_a_node_is_in_flight() -> None:
             "status": {"allocatable": {"cpu": "2", "memory": "4Gi", "pods": "10"}},
         },
     )
-    unlaunched = attrs.evolve(
-        claim,
-        metadata=attrs.evolve(claim.metadata, name="apps-x2"),
-        status=attrs.evolve(claim.status, allocatable={}),
-    )
-    built = build_snapshot(
-        ClusterObjects(nodeclaims=[claim, unlaunched]), pending=[], instance_types={}
-    )
+    built = build_snapshot(ClusterObjects(nodeclaims=[claim]), pending=[], instance_types={})
     (flying,) = built.snapshot.nodes
     assert flying.in_flight
     assert not flying.initialized
+    assert flying.allocatable == Resources.of({"cpu": "2", "memory": "4Gi", "pods": "10"})
     assert flying.label_map()["node.kubernetes.io/instance-type"] == "m"
     assert "topology.kubernetes.io/zone" not in flying.label_map()
     assert flying.taints == (Taint("boot", Effect.NO_SCHEDULE),)
+
+
+def _launching(name: str, options: list[str], requests: dict[str, str]) -> NodeClaim:
+    return from_dict(
+        NodeClaim,
+        {
+            "metadata": {"name": name, "labels": {wk.LABEL_NODEPOOL: "apps", "intent": "apps"}},
+            "spec": {
+                "requirements": [
+                    {"key": wk.LABEL_INSTANCE_TYPE, "operator": "In", "values": options},
+                ],
+                "nodeClassRef": {
+                    "group": "karpenter.kwok.sh",
+                    "kind": "KWOKNodeClass",
+                    "name": "d",
+                },
+                "resources": {"requests": requests},
+            },
+        },
+    )
+
+
+def test_a_launching_nodeclaim_is_in_flight_with_the_least_of_its_options() -> None:
+    types = {t.name: t for t in make_instance_types(12)}
+    options = sorted(types)[:4]
+    requests = {"cpu": "100m", "memory": "64Mi"}
+    fitting = [t for t in options if Resources.of(requests).fits(types[t].allocatable)]
+    claim = _launching("apps-x2", options, requests)
+    built = build_snapshot(
+        ClusterObjects(nodeclaims=[claim]),
+        pending=[],
+        instance_types={"apps": tuple(types.values())},
+    )
+    (flying,) = built.snapshot.nodes
+    assert flying.in_flight
+    assert flying.name == "apps-x2"
+    for resource in ("cpu", "memory"):
+        assert flying.allocatable[resource] == min(types[t].allocatable[resource] for t in fitting)
+
+
+def test_a_launching_nodeclaim_without_known_options_is_its_requests() -> None:
+    requests = {"cpu": "1500m", "memory": "1Gi", "pods": "3"}
+    claim = _launching("apps-x3", ["unknown-type"], requests)
+    built = build_snapshot(ClusterObjects(nodeclaims=[claim]), pending=[], instance_types={})
+    (flying,) = built.snapshot.nodes
+    assert flying.allocatable == Resources.of(requests)
+
+
+def test_pending_pods_fill_a_launching_nodeclaim_before_new_capacity() -> None:
+    """After a restart, pods that a still-launching NodeClaim was made for land on it again
+    instead of on a second NodeClaim."""
+    types = make_instance_types(12)
+    pods = inflate(3)
+    claim = _launching("apps-x4", [t.name for t in types], {"cpu": "3", "memory": "4608Mi"})
+    built = build_snapshot(
+        ClusterObjects(nodeclaims=[claim], nodepools=[apps_nodepool()]),
+        pending=pods,
+        instance_types={"apps": tuple(types)},
+    )
+    results = solve(built.snapshot, list(built.pods))
+    assert not results.nodeclaims
+    assert {n.node for n in results.nominations} == {"apps-x4"}
 
 
 def test_bad_objects_are_left_out_with_errors_and_the_rest_still_builds() -> None:

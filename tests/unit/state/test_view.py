@@ -89,7 +89,7 @@ def _names(objects: list[Any]) -> list[str]:
 
 def test_lookups_by_name(state: ClusterState) -> None:
     view = ClusterView(state)
-    assert view.synced
+    assert view.informers_synced
     node = view.node("n1")
     assert node is not None
     assert node.spec.provider_id == "kwok://n1"
@@ -152,3 +152,47 @@ def test_a_kind_not_informed_raises_key_error_naming_it(telemetry: Telemetry) ->
         view.nodeclaim("c1")
     with pytest.raises(KeyError, match="'DaemonSet'"):
         view.objects(kinds.DAEMONSETS)
+
+
+def test_sync_waits_for_every_nodeclaim_to_resolve_its_provider_id(state: ClusterState) -> None:
+    """Karpenter's Synced(): a NodeClaim still launching is capacity of unknown shape, so
+    nothing may decide until its launch resolves (or it is deleted)."""
+    view = ClusterView(state)
+    assert view.informers_synced
+    assert _names(view.launching()) == ["c3"]
+    assert not view.synced
+    claims = state.store(kinds.NODECLAIMS)
+    launched = _claim("c3", "kwok://n3")
+    claims.apply(Event(type=EventType.MODIFIED, item=_item(launched, "NodeClaim", version="2")))
+    assert view.launching() == []
+    assert view.synced
+    claims.apply(Event(type=EventType.ADDED, item=_item(_claim("c4"), "NodeClaim", version="3")))
+    assert not view.synced
+    claims.apply(Event(type=EventType.DELETED, item=_item(_claim("c4"), "NodeClaim", version="4")))
+    assert view.synced
+
+
+def test_a_nomination_holds_while_a_nominated_pod_is_pending_and_lapses_after(
+    state: ClusterState,
+) -> None:
+    view = ClusterView(state)
+    assert not view.nominated("n2", 100.0)
+    state.nominations.nominate("n2", [("default", "pending")], now=100.0, window=20.0)
+    assert view.nominated("n2", 110.0)
+    assert not view.nominated("n1", 110.0)
+    assert not view.nominated("n2", 120.0)  # the window ran out without a renewal
+    state.nominations.nominate("n2", [("default", "pending")], now=130.0, window=20.0)
+    state.nominations.nominate("n2", [("default", "pending")], now=145.0, window=20.0)
+    assert view.nominated("n2", 160.0)  # renewed by the later pass
+
+
+def test_a_nomination_whose_pods_bound_elsewhere_or_went_does_not_hold(
+    state: ClusterState,
+) -> None:
+    view = ClusterView(state)
+    state.nominations.nominate(
+        "n2", [("default", "a"), ("default", "gone")], now=100.0, window=20.0
+    )
+    assert not view.nominated("n2", 101.0)  # "a" runs on n1, "gone" does not exist
+    state.nominations.nominate("n1", [("default", "a")], now=100.0, window=20.0)
+    assert view.nominated("n1", 101.0)  # bound where it was nominated

@@ -30,13 +30,12 @@ from typing import Any, ClassVar, Final
 
 import attrs
 
-from karpy.apis.codec import to_dict
-from karpy.apis.kube.common import Taint, TaintEffect
 from karpy.apis.kube.node import Node
 from karpy.apis.kube.pod import Pod
 from karpy.apis.meta import ConditionStatus
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim
+from karpy.apis.v1.taints import DISRUPTED_TAINT
 from karpy.cloudprovider import CloudProvider, NodeClaimNotFoundError
 from karpy.controllers.node.termination.eviction import (
     EVICTION_BACKOFF,
@@ -48,6 +47,7 @@ from karpy.kube.client import KubeClient
 from karpy.kube.errors import ConflictError, NotFoundError
 from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
 from karpy.kube.kinds import NODECLAIMS, NODES, PODS
+from karpy.kube.patch import taint_patch
 from karpy.runtime.backoff import Backoff
 from karpy.runtime.clock import Clock
 from karpy.runtime.logging import bind
@@ -59,7 +59,6 @@ from karpy.state.view import ClusterView
 
 log = logging.getLogger(__name__)
 
-DISRUPTED_TAINT: Final = Taint(key=wk.TAINT_DISRUPTED_KEY, effect=TaintEffect.NO_SCHEDULE)
 
 DRAIN_RECHECK: Final = 1.0
 """Seconds between looks at a draining Node when no eviction backoff is shorter."""
@@ -186,17 +185,11 @@ class TerminationController:
     async def _taint(self, node: Node) -> Node:
         """The Node with karpenter.sh/disrupted:NoSchedule on and excluded from external load
         balancers (one optimistic patch when the taint is missing)."""
-        if any(
-            t.key == DISRUPTED_TAINT.key and t.effect == DISRUPTED_TAINT.effect
-            for t in node.spec.taints
-        ):
+        patch: dict[str, Any] = taint_patch(node.spec.taints, DISRUPTED_TAINT, present=True)
+        if not patch:
             return node
-        taints = [to_dict(t) for t in (*node.spec.taints, DISRUPTED_TAINT)]
-        patch: dict[str, Any] = {
-            # Load balancers stop sending new connections to a Node that is going away.
-            "metadata": {"labels": {wk.LABEL_EXCLUDE_FROM_LB: "true"}},
-            "spec": {"taints": taints},
-        }
+        # Load balancers stop sending new connections to a Node that is going away.
+        patch["metadata"] = {"labels": {wk.LABEL_EXCLUDE_FROM_LB: "true"}}
         tainted = await self._kube.merge_patch(
             NODES, node.metadata.name or "", patch, resource_version=node.metadata.resource_version
         )

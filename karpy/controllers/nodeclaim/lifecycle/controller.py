@@ -30,7 +30,7 @@ from karpy.apis.codec import format_time
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.cloudprovider import CloudProvider, NodeClaimNotFoundError
-from karpy.controllers.nodeclaim.lifecycle.conditions import with_ready
+from karpy.controllers.nodeclaim.lifecycle.fields import Said
 from karpy.controllers.nodeclaim.lifecycle.initialization import Initialization
 from karpy.controllers.nodeclaim.lifecycle.launch import LAUNCH_TIMEOUT, Launch
 from karpy.controllers.nodeclaim.lifecycle.outcome import Outcome
@@ -42,6 +42,7 @@ from karpy.kube.kinds import NODECLAIMS, NODES
 from karpy.runtime.clock import Clock
 from karpy.runtime.logging import bind
 from karpy.runtime.reconciler import Result
+from karpy.state.conditions import with_ready
 from karpy.state.deadline import termination_deadline
 from karpy.state.view import ClusterView
 
@@ -85,10 +86,18 @@ class LifecycleController:
         # Create results not yet seen persisted, by NodeClaim uid: a lost status write, or a read
         # from before it, must not make the next reconcile launch a second instance.
         self._launched: dict[str, NodeClaim] = {}
+        self._said = Said()
         self._steps = (
-            Launch(kube, cloud_provider, clock=clock, recorder=recorder, launched=self._launched),
-            Registration(kube, view, clock=clock),
-            Initialization(kube, view, clock=clock),
+            Launch(
+                kube,
+                cloud_provider,
+                clock=clock,
+                recorder=recorder,
+                launched=self._launched,
+                said=self._said,
+            ),
+            Registration(kube, view, clock=clock, said=self._said),
+            Initialization(kube, view, clock=clock, said=self._said),
         )
 
     async def reconcile(self, name: str) -> Result:
@@ -185,5 +194,6 @@ class LifecycleController:
                 return Result(requeue_after=INSTANCE_TERMINATION_WAIT)
         await self._kube.remove_finalizer(NODECLAIMS, nodeclaim, wk.FINALIZER_TERMINATION)
         self._launched.pop(nodeclaim.metadata.uid or "", None)
+        self._said.forget(nodeclaim)
         log.info("deleted nodeclaim", extra={"provider-id": provider_id or ""})
         return Result()

@@ -20,14 +20,14 @@ from karpy.apis.kube.node import Node
 from karpy.apis.meta import ConditionStatus
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim
-from karpy.controllers.nodeclaim.lifecycle.conditions import is_true, set_condition
-from karpy.controllers.nodeclaim.lifecycle.fields import log_fields
+from karpy.controllers.nodeclaim.lifecycle.fields import Said, log_fields
 from karpy.controllers.nodeclaim.lifecycle.nodes import node_ready
 from karpy.controllers.nodeclaim.lifecycle.outcome import Outcome
 from karpy.kube.client import KubeClient
 from karpy.kube.kinds import NODES
 from karpy.runtime.clock import Clock
 from karpy.runtime.reconciler import Result
+from karpy.state.conditions import claim_is_true, set_condition
 from karpy.state.view import ClusterView
 
 log = logging.getLogger(__name__)
@@ -41,15 +41,18 @@ ZERO_QUANTITIES: Final = frozenset({"", "0", "0m", "0k", "0Ki", "0M", "0Mi", "0G
 class Initialization:
     """The initialization step (see the module docstring)."""
 
-    def __init__(self, kube: KubeClient, view: ClusterView, *, clock: Clock) -> None:
+    def __init__(
+        self, kube: KubeClient, view: ClusterView, *, clock: Clock, said: Said | None = None
+    ) -> None:
         self._kube = kube
         self._view = view
         self._clock = clock
+        self._said = said or Said()
 
     async def reconcile(self, nodeclaim: NodeClaim) -> Outcome:
-        if not is_true(nodeclaim, ConditionType.REGISTERED):
+        if not claim_is_true(nodeclaim, ConditionType.REGISTERED):
             return Outcome(nodeclaim)
-        if is_true(nodeclaim, ConditionType.INITIALIZED):
+        if claim_is_true(nodeclaim, ConditionType.INITIALIZED):
             return Outcome(nodeclaim)
         now = self._clock.now()
         name = nodeclaim.status.node_name or ""
@@ -80,14 +83,15 @@ class Initialization:
             reason="Initialized",
             now=now,
         )
-        log.info(
-            "initialized nodeclaim",
-            extra={
-                **log_fields(initialized),
-                "node": name,
-                "allocatable": dict(node.status.allocatable),
-            },
-        )
+        if self._said.first("initialized", nodeclaim):
+            log.info(
+                "initialized nodeclaim",
+                extra={
+                    **log_fields(initialized),
+                    "node": name,
+                    "allocatable": dict(node.status.allocatable),
+                },
+            )
         return Outcome(initialized)
 
 

@@ -27,8 +27,7 @@ from karpy.cloudprovider import (
     InsufficientCapacityError,
     NodeClassNotReadyError,
 )
-from karpy.controllers.nodeclaim.lifecycle.conditions import is_true, set_condition
-from karpy.controllers.nodeclaim.lifecycle.fields import log_fields
+from karpy.controllers.nodeclaim.lifecycle.fields import Said, log_fields
 from karpy.controllers.nodeclaim.lifecycle.outcome import Outcome
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError
@@ -36,6 +35,7 @@ from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
 from karpy.kube.kinds import NODECLAIMS
 from karpy.runtime.clock import Clock
 from karpy.runtime.reconciler import Result
+from karpy.state.conditions import claim_is_true, set_condition
 
 log = logging.getLogger(__name__)
 
@@ -54,15 +54,17 @@ class Launch:
         clock: Clock,
         recorder: Recorder,
         launched: dict[str, NodeClaim],
+        said: Said | None = None,
     ) -> None:
         self._kube = kube
         self._recorder = recorder
         self._cloud = cloud_provider
         self._clock = clock
         self._launched = launched
+        self._said = said or Said()
 
     async def reconcile(self, nodeclaim: NodeClaim) -> Outcome:
-        if is_true(nodeclaim, ConditionType.LAUNCHED):
+        if claim_is_true(nodeclaim, ConditionType.LAUNCHED):
             self._launched.pop(nodeclaim.metadata.uid or "", None)
             return Outcome(nodeclaim)
         now = self._clock.now()
@@ -112,10 +114,8 @@ class Launch:
         launched = set_condition(
             launched, ConditionType.LAUNCHED, ConditionStatus.TRUE, reason="Launched", now=now
         )
-        log.info(
-            "launched nodeclaim",
-            extra=log_fields(launched),
-        )
+        if self._said.first("launched", nodeclaim):
+            log.info("launched nodeclaim", extra=log_fields(launched))
         return Outcome(launched)
 
     async def _delete(self, nodeclaim: NodeClaim) -> Outcome:

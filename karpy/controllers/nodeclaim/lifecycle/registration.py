@@ -27,8 +27,7 @@ from karpy.apis.kube.node import Node
 from karpy.apis.meta import ConditionStatus
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim
-from karpy.controllers.nodeclaim.lifecycle.conditions import get_condition, is_true, set_condition
-from karpy.controllers.nodeclaim.lifecycle.fields import log_fields
+from karpy.controllers.nodeclaim.lifecycle.fields import Said, log_fields
 from karpy.controllers.nodeclaim.lifecycle.outcome import Outcome
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError
@@ -36,6 +35,7 @@ from karpy.kube.kinds import NODECLAIMS, NODES
 from karpy.kube.patch import finalizer_patch
 from karpy.runtime.clock import Clock
 from karpy.runtime.reconciler import Result
+from karpy.state.conditions import claim_is_true, get_condition, set_condition
 from karpy.state.view import ClusterView
 
 log = logging.getLogger(__name__)
@@ -50,15 +50,18 @@ RECHECK_SECONDS: Final = 60.0
 class Registration:
     """The registration step (see the module docstring)."""
 
-    def __init__(self, kube: KubeClient, view: ClusterView, *, clock: Clock) -> None:
+    def __init__(
+        self, kube: KubeClient, view: ClusterView, *, clock: Clock, said: Said | None = None
+    ) -> None:
         self._kube = kube
         self._view = view
         self._clock = clock
+        self._said = said or Said()
 
     async def reconcile(self, nodeclaim: NodeClaim) -> Outcome:
-        if not is_true(nodeclaim, ConditionType.LAUNCHED):
+        if not claim_is_true(nodeclaim, ConditionType.LAUNCHED):
             return Outcome(nodeclaim)
-        if is_true(nodeclaim, ConditionType.REGISTERED):
+        if claim_is_true(nodeclaim, ConditionType.REGISTERED):
             return Outcome(nodeclaim)
         now = self._clock.now()
         provider_id = nodeclaim.status.provider_id or ""
@@ -83,10 +86,8 @@ class Registration:
             reason="Registered",
             now=now,
         )
-        log.info(
-            "registered nodeclaim",
-            extra={**log_fields(registered), "node": name},
-        )
+        if self._said.first("registered", nodeclaim):
+            log.info("registered nodeclaim", extra={**log_fields(registered), "node": name})
         return Outcome(registered)
 
     async def _not_joined(self, nodeclaim: NodeClaim, now: datetime.datetime) -> Outcome:

@@ -50,7 +50,13 @@ from karpy_aws.cloudprovider.nodeclaims import (
     nodeclaim_from,
 )
 from karpy_aws.providers.cluster import ClusterInfo
-from karpy_aws.providers.instance import Instances, fleet_request, launch_tags, parse_provider_id
+from karpy_aws.providers.instance import (
+    Instances,
+    client_token,
+    fleet_request,
+    launch_tags,
+    parse_provider_id,
+)
 from karpy_aws.providers.instancetype.instancetypes import PODS
 from karpy_aws.providers.instancetype.offerings import AWSInstanceType, InstanceTypeCatalog
 from karpy_aws.providers.instancetype.unavailable import UnavailableOfferings
@@ -340,7 +346,12 @@ class AWSCloudProvider:
                         await self._templates.ensure(options)
                     ).name
                 launched = await self._instances.create_fleet(
-                    fleet_request(plan, templates=names, tags=tags)
+                    fleet_request(
+                        plan,
+                        templates=names,
+                        tags=tags,
+                        token=client_token(nodeclaim.metadata.uid or ""),
+                    )
                 )
             except aws.NotFoundError as e:
                 if e.code != aws.LAUNCH_TEMPLATE_NOT_FOUND_CODE or attempt == 2:

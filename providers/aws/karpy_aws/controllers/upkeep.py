@@ -25,7 +25,7 @@ from karpy.kube.kinds import NODES
 from karpy.runtime.clock import Clock
 from karpy.runtime.reconciler import Result
 from karpy.state.view import ClusterView
-from karpy_aws.controllers.garbagecollection import collect_leaked_instances
+from karpy_aws.controllers.garbagecollection import LEAK_GRACE_PERIOD, collect_leaked_instances
 from karpy_aws.providers.instance import Instances
 
 LEAK_PERIOD: Final = 120.0
@@ -73,6 +73,19 @@ class LeakedInstanceController:
         launched between the two is younger than the grace period and never judged against a
         stale read.
         """
+        cutoff = self._clock.now() - LEAK_GRACE_PERIOD
+        stale = [
+            c.metadata.name
+            for c in self._view.launching()
+            if c.metadata.creation_timestamp is not None and c.metadata.creation_timestamp < cutoff
+        ]
+        if stale:
+            # A NodeClaim older than the grace period is still launching: karpy restarted
+            # mid-launch, and its retried CreateFleet (same client token) is about to claim the
+            # instance already made. Terminating that instance now would hand the NodeClaim a
+            # dead one; wait for the launch to resolve.
+            log.debug("waiting on launches", extra={"nodeclaims": sorted(n or "" for n in stale)})
+            return Result(requeue_after=self._period)
         async with asyncio.timeout(LEAK_TIMEOUT):
             held = {c.status.provider_id for c in self._view.nodeclaims() if c.status.provider_id}
             collected = set(

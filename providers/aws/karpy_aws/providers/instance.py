@@ -72,12 +72,27 @@ def _tag_list(tags: Mapping[str, str]) -> list[dict[str, str]]:
     return [{"Key": k, "Value": v} for k, v in sorted(tags.items())]
 
 
+def client_token(nodeclaim_uid: str) -> str | None:
+    """CreateFleet's idempotency token for one NodeClaim, from its UID (None without one).
+
+    EC2 answers a repeated token with the first call's fleet and launches nothing more, so a
+    launch retried after a crash (the instance made, its providerID never written) gets the
+    instance it already has instead of a second one. 64 ASCII characters at most.
+    """
+    return f"karpy-{nodeclaim_uid}"[:64] if nodeclaim_uid else None
+
+
 def fleet_request(
-    plan: LaunchPlan, *, templates: Mapping[tuple[str, int], str], tags: Mapping[str, str]
+    plan: LaunchPlan,
+    *,
+    templates: Mapping[tuple[str, int], str],
+    tags: Mapping[str, str],
+    token: str | None = None,
 ) -> dict[str, Any]:
     """CreateFleet's parameters for ``plan``: instant, one instance, one LaunchTemplateConfig
     per launch group (``templates`` maps (image id, max pods) to the template name), overrides
-    with ImageId, AvailabilityZone, SubnetId and Priority = price (pure)."""
+    with ImageId, AvailabilityZone, SubnetId and Priority = price, and ``token`` as ClientToken
+    when given (pure)."""
     configs = [
         {
             "LaunchTemplateSpecification": {
@@ -110,6 +125,8 @@ def fleet_request(
             for kind in ("instance", "volume", "fleet")
         ],
     }
+    if token:
+        request["ClientToken"] = token
     if spot:
         request["SpotOptions"] = {"AllocationStrategy": SPOT_ALLOCATION_STRATEGY}
     else:

@@ -8,9 +8,9 @@ import datetime
 from karpy.apis.meta import ConditionStatus, ObjectMeta
 from karpy.apis.v1.common import NodeClassReference
 from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim, NodeClaimSpec
-from karpy.controllers.nodeclaim.lifecycle.conditions import (
+from karpy.state.conditions import (
+    claim_is_true,
     get_condition,
-    is_true,
     set_condition,
     with_ready,
 )
@@ -41,7 +41,7 @@ def test_the_transition_time_moves_only_when_the_status_does() -> None:
     condition = get_condition(flipped, ConditionType.LAUNCHED)
     assert condition is not None
     assert condition.last_transition_time == T1
-    assert is_true(flipped, ConditionType.LAUNCHED)
+    assert claim_is_true(flipped, ConditionType.LAUNCHED)
 
 
 def test_setting_an_identical_condition_returns_the_same_object() -> None:
@@ -65,4 +65,4 @@ def test_ready_needs_all_three_dependents() -> None:
         set_condition(claim, ConditionType.INITIALIZED, ConditionStatus.TRUE, reason="Ok", now=T1),
         now=T1,
     )
-    assert is_true(done, ConditionType.READY)
+    assert claim_is_true(done, ConditionType.READY)

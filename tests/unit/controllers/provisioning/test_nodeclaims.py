@@ -22,17 +22,17 @@ from karpy.apis.v1.nodepool import (
     NodePool,
     NodePoolSpec,
 )
-from karpy.controllers.provisioning.nodeclaims import (
-    PlanError,
-    nodeclaim_from_plan,
-    summarize_instance_types,
-)
 from karpy.controllers.provisioning.provisioner import Nominations
 from karpy.core.pods import PodUID
 from karpy.core.requirements import Requirement, Requirements
 from karpy.core.resources import Resources
 from karpy.core.scheduling.results import NodeClaimPlan
 from karpy.state.nodepools import nodepool_hash
+from karpy.state.plans import (
+    PlanError,
+    nodeclaim_from_plan,
+    summarize_instance_types,
+)
 
 REF = NodeClassReference(group="karpenter.test.sh", kind="TestNodeClass", name="default")
 

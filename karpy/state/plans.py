@@ -1,4 +1,5 @@
-"""A solver's NodeClaimPlan as the NodeClaim object the provisioner creates.
+"""A solver's NodeClaimPlan as the NodeClaim object the provisioner (or the disruption queue,
+for a replacement) creates.
 
 The scheduling core says what a new node must be (requirements narrowed by its pods, the
 instance types that fit, the summed requests); the NodePool's template says everything else
@@ -14,6 +15,7 @@ from typing import Final
 
 from karpy.apis.meta import ObjectMeta, OwnerReference
 from karpy.apis.v1 import labels as wk
+from karpy.apis.v1.common import NodeClaimRequirement
 from karpy.apis.v1.nodeclaim import NodeClaim, NodeClaimSpec, ResourceRequests
 from karpy.apis.v1.nodepool import NodePool
 from karpy.cloudprovider.requirements import quantities_from_resources, requirements_to_api
@@ -81,6 +83,48 @@ def nodeclaim_from_plan(plan: NodeClaimPlan, nodepool: NodePool) -> NodeClaim:
             requirements=requirements,
             node_class_ref=template.spec.node_class_ref,
             resources=ResourceRequests(requests=quantities_from_resources(plan.requests)),
+            taints=template.spec.taints,
+            startup_taints=template.spec.startup_taints,
+            expire_after=template.spec.expire_after,
+            termination_grace_period=template.spec.termination_grace_period,
+        ),
+    )
+
+
+def nodeclaim_from_template(nodepool: NodePool) -> NodeClaim:
+    """A NodeClaim straight from `nodepool`'s template, as a static NodePool makes them: the
+    template's requirements, no pod requests. Raises PlanError as `nodeclaim_from_plan`."""
+    name = nodepool.metadata.name or ""
+    if not nodepool.metadata.uid:
+        msg = f"NodePool {name}: metadata.uid is missing; it cannot own a NodeClaim"
+        raise PlanError(msg)
+    template = nodepool.spec.template
+    try:
+        stamp = hash_annotations(nodepool)
+    except ValueError as error:
+        raise PlanError(str(error)) from error
+    owner = OwnerReference(
+        api_version=nodepool.api_version,
+        kind=nodepool.kind,
+        name=name,
+        uid=nodepool.metadata.uid,
+        block_owner_deletion=True,
+    )
+    return NodeClaim(
+        metadata=ObjectMeta(
+            generate_name=f"{name}-",
+            labels={**template.metadata.labels, wk.LABEL_NODEPOOL: name},
+            annotations={**template.metadata.annotations, **stamp},
+            owner_references=(owner,),
+        ),
+        spec=NodeClaimSpec(
+            requirements=tuple(
+                NodeClaimRequirement(
+                    key=r.key, operator=r.operator, values=r.values, min_values=r.min_values
+                )
+                for r in template.spec.requirements
+            ),
+            node_class_ref=template.spec.node_class_ref,
             taints=template.spec.taints,
             startup_taints=template.spec.startup_taints,
             expire_after=template.spec.expire_after,

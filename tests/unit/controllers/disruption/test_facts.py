@@ -1,24 +1,32 @@
-"""Cluster state → emptiness inputs, and pod events → lastPodEventTime keys. No cluster needed:
-these check the translation rules (which pods keep a node busy, how durations become seconds,
-what counts as a bind or a removal)."""
+"""Cluster state → disruption facts, and pod events → lastPodEventTime keys. No cluster needed:
+these check the translation rules (which pods keep a node busy, what do-not-disrupt and PDBs
+protect, how durations become seconds, which NodeClaims are in a command, what counts as a bind
+or a removal)."""
 
 from __future__ import annotations
 
 import datetime
+import math
 from collections.abc import Iterator
 
 import attrs
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from karpy.apis.kube.common import LabelSelector
 from karpy.apis.kube.node import Node
 from karpy.apis.kube.pod import Pod, PodPhase, PodSpec, PodStatus
+from karpy.apis.kube.workloads import (
+    PodDisruptionBudget,
+    PodDisruptionBudgetSpec,
+    PodDisruptionBudgetStatus,
+)
 from karpy.apis.meta import Condition, ConditionStatus, ObjectMeta, OwnerReference
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.common import NodeClassReference
 from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim, NodeClaimSpec, NodeClaimStatus
 from karpy.apis.v1.nodepool import Budget, Disruption, DisruptionReason, NodePool
-from karpy.controllers.disruption import inputs
+from karpy.controllers.disruption import facts as inputs
 from karpy.controllers.nodeclaim.podevents import pod_subscriber
 from karpy.kube.kinds import PODS
 from karpy.kube.resources import Item, ObjectRef
@@ -70,7 +78,7 @@ def test_candidates_count_only_reschedulable_pods_and_read_annotations() -> None
     ]
     found = {
         c.nodeclaim: c
-        for c in inputs.candidates(
+        for c in inputs.node_facts(
             [
                 _claim("a", "n1"),
                 _claim("b", "n2"),
@@ -85,11 +93,11 @@ def test_candidates_count_only_reschedulable_pods_and_read_annotations() -> None
     assert found["c"].do_not_disrupt
     assert found["c"].node is None  # its Node is not in cluster state
     assert not found["a"].nominated
-    assert found["a"].reschedulable_pods == 0
+    assert found["a"].pods == ()
     assert found["a"].initialized_at == WHEN.timestamp()
     assert found["a"].nodepool == "p"
     assert not found["a"].do_not_disrupt
-    assert found["b"].reschedulable_pods == 1
+    assert [p.name for p in found["b"].pods] == ["ns/app"]
     assert found["b"].do_not_disrupt
 
 
@@ -100,7 +108,7 @@ def test_a_fresh_node_no_pod_reached_yet_counts_as_nominated() -> None:
 
     def nominated(after: float, last: datetime.datetime | None) -> bool:
         stamped = attrs.evolve(claim, status=attrs.evolve(claim.status, last_pod_event_time=last))
-        (found,) = inputs.candidates(
+        (found,) = inputs.node_facts(
             [stamped], nodes, [], now=initialized + after, nomination_window=20.0
         )
         return found.nominated
@@ -108,6 +116,78 @@ def test_a_fresh_node_no_pod_reached_yet_counts_as_nominated() -> None:
     assert nominated(5.0, None)
     assert not nominated(25.0, None)
     assert not nominated(5.0, WHEN + datetime.timedelta(seconds=1))
+
+
+def test_do_not_disrupt_duration_counts_from_the_pod_start() -> None:
+    started = PodStatus(start_time=WHEN)
+    annotated = attrs.evolve(
+        _pod("p", "n1", meta=ObjectMeta(annotations={wk.ANNOTATION_DO_NOT_DISRUPT: "5m"})),
+        status=started,
+    )
+    assert inputs.do_not_disrupt_until(annotated) == WHEN.timestamp() + 300
+    forever = _pod("q", "n1", meta=ObjectMeta(annotations={wk.ANNOTATION_DO_NOT_DISRUPT: "true"}))
+    assert inputs.do_not_disrupt_until(forever) == math.inf
+    odd = _pod("r", "n1", meta=ObjectMeta(annotations={wk.ANNOTATION_DO_NOT_DISRUPT: "yes"}))
+    assert inputs.do_not_disrupt_until(odd) == math.inf  # fails safe
+    assert inputs.do_not_disrupt_until(_pod("s", "n1")) is None
+
+
+def _pdb(name: str, labels: dict[str, str] | None, allowed: int) -> PodDisruptionBudget:
+    return PodDisruptionBudget(
+        metadata=ObjectMeta(name=name, namespace="ns"),
+        spec=PodDisruptionBudgetSpec(
+            selector=LabelSelector(match_labels=labels) if labels is not None else None
+        ),
+        status=PodDisruptionBudgetStatus(disruptions_allowed=allowed),
+    )
+
+
+def test_a_pdb_with_no_disruptions_allowed_or_two_pdbs_block_eviction() -> None:
+    web = _pod("web", "n1", meta=ObjectMeta(labels={"app": "web"}))
+    db = _pod("db", "n1", meta=ObjectMeta(labels={"app": "db"}))
+    other = _pod("other", "n1", meta=ObjectMeta(labels={"app": "other"}))
+    budgets = inputs.Budgets(
+        [
+            _pdb("web", {"app": "web"}, 0),
+            _pdb("db", {"app": "db"}, 1),
+            _pdb("db-too", {"app": "db"}, 1),
+            _pdb("none", None, 0),
+        ]
+    )
+    assert budgets.blocking(web) == "ns/web"
+    assert budgets.blocking(db) == "ns/db"
+    assert budgets.blocking(other) is None
+    assert inputs.Budgets([_pdb("web", {"app": "web"}, 1)]).blocking(web) is None
+
+
+def test_drift_and_commands_are_read_from_the_nodeclaim() -> None:
+    drifted = Condition(
+        type=ConditionType.DRIFTED,
+        status=ConditionStatus.TRUE,
+        reason="NodePoolDrifted",
+        last_transition_time=WHEN,
+    )
+    claim = _claim("a", "n1", annotations={wk.ANNOTATION_DISRUPTION_COMMAND: "c1"})
+    claim = attrs.evolve(
+        claim,
+        status=attrs.evolve(claim.status, conditions=(*claim.status.conditions, drifted)),
+    )
+    replacement = _claim("b", "n2", annotations={wk.ANNOTATION_REPLACEMENT_FOR: "c1"})
+    finished = _claim("c", "n3", annotations={wk.ANNOTATION_REPLACEMENT_FOR: "gone"})
+    found = {
+        f.nodeclaim: f
+        for f in inputs.node_facts(
+            [claim, replacement, finished],
+            [],
+            [],
+            now=WHEN.timestamp() + 600,
+            nomination_window=20.0,
+        )
+    }
+    assert found["a"].drifted == "NodePoolDrifted"
+    assert found["a"].disrupting
+    assert found["b"].nominated  # its command's candidate still exists
+    assert not found["c"].nominated
 
 
 def _done(pod: Pod) -> Pod:

@@ -1,0 +1,179 @@
+"""Crash and outage sweep on the real local control plane: what karpy leaves behind when it is
+SIGKILLed mid scale-out, or kube-apiserver goes away for a while, and how long pods wait.
+
+Each trial scales a pause Deployment out (small instance types, so many NodeClaims), injects one
+fault and samples the cluster until every pod runs (tests/support/faults.py says what each
+column counts). A crash-free run comes first: it is the NodeClaim count a crash should not
+exceed. Crash moments are drawn from a seeded RNG, so a sweep is repeatable.
+
+    .venv/bin/python benchmarks/faults.py                         # kwok: 20 crashes + outages
+    .venv/bin/python benchmarks/faults.py --provider aws --trials 20
+    .venv/bin/python benchmarks/faults.py --scenario outage --outage-pods 100
+    .venv/bin/python benchmarks/faults.py --karpy-src /path/to/other/checkout   # "before"
+
+The suite runs a short fixed-seed version (tests/e2e/test_faults.py); docs/reliability.md has
+the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import random
+import sys
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from karpy.apis.crds import all_crds, render_crd
+from karpy.kube.client import KubeClient
+from karpy.kube.install import install_crds
+from karpy.localcluster import LocalCluster
+from tests.support.faults import Setup, Trial, crash_trial, outage_trial, table
+
+NAME = "faults"
+
+
+@contextlib.asynccontextmanager
+async def _aws(kubeconfig: Path, log_dir: Path) -> AsyncIterator[dict[str, Any]]:
+    """The AWS emulator (moto + kubelet bridge) and what a Setup needs from it."""
+    import botocore.session
+
+    from karpy.operator.demo_aws import emulator
+
+    with (log_dir / "emulator.log").open("w") as log:
+        async with (
+            emulator(kubeconfig=kubeconfig, cluster_name=NAME, log=log) as em,
+            asyncio.TaskGroup() as group,
+        ):
+            drain = group.create_task(_drain(em))
+            ec2 = botocore.session.get_session().create_client(
+                "ec2", region_name=em.ready["region"], endpoint_url=em.ready["endpoint"]
+            )
+
+            async def instances() -> list[str]:
+                answer = await asyncio.to_thread(
+                    ec2.describe_instances,
+                    Filters=[
+                        {"Name": f"tag:kubernetes.io/cluster/{NAME}", "Values": ["owned"]},
+                        {"Name": "instance-state-name", "Values": ["pending", "running"]},
+                    ],
+                )
+                return [
+                    f"aws:///{i['Placement']['AvailabilityZone']}/{i['InstanceId']}"
+                    for r in answer["Reservations"]
+                    for i in r["Instances"]
+                ]
+
+            try:
+                yield {
+                    "provider": "aws",
+                    "flags": em.flags(),
+                    "environment": em.environment(),
+                    "nodeclass": em.nodeclass(NAME),
+                    "instances": instances,
+                }
+            finally:
+                drain.cancel()
+
+
+async def _drain(em: Any) -> None:
+    async for _ in em.events():
+        pass
+
+
+async def _sweep(args: argparse.Namespace, cluster: LocalCluster, kubeconfig: Path) -> int:
+    log_dir = Path(tempfile.mkdtemp(prefix="karpy-faults-"))
+    client = await KubeClient.connect(kubeconfig, request_timeout=10.0)
+    try:
+        async with asyncio.timeout(120):
+            await install_crds(client, [render_crd(crd) for crd in all_crds()])
+        async with contextlib.AsyncExitStack() as stack:
+            extra: dict[str, Any] = {}
+            if args.provider == "aws":
+                extra = await stack.enter_async_context(_aws(kubeconfig, log_dir))
+            setup = Setup(
+                kubeconfig=kubeconfig,
+                namespace="default",
+                name=NAME,
+                pods=args.pods,
+                karpy_src=args.karpy_src,
+                log_dir=log_dir,
+                **extra,
+            )
+            rng = random.Random(args.seed)
+            trials: list[Trial] = []
+            if args.scenario in ("crash", "all"):
+                trials.append(await crash_trial(client, setup, kill_after=None, label="crash-free"))
+                print(table(trials[-1:]), flush=True)
+                for i in range(args.trials):
+                    moment = round(rng.uniform(args.earliest, args.latest), 1)
+                    label = f"kill {i + 1} at {moment}s"
+                    trials.append(await crash_trial(client, setup, kill_after=moment, label=label))
+                    print(table(trials[-1:]).splitlines()[-1], flush=True)
+            if args.scenario in ("outage", "all"):
+                wide = attrs.evolve(setup, pods=args.outage_pods)
+                for election in (None, "default"):
+                    label = "outage, " + (
+                        "no leader election" if election is None else "leader election"
+                    )
+                    trials.append(
+                        await outage_trial(
+                            client,
+                            wide,
+                            stop_apiserver=lambda: cluster.stop_component("kube-apiserver"),
+                            start_apiserver=lambda: cluster.start_component("kube-apiserver"),
+                            stop_after=args.outage_after,
+                            outage=args.outage,
+                            label=label,
+                            leader_election=election,
+                        )
+                    )
+                    print(table(trials[-1:]).splitlines()[-1], flush=True)
+        print(f"\nkarpy logs in {log_dir}\n")
+        print(table(trials))
+        crashes = [t for t in trials if t.label.startswith("kill")]
+        if crashes:
+            base = trials[0].nodeclaims
+            worst = max(t.nodeclaims_seen for t in crashes)
+            print(
+                f"\ncrash-free nodeclaims {base}; after crashes: most seen {worst}, "
+                f"duplicates {sum(t.duplicates for t in crashes)}, "
+                f"leaks {sum(t.leaks for t in crashes)}, "
+                f"slowest to Running {max((t.to_running or 0) for t in crashes):.1f} s"
+            )
+        return 0
+    finally:
+        await client.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--provider", choices=("kwok", "aws"), default="kwok")
+    parser.add_argument("--scenario", choices=("crash", "outage", "all"), default="all")
+    parser.add_argument("--trials", type=int, default=20, help="crash trials")
+    parser.add_argument("--seed", type=int, default=17)
+    parser.add_argument("--pods", type=int, default=50)
+    parser.add_argument("--earliest", type=float, default=0.5, help="earliest kill, s")
+    parser.add_argument("--latest", type=float, default=8.0, help="latest kill, s")
+    parser.add_argument("--outage-pods", type=int, default=100)
+    parser.add_argument("--outage-after", type=float, default=3.0, help="s after scale-up")
+    parser.add_argument("--outage", type=float, default=20.0, help="s the apiserver is away")
+    parser.add_argument("--karpy-src", type=Path, default=None, help="run karpy from here")
+    args = parser.parse_args()
+    cluster = LocalCluster("bench-faults", detach=False)
+    info = cluster.up()
+    try:
+        return asyncio.run(_sweep(args, cluster, info.kubeconfig))
+    finally:
+        cluster.down()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

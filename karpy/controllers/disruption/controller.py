@@ -1,0 +1,254 @@
+"""The disruption singleton: one loop that removes nodes karpy no longer needs as they are.
+
+Every polling period (10 s, as Karpenter's) and whenever its Trigger fires, once cluster state is
+synced and the orchestration queue has adopted the commands a previous process left, one pass:
+1. tidy: stale `karpenter.sh/disrupted` taints off, finished replacements unmarked;
+2. read NodeClaims, Nodes, pods, PodDisruptionBudgets and NodePools through the ClusterView into
+   the pure core's facts (karpy.controllers.disruption.facts);
+3. select candidates and compute each NodePool's budget allowance per reason;
+4. ask the methods in Karpenter's order — Emptiness, StaticDrift, Drift — and hand the commands
+   of the first that yields any to the orchestration queue, which replaces before it removes.
+
+Methods that need to know where pods would go get a scheduling simulation over the same read
+(karpy.controllers.disruption.simulation); instance types are asked of the provider only when a
+drifted node with pods makes one necessary. The decision runs off the event loop: it is pure.
+Candidates a user can unblock (a budget, do-not-disrupt, a PDB, pods that would not fit) get a
+`DisruptionBlocked` event on their Node and NodeClaim, deduplicated by the recorder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from typing import ClassVar, Final
+
+from karpy.apis.kube.node import Node
+from karpy.apis.v1.nodeclaim import API_VERSION as NODECLAIM_API_VERSION
+from karpy.apis.v1.nodeclaim import NodeClaim
+from karpy.apis.v1.nodepool import NodePool
+from karpy.cloudprovider.errors import CloudProviderError
+from karpy.cloudprovider.protocol import CloudProvider
+from karpy.controllers.disruption import facts
+from karpy.controllers.disruption.queue import CommandFailedError, OrchestrationQueue
+from karpy.controllers.disruption.simulation import simulator
+from karpy.core.disruption.budgets import Allowance
+from karpy.core.disruption.candidates import Candidate, Skip, select
+from karpy.core.disruption.decision import disrupt
+from karpy.core.disruption.methods import DEFAULT_METHODS, Method, Reason
+from karpy.core.instancetypes import InstanceType
+from karpy.core.scheduling.scheduler import SchedulerOptions
+from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
+from karpy.kube.kinds import PODDISRUPTIONBUDGETS
+from karpy.runtime.channels import Trigger
+from karpy.runtime.clock import Clock
+from karpy.runtime.options import ReconcileOptions
+from karpy.runtime.reconciler import Result, SingletonController, SingletonLoop
+from karpy.runtime.telemetry import Telemetry
+from karpy.state.snapshot import SnapshotKinds, read_cluster
+from karpy.state.view import ClusterView
+
+log = logging.getLogger(__name__)
+
+POLLING_PERIOD: Final = 10.0
+"""Seconds between passes (Karpenter's disruption pollingPeriod)."""
+NOT_SYNCED_REQUEUE: Final = 1.0
+NOMINATION_WINDOW: Final = 20.0
+"""Seconds a freshly initialized node is kept for the pods it was launched for: Karpenter's
+max(2 x batch max duration, 10 s) with the default 10 s batch max duration."""
+REASON_BLOCKED: Final = "DisruptionBlocked"
+
+
+class DisruptionController(SingletonController):
+    """Decide what to disrupt, within budgets, and hand it to the orchestration queue."""
+
+    name: ClassVar[str] = "disruption"
+
+    def __init__(
+        self,
+        view: ClusterView,
+        queue: OrchestrationQueue,
+        *,
+        clock: Clock,
+        recorder: Recorder,
+        telemetry: Telemetry,
+        reconcile: ReconcileOptions,
+        trigger: Trigger,
+        cloudprovider: CloudProvider | None = None,
+        scheduler: SchedulerOptions | None = None,
+        snapshot_kinds: SnapshotKinds | None = None,
+        methods: Sequence[Method] = DEFAULT_METHODS,
+        polling_period: float = POLLING_PERIOD,
+        nomination_window: float = NOMINATION_WINDOW,
+        provider_timeout: float = 60.0,
+    ) -> None:
+        if polling_period <= 0:
+            msg = f"DisruptionController: polling_period must be > 0 seconds, got {polling_period}"
+            raise ValueError(msg)
+        self._view = view
+        self._queue = queue
+        self._clock = clock
+        self._recorder = recorder
+        self._telemetry = telemetry
+        self._provider = cloudprovider
+        self._scheduler = scheduler or SchedulerOptions()
+        self._kinds = snapshot_kinds
+        self._methods = tuple(methods)
+        self._period = polling_period
+        self._nomination_window = nomination_window
+        self._provider_timeout = provider_timeout
+        self._loop = SingletonLoop(
+            self.name,
+            self.reconcile_once,
+            telemetry=telemetry,
+            backoff=reconcile.backoff,
+            wake=trigger.wait,
+        )
+
+    async def reconcile_once(self) -> Result:
+        """One disruption pass; always comes back after the polling period.
+
+        Side effects: taint and annotation tidying, DisruptionBlocked events, commands started.
+        """
+        if not self._view.synced or not self._queue.ready:
+            log.debug("waiting on cluster sync")
+            return Result(requeue_after=NOT_SYNCED_REQUEUE)
+        await self._queue.tidy()
+        objects = read_cluster(self._view, optional=self._kinds)
+        pdbs = (
+            self._view.objects(PODDISRUPTIONBUDGETS)
+            if self._view.informs(PODDISRUPTIONBUDGETS)
+            else []
+        )
+        now = self._clock.now().timestamp()
+        claims = list(objects.nodeclaims)
+        node_facts = facts.node_facts(
+            claims,
+            objects.nodes,
+            objects.pods,
+            pdbs,
+            now=now,
+            nomination_window=self._nomination_window,
+            busy=self._queue.busy,
+            nominated=lambda name: self._view.nominated(name, now),
+        )
+        pools = facts.pools(objects.nodepools)
+        live = {p.metadata.name or "": p for p in objects.nodepools}
+        prospects = select(node_facts, pools, now=now).candidates
+        simulate = simulator(objects, await self._instance_types(prospects, live), self._scheduler)
+        with self._telemetry.tracer.start_as_current_span("disruption pass") as span:
+            decision = await asyncio.to_thread(
+                disrupt, node_facts, pools, now=now, simulate=simulate, methods=self._methods
+            )
+            outcome = decision.outcome
+            span.set_attribute("karpy.candidates", len(decision.selection.candidates))
+            span.set_attribute("karpy.method", outcome.method or "")
+            span.set_attribute("karpy.commands", len(outcome.commands))
+        self._record_allowances(decision.allowances, decision.selection.candidates)
+        await self._report(
+            [*decision.selection.skipped, *outcome.skipped],
+            {c.metadata.name or "": c for c in claims},
+        )
+        for command in outcome.commands:
+            self._telemetry.metrics.disruption_decisions_total.add(
+                1,
+                {
+                    "decision": command.decision.value,
+                    "reason": command.reason.value.lower(),
+                    "consolidation_type": "",
+                },
+            )
+            try:
+                await self._queue.submit(command, live)
+            except CommandFailedError as error:
+                log.error("failed to disrupt nodes", extra={"error": str(error)})
+        return Result(requeue_after=self._period)
+
+    async def _instance_types(
+        self, candidates: Sequence[Candidate], pools: Mapping[str, NodePool]
+    ) -> dict[str, Sequence[InstanceType]]:
+        """Instance types per live NodePool, asked of the provider only when some drifted
+        candidate has pods (a replacement must be planned for it)."""
+        if self._provider is None or not any(
+            c.facts.drifted and not c.facts.empty and not c.pool.static for c in candidates
+        ):
+            return {}
+        found: dict[str, Sequence[InstanceType]] = {}
+        provider = self._provider
+        for name, pool in sorted(pools.items()):
+            if pool.metadata.deletion_timestamp is not None:
+                continue
+            try:
+                async with asyncio.timeout(self._provider_timeout):
+                    found[name] = await provider.get_instance_types(pool)
+            except (CloudProviderError, TimeoutError) as error:
+                log.warning(
+                    "failed to get instance types", extra={"nodepool": name, "error": str(error)}
+                )
+                found[name] = ()
+        return found
+
+    def _record_allowances(
+        self, by_reason: Mapping[Reason, Mapping[str, Allowance]], candidates: Sequence[Candidate]
+    ) -> None:
+        metrics = self._telemetry.metrics
+        for reason, pools in by_reason.items():
+            for pool, grant in pools.items():
+                metrics.nodepools_allowed_disruptions.set(
+                    grant.allowed, {"nodepool": pool, "reason": reason.value.lower()}
+                )
+        eligible: dict[str, int] = {}
+        for candidate in candidates:
+            key = "drifted" if candidate.facts.drifted else "empty" if candidate.facts.empty else ""
+            if key:
+                eligible[key] = eligible.get(key, 0) + 1
+        for reason in Reason:
+            metrics.disruption_eligible_nodes.set(
+                eligible.get(reason.value.lower(), 0), {"reason": reason.value.lower()}
+            )
+
+    async def _report(self, skipped: Sequence[Skip], claims: Mapping[str, NodeClaim]) -> None:
+        now = asyncio.get_running_loop().time()
+        for skip in skipped:
+            log.debug(
+                "skipping disruption candidate",
+                extra={"nodeclaim": skip.nodeclaim, "reason": skip.reason.value},
+            )
+            if not skip.blocked:
+                continue
+            claim = claims.get(skip.nodeclaim)
+            if claim is not None:
+                await self._recorder.publish(_claim_event(claim, skip.message), now=now)
+            node = self._view.node(skip.node) if skip.node else None
+            if node is not None:
+                await self._recorder.publish(_node_event(node, skip.message), now=now)
+
+
+def _claim_event(claim: NodeClaim, message: str) -> Event:
+    involved = InvolvedObject(
+        api_version=NODECLAIM_API_VERSION,
+        kind=NodeClaim.KIND,
+        name=claim.metadata.name or "",
+        uid=claim.metadata.uid or "",
+    )
+    return Event(
+        involved=involved,
+        type=EventType.NORMAL,
+        reason=REASON_BLOCKED,
+        message=f"Cannot disrupt NodeClaim: {message}",
+    )
+
+
+def _node_event(node: Node, message: str) -> Event:
+    involved = InvolvedObject(
+        api_version=Node.API_VERSION,
+        kind=Node.KIND,
+        name=node.metadata.name or "",
+        uid=node.metadata.uid or "",
+    )
+    return Event(
+        involved=involved,
+        type=EventType.NORMAL,
+        reason=REASON_BLOCKED,
+        message=f"Cannot disrupt Node: {message}",
+    )

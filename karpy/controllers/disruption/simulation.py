@@ -1,0 +1,76 @@
+"""Where would a candidate's pods go without it? The scheduling simulation disruption methods ask.
+
+Karpenter answers by scheduling the candidates' reschedulable pods against the cluster as it
+would be without the candidates: every other node (existing and in flight) first, then new
+NodeClaims from the NodePools. Pods that need a home anyway take part in the same solve, so the
+room they will use is not promised twice: unbound pods, and the pods of nodes already being
+deleted (a draining node's pods are on their way to somewhere — often to a replacement an
+earlier command launched for them). The new NodeClaims the solve plans for the candidates' pods
+are the command's replacements; a candidate's pod that fits nowhere blocks the command (other
+pods that fit nowhere are the provisioner's business, as they are today). Nodes already tainted
+karpenter.sh/disrupted (other commands in flight) take no pods, because the solver honours the
+taint. The closure built here is pure (a snapshot and instance types captured once per pass), so
+the core's methods can call it as often as they need, off the event loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import attrs
+
+from karpy.apis.kube.pod import Pod
+from karpy.core.disruption.candidates import Candidate
+from karpy.core.disruption.methods import Simulate, Simulation
+from karpy.core.instancetypes import InstanceType
+from karpy.core.scheduling.scheduler import SchedulerOptions, solve
+from karpy.state.pods import is_reschedulable
+from karpy.state.snapshot import ClusterObjects, build_snapshot
+
+
+def _as_pending(pod: Pod) -> Pod:
+    """The pod as it will be once evicted and recreated: unbound."""
+    return attrs.evolve(pod, spec=attrs.evolve(pod.spec, node_name=None))
+
+
+def simulator(
+    objects: ClusterObjects,
+    instance_types: Mapping[str, Sequence[InstanceType]],
+    options: SchedulerOptions,
+) -> Simulate:
+    """A Simulate over `objects` (one consistent read of cluster state)."""
+
+    deleting = {n.metadata.name for n in objects.nodes if n.metadata.deletion_timestamp is not None}
+    waiting = [
+        p
+        for p in objects.pods
+        if is_reschedulable(p) and (not p.spec.node_name or p.spec.node_name in deleting)
+    ]
+
+    def simulate(candidates: Sequence[Candidate]) -> Simulation:
+        nodes = {c.facts.node for c in candidates if c.facts.node}
+        claims = {c.name for c in candidates}
+        moving = [p for p in objects.pods if p.spec.node_name in nodes and is_reschedulable(p)]
+        ours = {p.metadata.uid for p in moving}
+        rest = attrs.evolve(
+            objects,
+            nodes=[n for n in objects.nodes if n.metadata.name not in nodes],
+            nodeclaims=[c for c in objects.nodeclaims if c.metadata.name not in claims],
+            pods=[p for p in objects.pods if p.spec.node_name not in nodes],
+        )
+        build = build_snapshot(
+            rest,
+            pending=[_as_pending(p) for p in (*moving, *waiting)],
+            instance_types=instance_types,
+        )
+        unplaced = [
+            f"{e.namespace}/{e.name}: {e.message}"
+            for e in build.errors
+            if e.kind == "Pod" and e.uid in ours
+        ]
+        results = solve(build.snapshot, list(build.pods), options)
+        unplaced.extend(f"{e.pod}: {e.message}" for e in results.unplaced if e.uid in ours)
+        plans = tuple(p for p in results.nodeclaims if ours.intersection(p.pods))
+        return Simulation(plans=plans, unplaced=tuple(unplaced))
+
+    return simulate

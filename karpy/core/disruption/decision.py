@@ -1,0 +1,65 @@
+"""One disruption pass, end to end and pure: facts in, commands out.
+
+`disrupt` is what the disruption controller runs off the event loop each pass: select the
+candidates, count each NodePool's NodeClaims the way budgets count them, compute the allowance
+per NodePool and reason, and ask the methods in order. Tests and properties drive the same
+function, so what they check is what runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+import attrs
+
+from karpy.core.disruption.budgets import Allowance, PoolCount, allowances
+from karpy.core.disruption.candidates import NodeFacts, PoolDisruption, Selection, select
+from karpy.core.disruption.methods import DEFAULT_METHODS, Method, Pass, Reason, Simulate, decide
+
+
+@attrs.frozen(kw_only=True)
+class Decision:
+    """A pass: the candidates and who was left out, the allowances it decided within, and the
+    method's commands."""
+
+    selection: Selection
+    allowances: Mapping[Reason, Mapping[str, Allowance]]
+    outcome: Pass
+
+
+def pool_counts(nodes: Iterable[NodeFacts]) -> dict[str, PoolCount]:
+    """Each NodePool's managed, Initialized NodeClaims and how many of them are disrupting
+    (deleting, in a command, or NotReady), as Karpenter's budgets count them."""
+    totals: dict[str, int] = {}
+    disrupting: dict[str, int] = {}
+    for f in nodes:
+        if not f.managed or f.nodepool is None:
+            continue
+        totals[f.nodepool] = totals.get(f.nodepool, 0) + 1
+        if f.deleting or f.disrupting or not f.ready:
+            disrupting[f.nodepool] = disrupting.get(f.nodepool, 0) + 1
+    return {
+        pool: PoolCount(total=total, disrupting=disrupting.get(pool, 0))
+        for pool, total in totals.items()
+    }
+
+
+def disrupt(
+    nodes: Sequence[NodeFacts],
+    pools: Mapping[str, PoolDisruption],
+    *,
+    now: float,
+    simulate: Simulate,
+    methods: Sequence[Method] = DEFAULT_METHODS,
+) -> Decision:
+    """One pass over `nodes` (every NodeClaim in the cluster) and the live `pools`."""
+    selection = select(nodes, pools, now=now)
+    counts = pool_counts(nodes)
+    budgets = {name: pool.budgets for name, pool in pools.items()}
+    by_reason = {
+        reason: allowances(budgets, counts, reason=reason.value, now=now) for reason in Reason
+    }
+    outcome = decide(
+        methods, selection.candidates, by_reason.__getitem__, now=now, simulate=simulate
+    )
+    return Decision(selection=selection, allowances=by_reason, outcome=outcome)

@@ -1,0 +1,71 @@
+"""Which nodes the provisioner expects pending pods to land on, and until when.
+
+Karpenter's cluster state marks a node *nominated* when a provisioning pass places a pending pod
+on it, and disruption leaves a nominated node alone: kube-scheduler may take a while to bind the
+pods (after an apiserver outage, tens of seconds for a hundred pods), and a node removed as empty
+in that gap costs a relaunch. The mark lasts a window (max(2 x batch max duration, 10 s)) and
+every pass that places pods there again extends it, so it holds exactly while the pods are
+pending and still fit the node, and lapses soon after they bind, go away, or fit elsewhere.
+
+The record lives in cluster state, not in the provisioner, so any controller reads it through
+`ClusterView.nominated`, and it is rebuilt from the cluster after a restart: the first pass
+re-nominates every pending pod that fits an existing or in-flight node. It is keyed by the name
+the scheduler knows the node by: the Node's name, or the NodeClaim's while it has none.
+Times are UTC epoch seconds, as disruption's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import attrs
+
+PodKey = tuple[str, str]
+"""A pod's (namespace, name)."""
+
+
+@attrs.frozen
+class Nomination:
+    """Pods expected on one node, and when the expectation lapses unless renewed."""
+
+    pods: frozenset[PodKey]
+    expires: float
+
+
+class NodeNominations:
+    """Node name -> its current nomination. Written by the provisioner, read through the view.
+
+    Written and read on the event loop only, so it needs no lock.
+    """
+
+    def __init__(self) -> None:
+        self._by_node: dict[str, Nomination] = {}
+
+    def nominate(self, node: str, pods: Iterable[PodKey], *, now: float, window: float) -> None:
+        """Nominate `node` for `pods` until `now + window`; a live nomination is extended and
+        its pods joined with these."""
+        if window <= 0:
+            msg = f"NodeNominations.nominate: window must be > 0 seconds, got {window}"
+            raise ValueError(msg)
+        current = self._by_node.get(node)
+        keep = current is not None and current.expires > now
+        pods = frozenset(pods) | (current.pods if keep and current is not None else frozenset())
+        expires = max(now + window, current.expires if keep and current is not None else 0.0)
+        self._by_node[node] = Nomination(pods=pods, expires=expires)
+
+    def get(self, node: str, *, now: float) -> Nomination | None:
+        """The live nomination of `node` at `now`, if any; forgets a lapsed one."""
+        current = self._by_node.get(node)
+        if current is None:
+            return None
+        if current.expires <= now:
+            del self._by_node[node]
+            return None
+        return current
+
+    def forget(self, node: str) -> None:
+        """Drop `node`'s nomination (the node is gone)."""
+        self._by_node.pop(node, None)
+
+    def __len__(self) -> int:
+        return len(self._by_node)

@@ -1,0 +1,64 @@
+"""A kwok Node stays Ready: the local cluster must not flap simulated nodes NotReady.
+
+kwok's first lease renewal for a new Node comes about 53 s after the Node is created, past
+kube-controller-manager's default node-monitor grace period (50 s); the local cluster's
+controller-manager is given a longer one (karpy.localcluster.cluster.NODE_MONITOR_GRACE_PERIOD),
+so anything counting Ready pods or acting on node health sees what a real cluster would show.
+This watches one kwok Node for three minutes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from typing import Any
+
+from karpy.localcluster.cluster import KWOK_NODE_SELECTOR
+from tests.support.kubehttp import KubeHTTP
+from tests.support.marks import ONE_AT_A_TIME
+from tests.support.waiting import eventually
+
+pytestmark = ONE_AT_A_TIME
+
+WATCH_SECONDS = 180.0
+
+
+def _ready(node: dict[str, Any]) -> str:
+    for condition in node.get("status", {}).get("conditions", []):
+        if condition["type"] == "Ready":
+            return str(condition["status"])
+    return "Missing"
+
+
+async def test_a_kwok_node_stays_ready_for_three_minutes(kube_http: KubeHTTP) -> None:
+    name = f"heartbeat-{secrets.token_hex(3)}"
+    key, value = KWOK_NODE_SELECTOR.split("=")
+    path = f"/api/v1/nodes/{name}"
+    kube_http.request(
+        "POST",
+        "/api/v1/nodes",
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": name, "annotations": {key: value}},
+            "spec": {},
+        },
+    )
+    try:
+
+        async def ready() -> bool:
+            return _ready(await asyncio.to_thread(kube_http.get, path)) == "True"
+
+        await eventually(ready, within=60, interval=0.5, what=f"node {name} Ready")
+        seen: list[str] = []
+        loop = asyncio.get_running_loop()
+        end = loop.time() + WATCH_SECONDS
+        while loop.time() < end:
+            seen.append(_ready(await asyncio.to_thread(kube_http.get, path)))
+            await asyncio.sleep(2.0)
+        assert set(seen) == {"True"}, f"Ready went {sorted(set(seen))} while watched"
+        uid = (await asyncio.to_thread(kube_http.get, path))["metadata"]["uid"]
+        reasons = {r for _, r in kube_http.events_about(uid)}
+        assert "NodeNotReady" not in reasons
+    finally:
+        kube_http.delete(path)

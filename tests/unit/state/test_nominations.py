@@ -1,0 +1,59 @@
+"""NodeNominations: the provisioner's record of which nodes pending pods are expected on."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from karpy.state.nominations import NodeNominations
+
+
+def test_a_nomination_lives_for_its_window_and_is_forgotten_after() -> None:
+    record = NodeNominations()
+    record.nominate("n1", [("ns", "p1")], now=10.0, window=20.0)
+    held = record.get("n1", now=29.9)
+    assert held is not None
+    assert held.pods == frozenset({("ns", "p1")})
+    assert record.get("n1", now=30.0) is None
+    assert len(record) == 0
+
+
+def test_renewal_extends_and_joins_pods_but_a_lapsed_one_starts_afresh() -> None:
+    record = NodeNominations()
+    record.nominate("n1", [("ns", "p1")], now=0.0, window=20.0)
+    record.nominate("n1", [("ns", "p2")], now=15.0, window=20.0)
+    held = record.get("n1", now=34.0)
+    assert held is not None
+    assert held.pods == frozenset({("ns", "p1"), ("ns", "p2")})
+    record.nominate("n1", [("ns", "p3")], now=100.0, window=20.0)
+    fresh = record.get("n1", now=101.0)
+    assert fresh is not None
+    assert fresh.pods == frozenset({("ns", "p3")})
+
+
+def test_forget_and_a_bad_window() -> None:
+    record = NodeNominations()
+    record.nominate("n1", [], now=0.0, window=5.0)
+    record.forget("n1")
+    assert record.get("n1", now=0.0) is None
+    with pytest.raises(ValueError, match="window must be > 0"):
+        record.nominate("n1", [], now=0.0, window=0.0)
+
+
+@given(
+    st.lists(st.tuples(st.floats(0, 1000), st.floats(0.1, 100)), min_size=1, max_size=20),
+    st.floats(0, 1200),
+)
+def test_a_node_is_nominated_exactly_when_some_pass_still_covers_now(
+    passes: list[tuple[float, float]], now: float
+) -> None:
+    """Passes arrive in time order; the node is held at `now` when the chain of renewals
+    (each starting while the previous was live) reaches past it."""
+    record = NodeNominations()
+    expires = -1.0
+    for at, window in sorted(passes):
+        record.nominate("n", [("ns", "p")], now=at, window=window)
+        expires = max(expires, at + window) if at < expires else at + window
+    held = record.get("n", now=max(now, sorted(passes)[-1][0]))
+    assert (held is not None) == (expires > max(now, sorted(passes)[-1][0]))
