@@ -4,9 +4,11 @@ Reading `build()` top to bottom shows the whole process graph: telemetry, the ku
 state and its informers, the cloud provider (found by name through `karpy.providers`, wrapped
 for spans and metrics), the leader elector, the probe server, and the controllers (provisioning,
 NodeClaim lifecycle and garbage collection, Node termination, disruption with its orchestration
-queue and lastPodEventTime stamper). Controllers are registered in `_controllers()`, fed by informer
-subscriptions made here; they run on the leader only. The provider's own kinds and loops are
-declared by it (`karpy.cloudprovider.protocol.ProviderExtension`) and built here too, in
+queue and lastPodEventTime stamper, and the upkeep of `_upkeep()`: NodePool hash and status, the
+NodeClaim Drifted/Consolidatable conditions, expiry, node repair). Controllers are registered in
+`_controllers()`, fed by informer subscriptions made here; they run on the leader only. The
+provider's own kinds and loops are declared by it
+(`karpy.cloudprovider.protocol.ProviderExtension`) and built here too, in
 `_provider_extension()`: its kinds are informed like the core kinds and its loops get the same
 queues, runners, backoff and shutdown drain. Nothing else in karpy calls a constructor of another
 package's service.
@@ -723,12 +725,22 @@ def _upkeep(
             if c.metadata.labels.get(wk.LABEL_NODEPOOL) == pool
         ]
 
+    seen: dict[str, tuple[object, ...]] = {}
+
     def on_nodepool(event: Event[Any]) -> None:
         name = event.item.ref.name
         queues[hashing.name].add(name)
         queues[status.name].add(name)
-        for claim in claims_of_pool(name):
-            queues[conditions.name].add(claim)
+        # The pool's NodeClaims are rechecked only when what drift reads changed (its spec, by
+        # generation, or its hash), not on each of its own status writes.
+        meta = event.item.obj.metadata
+        key = (meta.generation, meta.annotations.get(wk.ANNOTATION_NODEPOOL_HASH))
+        if event.type is EventType.DELETED:
+            seen.pop(name, None)
+        elif seen.get(name) != key:
+            seen[name] = key
+            for claim in claims_of_pool(name):
+                queues[conditions.name].add(claim)
 
     def on_nodeclaim(event: Event[Any]) -> None:
         claim = event.item.obj

@@ -223,9 +223,22 @@ class NodePoolSpec:
     )
     replicas: int | None = field(
         default=None,
-        doc="Static NodePool: keep exactly this many nodes (StaticCapacity gate).",
+        doc=(
+            "Static NodePool (Karpenter's StaticCapacity gate): not supported by karpy, which "
+            "refuses a NodePool that sets it."
+        ),
         minimum=0,
         format="int64",
+        rules=(
+            Rule(
+                rule="false",
+                message=(
+                    "spec.replicas: static NodePools are not supported by karpy; remove replicas "
+                    "and let pods drive the node count"
+                ),
+                reason="FieldValueForbidden",
+            ),
+        ),
     )
 
 

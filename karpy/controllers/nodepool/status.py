@@ -4,11 +4,13 @@ nodepool.readiness and nodepool.validation, written as one status patch).
 * `status.resources` and `status.nodes`: the summed capacity and the number of the pool's
   NodeClaims (deleting ones included: they still hold their capacity, as Karpenter counts them).
 * `NodeClassReady`: the NodeClass the template references exists and is Ready (False with
-  reason NodeClassNotFound or NodeClassNotReady otherwise).
+  reason NodeClassNotFound or NodeClassNotReady otherwise; Unknown, reason UnsupportedNodeClass,
+  when the reference names a kind the cloud provider does not serve).
 * `ValidationSucceeded`: what the CRD's schema cannot check holds — the requirements form a
   satisfiable set, the durations and budget schedules parse (False with reason
   NodePoolValidationFailed and the error).
-* `Ready`: both of the above are True (False with reason UnhealthyDependents naming them).
+* `Ready`: both of the above are True (False when either is False, else Unknown, with reason
+  UnhealthyDependents naming them). The provisioner skips a NodePool whose Ready is False.
 
 Fed by NodePool events, events of the pool's NodeClaims and of NodeClasses (mapped to the pools
 that reference them); everything is read from cluster state. The `karpy_nodepools_usage`,
@@ -48,6 +50,7 @@ log = logging.getLogger(__name__)
 
 REASON_NODECLASS_NOT_FOUND: Final = "NodeClassNotFound"
 REASON_NODECLASS_NOT_READY: Final = "NodeClassNotReady"
+REASON_UNSUPPORTED_NODECLASS: Final = "UnsupportedNodeClass"
 REASON_VALIDATION_FAILED: Final = "NodePoolValidationFailed"
 REASON_UNHEALTHY_DEPENDENTS: Final = "UnhealthyDependents"
 READY_DEPENDENTS: Final = (ConditionType.VALIDATION_SUCCEEDED, ConditionType.NODE_CLASS_READY)
@@ -160,7 +163,10 @@ class NodePoolStatusController:
         ref = nodepool.spec.template.spec.node_class_ref
         kind = self._nodeclass_kinds.get((ref.group, ref.kind))
         described = f"{ref.kind} {ref.name!r} ({ref.group})"
-        nodeclass = self._view.get(kind, ref.name) if kind is not None else None
+        if kind is None:
+            message = f"{ref.group}/{ref.kind} is not a NodeClass kind the cloud provider serves"
+            return ConditionStatus.UNKNOWN, REASON_UNSUPPORTED_NODECLASS, message
+        nodeclass = self._view.get(kind, ref.name)
         if nodeclass is None:
             return ConditionStatus.FALSE, REASON_NODECLASS_NOT_FOUND, f"{described} not found"
         ready = find(_conditions_of(nodeclass), "Ready")
@@ -195,19 +201,18 @@ def _conditions_of(nodeclass: object) -> tuple[Condition, ...]:
 
 
 def _with_ready(conditions: tuple[Condition, ...], *, now: Any) -> tuple[Condition, ...]:
-    pending = [
-        kind
-        for kind in READY_DEPENDENTS
-        if (c := find(conditions, kind)) is None or c.status is not ConditionStatus.TRUE
-    ]
+    """Ready: True when every dependent is, False when any is False, else Unknown."""
+    states = {kind: find(conditions, kind) for kind in READY_DEPENDENTS}
+    pending = [k for k, c in states.items() if c is None or c.status is not ConditionStatus.TRUE]
     if not pending:
         return with_condition(
             conditions, ConditionType.READY, ConditionStatus.TRUE, reason="Ready", now=now
         )
+    failed = any(c is not None and c.status is ConditionStatus.FALSE for c in states.values())
     return with_condition(
         conditions,
         ConditionType.READY,
-        ConditionStatus.FALSE,
+        ConditionStatus.FALSE if failed else ConditionStatus.UNKNOWN,
         reason=REASON_UNHEALTHY_DEPENDENTS,
         message=", ".join(f"{kind} is not True" for kind in pending),
         now=now,

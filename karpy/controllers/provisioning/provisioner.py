@@ -34,7 +34,9 @@ from typing import ClassVar, Final
 from opentelemetry.trace import Span
 
 from karpy.apis.kube.pod import Pod as KubePod
+from karpy.apis.meta import ConditionStatus
 from karpy.apis.v1.nodeclaim import NodeClaim
+from karpy.apis.v1.nodepool import ConditionType as NodePoolCondition
 from karpy.apis.v1.nodepool import NodePool
 from karpy.cloudprovider.errors import CloudProviderError
 from karpy.cloudprovider.protocol import CloudProvider
@@ -195,7 +197,11 @@ class Provisioner(SingletonController):
                     "found provisionable pod(s)",
                     extra={"pods": _pod_names(pending), "count": len(pending)},
                 )
-                pools = [p for p in objects.nodepools if p.metadata.deletion_timestamp is None]
+                pools = [
+                    p
+                    for p in objects.nodepools
+                    if p.metadata.deletion_timestamp is None and not _not_ready(p)
+                ]
                 types = await self._instance_types(pools)
                 build = build_snapshot(objects, pending=pending, instance_types=types)
             by_uid = {p.metadata.uid or "": p for p in pending}
@@ -421,6 +427,21 @@ def _failed_event(pod: KubePod, message: str) -> Event:
 
 class ProvisioningError(Exception):
     """Some NodeClaims of a batch could not be created; the batch is retried with backoff."""
+
+
+def _not_ready(pool: NodePool) -> bool:
+    """The NodePool's Ready condition is False (its NodeClass is missing or not Ready, or it
+    failed validation): it gets no instance types, so nothing is planned on it. A pool whose
+    status is not written yet (no Ready) or Unknown is tried; the provider refuses what it cannot
+    launch."""
+    ready = next((c for c in pool.status.conditions if c.type == NodePoolCondition.READY), None)
+    if ready is None or ready.status is not ConditionStatus.FALSE:
+        return False
+    log.debug(
+        "skipping nodepool that is not ready",
+        extra={"nodepool": pool.metadata.name, "message": ready.message},
+    )
+    return True
 
 
 def _recheck(waiting: int) -> Result:

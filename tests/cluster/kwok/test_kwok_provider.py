@@ -40,7 +40,13 @@ from karpy.runtime.clock import FakeClock
 from karpy.runtime.telemetry import Telemetry
 from karpy.state.view import ClusterView
 from karpy_kwok import KwokCloudProvider, KwokOptions, build
-from karpy_kwok.apis.kwoknodeclass import KWOKNodeClass, KWOKNodeClassSpec
+from karpy_kwok.apis.kwoknodeclass import (
+    ANNOTATION_NODECLASS_HASH,
+    ANNOTATION_NODECLASS_HASH_VERSION,
+    KWOKNodeClass,
+    KWOKNodeClassSpec,
+    static_hash,
+)
 from karpy_kwok.catalog import OfferingSelector, load_entries
 from karpy_kwok.kinds import KWOK_NODECLASSES
 from tests.contract.conftest import nodepool
@@ -338,4 +344,28 @@ async def test_the_nodeclass_registration_delay_overrides_the_provider_setting(
         assert await eventually(node_exists, within=10, interval=0.1)
         assert loop.time() - started >= 1.0
         runner.cancel()
+    await provider.delete(launched)
+
+
+async def test_a_changed_nodeclass_spec_is_nodeclass_drift(kube: KubeClient) -> None:
+    provider = _provider(kube)
+    launched = await provider.create(_nodeclaim("kwok-drift", cpu="1"))
+    assert launched.metadata.annotations[ANNOTATION_NODECLASS_HASH] == static_hash(
+        KWOKNodeClassSpec()
+    )
+    assert await provider.is_drifted(launched) is None
+    await kube.merge_patch(KWOK_NODECLASSES, REF.name, {"spec": {"nodeRegistrationDelay": "1m"}})
+    assert await provider.is_drifted(launched) == "NodeClassDrift"
+    other_version = attrs.evolve(
+        launched.metadata,
+        annotations={
+            **launched.metadata.annotations,
+            ANNOTATION_NODECLASS_HASH_VERSION: "v0",
+        },
+    )
+    assert await provider.is_drifted(attrs.evolve(launched, metadata=other_version)) is None
+    assert {(p.condition_type, p.condition_status) for p in provider.repair_policies()} == {
+        ("Ready", "False"),
+        ("Ready", "Unknown"),
+    }
     await provider.delete(launched)

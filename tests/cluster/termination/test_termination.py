@@ -206,6 +206,17 @@ async def test_a_do_not_disrupt_pod_holds_the_node_until_the_grace_period_ends(
     claim = await kube.get(NODECLAIMS, "tm-dnd")
     assert claim.metadata.deletion_timestamp is not None
     recorded = claim.metadata.annotations[wk.ANNOTATION_NODECLAIM_TERMINATION_TIMESTAMP]
+
+    async def draining() -> bool:
+        conditions = (await kube.get(NODECLAIMS, "tm-dnd")).status.conditions
+        return any(
+            (c.type, c.status, c.reason)
+            == (ConditionType.DRAINED, ConditionStatus.FALSE, "Draining")
+            for c in conditions
+        )
+
+    # The drain records its progress on the NodeClaim (best effort: a lost race retries).
+    await reconcile_until(h.termination.reconcile, "tm-dnd", draining, within=30)
     assert parse_time(recorded) == claim.metadata.deletion_timestamp + datetime.timedelta(minutes=2)
     await h.termination.reconcile("tm-dnd")
     precious = await kube.get(PODS, "precious", namespace=namespace)

@@ -63,6 +63,10 @@ log = logging.getLogger(__name__)
 DRAIN_RECHECK: Final = 1.0
 """Seconds between looks at a draining Node when no eviction backoff is shorter."""
 
+STUCK_TERMINATING: Final = datetime.timedelta(minutes=1)
+"""A pod whose deletion time passed this long ago is stuck (no kubelet finishes it, e.g. on a
+node being repaired): the drain stops waiting for it, as Karpenter's does."""
+
 INSTANCE_TERMINATION_WAIT: Final = 5.0
 """Seconds between checks that the cloud instance is gone."""
 
@@ -129,7 +133,8 @@ class TerminationController:
                 await self._kube.delete(NODECLAIMS, nodeclaim.metadata.name or "")
             except NotFoundError:
                 nodeclaim = None
-        pods = [p for p in self._view.pods_on(name) if needs_drain(p)]
+        now = self._clock.now()
+        pods = [p for p in self._view.pods_on(name) if needs_drain(p) and not _stuck(p, now=now)]
         if pods:
             await self._mark(nodeclaim, pods_left=len(pods))
             return await self._drain(node, nodeclaim, pods)
@@ -286,6 +291,13 @@ def _involved_node(node: Node) -> InvolvedObject:
         name=node.metadata.name or "",
         uid=node.metadata.uid or "",
     )
+
+
+def _stuck(pod: Pod, *, now: datetime.datetime) -> bool:
+    """Terminating, and its deletion time (deletionTimestamp, which already includes its grace
+    period) is more than STUCK_TERMINATING ago."""
+    deleted = pod.metadata.deletion_timestamp
+    return deleted is not None and now - deleted > STUCK_TERMINATING
 
 
 def _grace_deadline(node: Node, nodeclaim: NodeClaim | None) -> datetime.datetime | None:
