@@ -18,7 +18,8 @@ comparison. Karpenter answers it two ways, and so does karpy:
   satisfy the NodePool's requirements.
 
 The digest is karpy's own (the first 64 bits of a SHA-256 over a canonical encoding, in decimal,
-as Karpenter writes its 64-bit hash); it is not bit-for-bit Karpenter's hashstructure value.
+as Karpenter writes its 64-bit hash); it is not bit-for-bit Karpenter's hashstructure value, and
+the version karpy writes says so (HASH_VERSION).
 """
 
 from __future__ import annotations
@@ -33,8 +34,11 @@ import attrs
 from karpy.apis.v1 import labels as wk
 from karpy.core.requirements import Requirements
 
-HASH_VERSION: Final = "v3"
-"""The `karpenter.sh/nodepool-hash-version` karpy writes (Karpenter v1's current version)."""
+HASH_VERSION: Final = "karpy-v1"
+"""The `karpenter.sh/nodepool-hash-version` karpy writes. Its own, not Karpenter's `v3`: the
+digest is not Karpenter's, so a NodePool and NodeClaims that Karpenter stamped (`v3`) are
+re-stamped on take-over, as Karpenter itself re-stamps on a version change, instead of every
+node drifting merely because karpy now runs the pool."""
 
 
 class DriftReason(enum.StrEnum):

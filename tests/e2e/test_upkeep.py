@@ -125,7 +125,7 @@ async def test_a_template_label_change_marks_the_nodeclaims_drifted(
         (claim,) = await nodeclaims(api_client, pool)
         stored = await _pool(api_client, pool)
         annotations = stored["metadata"]["annotations"]
-        assert annotations[wk.ANNOTATION_NODEPOOL_HASH_VERSION] == "v3"
+        assert annotations[wk.ANNOTATION_NODEPOOL_HASH_VERSION] == "karpy-v1"
         assert (
             claim["metadata"]["annotations"][wk.ANNOTATION_NODEPOOL_HASH]
             == annotations[wk.ANNOTATION_NODEPOOL_HASH]

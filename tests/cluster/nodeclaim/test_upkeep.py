@@ -124,7 +124,7 @@ async def test_a_template_label_change_drifts_the_nodeclaims_made_from_the_old_t
     await live.caught_up()
     stamped = live.view.nodepool(pool_name)
     assert stamped is not None
-    assert stamped.metadata.annotations[wk.ANNOTATION_NODEPOOL_HASH_VERSION] == "v3"
+    assert stamped.metadata.annotations[wk.ANNOTATION_NODEPOOL_HASH_VERSION] == "karpy-v1"
     kept, provider_drifted = f"kept-{suffix}", f"ami-{suffix}"
     await _claim(kube, kept, stamped)
     await _claim(kube, provider_drifted, stamped)

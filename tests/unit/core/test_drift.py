@@ -135,3 +135,17 @@ def test_a_hash_version_change_restamps_only_undrifted_nodeclaims_with_the_new_h
         wk.ANNOTATION_NODEPOOL_HASH_VERSION: HASH_VERSION
     }
     assert rehash_annotations(_annotations("7"), nodepool_hash="9", drifted=False) is None
+
+
+def test_nodeclaims_karpenter_stamped_are_re_stamped_not_drifted() -> None:
+    """A pool karpy takes over from Karpenter: NodePool and NodeClaims carry Karpenter's `v3`
+    and a digest karpy cannot reproduce. The versions differ from karpy's, so nothing drifts and
+    the NodeClaim is re-stamped with the pool's current karpy hash."""
+    karpenters = {
+        wk.ANNOTATION_NODEPOOL_HASH: "6175498733396436498",
+        wk.ANNOTATION_NODEPOOL_HASH_VERSION: "v3",
+    }
+    karpys = {wk.ANNOTATION_NODEPOOL_HASH: "42", wk.ANNOTATION_NODEPOOL_HASH_VERSION: HASH_VERSION}
+    assert HASH_VERSION != "v3"
+    assert static_drift(karpys, karpenters) is None
+    assert rehash_annotations(karpenters, nodepool_hash="42", drifted=False) == karpys

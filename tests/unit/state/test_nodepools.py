@@ -97,5 +97,5 @@ def test_template_metadata_is_hashed() -> None:
     assert nodepool_hash(labelled) != nodepool_hash(pool)
     assert hash_annotations(pool) == {
         wk.ANNOTATION_NODEPOOL_HASH: nodepool_hash(pool),
-        wk.ANNOTATION_NODEPOOL_HASH_VERSION: "v3",
+        wk.ANNOTATION_NODEPOOL_HASH_VERSION: "karpy-v1",
     }

@@ -97,7 +97,7 @@ def test_a_plan_becomes_a_nodeclaim_named_owned_and_labelled_from_its_nodepool()
     assert meta.annotations == {
         "team": "payments",
         wk.ANNOTATION_NODEPOOL_HASH: nodepool_hash(_pool()),
-        wk.ANNOTATION_NODEPOOL_HASH_VERSION: "v3",
+        wk.ANNOTATION_NODEPOOL_HASH_VERSION: "karpy-v1",
     }
     reqs = {(r.key, r.operator): r.values for r in claim.spec.requirements}
     assert reqs[(wk.LABEL_INSTANCE_TYPE, RequirementOperator.IN)] == ("c5.large", "m5.large")
