@@ -30,6 +30,11 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
         "simulate_main",
         "print the scheduling plan for a scenario file",
     ),
+    "convert": (
+        "karpy.convert.cli",
+        "main",
+        "convert Karpenter v0.x (v1alpha5) manifests to karpenter.sh/v1",
+    ),
     "explain": (
         "karpy.simulate.cli",
         "explain_main",
