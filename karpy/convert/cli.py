@@ -12,15 +12,8 @@ import os
 import sys
 from pathlib import Path
 
-from karpy.apis.v1alpha5.translate import LegacySettings
-from karpy.convert.documents import (
-    ConvertError,
-    Document,
-    convert,
-    legacy_node_classes,
-    parse_documents,
-    render,
-)
+from karpy.apis.v1alpha5.translate import LegacySettings, legacy_node_classes
+from karpy.convert.documents import ConvertError, Document, convert, parse_documents, render
 
 EXIT_OK = 0
 EXIT_INVALID = 1

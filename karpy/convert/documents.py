@@ -9,10 +9,8 @@ admission rules), and every problem names its document and field.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable, Mapping, Sequence
-from importlib import metadata
-from typing import Any, Final
+from typing import Any
 
 import attrs
 import yaml
@@ -27,8 +25,6 @@ from karpy.apis.v1alpha5.translate import (
 )
 from karpy.apis.v1alpha5.validation import validate_provisioner
 
-LEGACY_ENTRY_POINT_GROUP: Final = "karpy.legacy"
-
 
 class ConvertError(ValueError):
     """Input that cannot be converted; each problem names its document and field."""
@@ -36,23 +32,6 @@ class ConvertError(ValueError):
     def __init__(self, problems: list[str]) -> None:
         self.problems = problems
         super().__init__("\n".join(problems))
-
-
-@functools.cache
-def legacy_node_classes(provider: str) -> LegacyNodeClasses:
-    """The provider's half of the translation, from the ``karpy.legacy`` entry points.
-
-    Raises LookupError naming the installed providers when `provider` declares none.
-    """
-    found = {ep.name: ep for ep in metadata.entry_points(group=LEGACY_ENTRY_POINT_GROUP)}
-    if provider not in found:
-        msg = (
-            f"provider {provider!r} declares no legacy translation "
-            f"(installed: {', '.join(sorted(found)) or 'none'})"
-        )
-        raise LookupError(msg)
-    declared: LegacyNodeClasses = found[provider].load()
-    return declared
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -89,7 +68,7 @@ def parse_documents(text: str, source: str) -> list[Document]:
     """The non-empty documents of a multi-document YAML stream. Raises ConvertError on YAML that
     does not parse (or repeats a key), naming the source."""
     try:
-        loaded = list(yaml.load_all(text, Loader=_StrictLoader))  # noqa: S506 - a SafeLoader
+        loaded = list(yaml.load_all(text, Loader=_StrictLoader))
     except yaml.YAMLError as error:
         raise ConvertError([f"{source}: invalid YAML: {error}"]) from None
     return [

@@ -8,7 +8,7 @@ the kinds it owns (its NodeClass) in its own package and declares them to the op
 from __future__ import annotations
 
 import functools
-from typing import Final
+from typing import Any, Final, TypeVar
 
 from karpy.apis.codec import from_dict
 from karpy.apis.kube.node import Node
@@ -17,7 +17,10 @@ from karpy.apis.kube.storage import PersistentVolume, PersistentVolumeClaim, Sto
 from karpy.apis.kube.workloads import DaemonSet
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.apis.v1.nodepool import NodePool
+from karpy.apis.v1alpha5.provisioner import Provisioner
 from karpy.kube.resources import ResourceKind
+
+T = TypeVar("T")
 
 NODES: Final = ResourceKind[Node](
     kind="Node",
@@ -79,3 +82,20 @@ STORAGE_CLASSES: Final = ResourceKind[StorageClass](
     namespaced=False,
     decode=functools.partial(from_dict, StorageClass),
 )
+
+
+def cluster_kind(model: type[T]) -> ResourceKind[T]:
+    """The ResourceKind of a cluster-scoped custom kind from its model's GROUP, VERSION, KIND and
+    PLURAL (provider kinds the caller knows only as models, such as legacy NodeClasses)."""
+    cls: Any = model
+    return ResourceKind[T](
+        kind=cls.KIND,
+        plural=cls.PLURAL,
+        group=cls.GROUP,
+        version=cls.VERSION,
+        namespaced=False,
+        decode=functools.partial(from_dict, model),
+    )
+
+
+PROVISIONERS: Final = cluster_kind(Provisioner)

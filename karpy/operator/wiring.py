@@ -20,6 +20,7 @@ from typing import Any, Final, ParamSpec, Protocol, TypeVar, runtime_checkable
 import attrs
 from opentelemetry.sdk.trace.export import SpanExporter
 
+from karpy.apis.v1alpha5.translate import LegacySettings
 from karpy.cloudprovider.instrumented import InstrumentedCloudProvider
 from karpy.cloudprovider.protocol import (
     Change,
@@ -32,6 +33,7 @@ from karpy.cloudprovider.protocol import (
 )
 from karpy.cloudprovider.registry import ProviderContext, ProviderError, build_provider
 from karpy.controllers.disruption.emptiness import EmptinessController
+from karpy.controllers.legacy.extension import legacy_extension
 from karpy.controllers.node.termination import subscribers as termination_events
 from karpy.controllers.node.termination.controller import TerminationController
 from karpy.controllers.nodeclaim.garbagecollection import GarbageCollectionController
@@ -208,14 +210,28 @@ async def build(
             ),
             telemetry,
         )
-        provider_controllers = _provider_extension(
-            _extension(provider),
-            client=client,
-            state=state,
-            informers=informers,
-            options=options,
-            telemetry=telemetry,
-        )
+        provider_controllers = [
+            controller
+            for extension in (
+                _extension(provider),
+                # Karpenter v0.x Provisioners/templates kept as owned v1 objects (migration.md).
+                legacy_extension(
+                    options.provider.name,
+                    client=client,
+                    view=view,
+                    settings=LegacySettings(cluster_name=options.provider.cluster_name),
+                    clock=clock,
+                ),
+            )
+            for controller in _provider_extension(
+                extension,
+                client=client,
+                state=state,
+                informers=informers,
+                options=options,
+                telemetry=telemetry,
+            )
+        ]
     except BaseException:
         try:
             if provider is not None:

@@ -77,7 +77,9 @@ class AWSSettings:
         doc="Security group tags to match, or aws-ids / aws::name.",
         crd_default=False,
     )
-    ami_family: str | None = field(default=None, doc="AMI family; AL2 when unset.", enum=AMI_FAMILIES)
+    ami_family: str | None = field(
+        default=None, doc="AMI family; AL2 when unset.", enum=AMI_FAMILIES
+    )
     launch_template: str | None = field(
         default=None,
         doc="A user-managed launch template name; v1 has none, so it is refused at translation.",

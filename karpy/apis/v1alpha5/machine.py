@@ -48,9 +48,7 @@ class MachineStatus:
     node_name: str | None = field(default=None, doc="Name of the machine's Node.")
     provider_id: str | None = field(default=None, wire="providerID", doc="Cloud provider id.")
     capacity: Mapping[str, Quantity] = field(factory=dict, doc="Capacity.", crd_default=False)
-    allocatable: Mapping[str, Quantity] = field(
-        factory=dict, doc="Allocatable.", crd_default=False
-    )
+    allocatable: Mapping[str, Quantity] = field(factory=dict, doc="Allocatable.", crd_default=False)
     conditions: tuple[Condition, ...] = conditions_field()
 
 
@@ -70,8 +68,6 @@ class Machine:
         doc="Refused: Machines are read-only in karpy.",
         rules=(Rule(rule="false", message=READ_ONLY_MESSAGE),),
     )
-    status: MachineStatus = field(
-        factory=MachineStatus, doc="Observed state.", crd_default=False
-    )
+    status: MachineStatus = field(factory=MachineStatus, doc="Observed state.", crd_default=False)
     api_version: str = field(default=API_VERSION, crd_default=False)
     kind: str = field(default="Machine", crd_default=False)

@@ -216,7 +216,9 @@ class ProvisionerSpec:
         default=None, doc="The node template (v1: nodeClassRef to an EC2NodeClass)."
     )
     ttl_seconds_after_empty: int | None = field(
-        default=None, doc="Seconds an empty node lives (v1: WhenEmpty + consolidateAfter).", minimum=0
+        default=None,
+        doc="Seconds an empty node lives (v1: WhenEmpty + consolidateAfter).",
+        minimum=0,
     )
     ttl_seconds_until_expired: int | None = field(
         default=None, doc="Maximum node lifetime in seconds (v1: expireAfter).", minimum=0
@@ -253,7 +255,9 @@ class Provisioner:
         factory=ProvisionerSpec, doc="Desired state.", rules=PROVISIONER_SPEC_RULES
     )
     status: ProvisionerStatus = field(
-        factory=ProvisionerStatus, doc="Observed state, mirrored from the NodePool.", crd_default=False
+        factory=ProvisionerStatus,
+        doc="Observed state, mirrored from the NodePool.",
+        crd_default=False,
     )
     api_version: str = field(default=API_VERSION, crd_default=False)
     kind: str = field(default="Provisioner", crd_default=False)

@@ -11,7 +11,9 @@ launched; nothing is dropped in silence.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
+from importlib import metadata
 from typing import Any, Final, Protocol
 
 import attrs
@@ -34,7 +36,6 @@ from karpy.apis.v1.nodepool import (
     NodePoolSpec,
 )
 from karpy.apis.v1alpha5.provisioner import Provisioner
-
 
 # What Karpenter v0.x's webhook filled in when a Provisioner left these keys unconstrained;
 # v1 would allow every value, so they are written out to launch what v0.x launched.
@@ -142,7 +143,9 @@ def _disruption(provisioner: Provisioner) -> tuple[Disruption, list[FieldWarning
             [],
         )
     # Neither: v0.x never scaled such nodes down.
-    return Disruption(consolidation_policy=ConsolidationPolicy.WHEN_EMPTY, consolidate_after=NEVER), []
+    return Disruption(
+        consolidation_policy=ConsolidationPolicy.WHEN_EMPTY, consolidate_after=NEVER
+    ), []
 
 
 def _expire_after(provisioner: Provisioner) -> tuple[str, list[FieldWarning]]:
@@ -202,7 +205,9 @@ def nodepool_from_provisioner(
     ]
     constrained = {req.key for req in spec.requirements}
     requirements += [
-        NodeSelectorRequirementWithMinValues(key=key, operator=RequirementOperator.IN, values=(value,))
+        NodeSelectorRequirementWithMinValues(
+            key=key, operator=RequirementOperator.IN, values=(value,)
+        )
         for key, value in V0_DEFAULT_REQUIREMENTS.items()
         if key not in constrained and key not in spec.labels
     ]
@@ -248,3 +253,23 @@ def translate(
         node_classes=node_class.node_classes,
         warnings=(*warnings, *node_class.warnings),
     )
+
+
+LEGACY_ENTRY_POINT_GROUP: Final = "karpy.legacy"
+
+
+@functools.cache
+def legacy_node_classes(provider: str) -> LegacyNodeClasses:
+    """The provider's half of the translation, from the ``karpy.legacy`` entry points.
+
+    Raises LookupError naming the installed providers when `provider` declares none.
+    """
+    found = {ep.name: ep for ep in metadata.entry_points(group=LEGACY_ENTRY_POINT_GROUP)}
+    if provider not in found:
+        msg = (
+            f"provider {provider!r} declares no legacy translation "
+            f"(installed: {', '.join(sorted(found)) or 'none'})"
+        )
+        raise LookupError(msg)
+    declared: LegacyNodeClasses = found[provider].load()
+    return declared

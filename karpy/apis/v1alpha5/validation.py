@@ -122,5 +122,7 @@ def validate_provisioner(provisioner: Provisioner) -> list[str]:
             "ttlSecondsAfterEmpty, consolidation.enabled"
         )
     if spec.provider is not None and spec.provider_ref is not None:
-        problems.append("spec: Invalid value: expected exactly one, got both: provider, providerRef")
+        problems.append(
+            "spec: Invalid value: expected exactly one, got both: provider, providerRef"
+        )
     return problems
