@@ -41,18 +41,18 @@ class _StrictLoader(yaml.SafeLoader):
 def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
     seen: set[Any] = set()
     for key_node, _ in node.value:
-        key = loader.construct_object(key_node)  # type: ignore[no-untyped-call]
+        key = loader.construct_object(key_node)
         if key in seen:
             line = key_node.start_mark.line + 1
             msg = f'line {line}: mapping key "{key}" already defined'
             raise yaml.constructor.ConstructorError(None, None, msg, key_node.start_mark)
         seen.add(key)
-    return loader.construct_mapping(node)  # type: ignore[no-untyped-call,no-any-return]
+    return loader.construct_mapping(node)
 
 
 _StrictLoader.add_constructor(
     yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
-    _construct_mapping,  # type: ignore[arg-type]
+    _construct_mapping,
 )
 
 

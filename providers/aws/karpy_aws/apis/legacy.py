@@ -123,8 +123,8 @@ def _ami(
     owners = _ids(selector.pop("aws::owners", ""))
     terms = [AMISelectorTerm(id=i) for i in ids]
     if name is not None or selector:
-        for owner in owners or [None]:
-            terms.append(AMISelectorTerm(name=name, tags=selector, owner=owner))
+        owner_choices: list[str | None] = [*owners] or [None]
+        terms += [AMISelectorTerm(name=name, tags=selector, owner=o) for o in owner_choices]
     elif owners:
         problem = f"{path}.amiSelector: aws::owners needs aws::name or tags beside it in v1"
         raise TranslationError(f"{path}.amiSelector", [problem])
