@@ -11,6 +11,7 @@ import functools
 from typing import Any, Final, TypeVar
 
 from karpy.apis.codec import from_dict
+from karpy.apis.kube.configmap import ConfigMap
 from karpy.apis.kube.node import Node
 from karpy.apis.kube.pod import Pod
 from karpy.apis.kube.storage import PersistentVolume, PersistentVolumeClaim, StorageClass
@@ -99,3 +100,11 @@ def cluster_kind(model: type[T]) -> ResourceKind[T]:
 
 
 PROVISIONERS: Final = cluster_kind(Provisioner)
+
+CONFIGMAPS: Final = ResourceKind[ConfigMap](
+    kind=ConfigMap.KIND,
+    plural="configmaps",
+    version="v1",
+    namespaced=True,
+    decode=functools.partial(from_dict, ConfigMap),
+)

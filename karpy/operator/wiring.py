@@ -219,7 +219,10 @@ async def build(
                     options.provider.name,
                     client=client,
                     view=view,
-                    settings=LegacySettings(cluster_name=options.provider.cluster_name),
+                    settings=LegacySettings(
+                        cluster_name=options.provider.cluster_name,
+                        default_instance_profile=options.provider.default_instance_profile,
+                    ),
                     clock=clock,
                 ),
             )

@@ -140,6 +140,9 @@ class ProviderOptions:
     """The provider's own settings (`--provider-setting key=value`, or the environment variable
     `KARPY_PROVIDER_SETTING_<KEY>`), passed as they are; each provider parses and checks its own
     and names the key it refuses (docs/configuration.md lists them per provider)."""
+    default_instance_profile: str | None = None
+    """Karpenter v0.x's aws.defaultInstanceProfile: the instance profile of translated
+    Provisioners whose provider settings name none (docs/migration.md)."""
 
 
 @attrs.frozen
@@ -258,6 +261,12 @@ _SPECS: Final[tuple[_Spec, ...]] = (
     _Spec("--log-level", "LOG_LEVEL", parse_log_level, "debug, info, warning or error"),
     _Spec("--provider", "KARPY_PROVIDER", _non_empty, "cloud provider (karpy.providers name)"),
     _Spec("--cluster-name", "CLUSTER_NAME", _non_empty, "cluster name instances are tagged with"),
+    _Spec(
+        "--default-instance-profile",
+        "AWS_DEFAULT_INSTANCE_PROFILE",
+        _non_empty,
+        "instance profile for v1alpha5 Provisioners that name none",
+    ),
     _Spec("--batch-idle-duration", "BATCH_IDLE_DURATION", _positive_duration, "batch idle window"),
     _Spec("--batch-max-duration", "BATCH_MAX_DURATION", _positive_duration, "batch max window"),
     _Spec(
@@ -449,6 +458,7 @@ def _assemble(raw: Mapping[str, object]) -> Options:
             name=_get(raw, "provider", d.provider.name, str),
             cluster_name=_get(raw, "cluster_name", d.provider.cluster_name, str),
             settings=_get(raw, "provider_settings", {}, dict),
+            default_instance_profile=_optional_str(raw.get("default_instance_profile")),
         ),
         batching=batching,
         scheduling=SchedulingOptions(
