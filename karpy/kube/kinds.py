@@ -15,7 +15,7 @@ from karpy.apis.kube.configmap import ConfigMap
 from karpy.apis.kube.node import Node
 from karpy.apis.kube.pod import Pod
 from karpy.apis.kube.storage import PersistentVolume, PersistentVolumeClaim, StorageClass
-from karpy.apis.kube.workloads import DaemonSet
+from karpy.apis.kube.workloads import DaemonSet, Deployment
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.apis.v1.nodepool import NodePool
 from karpy.apis.v1alpha5.provisioner import Provisioner
@@ -107,4 +107,12 @@ CONFIGMAPS: Final = ResourceKind[ConfigMap](
     version="v1",
     namespaced=True,
     decode=functools.partial(from_dict, ConfigMap),
+)
+
+DEPLOYMENTS: Final = ResourceKind[Deployment](
+    kind=Deployment.KIND,
+    plural="deployments",
+    group="apps",
+    version="v1",
+    decode=functools.partial(from_dict, Deployment),
 )

@@ -19,6 +19,7 @@ import uvloop
 from karpy.cloudprovider.registry import ProviderError
 from karpy.kube.errors import KubeConfigError
 from karpy.kube.lease import LeadershipLostError
+from karpy.operator.autoscaler import warn_if_cluster_autoscaler
 from karpy.operator.globalsettings import with_global_settings
 from karpy.operator.supervisor import Supervisor
 from karpy.operator.wiring import build
@@ -72,6 +73,7 @@ async def _main(options: Options, argv: list[str] | None = None) -> int:
         )
         return 2
     try:
+        await warn_if_cluster_autoscaler(components.client, dry_run=options.dry_run)
         await Supervisor(components, stop=stop).run()
     except ExceptionGroup as group:
         lost, other = group.split(LeadershipLostError)

@@ -63,6 +63,7 @@ from karpy.kube.kinds import (
 from karpy.kube.lease import LeaderElector
 from karpy.kube.resources import ResourceKind
 from karpy.kube.watch import Event, EventType
+from karpy.operator.dryrun import DecisionLog, DryRunKubeClient
 from karpy.runtime.backoff import Backoff
 from karpy.runtime.channels import Trigger
 from karpy.runtime.clock import Clock, SystemClock
@@ -183,7 +184,7 @@ async def build(
         otlp_endpoint=options.telemetry.otlp_endpoint,
         span_exporter=span_exporter,
     )
-    client = await KubeClient.connect(
+    client = await (DryRunKubeClient if options.dry_run else KubeClient).connect(
         options.kube.kubeconfig,
         request_timeout=options.kube.request_timeout,
         limiter=TokenBucket(rate=options.kube.qps, burst=options.kube.burst),
@@ -243,6 +244,8 @@ async def build(
             await client.close()
             telemetry.shutdown()
         raise
+    if isinstance(client, DryRunKubeClient):  # shadow mode: report what is withheld
+        client.decisions = DecisionLog(view, provider, Recorder(client, clock), telemetry, clock)
     elector = (
         LeaderElector(client, options.leader_election, clock=clock, metrics=telemetry.metrics)
         if options.leader_election.enabled

@@ -148,6 +148,9 @@ class ProviderOptions:
 @attrs.frozen
 class Options:
     log_level: LogLevel = "info"
+    dry_run: bool = False
+    """Shadow mode (DRY_RUN / --dry-run): decide everything, write nothing to the cluster but
+    events and the leader Lease; every decision is logged, evented and metered with its $/h."""
     provider: ProviderOptions = ProviderOptions()
     batching: BatchingOptions = BatchingOptions()
     scheduling: SchedulingOptions = SchedulingOptions()
@@ -284,6 +287,13 @@ _SPECS: Final[tuple[_Spec, ...]] = (
     _Spec("--metrics-port", "METRICS_PORT", parse_port, "port serving /metrics"),
     _Spec("--health-probe-port", "HEALTH_PROBE_PORT", parse_port, "port serving /healthz, /readyz"),
     _Spec("--bind-address", "BIND_ADDRESS", _non_empty, "address the probe and metrics ports bind"),
+    _Spec(
+        "--dry-run",
+        "DRY_RUN",
+        parse_bool,
+        "shadow mode: decide everything, create, patch and delete nothing",
+        takes_value=False,
+    ),
     _Spec(
         "--disable-leader-election",
         "DISABLE_LEADER_ELECTION",
@@ -454,6 +464,7 @@ def _assemble(raw: Mapping[str, object]) -> Options:
         raise OptionsError(msg)
     return Options(
         log_level=parse_log_level(_get(raw, "log_level", d.log_level, str)),
+        dry_run=_get(raw, "dry_run", False, bool),
         provider=ProviderOptions(
             name=_get(raw, "provider", d.provider.name, str),
             cluster_name=_get(raw, "cluster_name", d.provider.cluster_name, str),
