@@ -22,7 +22,7 @@ from kubernetes_asyncio import client
 
 from karpy.apis.v1 import labels as wk
 from karpy.localcluster import ClusterInfo
-from tests.e2e.daemon import is_ready, running, running_daemon
+from tests.e2e.daemon import running, running_daemon
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.usefixtures("karpy_crds")
@@ -82,16 +82,26 @@ async def test_seed_001_provisioner_and_nginx_run_on_karpy(
         }
         assert pool["spec"]["limits"] == {"cpu": "1000", "memory": "1000Gi"}
 
-        async def provisioner_ready() -> Any:
+        async def provisioner_translated() -> Any:
             found = await _get(custom, "v1alpha5", "provisioners", "default")
-            return found if is_ready(found) else None
+            conditions = {c["type"]: c for c in found.get("status", {}).get("conditions", [])}
+            return conditions if "Translated" in conditions else None
 
-        provisioner = await eventually(provisioner_ready, within=60)
-        translated = next(
-            c for c in provisioner["status"]["conditions"] if c["type"] == "Translated"
+        conditions = await eventually(provisioner_translated, within=60)
+        assert conditions["Translated"]["status"] == "True"
+        assert "spec.cluster" in conditions["Translated"]["message"]
+        assert "spec.provider" in conditions["Translated"]["message"]
+        # Ready mirrors the NodePool's Ready condition (Unknown until the pool reports one).
+        pool = await _get(custom, "v1", "nodepools", "default")
+        pool_ready = next(
+            (
+                c["status"]
+                for c in pool.get("status", {}).get("conditions", [])
+                if c["type"] == "Ready"
+            ),
+            "Unknown",
         )
-        assert "spec.cluster" in translated["message"]
-        assert "spec.provider" in translated["message"]
+        assert conditions["Ready"]["status"] == pool_ready
 
         code, out = await kubectl(
             cluster_info, "apply", "-n", namespace, "-f", str(SEEDS / "001-nginx.yaml")
@@ -118,7 +128,7 @@ async def test_seed_002_provisioner_is_refused_naming_the_fields(
 ) -> None:
     code, out = await kubectl(cluster_info, "apply", "-f", str(SEEDS / "002-provisioner.yaml"))
     assert code != 0
-    assert 'unknown field "name"' in out or "metadata.name" in out, out
+    assert "resource name may not be empty" in out, out  # metadata.name is not indented
     # With metadata.name indented as intended, the apiserver still refuses the key, by name.
     text = (SEEDS / "002-provisioner.yaml").read_text().replace("\nname:", "\n  name:")
     fixed = tmp_path / "002-provisioner-name-indented.yaml"

@@ -32,11 +32,13 @@ READ_ONLY_MESSAGE = (
 @attrs.frozen(kw_only=True)
 class MachineSpec:
     requirements: tuple[Requirement, ...] = field(
-        factory=tuple, doc="Constraints on the machine.", crd_default=False
+        factory=tuple, doc="Constraints on the machine.", crd_default=False, max_items=100
     )
-    taints: tuple[Taint, ...] = field(factory=tuple, doc="Node taints.", crd_default=False)
+    taints: tuple[Taint, ...] = field(
+        factory=tuple, doc="Node taints.", crd_default=False, max_items=100
+    )
     startup_taints: tuple[Taint, ...] = field(
-        factory=tuple, doc="Startup taints.", crd_default=False
+        factory=tuple, doc="Startup taints.", crd_default=False, max_items=100
     )
     machine_template_ref: ProviderRef | None = field(
         default=None, doc="The node template the machine was launched from."

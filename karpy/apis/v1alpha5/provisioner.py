@@ -191,6 +191,7 @@ class ProvisionerSpec:
         factory=dict,
         doc="Labels applied to every node.",
         crd_default=False,
+        max_properties=100,
         values=item(max_length=63, pattern=LABEL_VALUE_PATTERN),
         rules=TEMPLATE_LABEL_RULES,
     )
@@ -198,10 +199,13 @@ class ProvisionerSpec:
         factory=dict, doc="Annotations applied to every node.", crd_default=False
     )
     taints: tuple[Taint, ...] = field(
-        factory=tuple, doc="Taints applied to every node.", crd_default=False
+        factory=tuple, doc="Taints applied to every node.", crd_default=False, max_items=100
     )
     startup_taints: tuple[Taint, ...] = field(
-        factory=tuple, doc="Taints an agent removes after boot.", crd_default=False
+        factory=tuple,
+        doc="Taints an agent removes after boot.",
+        crd_default=False,
+        max_items=100,
     )
     requirements: tuple[Requirement, ...] = field(
         factory=tuple, doc="Constraints on the launched nodes.", crd_default=False, max_items=100
