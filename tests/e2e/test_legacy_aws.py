@@ -89,15 +89,21 @@ async def _instances(ec2: Any, cluster: str, states: tuple[str, ...]) -> list[di
     return [i for r in answer["Reservations"] for i in r["Instances"]]
 
 
-async def _ready_nodeclass(custom: client.CustomObjectsApi, name: str) -> bool:
+class _NotReady(list[Any]):
+    """A falsy probe answer that still shows the NodeClass's conditions when a wait fails."""
+
+    def __bool__(self) -> bool:
+        return False
+
+
+async def _ready_nodeclass(custom: client.CustomObjectsApi, name: str) -> Any:
     try:
         found = await custom.get_cluster_custom_object(wk.AWS_GROUP, "v1", "ec2nodeclasses", name)
-    except client.ApiException:
-        return False
-    return any(
-        c["type"] == "Ready" and c["status"] == "True"
-        for c in found.get("status", {}).get("conditions", [])
-    )
+    except client.ApiException as error:
+        return _NotReady() if error.status == 404 else _NotReady([str(error)])
+    conditions = found.get("status", {}).get("conditions", [])
+    ready = any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+    return found if ready else _NotReady(conditions)
 
 
 async def _no_live(ec2: Any, cluster: str) -> bool:

@@ -142,7 +142,9 @@ def test_unset_selectors_default_to_the_cluster_tag_with_warnings() -> None:
     assert {w.path for w in result.warnings} == {
         "spec.provider.subnetSelector",
         "spec.provider.securityGroupSelector",
+        "spec.provider.amiFamily",
     }
+    assert to_dict(node_class.spec)["amiSelectorTerms"] == [{"alias": "al2023@latest"}]
 
 
 def template(**spec: Any) -> AWSNodeTemplate:

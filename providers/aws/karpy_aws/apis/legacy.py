@@ -236,7 +236,20 @@ def node_class(
     )
     warnings += found
     extras = aws if isinstance(aws, AWSNodeTemplateSpec) else None
-    family, ami_terms = _ami(path, aws.ami_family, extras.ami_selector if extras else {})
+    family_name = aws.ami_family
+    if family_name is None and extras and (extras.ami_selector or extras.user_data):
+        family_name = "AL2"  # user data and AMI selectors were written for v0.x's default
+    elif family_name is None:
+        # v0.x's default, AL2, has no EKS AMIs after Kubernetes 1.32.
+        family_name = "AL2023"
+        warnings.append(
+            FieldWarning(
+                f"{path}.amiFamily",
+                "unset: v0.x defaulted to AL2, whose EKS AMIs end at Kubernetes 1.32; "
+                "using al2023@latest (set amiFamily: AL2 to keep AL2)",
+            )
+        )
+    family, ami_terms = _ami(path, family_name, extras.ami_selector if extras else {})
     v1_kubelet = None
     if kubelet is not None:
         v1_kubelet, found = kubelet_from_legacy(kubelet_path, kubelet)
