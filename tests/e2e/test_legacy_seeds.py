@@ -13,14 +13,18 @@ lost their indentation when published, and kubectl refuses them naming the line.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 import os
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes_asyncio import client
 
 from karpy.apis.v1 import labels as wk
+from karpy.convert.cli import main as convert_main
 from karpy.localcluster import ClusterInfo
 from tests.e2e.daemon import running, running_daemon
 from tests.support.waiting import eventually
@@ -45,6 +49,22 @@ async def kubectl(cluster_info: ClusterInfo, *args: str) -> tuple[int, str]:
         out, _ = await process.communicate()
     assert process.returncode is not None
     return process.returncode, out.decode()
+
+
+async def kubectl_free_convert(path: Path) -> dict[str, Any]:
+    """The NodePool `karpy convert --provider kwok` writes for `path` (in this process)."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        assert convert_main(["--provider", "kwok", str(path)]) == 0
+    return next(d for d in yaml.safe_load_all(out.getvalue()) if d["kind"] == "NodePool")
+
+
+def _subset(part: Any, whole: Any) -> bool:
+    if isinstance(part, dict):
+        return isinstance(whole, dict) and all(
+            k in whole and _subset(v, whole[k]) for k, v in part.items()
+        )
+    return bool(part == whole)
 
 
 async def _get(custom: client.CustomObjectsApi, version: str, plural: str, name: str) -> Any:
@@ -81,6 +101,10 @@ async def test_seed_001_provisioner_and_nginx_run_on_karpy(
             "values": ["m5.large", "m5.xlarge"],
         }
         assert pool["spec"]["limits"] == {"cpu": "1000", "memory": "1000Gi"}
+        # `karpy convert` writes the NodePool the controller keeps: the served pool holds every
+        # field of the converted one, unchanged (the apiserver adds only its defaults).
+        converted = await kubectl_free_convert(SEEDS / "001-provisioner.yaml")
+        assert _subset(converted["spec"], pool["spec"]), (converted["spec"], pool["spec"])
 
         async def provisioner_translated() -> Any:
             found = await _get(custom, "v1alpha5", "provisioners", "default")
