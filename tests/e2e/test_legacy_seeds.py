@@ -178,3 +178,25 @@ async def test_seed_003_unindented_manifests_are_refused(
     code, out = await kubectl(cluster_info, "apply", "-f", str(SEEDS / manifest))
     assert code != 0
     assert why in out, out
+
+
+async def test_v1alpha5_admission_refuses_by_field(
+    cluster_info: ClusterInfo, tmp_path: Path
+) -> None:
+    """What Karpenter's v1alpha5 webhook refused, the served CRDs refuse; Machines are
+    read-only."""
+    machine = tmp_path / "machine.yaml"
+    machine.write_text(
+        "apiVersion: karpenter.sh/v1alpha5\nkind: Machine\nmetadata: {name: m}\nspec: {}\n"
+    )
+    code, out = await kubectl(cluster_info, "apply", "-f", str(machine))
+    assert code != 0
+    assert "Machine is read-only in karpy" in out, out
+    both = tmp_path / "both.yaml"
+    both.write_text(
+        "apiVersion: karpenter.sh/v1alpha5\nkind: Provisioner\nmetadata: {name: both}\n"
+        "spec: {ttlSecondsAfterEmpty: 30, consolidation: {enabled: true}}\n"
+    )
+    code, out = await kubectl(cluster_info, "apply", "-f", str(both))
+    assert code != 0
+    assert "ttlSecondsAfterEmpty, consolidation.enabled" in out, out
