@@ -24,6 +24,8 @@ from karpy.apis.registry import CORE_CRD_KINDS, crd_kinds, provider_crds
 from karpy.apis.v1 import labels
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.apis.v1.nodepool import NodePool
+from karpy.apis.v1alpha5.machine import Machine
+from karpy.apis.v1alpha5.provisioner import Provisioner
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CRD_DIR = REPO_ROOT / "deploy" / "crds"
@@ -94,6 +96,25 @@ CORE_CRDS: tuple[CRDInfo, ...] = (
             column("NodePool", _label_path(labels.LABEL_NODEPOOL), priority=1),
             column("NodeClass", ".spec.nodeClassRef.name", priority=1),
             column("Drifted", '.status.conditions[?(@.type=="Drifted")].status', priority=1),
+        ),
+    ),
+    # Karpenter v0.x kinds, served so old manifests apply (docs/migration.md).
+    CRDInfo(
+        model=Provisioner,
+        singular="provisioner",
+        columns=(
+            READY_COLUMN,
+            AGE_COLUMN,
+            column("Weight", ".spec.weight", "integer", priority=1),
+        ),
+    ),
+    CRDInfo(
+        model=Machine,
+        singular="machine",
+        columns=(
+            column("Node", ".status.nodeName"),
+            READY_COLUMN,
+            AGE_COLUMN,
         ),
     ),
 )

@@ -26,11 +26,13 @@ from karpy.apis.kube.storage import CSINode, PersistentVolume, PersistentVolumeC
 from karpy.apis.kube.workloads import DaemonSet, PodDisruptionBudget
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.apis.v1.nodepool import NodePool
+from karpy.apis.v1alpha5.machine import Machine
+from karpy.apis.v1alpha5.provisioner import Provisioner
 
 API_ENTRY_POINT_GROUP: Final = "karpy.apis"
 
 # karpy's own CRD kinds, first in generation order.
-CORE_CRD_KINDS: Final[tuple[type[Any], ...]] = (NodePool, NodeClaim)
+CORE_CRD_KINDS: Final[tuple[type[Any], ...]] = (NodePool, NodeClaim, Provisioner, Machine)
 
 CORE_KINDS: Final[tuple[type[Any], ...]] = (
     Pod,

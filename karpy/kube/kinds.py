@@ -8,16 +8,20 @@ the kinds it owns (its NodeClass) in its own package and declares them to the op
 from __future__ import annotations
 
 import functools
-from typing import Final
+from typing import Any, Final, TypeVar
 
 from karpy.apis.codec import from_dict
+from karpy.apis.kube.configmap import ConfigMap
 from karpy.apis.kube.node import Node
 from karpy.apis.kube.pod import Pod
 from karpy.apis.kube.storage import PersistentVolume, PersistentVolumeClaim, StorageClass
-from karpy.apis.kube.workloads import DaemonSet, PodDisruptionBudget
+from karpy.apis.kube.workloads import DaemonSet, Deployment, PodDisruptionBudget
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.apis.v1.nodepool import NodePool
+from karpy.apis.v1alpha5.provisioner import Provisioner
 from karpy.kube.resources import ResourceKind
+
+T = TypeVar("T")
 
 NODES: Final = ResourceKind[Node](
     kind="Node",
@@ -86,4 +90,37 @@ PODDISRUPTIONBUDGETS: Final = ResourceKind[PodDisruptionBudget](
     version="v1",
     namespaced=True,
     decode=functools.partial(from_dict, PodDisruptionBudget),
+)
+
+
+def cluster_kind(model: type[T]) -> ResourceKind[T]:
+    """The ResourceKind of a cluster-scoped custom kind from its model's GROUP, VERSION, KIND and
+    PLURAL (provider kinds the caller knows only as models, such as legacy NodeClasses)."""
+    cls: Any = model
+    return ResourceKind[T](
+        kind=cls.KIND,
+        plural=cls.PLURAL,
+        group=cls.GROUP,
+        version=cls.VERSION,
+        namespaced=False,
+        decode=functools.partial(from_dict, model),
+    )
+
+
+PROVISIONERS: Final = cluster_kind(Provisioner)
+
+CONFIGMAPS: Final = ResourceKind[ConfigMap](
+    kind=ConfigMap.KIND,
+    plural="configmaps",
+    version="v1",
+    namespaced=True,
+    decode=functools.partial(from_dict, ConfigMap),
+)
+
+DEPLOYMENTS: Final = ResourceKind[Deployment](
+    kind=Deployment.KIND,
+    plural="deployments",
+    group="apps",
+    version="v1",
+    decode=functools.partial(from_dict, Deployment),
 )

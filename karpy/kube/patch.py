@@ -97,3 +97,21 @@ def status_patch(old: object | None, new: object) -> dict[str, Any]:
         for key in to_dict(old):
             body.setdefault(key, None)
     return {"status": body}
+
+
+def replace_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+    """A merge patch turning the wire object `old` into `new` at every depth: keys `new` lacks
+    are sent as null (removed), maps are diffed recursively, everything else is sent whole
+    (lists included, as merge patches replace them)."""
+    body: dict[str, Any] = {}
+    for key in old.keys() - new.keys():
+        body[key] = None
+    for key, value in new.items():
+        before = old.get(key)
+        if isinstance(value, Mapping) and isinstance(before, Mapping):
+            inner = replace_patch(before, value)
+            if inner:
+                body[key] = inner
+        elif before != value:
+            body[key] = value
+    return body

@@ -30,6 +30,11 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
         "simulate_main",
         "print the scheduling plan for a scenario file",
     ),
+    "convert": (
+        "karpy.convert.cli",
+        "main",
+        "convert Karpenter v0.x (v1alpha5) manifests to karpenter.sh/v1",
+    ),
     "explain": (
         "karpy.simulate.cli",
         "explain_main",
@@ -67,6 +72,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"karpy: unknown command {command!r}\n\n{_usage()}\n")
         return 2
     module_name, function_name, _ = _COMMANDS[command]
+    if command == "simulate" and "--from-cluster" in rest:
+        # Snapshotting connects to a cluster and builds a provider: the operator's business.
+        module_name, function_name = "karpy.operator.snapshot", "main"
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as error:

@@ -19,6 +19,8 @@ import uvloop
 from karpy.cloudprovider.registry import ProviderError
 from karpy.kube.errors import KubeConfigError
 from karpy.kube.lease import LeadershipLostError
+from karpy.operator.autoscaler import warn_if_cluster_autoscaler
+from karpy.operator.globalsettings import with_global_settings
 from karpy.operator.supervisor import Supervisor
 from karpy.operator.wiring import build
 from karpy.runtime import logging as karpy_logging
@@ -37,10 +39,10 @@ def main(argv: list[str]) -> int:
     except SystemExit as exit_:  # argparse: --help or a bad flag
         return exit_.code if isinstance(exit_.code, int) else 2
     karpy_logging.configure(options.log_level)
-    return uvloop.run(_main(options))
+    return uvloop.run(_main(options, argv))
 
 
-async def _main(options: Options) -> int:
+async def _main(options: Options, argv: list[str] | None = None) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -55,7 +57,12 @@ async def _main(options: Options) -> int:
         },
     )
     try:
+        if argv is not None:
+            options = await with_global_settings(argv, options)
         components = await build(options)
+    except OptionsError as error:
+        log.error("invalid karpenter-global-settings", extra={"error": str(error)})
+        return 2
     except KubeConfigError as error:
         log.error("cannot load kubernetes configuration", extra={"error": str(error)})
         return 2
@@ -66,6 +73,7 @@ async def _main(options: Options) -> int:
         )
         return 2
     try:
+        await warn_if_cluster_autoscaler(components.client, dry_run=options.dry_run)
         await Supervisor(components, stop=stop).run()
     except ExceptionGroup as group:
         lost, other = group.split(LeadershipLostError)

@@ -24,6 +24,7 @@ from opentelemetry.sdk.trace.export import SpanExporter
 
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import NodeClaim
+from karpy.apis.v1alpha5.translate import LegacySettings
 from karpy.cloudprovider.instrumented import InstrumentedCloudProvider
 from karpy.cloudprovider.protocol import (
     Change,
@@ -38,6 +39,7 @@ from karpy.cloudprovider.registry import ProviderContext, ProviderError, build_p
 from karpy.controllers.disruption import commands as disruption_commands
 from karpy.controllers.disruption.controller import DisruptionController
 from karpy.controllers.disruption.queue import OrchestrationQueue
+from karpy.controllers.legacy.extension import legacy_extension
 from karpy.controllers.node.health.controller import NodeHealthController, policies_with
 from karpy.controllers.node.termination import subscribers as termination_events
 from karpy.controllers.node.termination.controller import TerminationController
@@ -73,6 +75,7 @@ from karpy.kube.kinds import (
 from karpy.kube.lease import LeaderElector
 from karpy.kube.resources import ResourceKind
 from karpy.kube.watch import Event, EventType
+from karpy.operator.dryrun import DecisionLog, DryRunKubeClient
 from karpy.runtime.backoff import Backoff
 from karpy.runtime.channels import Trigger
 from karpy.runtime.clock import Clock, SystemClock
@@ -196,7 +199,7 @@ async def build(
         otlp_endpoint=options.telemetry.otlp_endpoint,
         span_exporter=span_exporter,
     )
-    client = await KubeClient.connect(
+    client = await (DryRunKubeClient if options.dry_run else KubeClient).connect(
         options.kube.kubeconfig,
         request_timeout=options.kube.request_timeout,
         limiter=TokenBucket(rate=options.kube.qps, burst=options.kube.burst),
@@ -223,14 +226,31 @@ async def build(
             ),
             telemetry,
         )
-        provider_controllers = _provider_extension(
-            _extension(provider),
-            client=client,
-            state=state,
-            informers=informers,
-            options=options,
-            telemetry=telemetry,
-        )
+        provider_controllers = [
+            controller
+            for extension in (
+                _extension(provider),
+                # Karpenter v0.x Provisioners/templates kept as owned v1 objects (migration.md).
+                legacy_extension(
+                    options.provider.name,
+                    client=client,
+                    view=view,
+                    settings=LegacySettings(
+                        cluster_name=options.provider.cluster_name,
+                        default_instance_profile=options.provider.default_instance_profile,
+                    ),
+                    clock=clock,
+                ),
+            )
+            for controller in _provider_extension(
+                extension,
+                client=client,
+                state=state,
+                informers=informers,
+                options=options,
+                telemetry=telemetry,
+            )
+        ]
     except BaseException:
         try:
             if provider is not None:
@@ -239,6 +259,8 @@ async def build(
             await client.close()
             telemetry.shutdown()
         raise
+    if isinstance(client, DryRunKubeClient):  # shadow mode: report what is withheld
+        client.decisions = DecisionLog(view, provider, Recorder(client, clock), telemetry, clock)
     elector = (
         LeaderElector(client, options.leader_election, clock=clock, metrics=telemetry.metrics)
         if options.leader_election.enabled

@@ -140,6 +140,9 @@ class ProviderOptions:
     """The provider's own settings (`--provider-setting key=value`, or the environment variable
     `KARPY_PROVIDER_SETTING_<KEY>`), passed as they are; each provider parses and checks its own
     and names the key it refuses (docs/configuration.md lists them per provider)."""
+    default_instance_profile: str | None = None
+    """Karpenter v0.x's aws.defaultInstanceProfile: the instance profile of translated
+    Provisioners whose provider settings name none (docs/migration.md)."""
 
 
 FEATURE_GATE_DEFAULTS: Final[Mapping[str, bool]] = {
@@ -195,6 +198,9 @@ class NodeRepairOptions:
 @attrs.frozen
 class Options:
     log_level: LogLevel = "info"
+    dry_run: bool = False
+    """Shadow mode (DRY_RUN / --dry-run): decide everything, write nothing to the cluster but
+    events and the leader Lease; every decision is logged, evented and metered with its $/h."""
     provider: ProviderOptions = ProviderOptions()
     batching: BatchingOptions = BatchingOptions()
     scheduling: SchedulingOptions = SchedulingOptions()
@@ -368,6 +374,12 @@ _SPECS: Final[tuple[_Spec, ...]] = (
     _Spec("--log-level", "LOG_LEVEL", parse_log_level, "debug, info, warning or error"),
     _Spec("--provider", "KARPY_PROVIDER", _non_empty, "cloud provider (karpy.providers name)"),
     _Spec("--cluster-name", "CLUSTER_NAME", _non_empty, "cluster name instances are tagged with"),
+    _Spec(
+        "--default-instance-profile",
+        "AWS_DEFAULT_INSTANCE_PROFILE",
+        _non_empty,
+        "instance profile for v1alpha5 Provisioners that name none",
+    ),
     _Spec("--batch-idle-duration", "BATCH_IDLE_DURATION", _positive_duration, "batch idle window"),
     _Spec("--batch-max-duration", "BATCH_MAX_DURATION", _positive_duration, "batch max window"),
     _Spec(
@@ -385,6 +397,13 @@ _SPECS: Final[tuple[_Spec, ...]] = (
     _Spec("--metrics-port", "METRICS_PORT", parse_port, "port serving /metrics"),
     _Spec("--health-probe-port", "HEALTH_PROBE_PORT", parse_port, "port serving /healthz, /readyz"),
     _Spec("--bind-address", "BIND_ADDRESS", _non_empty, "address the probe and metrics ports bind"),
+    _Spec(
+        "--dry-run",
+        "DRY_RUN",
+        parse_bool,
+        "shadow mode: decide everything, create, patch and delete nothing",
+        takes_value=False,
+    ),
     _Spec(
         "--disable-leader-election",
         "DISABLE_LEADER_ELECTION",
@@ -568,10 +587,12 @@ def _assemble(raw: Mapping[str, object]) -> Options:
         raise OptionsError(msg)
     return Options(
         log_level=parse_log_level(_get(raw, "log_level", d.log_level, str)),
+        dry_run=_get(raw, "dry_run", False, bool),
         provider=ProviderOptions(
             name=_get(raw, "provider", d.provider.name, str),
             cluster_name=_get(raw, "cluster_name", d.provider.cluster_name, str),
             settings=_get(raw, "provider_settings", {}, dict),
+            default_instance_profile=_optional_str(raw.get("default_instance_profile")),
         ),
         batching=batching,
         scheduling=SchedulingOptions(

@@ -65,9 +65,18 @@ def do_not_disrupt(obj: HasMetadata) -> bool:
     """Whether the object (a Pod, or a Node or NodeClaim) carries karpenter.sh/do-not-disrupt=true.
 
     Voluntary disruption leaves such a pod's (or node's) node alone, and the drain never evicts
-    the pod.
+    the pod. The v1alpha5 names it succeeds (pod karpenter.sh/do-not-evict, node
+    karpenter.sh/do-not-consolidate) count the same, so v0.x workloads keep their protection.
     """
-    return obj.metadata.annotations.get(wk.ANNOTATION_DO_NOT_DISRUPT) == "true"
+    annotations = obj.metadata.annotations
+    return any(annotations.get(key) == "true" for key in _DO_NOT_DISRUPT_KEYS)
+
+
+_DO_NOT_DISRUPT_KEYS = (
+    wk.ANNOTATION_DO_NOT_DISRUPT,
+    wk.ANNOTATION_DO_NOT_EVICT,
+    wk.ANNOTATION_DO_NOT_CONSOLIDATE,
+)
 
 
 def is_reschedulable(pod: Pod) -> bool:

@@ -52,9 +52,11 @@ PLURALS = {
     "PersistentVolumeClaim": "persistentvolumeclaims",
     "StorageClass": "storageclasses",
     "KWOKNodeClass": "kwoknodeclasses",
+    "Provisioner": "provisioners",
 }
-"""The kinds karpy informs with the kwok provider (the last is the provider's own), by the
-resource the apiserver audits them under."""
+"""The kinds karpy informs with the kwok provider (the provider's own KWOKNodeClass, and the
+legacy controller's v1alpha5 Provisioners among them), by the resource the apiserver audits
+them under."""
 
 
 def _samples(text: str, metric: str) -> list[tuple[dict[str, str], float]]:

@@ -79,3 +79,21 @@ class PodDisruptionBudget:
     status: PodDisruptionBudgetStatus = attrs.field(factory=PodDisruptionBudgetStatus)
     api_version: str = "policy/v1"
     kind: str = "PodDisruptionBudget"
+
+
+@attrs.frozen(kw_only=True)
+class DeploymentSpec:
+    replicas: int | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Deployment:
+    """Only what karpy asks of a Deployment: whether it is Cluster Autoscaler, and running."""
+
+    KIND: ClassVar[str] = "Deployment"
+    API_VERSION: ClassVar[str] = "apps/v1"
+
+    metadata: ObjectMeta = attrs.field(factory=ObjectMeta)
+    spec: DeploymentSpec = attrs.field(factory=DeploymentSpec)
+    api_version: str = "apps/v1"
+    kind: str = "Deployment"

@@ -27,6 +27,7 @@ ALLOWED_RESTRICTED_KEYS: frozenset[str] = (
     | labels.AWS_PLACEMENT_GROUP_LABELS
     | labels.KWOK_WELL_KNOWN_LABELS
     | frozenset(labels.NORMALIZED_LABELS)
+    | {labels.LABEL_PROVISIONER_NAME}
 )
 # NodeClaims carry what the provisioner injects, including the NodeClass label.
 NODECLAIM_ALLOWED_KEYS: frozenset[str] = ALLOWED_RESTRICTED_KEYS | {

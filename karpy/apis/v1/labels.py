@@ -41,6 +41,10 @@ LABEL_CAPACITY_TYPE: Final = "karpenter.sh/capacity-type"
 LABEL_NODE_REGISTERED: Final = "karpenter.sh/registered"
 LABEL_NODE_INITIALIZED: Final = "karpenter.sh/initialized"
 LABEL_DO_NOT_SYNC_TAINTS: Final = "karpenter.sh/do-not-sync-taints"
+# v1alpha5 (Karpenter <= v0.31) names that old manifests and nodeSelectors still use.
+LABEL_PROVISIONER_NAME: Final = "karpenter.sh/provisioner-name"
+ANNOTATION_DO_NOT_EVICT: Final = "karpenter.sh/do-not-evict"
+ANNOTATION_DO_NOT_CONSOLIDATE: Final = "karpenter.sh/do-not-consolidate"
 
 CAPACITY_TYPE_SPOT: Final = "spot"
 CAPACITY_TYPE_ON_DEMAND: Final = "on-demand"

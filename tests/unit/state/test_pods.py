@@ -87,3 +87,16 @@ def test_do_not_disrupt_reads_the_annotation_on_pods_and_nodes(value: str, expec
     assert do_not_disrupt(_pod(annotations=annotations)) is expected
     assert do_not_disrupt(Node(metadata=ObjectMeta(name="n", annotations=annotations))) is expected
     assert not do_not_disrupt(_pod())
+
+
+def test_v1alpha5_do_not_evict_and_do_not_consolidate_count_as_do_not_disrupt() -> None:
+    from karpy.apis.meta import ObjectMeta
+    from karpy.state.pods import do_not_disrupt
+
+    class Obj:
+        def __init__(self, annotations: dict[str, str]) -> None:
+            self.metadata = ObjectMeta(annotations=annotations)
+
+    assert do_not_disrupt(Obj({"karpenter.sh/do-not-evict": "true"}))
+    assert do_not_disrupt(Obj({"karpenter.sh/do-not-consolidate": "true"}))
+    assert not do_not_disrupt(Obj({"karpenter.sh/do-not-evict": "false"}))

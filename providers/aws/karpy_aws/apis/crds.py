@@ -8,6 +8,7 @@ from typing import Final
 
 from karpy.apis.crds import AGE_COLUMN, READY_COLUMN, CRDInfo, column
 from karpy_aws.apis.ec2nodeclass import EC2NodeClass
+from karpy_aws.apis.v1alpha1 import AWSNodeTemplate
 
 CRDS: Final = (
     CRDInfo(
@@ -16,4 +17,6 @@ CRDS: Final = (
         short_names=("ec2nc", "ec2ncs"),
         columns=(READY_COLUMN, AGE_COLUMN, column("Role", ".spec.role", priority=1)),
     ),
+    # Karpenter v0.x's node template, served so old manifests apply (docs/migration.md).
+    CRDInfo(model=AWSNodeTemplate, singular="awsnodetemplate", columns=(READY_COLUMN, AGE_COLUMN)),
 )

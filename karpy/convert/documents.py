@@ -1,0 +1,207 @@
+"""Convert a stream of manifests from Karpenter v0.x to v1, offline.
+
+Provisioners become NodePools (plus their provider's NodeClasses) and AWSNodeTemplates become
+EC2NodeClasses, through the same pure translation the legacy controller applies in the cluster
+(`karpy.apis.v1alpha5.translate`); every other document passes through unchanged. Input is
+checked as strictly as `kubectl apply` checks it (duplicate keys, unknown fields, the v1alpha5
+admission rules), and every problem names its document and field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import attrs
+import yaml
+
+from karpy.apis.codec import DecodeError, from_dict, to_dict, unknown_fields
+from karpy.apis.v1alpha5.provisioner import Provisioner
+from karpy.apis.v1alpha5.translate import (
+    LegacyNodeClasses,
+    LegacySettings,
+    TranslationError,
+    translate,
+)
+from karpy.apis.v1alpha5.validation import validate_provisioner
+
+
+class ConvertError(ValueError):
+    """Input that cannot be converted; each problem names its document and field."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(problems))
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """A YAML loader that refuses duplicate keys, as kubectl's strict decoding does."""
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node)
+        if key in seen:
+            line = key_node.start_mark.line + 1
+            msg = f'line {line}: mapping key "{key}" already defined'
+            raise yaml.constructor.ConstructorError(None, None, msg, key_node.start_mark)
+        seen.add(key)
+    return loader.construct_mapping(node)
+
+
+_StrictLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+    _construct_mapping,
+)
+
+
+@attrs.frozen(kw_only=True)
+class Document:
+    """One YAML document of the input, with where it came from (`source#index`)."""
+
+    where: str
+    data: Any
+
+
+def parse_documents(text: str, source: str) -> list[Document]:
+    """The non-empty documents of a multi-document YAML stream. Raises ConvertError on YAML that
+    does not parse (or repeats a key), naming the source."""
+    try:
+        loaded = list(yaml.load_all(text, Loader=_StrictLoader))
+    except yaml.YAMLError as error:
+        raise ConvertError([f"{source}: invalid YAML: {error}"]) from None
+    return [
+        Document(where=f"{source}#{i + 1}", data=data)
+        for i, data in enumerate(loaded)
+        if data is not None
+    ]
+
+
+@attrs.frozen(kw_only=True)
+class Converted:
+    """The converted stream and a warning per legacy field carried differently."""
+
+    documents: tuple[Mapping[str, Any], ...]
+    warnings: tuple[str, ...]
+
+
+def _label(doc: Document) -> str:
+    data = doc.data if isinstance(doc.data, Mapping) else {}
+    meta = data.get("metadata")
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    return f"{doc.where} ({data.get('kind', '?')} {name or '<no name>'})"
+
+
+def _decode(model: type[Any], doc: Document) -> Any:
+    """The document as `model`, refusing unknown fields and undecodable values (and, for a
+    Provisioner, whatever the v1alpha5 admission rules refuse), all reported at once."""
+    problems = [
+        f"{path.removeprefix('$.')}: unknown field" for path in unknown_fields(model, doc.data)
+    ]
+    data = dict(doc.data)
+    if not isinstance(data.get("metadata"), Mapping):
+        # Decode the rest anyway, so every problem of the document is reported at once.
+        problems.append("metadata.name: Required value")
+        data["metadata"] = {}
+    try:
+        decoded = from_dict(model, data)
+    except DecodeError as error:
+        problems.extend(error.problems)
+        decoded = None
+    if isinstance(decoded, Provisioner):
+        problems.extend(validate_provisioner(decoded))
+    if problems or decoded is None:
+        raise ConvertError([f"{_label(doc)}: {p}" for p in dict.fromkeys(problems)])
+    return decoded
+
+
+def _object(model: object) -> dict[str, Any]:
+    """A v1 object as a manifest: karpy writes status, users do not."""
+    out = to_dict(model)
+    out.pop("status", None)
+    return {"apiVersion": out.pop("apiVersion"), "kind": out.pop("kind"), **out}
+
+
+def _kind_of(data: Any) -> tuple[str, str] | None:
+    if isinstance(data, Mapping):
+        api_version, kind = data.get("apiVersion"), data.get("kind")
+        if isinstance(api_version, str) and isinstance(kind, str):
+            return api_version, kind
+    return None
+
+
+def _api_version(model: type[Any]) -> str:
+    return f"{model.GROUP}/{model.VERSION}"
+
+
+def convert(
+    documents: Sequence[Document], node_classes: LegacyNodeClasses, settings: LegacySettings
+) -> Converted:
+    """Convert `documents`; raises ConvertError listing every problem of every document."""
+    template_models = {(_api_version(m), m.KIND): m for m in node_classes.template_models}
+    problems: list[str] = []
+    templates: dict[str, tuple[Document, Any]] = {}
+    provisioners: dict[int, Provisioner] = {}
+    for i, doc in enumerate(documents):
+        kind = _kind_of(doc.data)
+        try:
+            if kind == (_api_version(Provisioner), Provisioner.KIND):
+                provisioners[i] = _decode(Provisioner, doc)
+            elif kind in template_models:
+                template = _decode(template_models[kind], doc)
+                if not template.metadata.name:
+                    raise ConvertError([f"{_label(doc)}: metadata.name: Required value"])
+                templates[template.metadata.name] = (doc, template)
+            elif kind is not None and kind[0].startswith("karpenter.") and "v1alpha" in kind[0]:
+                raise ConvertError(
+                    [f"{_label(doc)}: {kind[0]} {kind[1]} has no v1 translation in karpy"]
+                )
+        except ConvertError as error:
+            problems.extend(error.problems)
+    if problems:
+        raise ConvertError(problems)
+    out: list[Mapping[str, Any]] = []
+    warnings: list[str] = []
+    produced: dict[tuple[str, str], str] = {}
+    by_name = {name: template for name, (_, template) in templates.items()}
+    template_docs = {id(doc): template for doc, template in templates.values()}
+
+    def emit(objects: Iterable[object], doc: Document) -> None:
+        for obj in objects:
+            manifest = _object(obj)
+            key = (str(manifest["kind"]), str(manifest["metadata"]["name"]))
+            if key in produced:
+                problems.append(
+                    f"{_label(doc)}: produces {key[0]} {key[1]!r}, which {produced[key]} "
+                    "produces too; rename one of them"
+                )
+                continue
+            produced[key] = doc.where
+            out.append(manifest)
+
+    for i, doc in enumerate(documents):
+        try:
+            if i in provisioners:
+                result = translate(provisioners[i], node_classes, by_name, settings=settings)
+                warnings.extend(f"{_label(doc)}: {w}" for w in result.warnings)
+                emit((result.nodepool, *result.node_classes), doc)
+            elif id(doc) in template_docs:
+                translated = node_classes.for_template(template_docs[id(doc)], settings=settings)
+                warnings.extend(f"{_label(doc)}: {w}" for w in translated.warnings)
+                emit((translated.node_class,), doc)
+            else:
+                out.append(doc.data)
+        except TranslationError as error:
+            problems.extend(f"{_label(doc)}: {p}" for p in error.problems)
+    if problems:
+        raise ConvertError(problems)
+    return Converted(documents=tuple(out), warnings=tuple(warnings))
+
+
+def render(converted: Converted) -> str:
+    """The converted stream as multi-document YAML."""
+    return "".join(
+        "---\n" + yaml.safe_dump(dict(doc), sort_keys=False, allow_unicode=True, width=100)
+        for doc in converted.documents
+    )
