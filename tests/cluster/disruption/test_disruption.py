@@ -47,7 +47,11 @@ async def test_empty_node_is_deleted_after_consolidate_after_and_not_before(
 
         await eventually(deleted, within=10, interval=0.05)
         disrupted = f'karpy_nodeclaims_disrupted_total{{nodepool="{pool}",reason="empty"}} 1'
-        assert disrupted in env.telemetry.prometheus_text()
+
+        async def counted() -> bool:
+            return disrupted in env.telemetry.prometheus_text()
+
+        await eventually(counted, within=5, interval=0.05)
 
 
 @pytest.mark.parametrize(
