@@ -142,9 +142,40 @@ class ProviderOptions:
     and names the key it refuses (docs/configuration.md lists them per provider)."""
 
 
+#: Karpenter's feature gates (FEATURE_GATES="Name=bool,...") and the value karpy runs with. None of
+#: these features is built yet, so each gate is accepted at false and refused, by name, at true:
+#: a Karpenter values file carries over, and nothing asked for is silently left undone.
+FEATURE_GATES: Final[Mapping[str, bool]] = {
+    "SpotToSpotConsolidation": False,
+    "NodeRepair": False,
+    "ReservedCapacity": False,
+    "NodeOverlay": False,
+    "StaticCapacity": False,
+}
+
+
+def parse_feature_gates(text: str) -> dict[str, bool]:
+    """`Name=true,Other=false` over FEATURE_GATES' values; an unknown or unbuilt gate fails."""
+    gates = dict(FEATURE_GATES)
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, sep, value = part.partition("=")
+        name = name.strip()
+        if not sep or name not in FEATURE_GATES:
+            known = ", ".join(FEATURE_GATES)
+            msg = f"unknown feature gate {name!r} (expected Name=true|false; known: {known})"
+            raise ValueError(msg)
+        enabled = parse_bool(value)
+        if enabled != FEATURE_GATES[name]:
+            msg = f"feature gate {name}={value.strip()} is not supported by karpy"
+            raise ValueError(msg)
+        gates[name] = enabled
+    return gates
+
+
 @attrs.frozen
 class Options:
     log_level: LogLevel = "info"
+    feature_gates: Mapping[str, bool] = attrs.field(factory=lambda: dict(FEATURE_GATES))
     provider: ProviderOptions = ProviderOptions()
     batching: BatchingOptions = BatchingOptions()
     scheduling: SchedulingOptions = SchedulingOptions()
@@ -256,6 +287,7 @@ class _Spec:
 _SPECS: Final[tuple[_Spec, ...]] = (
     _Spec("--kubeconfig", "KUBECONFIG", Path, "kubeconfig file (default: in-cluster config)"),
     _Spec("--log-level", "LOG_LEVEL", parse_log_level, "debug, info, warning or error"),
+    _Spec("--feature-gates", "FEATURE_GATES", parse_feature_gates, "Name=true|false,..."),
     _Spec("--provider", "KARPY_PROVIDER", _non_empty, "cloud provider (karpy.providers name)"),
     _Spec("--cluster-name", "CLUSTER_NAME", _non_empty, "cluster name instances are tagged with"),
     _Spec("--batch-idle-duration", "BATCH_IDLE_DURATION", _positive_duration, "batch idle window"),
@@ -445,6 +477,7 @@ def _assemble(raw: Mapping[str, object]) -> Options:
         raise OptionsError(msg)
     return Options(
         log_level=parse_log_level(_get(raw, "log_level", d.log_level, str)),
+        feature_gates=_get(raw, "feature_gates", dict(d.feature_gates), dict),
         provider=ProviderOptions(
             name=_get(raw, "provider", d.provider.name, str),
             cluster_name=_get(raw, "cluster_name", d.provider.cluster_name, str),
@@ -507,3 +540,9 @@ def _check_leader_timings(le: LeaderElectionOptions) -> None:
 
 def _default_identity() -> str:
     return f"{socket.gethostname()}_{uuid.uuid4()}"
+
+
+def documented() -> list[tuple[str, str, str]]:
+    """(flag, environment variable, help) of every option, for the settings reference and the
+    chart's tests."""
+    return [(spec.flag, spec.env, spec.help) for spec in _SPECS]

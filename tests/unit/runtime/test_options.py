@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from karpy.runtime.options import Options, OptionsError, load
+from karpy.runtime.options import FEATURE_GATES, Options, OptionsError, load
 
 
 def test_defaults_match_karpenter() -> None:
@@ -156,3 +156,12 @@ def test_scheduling_policies_take_karpenters_names_and_values() -> None:
     assert options.scheduling.min_values_policy == "BestEffort"
     with pytest.raises(OptionsError, match="PREFERENCE_POLICY: invalid value 'respect'"):
         load([], {"PREFERENCE_POLICY": "respect"})
+
+
+def test_feature_gates_take_karpenters_names_and_refuse_what_karpy_does_not_build() -> None:
+    options = load([], {"FEATURE_GATES": "SpotToSpotConsolidation=false, NodeRepair=false"})
+    assert options.feature_gates == FEATURE_GATES
+    with pytest.raises(OptionsError, match="FEATURE_GATES: feature gate NodeRepair=true"):
+        load([], {"FEATURE_GATES": "NodeRepair=true"})
+    with pytest.raises(OptionsError, match="--feature-gates: unknown feature gate 'Turbo'"):
+        load(["--feature-gates", "Turbo=false"], {})
