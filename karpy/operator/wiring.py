@@ -32,6 +32,7 @@ from karpy.cloudprovider.protocol import (
 )
 from karpy.cloudprovider.registry import ProviderContext, ProviderError, build_provider
 from karpy.controllers.disruption.emptiness import EmptinessController
+from karpy.controllers.metrics.state import StateMetrics
 from karpy.controllers.node.termination import subscribers as termination_events
 from karpy.controllers.node.termination.controller import TerminationController
 from karpy.controllers.nodeclaim.garbagecollection import GarbageCollectionController
@@ -180,6 +181,7 @@ async def build(
         service_name=options.telemetry.service_name,
         otlp_endpoint=options.telemetry.otlp_endpoint,
         span_exporter=span_exporter,
+        cluster_name=options.provider.cluster_name,
     )
     client = await KubeClient.connect(
         options.kube.kubeconfig,
@@ -297,6 +299,12 @@ def _controllers(
                     preference_policy=PreferencePolicy(options.scheduling.preference_policy),
                     min_values_policy=MinValuesPolicy(options.scheduling.min_values_policy),
                 ),
+            )
+        )
+    if by_kind.keys() >= {NODES.kind, PODS.kind, NODECLAIMS.kind, NODEPOOLS.kind}:
+        controllers.append(
+            StateMetrics(
+                view, cloudprovider=provider, telemetry=telemetry, reconcile=options.reconcile
             )
         )
     if by_kind.keys() >= {NODES.kind, PODS.kind, NODECLAIMS.kind}:

@@ -134,6 +134,9 @@ class EmptinessController(SingletonController):
         self._telemetry.metrics.nodeclaims_disrupted_total.add(
             1, {"reason": "empty", "nodepool": candidate.nodepool or ""}
         )
+        self._telemetry.metrics.disruption_decisions_total.add(
+            1, {"decision": "delete", "reason": "empty", "consolidation_type": ""}
+        )
 
 
 def _event(claim: NodeClaim, message: str) -> Event:

@@ -194,7 +194,7 @@ async def test_empty_node_is_deleted_after_consolidate_after_and_not_before(
         result = await env.controller.reconcile_once()
         assert result.requeue_after == 10.0
         assert not await env.exists(claim)
-        disrupted = f'karpy_nodeclaims_disrupted_total{{nodepool="{pool}",reason="empty"}} 1'
+        disrupted = f'karpenter_nodeclaims_disrupted_total{{nodepool="{pool}",reason="empty"}} 1'
         assert disrupted in env.telemetry.prometheus_text()
 
 
