@@ -240,7 +240,7 @@ STATE_GAUGES: Final[Mapping[str, tuple[str, str]]] = {
         "Nodes in cluster state.",
     ),
     "nodeclaims_count": (
-        "karpy_nodeclaims_count",
+        "karpy_nodeclaims",
         "NodeClaims, by nodepool, capacity_type and whether they are launched/registered/ready.",
     ),
     "nodepools_cost": (
