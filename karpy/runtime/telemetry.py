@@ -120,7 +120,7 @@ class Metrics:
         return cls(
             reconcile_total=counter(
                 "controller_runtime_reconcile_total",
-                "Reconciles by controller and result (done, requeue, error).",
+                "Reconciles by controller and result.",
             ),
             reconcile_errors_total=counter(
                 "controller_runtime_reconcile_errors_total",
