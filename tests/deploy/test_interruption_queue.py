@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from karpy_aws.controllers.interruption.messages import SOURCE_EC2, SOURCE_HEALTH, _EC2_KINDS
+from karpy_aws.controllers.interruption.messages import _EC2_KINDS, SOURCE_EC2, SOURCE_HEALTH
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "deploy" / "aws" / "interruption-queue.json"
 
