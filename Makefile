@@ -1,5 +1,5 @@
 # The two entry points the README documents. Both set everything up from nothing.
-.PHONY: demo test bootstrap crds
+.PHONY: demo test bootstrap crds docs
 
 demo: bootstrap
 	.venv/bin/karpy demo
@@ -13,3 +13,7 @@ bootstrap:
 # Regenerate deploy/crds and docs/api.md from the models (a test fails when they are stale).
 crds:
 	.venv/bin/python -m karpy.apis.crds
+
+# Regenerate docs/settings.md and docs/metrics.md from the code (a test fails when they are stale).
+docs:
+	.venv/bin/python -m karpy.runtime.reference

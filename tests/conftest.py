@@ -143,7 +143,7 @@ def _established(kube_http: KubeHTTP, name: str) -> bool:
     crd = kube_http.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
     return any(
         c["type"] == "Established" and c["status"] == "True"
-        for c in crd.get("status", {}).get("conditions", [])
+        for c in (crd.get("status") or {}).get("conditions") or []  # null right after creation
     )
 
 

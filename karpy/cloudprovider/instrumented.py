@@ -3,8 +3,8 @@
 Providers should not each re-implement spans and metrics (and drift in naming while doing it):
 wiring wraps whichever provider was chosen in `InstrumentedCloudProvider`, which opens one span
 per call named ``cloudprovider.<Method>`` (Karpenter's method names), records the call's duration
-in ``karpy_cloudprovider_duration_seconds`` and each failure in
-``karpy_cloudprovider_errors_total`` labelled with the error's type. The wrapper is itself a
+in ``karpenter_cloudprovider_duration_seconds`` and each failure in
+``karpenter_cloudprovider_errors_total`` labelled with the error's type. The wrapper is itself a
 CloudProvider, so controllers cannot tell the difference.
 
 ``NodeClaimNotFoundError`` is counted as an error, but it is the normal end of ``Delete`` and the

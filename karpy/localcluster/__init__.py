@@ -11,7 +11,7 @@ It imports nothing else of karpy: the CLI (``karpy cluster``), ``karpy demo`` an
 fixtures all sit on top of :class:`LocalCluster`.
 """
 
-from karpy.localcluster.build import Binaries, ensure_binaries
+from karpy.localcluster.build import Binaries, Tools, ensure_all, ensure_binaries, ensure_tools
 from karpy.localcluster.cluster import ClusterInfo, ComponentStatus, LocalCluster
 from karpy.localcluster.errors import (
     BuildFailedError,
@@ -34,5 +34,8 @@ __all__ = [
     "LocalCluster",
     "LocalClusterError",
     "PortInUseError",
+    "Tools",
+    "ensure_all",
     "ensure_binaries",
+    "ensure_tools",
 ]

@@ -50,6 +50,8 @@ class AuditedRequest:
     # When the apiserver received it (UTC). Events are written when the response completes, so a
     # watch appears only once it ends: sort requests into phases by this, not by log position.
     received: datetime = attrs.field(factory=lambda: EPOCH)
+    group: str = ""  # the API group, "" for the core group
+    user: str = ""  # the authenticated username, e.g. system:serviceaccount:<ns>:<name>
 
 
 def write_policy(path: Path) -> Path:
@@ -80,6 +82,8 @@ def read(path: Path, *, skip: int = 0) -> Iterator[AuditedRequest]:
                 user_agent=event.get("userAgent", ""),
                 uri=event.get("requestURI", ""),
                 received=_received(event.get("requestReceivedTimestamp", "")),
+                group=ref.get("apiGroup", ""),
+                user=(event.get("user") or {}).get("username", ""),
             )
 
 

@@ -10,6 +10,10 @@ a dependency's ``replace`` lines are ignored when it is built as a dependency.
 A cold build takes minutes and gigabytes of Go build cache, so: build lazily, show progress,
 write each binary atomically (an interrupted build never leaves a broken one) and never rebuild
 what is there. A file lock keeps concurrent ``karpy`` processes from building the same thing.
+
+The tools the tests drive beside the cluster (helm, for the chart) have a lock of their own, so
+``karpy cluster build`` compiles them beside the Kubernetes build, filling the cores while either
+waits on module downloads or links.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -30,6 +35,7 @@ import attrs
 
 from karpy.localcluster.errors import BuildFailedError, GoToolchainError
 from karpy.localcluster.versions import (
+    HELM_VERSION,
     KUBERNETES_VERSION,
     KWOK_VERSION,
     MINIMUM_GO,
@@ -60,6 +66,13 @@ class Binaries:
     kube_controller_manager: Path
     kube_scheduler: Path
     kwok: Path
+
+
+@attrs.frozen
+class Tools:
+    """Paths of the programs tests run beside the control plane."""
+
+    helm: Path
 
 
 def cache_root() -> Path:
@@ -128,6 +141,35 @@ def ensure_binaries(
     )
 
 
+def ensure_tools(*, cache_dir: Path | None = None, progress: Progress = print_progress) -> Tools:
+    """Return helm, building it when the cache lacks it (same side effects and errors as
+    :func:`ensure_binaries`, under a lock of its own)."""
+    root = cache_dir or cache_root()
+    helm = root / "bin" / f"helm-v{HELM_VERSION}" / "helm"
+    if not _is_executable(helm):
+        _check_go()
+        with _lock(root / "locks" / "tools.lock", progress=progress):
+            _build(
+                component="helm",
+                package="helm.sh/helm/v3/cmd/helm",
+                module=_tool_module(root, "helm", "helm.sh/helm/v3", HELM_VERSION),
+                output=helm,
+                ldflags=f"-s -w -X helm.sh/helm/v3/internal/version.version=v{HELM_VERSION}",
+                progress=progress,
+            )
+    return Tools(helm=helm)
+
+
+def ensure_all(
+    *, cache_dir: Path | None = None, progress: Progress = print_progress
+) -> tuple[Binaries, Tools]:
+    """Build the control plane and the tools at once, each in its own ``go build``."""
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="karpy-build") as pool:
+        tools = pool.submit(ensure_tools, cache_dir=cache_dir, progress=progress)
+        binaries = ensure_binaries(cache_dir=cache_dir, progress=progress)
+        return binaries, tools.result()
+
+
 # --------------------------------------------------------------------------- modules
 
 
@@ -149,6 +191,11 @@ def _kubernetes_module(root: Path) -> Path:
 def _kwok_module(root: Path) -> Path:
     text = f"module karpy.local/kwok\n\ngo 1.24.0\n\nrequire sigs.k8s.io/kwok v{KWOK_VERSION}\n"
     return _write_module(root / "build" / f"kwok-v{KWOK_VERSION}", text)
+
+
+def _tool_module(root: Path, name: str, module: str, version: str) -> Path:
+    text = f"module karpy.local/{name}\n\ngo 1.24.0\n\nrequire {module} v{version}\n"
+    return _write_module(root / "build" / f"{name}-v{version}", text)
 
 
 def _write_module(directory: Path, go_mod: str) -> Path:

@@ -12,7 +12,7 @@ import sys
 
 import attrs
 
-from karpy.localcluster.build import ensure_binaries
+from karpy.localcluster.build import ensure_all
 from karpy.localcluster.cluster import LocalCluster
 from karpy.localcluster.errors import LocalClusterError
 from karpy.localcluster.versions import KUBERNETES_VERSION, KWOK_VERSION
@@ -39,7 +39,9 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("down", help="stop every process and remove the cluster's state")
     sub.add_parser("status", help="show what runs where, with memory use")
     sub.add_parser("env", help="print shell exports for kubectl and karpy")
-    sub.add_parser("build", help="build (or find cached) control-plane binaries")
+    sub.add_parser(
+        "build", help="build (or find cached) control-plane binaries and helm, in parallel"
+    )
     return parser
 
 
@@ -63,8 +65,9 @@ def main(argv: list[str]) -> int:
                 return 1
             sys.stdout.write(f"export KUBECONFIG={shlex.quote(str(found.kubeconfig))}\n")
         elif args.action == "build":
-            binaries = ensure_binaries()
-            for field, path in sorted(attrs.asdict(binaries).items()):
+            binaries, tools = ensure_all()
+            paths = {**attrs.asdict(binaries), **attrs.asdict(tools)}
+            for field, path in sorted(paths.items()):
                 sys.stdout.write(f"{field.replace('_', '-'):<24} {path}\n")
     except LocalClusterError as error:
         sys.stderr.write(f"karpy cluster {args.action}: {error}\n")

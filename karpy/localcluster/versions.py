@@ -16,6 +16,9 @@ KUBERNETES_VERSION: Final = "1.33.13"
 #: kwok, which plays the kubelet for the simulated nodes karpy's kwok provider creates.
 KWOK_VERSION: Final = "0.7.0"
 
+#: Helm, which the chart's tests lint, render and install with (helm.sh/helm/v3/cmd/helm).
+HELM_VERSION: Final = "3.22.0"
+
 #: The oldest Go toolchain that builds the pinned Kubernetes release.
 MINIMUM_GO: Final = (1, 24)
 

@@ -40,6 +40,7 @@ from karpy.controllers.disruption import commands as disruption_commands
 from karpy.controllers.disruption.controller import DisruptionController
 from karpy.controllers.disruption.queue import OrchestrationQueue
 from karpy.controllers.legacy.extension import legacy_extension
+from karpy.controllers.metrics.state import StateMetrics
 from karpy.controllers.node.health.controller import NodeHealthController, policies_with
 from karpy.controllers.node.termination import subscribers as termination_events
 from karpy.controllers.node.termination.controller import TerminationController
@@ -198,6 +199,7 @@ async def build(
         service_name=options.telemetry.service_name,
         otlp_endpoint=options.telemetry.otlp_endpoint,
         span_exporter=span_exporter,
+        cluster_name=options.provider.cluster_name,
     )
     client = await (DryRunKubeClient if options.dry_run else KubeClient).connect(
         options.kube.kubeconfig,
@@ -335,6 +337,12 @@ def _controllers(
                 node_nominations=nominations,
                 clock=clock,
                 scheduler=_scheduler_options(options),
+            )
+        )
+    if by_kind.keys() >= {NODES.kind, PODS.kind, NODECLAIMS.kind, NODEPOOLS.kind}:
+        controllers.append(
+            StateMetrics(
+                view, cloudprovider=provider, telemetry=telemetry, reconcile=options.reconcile
             )
         )
     if by_kind.keys() >= {NODES.kind, PODS.kind, NODECLAIMS.kind}:

@@ -662,3 +662,9 @@ def _check_leader_timings(le: LeaderElectionOptions) -> None:
 
 def _default_identity() -> str:
     return f"{socket.gethostname()}_{uuid.uuid4()}"
+
+
+def documented() -> list[tuple[str, str, str]]:
+    """(flag, environment variable, help) of every option, for the settings reference and the
+    chart's tests."""
+    return [(spec.flag, spec.env, spec.help) for spec in _SPECS]

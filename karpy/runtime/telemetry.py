@@ -1,42 +1,47 @@
 """Tracing and metrics: one OpenTelemetry setup, every instrument declared here (house rule 13).
 
 Spans mark the seams (a reconcile, a batch, a provider call) and metrics count what the operator
-did, named `karpy_<subsystem>_<name>_<unit>`. Nothing is registered globally: `Telemetry.setup()`
-builds a tracer and meter provider that wiring passes to constructors, so tests get their own with
-an in-memory exporter. /metrics is served in the Prometheus text format, rendered here from an
-in-memory metric reader because the SDK ships no Prometheus exporter of its own; when
+did. Metrics carry Karpenter's names and labels (``karpenter_*``, and controller-runtime's
+``controller_runtime_*``, ``workqueue_*``, ``leader_election_*``) so existing Karpenter dashboards
+and alerts read karpy unchanged; a ``karpy_*`` name marks a metric Karpenter has no equivalent for.
+docs/metrics.md lists them all. Nothing is registered globally: `Telemetry.setup()` builds a
+tracer and meter provider that wiring passes to constructors, so tests get their own. /metrics is
+rendered by OpenTelemetry's Prometheus exporter into a registry of this Telemetry's own; when
 OTEL_EXPORTER_OTLP_ENDPOINT is set, spans and metrics are pushed over OTLP/HTTP as well.
+
+Gauges that describe the cluster as it is (nodes, pods, NodePool usage and limits, cost) are
+observed at scrape time from callbacks the metrics controller registers (`observe_state`), so a
+deleted node's series vanishes with it.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Final
 
 import attrs
-from opentelemetry.metrics import Counter, Histogram, Meter, UpDownCounter
+from opentelemetry.exporter.prometheus import PrometheusMetricReader
+from opentelemetry.metrics import (
+    CallbackOptions,
+    Counter,
+    Histogram,
+    Meter,
+    Observation,
+    UpDownCounter,
+)
 from opentelemetry.metrics import _Gauge as Gauge  # the synchronous gauge's public name is private
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import (
-    Gauge as GaugeData,
-)
-from opentelemetry.sdk.metrics.export import (
-    Histogram as HistogramData,
-)
-from opentelemetry.sdk.metrics.export import (
-    HistogramDataPoint,
     InMemoryMetricReader,
     MetricExporter,
     MetricReader,
-    NumberDataPoint,
     PeriodicExportingMetricReader,
-    Sum,
 )
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
 from opentelemetry.trace import Tracer
+from prometheus_client import CollectorRegistry, generate_latest
 
 import karpy
 
@@ -46,6 +51,31 @@ SCOPE: Final = "karpy"
 DURATION_BUCKETS: Final[Sequence[float]] = (
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
 )  # fmt: skip
+
+Attributes = Mapping[str, str]
+
+
+@attrs.frozen
+class LabelledHistogram:
+    """A histogram whose every point carries fixed labels (Karpenter's `controller`), so call
+    sites record as they would on the bare instrument."""
+
+    histogram: Histogram
+    labels: Attributes
+
+    def record(self, amount: float, attributes: Attributes | None = None) -> None:
+        self.histogram.record(amount, {**self.labels, **(attributes or {})})
+
+
+@attrs.frozen
+class LabelledGauge:
+    """A synchronous gauge with fixed labels; see `LabelledHistogram`."""
+
+    gauge: Gauge
+    labels: Attributes
+
+    def set(self, amount: float, attributes: Attributes | None = None) -> None:
+        self.gauge.set(amount, {**self.labels, **(attributes or {})})
 
 
 @attrs.frozen
@@ -67,11 +97,12 @@ class Metrics:
     build_info: Gauge
     cloudprovider_duration_seconds: Histogram
     cloudprovider_errors_total: Counter
-    provisioner_scheduling_duration_seconds: Histogram
-    provisioner_unschedulable_pods: Gauge
+    provisioner_scheduling_duration_seconds: LabelledHistogram
+    provisioner_unschedulable_pods: LabelledGauge
     nodeclaims_created_total: Counter
     nodeclaims_disrupted_total: Counter
-    # Disruption (Karpenter's names).
+    provisioner_batch_size: Histogram
+    # Disruption.
     disruption_decisions_total: Counter
     disruption_eligible_nodes: Gauge
     nodepools_allowed_disruptions: Gauge
@@ -79,93 +110,102 @@ class Metrics:
 
     @classmethod
     def create(cls, meter: Meter) -> Metrics:
+        def counter(name: str, description: str) -> Counter:
+            return meter.create_counter(name, description=description)
+
+        def histogram(
+            name: str, description: str, buckets: Sequence[float] = DURATION_BUCKETS
+        ) -> Histogram:
+            return meter.create_histogram(
+                name, description=description, explicit_bucket_boundaries_advisory=buckets
+            )
+
+        provisioner = {"controller": "provisioner"}
         return cls(
             upkeep=UpkeepMetrics.create(meter),
-            reconcile_total=meter.create_counter(
-                "karpy_controller_reconcile_total",
-                description="Reconciles by controller and result (success, requeue, error).",
+            reconcile_total=counter(
+                "controller_runtime_reconcile_total",
+                "Reconciles by controller and result.",
             ),
-            reconcile_errors_total=meter.create_counter(
-                "karpy_controller_reconcile_errors_total",
-                description="Reconciles that raised, by controller.",
+            reconcile_errors_total=counter(
+                "controller_runtime_reconcile_errors_total",
+                "Reconciles that raised, by controller.",
             ),
-            reconcile_duration_seconds=meter.create_histogram(
-                "karpy_controller_reconcile_duration_seconds",
-                unit="s",
-                description="Time spent in one reconcile, by controller.",
-                explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
+            reconcile_duration_seconds=histogram(
+                "controller_runtime_reconcile_time_seconds",
+                "Time spent in one reconcile, by controller.",
             ),
             workqueue_depth=meter.create_up_down_counter(
-                "karpy_workqueue_depth",
-                description="Keys waiting in a work queue (ready or delayed), by queue.",
+                "workqueue_depth", description="Keys waiting in a work queue, by queue name."
             ),
-            workqueue_retries_total=meter.create_counter(
-                "karpy_workqueue_retries_total",
-                description="Keys re-queued after an error, by queue.",
+            workqueue_retries_total=counter(
+                "workqueue_retries_total", "Keys re-queued after an error, by queue name."
             ),
-            watch_events_total=meter.create_counter(
-                "karpy_watch_events_total",
-                description="Watch events received, by kind and event type.",
+            watch_events_total=counter(
+                "karpy_watch_events_total", "Watch events received, by kind and event type."
             ),
-            watch_lists_total=meter.create_counter(
-                "karpy_watch_lists_total",
-                description="Full lists (initial and relists), by kind.",
+            watch_lists_total=counter(
+                "karpy_watch_lists_total", "Full lists (initial and relists), by kind."
             ),
-            watch_errors_total=meter.create_counter(
-                "karpy_watch_errors_total",
-                description="Broken lists or watch streams, by kind and reason.",
+            watch_errors_total=counter(
+                "karpy_watch_errors_total", "Broken lists or watch streams, by kind and reason."
             ),
             cluster_state_synced=meter.create_gauge(
-                "karpy_cluster_state_synced",
-                description="1 when every informer has listed, else 0.",
+                "karpenter_cluster_state_synced",
+                description="1 when cluster state has listed every kind it informs, else 0.",
             ),
             cluster_state_objects=meter.create_gauge(
-                "karpy_cluster_state_objects",
-                description="Objects held in cluster state, by kind.",
+                "karpy_cluster_state_objects", description="Objects held in cluster state, by kind."
             ),
             leader_election_leader=meter.create_gauge(
-                "karpy_leader_election_leader",
-                description="1 while this replica holds the leader Lease, else 0.",
+                "leader_election_master_status",
+                description="1 while this replica holds the leader Lease, else 0, by lease name.",
             ),
-            leader_election_transitions_total=meter.create_counter(
+            leader_election_transitions_total=counter(
                 "karpy_leader_election_transitions_total",
-                description="Times this replica acquired the leader Lease.",
+                "Times this replica acquired the leader Lease.",
             ),
             build_info=meter.create_gauge(
-                "karpy_build_info", description="Always 1; labelled with the karpy version."
+                "karpenter_build_info", description="Always 1; labelled with the karpy version."
             ),
-            cloudprovider_duration_seconds=meter.create_histogram(
-                "karpy_cloudprovider_duration_seconds",
-                unit="s",
-                description="Time spent in one CloudProvider call, by method and provider.",
-                explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
+            cloudprovider_duration_seconds=histogram(
+                "karpenter_cloudprovider_duration_seconds",
+                "Time spent in one CloudProvider call, by method and provider.",
             ),
-            cloudprovider_errors_total=meter.create_counter(
-                "karpy_cloudprovider_errors_total",
-                description="CloudProvider calls that raised, by method, provider and error type.",
+            cloudprovider_errors_total=counter(
+                "karpenter_cloudprovider_errors_total",
+                "CloudProvider calls that raised, by method, provider and error type.",
             ),
-            provisioner_scheduling_duration_seconds=meter.create_histogram(
-                "karpy_provisioner_scheduling_duration_seconds",
-                unit="s",
-                description="Time one provisioning solve took.",
-                explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
+            provisioner_scheduling_duration_seconds=LabelledHistogram(
+                histogram(
+                    "karpenter_scheduler_scheduling_duration_seconds",
+                    "Time one scheduling simulation took, by controller.",
+                ),
+                provisioner,
             ),
-            provisioner_unschedulable_pods=meter.create_gauge(
-                "karpy_provisioner_unschedulable_pods_count",
-                description="Pods the last provisioning batch could not place.",
+            provisioner_unschedulable_pods=LabelledGauge(
+                meter.create_gauge(
+                    "karpenter_scheduler_unschedulable_pods_count",
+                    description="Pods the last scheduling simulation could not place.",
+                ),
+                provisioner,
             ),
-            nodeclaims_created_total=meter.create_counter(
-                "karpy_nodeclaims_created_total",
-                description="NodeClaims created, by reason and nodepool.",
+            nodeclaims_created_total=counter(
+                "karpenter_nodeclaims_created_total", "NodeClaims created, by reason and nodepool."
             ),
-            nodeclaims_disrupted_total=meter.create_counter(
-                "karpy_nodeclaims_disrupted_total",
-                description="NodeClaims deleted by voluntary disruption, by reason and nodepool.",
+            nodeclaims_disrupted_total=counter(
+                "karpenter_nodeclaims_disrupted_total",
+                "NodeClaims disrupted, by reason and nodepool.",
             ),
-            disruption_decisions_total=meter.create_counter(
+            provisioner_batch_size=histogram(
+                "karpy_provisioner_batch_size",
+                "Pending pods in one provisioning batch.",
+                (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000),
+            ),
+            disruption_decisions_total=counter(
                 "karpenter_voluntary_disruption_decisions_total",
-                description="Disruption commands started, by decision, reason and "
-                "consolidation type.",
+                "Disruption commands started, by decision (delete, replace), reason and "
+                "consolidation_type.",
             ),
             disruption_eligible_nodes=meter.create_gauge(
                 "karpenter_voluntary_disruption_eligible_nodes",
@@ -211,17 +251,74 @@ class UpkeepMetrics:
                 description="NodeClaims of a NodePool (its status.nodes), by nodepool.",
             ),
             nodeclaims_drifted_total=meter.create_counter(
-                "karpy_nodeclaims_drifted_total",
+                "karpenter_nodeclaims_drifted_total",
                 description="NodeClaims marked Drifted, by type (the drift reason) and nodepool.",
             ),
             nodeclaims_unhealthy_disrupted_total=meter.create_counter(
-                "karpy_nodeclaims_unhealthy_disrupted_total",
+                "karpenter_nodeclaims_unhealthy_disrupted_total",
                 description=(
                     "NodeClaims deleted by node repair, by condition (the repair policy's node "
                     "condition) and nodepool."
                 ),
             ),
         )
+
+
+Observe = Callable[[], Iterable[tuple[float, Attributes]]]
+"""Current values of one state gauge: (value, labels) pairs, read at each scrape."""
+
+#: The gauges read from cluster state at scrape time: key -> (name, description).
+STATE_GAUGES: Final[Mapping[str, tuple[str, str]]] = {
+    "nodes_allocatable": (
+        "karpenter_nodes_allocatable",
+        "Allocatable resources of a node karpy manages, by node_name, nodepool and resource_type.",
+    ),
+    "nodes_total_pod_requests": (
+        "karpenter_nodes_total_pod_requests",
+        "Requests of the non-DaemonSet pods on a node, by node_name, nodepool and resource_type.",
+    ),
+    "nodes_total_daemon_requests": (
+        "karpenter_nodes_total_daemon_requests",
+        "Requests of the DaemonSet pods on a node, by node_name, nodepool and resource_type.",
+    ),
+    "pods_state": (
+        "karpenter_pods_state",
+        "1 per pod, by name, namespace, node, nodepool, zone, capacity type, instance type and "
+        "phase.",
+    ),
+    "nodepools_usage": (
+        "karpenter_nodepools_usage",
+        "Resources of the NodeClaims a NodePool launched, by nodepool and resource_type.",
+    ),
+    "nodepools_limit": (
+        "karpenter_nodepools_limit",
+        "A NodePool's spec.limits, by nodepool and resource_type.",
+    ),
+    "cluster_state_node_count": (
+        "karpenter_cluster_state_node_count",
+        "Nodes in cluster state.",
+    ),
+    "nodeclaims_count": (
+        "karpy_nodeclaims",
+        "NodeClaims, by nodepool, capacity_type and whether they are launched/registered/ready.",
+    ),
+    "nodepools_cost": (
+        "karpy_nodepools_cost_per_hour",
+        "What the NodeClaims a NodePool launched cost now, in dollars per hour, by nodepool and "
+        "capacity_type (prices of the offerings karpy launched).",
+    ),
+}
+
+
+def observe_state(meter: Meter, sources: Mapping[str, Observe]) -> None:
+    """Register an observable gauge for each STATE_GAUGES key in `sources`."""
+    for key, source in sources.items():
+        name, description = STATE_GAUGES[key]
+
+        def callback(_: CallbackOptions, source: Observe = source) -> Iterable[Observation]:
+            return [Observation(value, dict(labels)) for value, labels in source()]
+
+        meter.create_observable_gauge(name, callbacks=[callback], description=description)
 
 
 @attrs.define
@@ -235,6 +332,7 @@ class Telemetry:
     meter: Meter
     metrics: Metrics
     reader: InMemoryMetricReader
+    registry: CollectorRegistry
     tracer_provider: TracerProvider
     meter_provider: MeterProvider
 
@@ -245,6 +343,7 @@ class Telemetry:
         service_name: str,
         otlp_endpoint: str | None = None,
         span_exporter: SpanExporter | None = None,
+        cluster_name: str | None = None,
     ) -> Telemetry:
         """Build providers for `service_name`.
 
@@ -252,13 +351,19 @@ class Telemetry:
         OTLP/HTTP export of spans and metrics (needs the `otlp` extra).
         """
         resource = Resource.create(
-            {"service.name": service_name, "service.version": karpy.__version__}
+            {
+                "service.name": service_name,
+                "service.version": karpy.__version__,
+                **({"k8s.cluster.name": cluster_name} if cluster_name else {}),
+            }
         )
         tracer_provider = TracerProvider(resource=resource)
         if span_exporter is not None:
             tracer_provider.add_span_processor(SimpleSpanProcessor(span_exporter))
         reader = InMemoryMetricReader()
-        readers: list[MetricReader] = [reader]
+        registry = CollectorRegistry(auto_describe=True)
+        prometheus = PrometheusMetricReader(scope_info_enabled=False, registry=registry)
+        readers: list[MetricReader] = [reader, prometheus]
         if otlp_endpoint is not None:
             otlp_spans, otlp_metrics = _otlp_exporters(otlp_endpoint)
             tracer_provider.add_span_processor(BatchSpanProcessor(otlp_spans))
@@ -272,21 +377,14 @@ class Telemetry:
             meter=meter,
             metrics=metrics,
             reader=reader,
+            registry=registry,
             tracer_provider=tracer_provider,
             meter_provider=meter_provider,
         )
 
     def prometheus_text(self) -> str:
         """Every current metric in the Prometheus text exposition format (version 0.0.4)."""
-        data = self.reader.get_metrics_data()
-        if data is None:
-            return ""
-        lines: list[str] = []
-        for resource_metrics in data.resource_metrics:
-            for scope_metrics in resource_metrics.scope_metrics:
-                for metric in scope_metrics.metrics:
-                    lines.extend(_render(metric.name, metric.description or "", metric.data))
-        return "".join(line + "\n" for line in lines)
+        return generate_latest(self.registry).decode()
 
     def shutdown(self) -> None:
         """Flush and stop every span processor and metric reader."""
@@ -313,61 +411,3 @@ def _otlp_exporters(endpoint: str) -> tuple[SpanExporter, MetricExporter]:
         OTLPSpanExporter(endpoint=f"{base}/v1/traces"),
         OTLPMetricExporter(endpoint=f"{base}/v1/metrics"),
     )
-
-
-# ------------------------------------------------------------------ Prometheus text rendering
-
-
-def _render(name: str, description: str, data: object) -> Iterable[str]:
-    if isinstance(data, Sum):
-        kind = "counter" if data.is_monotonic else "gauge"
-        points: Sequence[NumberDataPoint] = data.data_points
-        yield from _header(name, description, kind)
-        for point in points:
-            yield f"{name}{_labels(point.attributes)} {_number(point.value)}"
-    elif isinstance(data, GaugeData):
-        yield from _header(name, description, "gauge")
-        for point in data.data_points:
-            yield f"{name}{_labels(point.attributes)} {_number(point.value)}"
-    elif isinstance(data, HistogramData):
-        yield from _header(name, description, "histogram")
-        for hpoint in data.data_points:
-            yield from _histogram_lines(name, hpoint)
-
-
-def _header(name: str, description: str, kind: str) -> Iterable[str]:
-    escaped = description.replace("\\", "\\\\").replace("\n", "\\n")
-    yield f"# HELP {name} {escaped}"
-    yield f"# TYPE {name} {kind}"
-
-
-def _histogram_lines(name: str, point: HistogramDataPoint) -> Iterable[str]:
-    attributes = dict(point.attributes or {})
-    cumulative = 0
-    for bound, count in zip(point.explicit_bounds, point.bucket_counts, strict=False):
-        cumulative += count
-        yield f"{name}_bucket{_labels({**attributes, 'le': _number(bound)})} {cumulative}"
-    yield f"{name}_bucket{_labels({**attributes, 'le': '+Inf'})} {point.count}"
-    yield f"{name}_sum{_labels(attributes)} {_number(point.sum)}"
-    yield f"{name}_count{_labels(attributes)} {point.count}"
-
-
-def _labels(attributes: Mapping[str, object] | None) -> str:
-    if not attributes:
-        return ""
-    parts = [f'{key}="{_escape(str(value))}"' for key, value in sorted(attributes.items())]
-    return "{" + ",".join(parts) + "}"
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def _number(value: float) -> str:
-    if isinstance(value, int):
-        return str(value)
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    if math.isnan(value):
-        return "NaN"
-    return repr(float(value))

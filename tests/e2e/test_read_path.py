@@ -115,7 +115,7 @@ async def test_a_scale_up_and_down_lists_only_through_informers(
     }
     assert set(informer_lists) == set(PLURALS.values())
     reconciles = Counter[str]()
-    for labels, value in _samples(metrics, "karpy_controller_reconcile_total"):
+    for labels, value in _samples(metrics, "controller_runtime_reconcile_total"):
         reconciles[labels["controller"]] += int(value)
     # Garbage collection asked the provider for its instances (kwok: the Nodes) at least once.
     assert reconciles["nodeclaim.garbagecollection"] >= 1, reconciles

@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 
 REASON_DISRUPTION_TERMINATING: Final = "DisruptionTerminating"
 DISRUPTED_REASON: Final = "expired"
-"""The `reason` label of karpy_nodeclaims_disrupted_total for an expiry (Karpenter's)."""
+"""The `reason` label of karpenter_nodeclaims_disrupted_total for an expiry (Karpenter's)."""
 
 
 class ExpirationController:

@@ -230,6 +230,7 @@ class Provisioner(SingletonController):
                 self._telemetry.metrics.provisioner_scheduling_duration_seconds.record(
                     asyncio.get_running_loop().time() - started
                 )
+                self._telemetry.metrics.provisioner_batch_size.record(len(build.pods))
                 solve_span.set_attribute("karpy.nodeclaims", len(results.nodeclaims))
             self._nominate(results, by_uid)
             await self._report(results, objects, by_uid)

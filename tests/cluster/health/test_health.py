@@ -118,6 +118,6 @@ async def test_repair_is_blocked_beyond_the_threshold_and_proceeds_within_it(
     assert stamp == "2026-01-01T12:00:00Z"
     text = telemetry.prometheus_text()
     assert (
-        f'karpy_nodeclaims_unhealthy_disrupted_total{{condition="Ready",nodepool="{pool}"}} 1'
+        f'karpenter_nodeclaims_unhealthy_disrupted_total{{condition="Ready",nodepool="{pool}"}} 1'
         in text
     )

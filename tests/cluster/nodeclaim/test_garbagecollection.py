@@ -94,8 +94,9 @@ async def test_a_nodeclaim_whose_instance_is_gone_is_deleted_and_the_others_are_
     assert record.__dict__["nodeclaim"] == gone.metadata.name
     assert record.__dict__["provider-id"] == gone.status.provider_id
     assert record.__dict__["nodepool"] == "default"
-    assert 'karpy_nodeclaims_disrupted_total{nodepool="default",reason="garbage_collected"} 1' in (
-        telemetry.prometheus_text()
+    assert (
+        'karpenter_nodeclaims_disrupted_total{nodepool="default",reason="garbage_collected"} 1'
+        in (telemetry.prometheus_text())
     )
 
     # Past the grace period the recent one goes as well; the healthy one stays.

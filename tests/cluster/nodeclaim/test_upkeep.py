@@ -160,7 +160,7 @@ async def test_a_template_label_change_drifts_the_nodeclaims_made_from_the_old_t
     )
     now_drifted = _conditions(live.view.nodeclaim(kept))[ConditionType.DRIFTED]
     assert (now_drifted.status, now_drifted.reason) == (ConditionStatus.TRUE, "NodePoolDrifted")
-    assert 'karpy_nodeclaims_drifted_total{nodepool="' in telemetry.prometheus_text()
+    assert 'karpenter_nodeclaims_drifted_total{nodepool="' in telemetry.prometheus_text()
 
     # Undone: the hash matches again and the condition goes.
     await kube.merge_patch(

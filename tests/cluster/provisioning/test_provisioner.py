@@ -79,11 +79,13 @@ async def test_pending_pods_become_one_nodeclaim_of_the_template(
 
         exposition = h.telemetry.prometheus_text()
         created_line = (
-            f'karpy_nodeclaims_created_total{{nodepool="{pool}",reason="provisioning"}} 1'
+            f'karpenter_nodeclaims_created_total{{nodepool="{pool}",reason="provisioning"}} 1'
         )
         assert created_line in exposition
-        assert "karpy_provisioner_unschedulable_pods_count 0" in exposition
-        assert "karpy_provisioner_scheduling_duration_seconds_count" in exposition
+        assert (
+            'karpenter_scheduler_unschedulable_pods_count{controller="provisioner"} 0' in exposition
+        )
+        assert "karpenter_scheduler_scheduling_duration_seconds_count" in exposition
 
     messages = [r.getMessage() for r in caplog.records]
     assert "found provisionable pod(s)" in messages

@@ -106,7 +106,7 @@ class Replica:
         except OSError:
             return None
         assert status == 200
-        return f'karpy_leader_election_leader{{name="{lease}"}} 1' in body
+        return f'leader_election_master_status{{name="{lease}"}} 1' in body
 
 
 async def spawn_replica(

@@ -169,7 +169,7 @@ async def _serves(replica: Replica, series: str) -> bool:
         return False
     status, body = await http_get(ports[1], "/metrics")
     return status == 200 and any(
-        line.startswith("karpy_controller_reconcile_total{") and series in line
+        line.startswith("controller_runtime_reconcile_total{") and series in line
         for line in body.splitlines()
     )
 

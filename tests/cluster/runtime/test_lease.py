@@ -141,7 +141,7 @@ async def test_leadership_is_lost_when_the_lease_cannot_be_renewed(
         await lead_then_lose()
     assert caught.value.subgroup(LeadershipLostError) is not None
     assert not elector.is_leader
-    assert 'karpy_leader_election_leader{name="' + name + '"} 0' in telemetry.prometheus_text()
+    assert 'leader_election_master_status{name="' + name + '"} 0' in telemetry.prometheus_text()
     assert (await read_record(kube, namespace, name)).holder == "thief"
 
 

@@ -118,10 +118,10 @@ async def test_create_span_carries_nodeclaim_provider_and_provider_id(
     assert span.attributes["karpy.nodeclaim"] == "claim-a"
     assert span.attributes["karpy.provider_id"] == launched.status.provider_id
     assert span.status.status_code is StatusCode.UNSET
-    (point,) = _points(telemetry, "karpy_cloudprovider_duration_seconds")
+    (point,) = _points(telemetry, "karpenter_cloudprovider_duration_seconds")
     assert dict(point.attributes) == {"method": "Create", "provider": "fake"}
     assert point.count == 1
-    assert _points(telemetry, "karpy_cloudprovider_errors_total") == []
+    assert _points(telemetry, "karpenter_cloudprovider_errors_total") == []
 
 
 async def test_every_method_has_its_span_and_duration(
@@ -152,7 +152,8 @@ async def test_every_method_has_its_span_and_duration(
     assert deleted.attributes is not None
     assert deleted.attributes["karpy.provider_id"] == provider_id
     methods = {
-        p.attributes["method"] for p in _points(telemetry, "karpy_cloudprovider_duration_seconds")
+        p.attributes["method"]
+        for p in _points(telemetry, "karpenter_cloudprovider_duration_seconds")
     }
     assert methods == {"Create", "Get", "List", "GetInstanceTypes", "IsDrifted", "Delete"}
 
@@ -170,14 +171,14 @@ async def test_errors_are_recorded_on_the_span_and_counted_by_type(
     assert span.status.status_code is StatusCode.ERROR
     assert span.status.description == "InsufficientCapacityError"
     assert [e.name for e in span.events] == ["exception"]
-    (error,) = _points(telemetry, "karpy_cloudprovider_errors_total")
+    (error,) = _points(telemetry, "karpenter_cloudprovider_errors_total")
     assert dict(error.attributes) == {
         "method": "Create",
         "provider": "fake",
         "error": "InsufficientCapacityError",
     }
     assert error.value == 1
-    (duration,) = _points(telemetry, "karpy_cloudprovider_duration_seconds")
+    (duration,) = _points(telemetry, "karpenter_cloudprovider_duration_seconds")
     assert duration.count == 1
 
 
@@ -191,7 +192,7 @@ async def test_not_found_is_counted_but_not_a_failed_span(
     failed = [s for s in spans.get_finished_spans() if s.name == "cloudprovider.Delete"][-1]
     assert failed.status.status_code is StatusCode.UNSET
     assert [e.name for e in failed.events] == ["exception"]
-    (error,) = _points(telemetry, "karpy_cloudprovider_errors_total")
+    (error,) = _points(telemetry, "karpenter_cloudprovider_errors_total")
     assert error.attributes["error"] == "NodeClaimNotFoundError"
 
 

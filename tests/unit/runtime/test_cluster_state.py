@@ -34,7 +34,7 @@ def test_synced_only_after_every_store_listed(telemetry: Telemetry) -> None:
     state.mark_listed()
     seen.append(state.synced)
     assert seen == [False, False, True]
-    assert "karpy_cluster_state_synced 1" in telemetry.prometheus_text()
+    assert "karpenter_cluster_state_synced 1" in telemetry.prometheus_text()
 
 
 def test_replace_reports_added_modified_deleted(telemetry: Telemetry) -> None:

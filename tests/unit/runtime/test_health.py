@@ -33,7 +33,7 @@ async def server() -> AsyncIterator[ProbeServer]:
         metrics_port=0,
         liveness={"ping": lambda: True},
         readiness={"cluster-state-synced": lambda: Flags.ready},
-        metrics=lambda: "karpy_build_info 1\n",
+        metrics=lambda: "karpenter_build_info 1\n",
     )
     Flags.ready = False
     async with asyncio.TaskGroup() as group:
@@ -54,7 +54,7 @@ async def test_healthz_and_readyz(server: ProbeServer) -> None:
 
 async def test_metrics_on_its_own_port(server: ProbeServer) -> None:
     assert server.metrics_port != server.health_port
-    assert await get(server.metrics_port, "/metrics") == (200, "karpy_build_info 1\n")
+    assert await get(server.metrics_port, "/metrics") == (200, "karpenter_build_info 1\n")
     assert (await get(server.health_port, "/metrics"))[0] == 404
     assert (await get(server.metrics_port, "/healthz"))[0] == 404
 

@@ -30,13 +30,13 @@ def test_counter_gauge_and_histogram_render(telemetry: Telemetry) -> None:
     metrics.reconcile_duration_seconds.record(7.0, {"controller": "a.b"})
     text = telemetry.prometheus_text()
     samples = parse(text)
-    assert "# TYPE karpy_controller_reconcile_total counter" in text
-    assert "# TYPE karpy_workqueue_depth gauge" in text
-    assert "# TYPE karpy_controller_reconcile_duration_seconds histogram" in text
-    assert samples['karpy_controller_reconcile_total{controller="a.b",result="success"}'] == 2
-    assert samples["karpy_cluster_state_synced"] == 1
-    assert samples['karpy_workqueue_depth{name="q"}'] == 2
-    hist = "karpy_controller_reconcile_duration_seconds"
+    assert "# TYPE controller_runtime_reconcile_total counter" in text
+    assert "# TYPE workqueue_depth gauge" in text
+    assert "# TYPE controller_runtime_reconcile_time_seconds histogram" in text
+    assert samples['controller_runtime_reconcile_total{controller="a.b",result="success"}'] == 2
+    assert samples["karpenter_cluster_state_synced"] == 1
+    assert samples['workqueue_depth{name="q"}'] == 2
+    hist = "controller_runtime_reconcile_time_seconds"
     assert samples[f'{hist}_bucket{{controller="a.b",le="0.25"}}'] == 1
     assert samples[f'{hist}_bucket{{controller="a.b",le="10.0"}}'] == 2
     assert samples[f'{hist}_bucket{{controller="a.b",le="+Inf"}}'] == 2
@@ -53,7 +53,7 @@ def test_buckets_are_cumulative(telemetry: Telemetry) -> None:
     counts = [
         value
         for key, value in samples.items()
-        if key.startswith("karpy_controller_reconcile_duration_seconds_bucket")
+        if key.startswith("controller_runtime_reconcile_time_seconds_bucket")
     ]
     assert counts == sorted(counts)
     assert counts[-1] == 4
@@ -67,4 +67,4 @@ def test_label_values_are_escaped(telemetry: Telemetry) -> None:
 
 def test_build_info_is_always_present(telemetry: Telemetry) -> None:
     samples = parse(telemetry.prometheus_text())
-    assert any(key.startswith("karpy_build_info{version=") for key in samples)
+    assert any(key.startswith("karpenter_build_info{version=") for key in samples)

@@ -45,7 +45,7 @@ BLOCKED_RECHECK: Final = 300.0
 """Seconds before a node whose repair the threshold blocked is looked at again."""
 REASON_REPAIR_BLOCKED: Final = "NodeRepairBlocked"
 DISRUPTED_REASON: Final = "unhealthy"
-"""The `reason` label of karpy_nodeclaims_disrupted_total for a repair (Karpenter's)."""
+"""The `reason` label of karpenter_nodeclaims_disrupted_total for a repair (Karpenter's)."""
 
 
 def policies_with(

@@ -1,0 +1,215 @@
+"""The gauges that describe the cluster as it is, read from cluster state at each scrape.
+
+Karpenter's node, pod and NodePool metrics controllers rewrite gauges on every reconcile and
+delete the series of objects that went away. Here each gauge is an OpenTelemetry observable whose
+callback reads the informer-backed `ClusterView` when Prometheus scrapes, so a deleted node's
+series vanishes with it and nothing is ever stale by more than the informers are.
+
+Cost is karpy's own: each NodeClaim's price is the price of the offering it runs on (its instance
+type, zone and capacity type, from the provider's instance types for its NodePool), summed by
+NodePool and capacity type in dollars per hour. Prices come from the provider, which is async,
+so this controller's only loop refreshes a price table every `period` seconds; the scrape-time
+callbacks read that table.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from typing import Final
+
+from karpy.apis.kube.node import Node
+from karpy.apis.v1 import labels as wk
+from karpy.apis.v1.nodeclaim import NodeClaim
+from karpy.cloudprovider import CloudProvider
+from karpy.runtime.options import ReconcileOptions
+from karpy.runtime.reconciler import Result, SingletonController, SingletonLoop
+from karpy.runtime.telemetry import Attributes, Observe, Telemetry, observe_state
+from karpy.state.pods import is_daemon_owned, is_terminal
+from karpy.state.podview import ObjectError, resources_of
+from karpy.state.snapshot import translate_pod
+from karpy.state.view import ClusterView
+
+log = logging.getLogger(__name__)
+
+PRICE_REFRESH: Final = 60.0
+"""Seconds between refreshes of the offering prices cost is computed from."""
+
+#: Karpenter reports CPU in cores and the rest in base units; Resources hold thousandths.
+_MILLI: Final = 1000.0
+
+Offering = tuple[str, str, str]
+"""(instance type, zone, capacity type)."""
+
+
+class StateMetrics(SingletonController):
+    """Registers the state gauges on `telemetry`'s meter and keeps offering prices fresh."""
+
+    name = "metrics.state"
+
+    def __init__(
+        self,
+        view: ClusterView,
+        *,
+        cloudprovider: CloudProvider,
+        telemetry: Telemetry,
+        reconcile: ReconcileOptions,
+        period: float = PRICE_REFRESH,
+    ) -> None:
+        self._view = view
+        self._cloudprovider = cloudprovider
+        self._period = period
+        self._prices: dict[str, dict[Offering, float]] = {}
+        observe_state(telemetry.meter, self.sources())
+        self._loop = SingletonLoop(
+            self.name, self.reconcile_once, telemetry=telemetry, backoff=reconcile.backoff
+        )
+
+    def sources(self) -> dict[str, Observe]:
+        return {
+            "nodes_allocatable": self._allocatable,
+            "nodes_total_pod_requests": lambda: self._requests(daemons=False),
+            "nodes_total_daemon_requests": lambda: self._requests(daemons=True),
+            "pods_state": self._pods,
+            "nodepools_usage": self._usage,
+            "nodepools_limit": self._limits,
+            "cluster_state_node_count": lambda: [(float(len(self._view.nodes())), {})],
+            "nodeclaims_count": self._nodeclaims,
+            "nodepools_cost": self._cost,
+        }
+
+    async def reconcile_once(self) -> Result:
+        """Refresh the price of every offering of every NodePool's instance types."""
+        await self._view.wait_synced()
+        prices: dict[str, dict[Offering, float]] = {}
+        for pool in self._view.nodepools():
+            name = pool.metadata.name or ""
+            table = prices[name] = {}
+            for instance_type in await self._cloudprovider.get_instance_types(pool):
+                for offering in instance_type.offerings:
+                    key = (instance_type.name, offering.zone, offering.capacity_type)
+                    table[key] = offering.price
+        self._prices = prices
+        return Result(requeue_after=self._period)
+
+    # ------------------------------------------------------------------ observations
+
+    def _managed_nodes(self) -> list[Node]:
+        return [n for n in self._view.nodes() if wk.LABEL_NODEPOOL in n.metadata.labels]
+
+    def _allocatable(self) -> Iterable[tuple[float, Attributes]]:
+        for node in self._managed_nodes():
+            amounts = resources_of(node.status.allocatable, field="status.allocatable")
+            for resource, milli in amounts.items():
+                yield milli / _MILLI, {**_node_labels(node), "resource_type": resource}
+
+    def _requests(self, *, daemons: bool) -> Iterable[tuple[float, Attributes]]:
+        for node in self._managed_nodes():
+            totals: dict[str, int] = defaultdict(int)
+            for kube_pod in self._view.pods_on(node.metadata.name or ""):
+                if is_terminal(kube_pod) or is_daemon_owned(kube_pod) != daemons:
+                    continue
+                pod = translate_pod(kube_pod)
+                if isinstance(pod, ObjectError):
+                    continue  # a pod the core cannot read is reported by the provisioner
+                for resource, milli in pod.requests().items():
+                    if resource != "pods":
+                        totals[resource] += milli
+            for resource, milli in totals.items():
+                yield milli / _MILLI, {**_node_labels(node), "resource_type": resource}
+
+    def _pods(self) -> Iterable[tuple[float, Attributes]]:
+        for pod in self._view.pods():
+            node_name = pod.spec.node_name or ""
+            node = self._view.node(node_name) if node_name else None
+            labels = node.metadata.labels if node is not None else {}
+            yield (
+                1.0,
+                {
+                    "name": pod.metadata.name or "",
+                    "namespace": pod.metadata.namespace or "",
+                    "node": node_name,
+                    "nodepool": labels.get(wk.LABEL_NODEPOOL, ""),
+                    "zone": labels.get(wk.LABEL_TOPOLOGY_ZONE, ""),
+                    "arch": labels.get(wk.LABEL_ARCH, ""),
+                    "capacity_type": labels.get(wk.LABEL_CAPACITY_TYPE, ""),
+                    "instance_type": labels.get(wk.LABEL_INSTANCE_TYPE, ""),
+                    "phase": str(pod.status.phase or ""),
+                },
+            )
+
+    def _usage(self) -> Iterable[tuple[float, Attributes]]:
+        totals: dict[tuple[str, str], int] = defaultdict(int)
+        for claim in self._view.nodeclaims():
+            pool = claim.metadata.labels.get(wk.LABEL_NODEPOOL, "")
+            capacity = resources_of(claim.status.capacity, field="status.capacity")
+            for resource, milli in capacity.items():
+                totals[pool, resource] += milli
+        for (pool, resource), milli in sorted(totals.items()):
+            yield milli / _MILLI, {"nodepool": pool, "resource_type": resource}
+
+    def _limits(self) -> Iterable[tuple[float, Attributes]]:
+        for pool in self._view.nodepools():
+            limits = resources_of(pool.spec.limits, field="spec.limits")
+            for resource, milli in limits.items():
+                yield (
+                    milli / _MILLI,
+                    {"nodepool": pool.metadata.name or "", "resource_type": resource},
+                )
+
+    def _nodeclaims(self) -> Iterable[tuple[float, Attributes]]:
+        counts: dict[tuple[str, str, str], int] = defaultdict(int)
+        for claim in self._view.nodeclaims():
+            labels = claim.metadata.labels
+            counts[
+                labels.get(wk.LABEL_NODEPOOL, ""),
+                labels.get(wk.LABEL_CAPACITY_TYPE, ""),
+                _phase(claim),
+            ] += 1
+        for (pool, capacity_type, phase), count in sorted(counts.items()):
+            yield float(count), {"nodepool": pool, "capacity_type": capacity_type, "state": phase}
+
+    def _cost(self) -> Iterable[tuple[float, Attributes]]:
+        totals = cost_by_nodepool(self._view.nodeclaims(), self._prices)
+        for (pool, capacity_type), dollars in sorted(totals.items()):
+            yield dollars, {"nodepool": pool, "capacity_type": capacity_type}
+
+
+def cost_by_nodepool(
+    claims: Iterable[NodeClaim], prices: Mapping[str, Mapping[Offering, float]]
+) -> dict[tuple[str, str], float]:
+    """Dollars per hour of the launched NodeClaims, by (nodepool, capacity type). A NodeClaim
+    whose offering has no known price (not launched yet, or gone from the catalog) adds nothing."""
+    totals: dict[tuple[str, str], float] = defaultdict(float)
+    for claim in claims:
+        labels = claim.metadata.labels
+        pool = labels.get(wk.LABEL_NODEPOOL, "")
+        offering = (
+            labels.get(wk.LABEL_INSTANCE_TYPE, ""),
+            labels.get(wk.LABEL_TOPOLOGY_ZONE, ""),
+            labels.get(wk.LABEL_CAPACITY_TYPE, ""),
+        )
+        price = prices.get(pool, {}).get(offering)
+        if price is not None and claim.status.provider_id:
+            totals[pool, offering[2]] += price
+    return dict(totals)
+
+
+def _node_labels(node: Node) -> dict[str, str]:
+    labels = node.metadata.labels
+    return {
+        "node_name": node.metadata.name or "",
+        "nodepool": labels.get(wk.LABEL_NODEPOOL, ""),
+        "instance_type": labels.get(wk.LABEL_INSTANCE_TYPE, ""),
+        "capacity_type": labels.get(wk.LABEL_CAPACITY_TYPE, ""),
+        "zone": labels.get(wk.LABEL_TOPOLOGY_ZONE, ""),
+    }
+
+
+def _phase(claim: NodeClaim) -> str:
+    status = {c.type: c.status for c in claim.status.conditions}
+    for phase in ("Ready", "Initialized", "Registered", "Launched"):
+        if status.get(phase) == "True":
+            return phase.lower()
+    return "pending"

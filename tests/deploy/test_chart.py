@@ -1,0 +1,182 @@
+"""The Helm chart renders what a Karpenter user expects to install, and its values.schema.json
+refuses, naming the key, any value karpy would not act on.
+
+These run the real helm (built from Go modules, cached) over deploy/charts/karpy; applying the
+chart to a cluster and running karpy as its ServiceAccount is tests/e2e/test_chart.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from karpy.runtime.options import documented, load
+from karpy_aws.operator import AWSProviderOptions
+from karpy_kwok import options_from_settings
+from tests.support.helm import CHART, REQUIRED, helm, only, render, set_flags, template
+
+NOT_VALUES = {"KUBECONFIG", "BIND_ADDRESS", "DISABLE_LEADER_ELECTION"}
+"""In a pod karpy uses its ServiceAccount, binds every interface and always elects a leader."""
+
+
+def _env(documents: list[dict[str, Any]]) -> dict[str, str]:
+    container = only(documents, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    env: dict[str, str] = {}
+    for item in container["env"]:
+        env[item["name"]] = item.get("value", f"<{item.get('valueFrom')}>")
+    return env
+
+
+def test_helm_lint_passes_strictly() -> None:
+    result = helm("lint", "--strict", str(CHART), *set_flags(REQUIRED))
+    assert result.code == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    ("values", "key"),
+    [
+        ({"replicas": -1}, "replicas"),
+        ({"settings.featureGates.fancyScheduling": True}, "fancyScheduling"),
+        ({"settings.featureGates.staticCapacity": True}, "staticCapacity"),
+        ({"replica": 2}, "replica"),
+        ({"settings.clusterNmae": "demo"}, "clusterNmae"),
+        ({"settings.batchIdleDuration": "soon"}, "batchIdleDuration"),
+        ({"logLevel": "verbose"}, "logLevel"),
+        ({"settings.provider": "gcp"}, "provider"),
+        ({"settings.provider": "kwok", "settings.interruptionQueue": "q"}, "interruptionQueue"),
+    ],
+)
+def test_the_schema_refuses_a_bad_value_naming_its_key(values: dict[str, object], key: str) -> None:
+    result = template({**REQUIRED, **values})
+    assert result.code != 0
+    assert "schema" in result.stderr
+    assert key in result.stderr, result.stderr
+
+
+def test_a_cluster_name_and_an_aws_region_are_required() -> None:
+    missing_name = template({"settings.aws.region": "us-west-2"})
+    assert missing_name.code != 0
+    assert "clusterName" in missing_name.stderr
+    missing_region = template({"settings.clusterName": "demo"})
+    assert missing_region.code != 0
+    assert "region" in missing_region.stderr
+
+
+def test_rbac_is_least_privilege() -> None:
+    documents = render()
+    roles = [d for d in documents if d["kind"] in ("ClusterRole", "Role")]
+    for role in roles:
+        for rule in role["rules"]:
+            for field in ("apiGroups", "resources", "verbs"):
+                assert "*" not in rule[field], (role["kind"], rule)
+    namespaced = only(documents, "Role")
+    assert namespaced["metadata"]["namespace"] == "karpy"
+    assert [r["resources"] for r in namespaced["rules"]] == [["leases"]]
+    cluster_rules = only(documents, "ClusterRole")["rules"]
+    assert not any("leases" in r["resources"] for r in cluster_rules)
+    # A provider's node class is granted only with that provider.
+    groups = {g for r in cluster_rules for g in r["apiGroups"]}
+    assert "karpenter.k8s.aws" in groups
+    assert "karpenter.kwok.sh" not in groups
+    kwok = only(render({**REQUIRED, "settings.provider": "kwok"}), "ClusterRole")["rules"]
+    kwok_groups = {g for r in kwok for g in r["apiGroups"]}
+    assert "karpenter.kwok.sh" in kwok_groups
+    assert "karpenter.k8s.aws" not in kwok_groups
+
+
+def test_the_deployment_runs_as_karpenter_does() -> None:
+    documents = render()
+    deployment = only(documents, "Deployment")
+    assert deployment["spec"]["replicas"] == 2
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["priorityClassName"] == "system-cluster-critical"
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    container = pod["containers"][0]
+    assert container["image"] == "karpy:0.1.0"
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    expressions = terms["nodeSelectorTerms"][0]["matchExpressions"]
+    assert {"key": "karpenter.sh/nodepool", "operator": "DoesNotExist"} in expressions
+    assert [c["topologyKey"] for c in pod["topologySpreadConstraints"]] == [
+        "topology.kubernetes.io/zone"
+    ]
+    assert only(documents, "PodDisruptionBudget")["spec"]["maxUnavailable"] == 1
+    service = only(documents, "Service")
+    assert service["spec"]["ports"][0]["port"] == 8080
+    assert not [d for d in documents if d["kind"] == "ServiceMonitor"]
+    env = _env(documents)
+    assert env["LEADER_ELECTION_NAMESPACE"].startswith("<")  # from the pod's own namespace
+
+
+def test_optional_pieces_appear_when_asked_for() -> None:
+    documents = render(
+        {
+            **REQUIRED,
+            "managedNodeGroup": "system",
+            "serviceMonitor.enabled": True,
+            "serviceMonitor.additionalLabels.release": "prom",
+            "serviceAccount.annotations.eks\\.amazonaws\\.com/role-arn": "arn:aws:iam::1:role/k",
+            "image.digest": "sha256:" + "a" * 64,
+        }
+    )
+    pod = only(documents, "Deployment")["spec"]["template"]["spec"]
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    expressions = terms["nodeSelectorTerms"][0]["matchExpressions"]
+    assert {
+        "key": "eks.amazonaws.com/nodegroup",
+        "operator": "In",
+        "values": ["system"],
+    } in expressions
+    assert pod["containers"][0]["image"] == "karpy@sha256:" + "a" * 64
+    monitor = only(documents, "ServiceMonitor")
+    assert monitor["metadata"]["labels"]["release"] == "prom"
+    assert monitor["spec"]["endpoints"] == [{"path": "/metrics", "port": "http-metrics"}]
+    account = only(documents, "ServiceAccount")
+    assert account["metadata"]["annotations"] == {
+        "eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/k"
+    }
+
+
+@pytest.mark.parametrize("provider", ["aws", "kwok"])
+def test_every_daemon_setting_is_a_value_and_karpy_accepts_what_the_chart_sets(
+    provider: str,
+) -> None:
+    values: dict[str, object] = {
+        **REQUIRED,
+        "settings.provider": provider,
+        "tracing.otlpEndpoint": "http://collector:4318",
+    }
+    if provider == "aws":
+        values |= {
+            "settings.interruptionQueue": "karpy-demo",
+            "settings.clusterEndpoint": "https://example.eks.amazonaws.com",
+            "settings.clusterCABundle": "Q0E=",
+            "settings.aws.instanceTypes": "m5.large,c5.large",
+        }
+    env = _env(render(values))
+    daemon = {variable for _, variable, _ in documented()}
+    assert daemon - NOT_VALUES <= set(env), sorted(daemon - NOT_VALUES - set(env))
+    pod_fields = {name: "from-the-pod" for name, value in env.items() if value.startswith("<")}
+    options = load([], {**env, **pod_fields})
+    assert options.provider.name == provider
+    assert options.provider.cluster_name == "demo"
+    assert options.telemetry.otlp_endpoint == "http://collector:4318"
+    assert options.feature_gates == {
+        "SpotToSpotConsolidation": False,
+        "NodeRepair": False,
+        "ReservedCapacity": False,
+        "NodeOverlay": False,
+        "StaticCapacity": False,
+    }
+    if provider == "aws":
+        aws = AWSProviderOptions.from_settings(options.provider.settings)
+        assert aws.region == "us-west-2"
+        assert aws.interruption_queue == "karpy-demo"
+        assert aws.instance_types == ("c5.large", "m5.large")
+    else:
+        options_from_settings(dict(options.provider.settings))
+        assert set(options.provider.settings) == {"registration-delay"}
