@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from karpy.runtime.options import documented, load
+from karpy.runtime.options import FeatureGates, documented, load
 from karpy_aws.operator import AWSProviderOptions
 from karpy_kwok import options_from_settings
 from tests.support.helm import CHART, REQUIRED, helm, only, render, set_flags, template
@@ -149,9 +149,11 @@ def test_every_daemon_setting_is_a_value_and_karpy_accepts_what_the_chart_sets(
         **REQUIRED,
         "settings.provider": provider,
         "tracing.otlpEndpoint": "http://collector:4318",
+        "settings.nodeRepair.toleration": "5m",
     }
     if provider == "aws":
         values |= {
+            "settings.aws.defaultInstanceProfile": "KarpenterNodeInstanceProfile",
             "settings.interruptionQueue": "karpy-demo",
             "settings.clusterEndpoint": "https://example.eks.amazonaws.com",
             "settings.clusterCABundle": "Q0E=",
@@ -159,19 +161,18 @@ def test_every_daemon_setting_is_a_value_and_karpy_accepts_what_the_chart_sets(
         }
     env = _env(render(values))
     daemon = {variable for _, variable, _ in documented()}
-    assert daemon - NOT_VALUES <= set(env), sorted(daemon - NOT_VALUES - set(env))
+    # The v0.x default instance profile is an AWS setting, rendered with the aws provider only.
+    expected = (
+        daemon - NOT_VALUES - ({"AWS_DEFAULT_INSTANCE_PROFILE"} if provider != "aws" else set())
+    )
+    assert expected <= set(env), sorted(expected - set(env))
     pod_fields = {name: "from-the-pod" for name, value in env.items() if value.startswith("<")}
     options = load([], {**env, **pod_fields})
     assert options.provider.name == provider
     assert options.provider.cluster_name == "demo"
     assert options.telemetry.otlp_endpoint == "http://collector:4318"
-    assert options.feature_gates == {
-        "SpotToSpotConsolidation": False,
-        "NodeRepair": False,
-        "ReservedCapacity": False,
-        "NodeOverlay": False,
-        "StaticCapacity": False,
-    }
+    assert options.feature_gates == FeatureGates()  # Karpenter's defaults
+    assert options.node_repair.toleration == 300.0
     if provider == "aws":
         aws = AWSProviderOptions.from_settings(options.provider.settings)
         assert aws.region == "us-west-2"
