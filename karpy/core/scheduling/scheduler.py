@@ -11,18 +11,20 @@ yes is remembered, so a class never rechecks a bin that is full for it.
 
 from __future__ import annotations
 
+import enum
 from collections import deque
 
 import attrs
 
 from karpy.apis.v1 import labels as wk
 from karpy.core.pods import Pod, PodUID
-from karpy.core.requirements import Requirement
-from karpy.core.resources import Resources
+from karpy.core.requirements import Requirement, Requirements
+from karpy.core.resources import CPU, MEMORY, Resources
 from karpy.core.scheduling import explain as explain_mod
 from karpy.core.scheduling import preferences
 from karpy.core.scheduling.existingnode import ExistingNode, Placement
 from karpy.core.scheduling.improve import improve, peel
+from karpy.core.scheduling.lp import covering_lp
 from karpy.core.scheduling.nodeclaim import MergeCache, NodeClaim, finalize, pool_verdict
 from karpy.core.scheduling.pool import PoolIndex, ResourceSpace, build_space
 from karpy.core.scheduling.queue import PodClass, ShapeContext, classify
@@ -38,8 +40,36 @@ from karpy.core.scheduling.topology import HOSTNAME, ShapeTopology, Topology, do
 from karpy.core.snapshot import ClusterSnapshot
 from karpy.core.taints import Taint
 
+# How much more than the LP's unit prices a NodeClaim's type may charge before the claim stops
+# growing onto it (see ``Solver.efficient``).
+EFFICIENCY_SLACK = 0.1
 ALLOW_UNDEFINED = frozenset(wk.WELL_KNOWN_LABELS | wk.AWS_WELL_KNOWN_LABELS)
 _EPSILON = 1e-9
+
+
+@attrs.frozen
+class Variant:
+    """One way of running the greedy pass: ``ordered`` runs the first pass in an interleaved
+    order (else Karpenter's queue alone), ``balanced`` makes that order balance memory against
+    CPU (``balanced_order``, else ``interleaved_order``), ``steer`` keeps NodeClaims on the
+    types the LP buys (``Solver.efficient``)."""
+
+    ordered: bool
+    balanced: bool
+    steer: bool
+
+
+class Packing(enum.StrEnum):
+    """How the first pass orders pods and chooses bins.
+
+    ``balanced`` (default) orders pods so every NodeClaim fills with a mix whose shape matches
+    the instance types the catalog sells cheapest, picks bins by best fit and ends with the
+    improvement step; ``karpenter`` is Karpenter's own order — CPU then memory descending,
+    first fit, no improvement — kept as the baseline to compare against.
+    """
+
+    BALANCED = "balanced"
+    KARPENTER = "karpenter"
 
 
 @attrs.frozen
@@ -66,6 +96,7 @@ class SchedulerOptions:
     improve: bool = True
     improve_budget_per_pod: int = 8
     lookahead: int = 8
+    packing: Packing = attrs.field(default=Packing.BALANCED, converter=Packing)
 
 
 Bin = ExistingNode | NodeClaim
@@ -74,9 +105,18 @@ Bin = ExistingNode | NodeClaim
 class Solver:
     """One solve's mutable working state (never shared, never reused)."""
 
-    def __init__(self, snapshot: ClusterSnapshot, pods: list[Pod], options: SchedulerOptions):
+    def __init__(
+        self,
+        snapshot: ClusterSnapshot,
+        pods: list[Pod],
+        options: SchedulerOptions,
+        variant: Variant | None = None,
+    ):
         self.snapshot = snapshot
         self.options = options
+        karpenter = options.packing is Packing.KARPENTER
+        self.variant = variant or Variant(ordered=not karpenter, balanced=False, steer=False)
+        self.lookahead = 0 if karpenter else options.lookahead
         self.classes: list[PodClass] = []
         for rep, members in classify(pods):
             state = preferences.start(rep, options.preference_policy)
@@ -92,6 +132,22 @@ class Solver:
             )
             for pool in snapshot.ordered_nodepools()
         ]
+        self.weights: dict[str, list[float]] = {}
+        if self.variant.steer:
+            self.weights = unit_weights(self.pools, self.classes)
+        # Per pool: the price of its dearest type that charges no more than its worth (+slack).
+        self.reference: dict[str, float] = {}
+        for index in self.pools:
+            w = self.weights.get(index.pool.name)
+            if w is None:
+                continue
+            prices = [
+                index.cheapest_price(1 << i, index.template)
+                for i in range(len(index.types))
+                if self.excess(index, w, i, index.template)
+                <= EFFICIENCY_SLACK * index.cheapest_price(1 << i, index.template)
+            ]
+            self.reference[index.pool.name] = max(prices, default=0.0)
         self.topology = Topology(
             universe=domain_universe(snapshot, self.pools), namespaces=snapshot.namespaces
         )
@@ -166,14 +222,15 @@ class Solver:
         dead: set[int] | None = None
         chosen: tuple[Bin, Placement] | None = None
         first: tuple[Bin, Placement] | None = None
-        lookahead = self.options.lookahead
+        lookahead = self.lookahead
+        steer = bool(self.weights)
         for pos, bin_ in enumerate(alive):
             verdict = bin_.try_add(ctx)
             if isinstance(verdict, Placement):
                 if isinstance(bin_, ExistingNode) or _free(bin_, verdict):
                     chosen = (bin_, verdict)
                     break
-                if first is None:
+                if first is None and (not steer or self.efficient(bin_, verdict)):
                     first = (bin_, verdict)
             elif verdict.permanent:
                 if dead is None:
@@ -196,6 +253,40 @@ class Solver:
         bin_.commit(placement, pod, ctx)
         self.placed_on[pod.uid] = bin_
         return True
+
+    def efficient(self, claim: NodeClaim, placement: Placement) -> bool:
+        """May ``claim`` take a pod at a price (onto the type ``placement`` leaves cheapest)?
+
+        At the LP's unit prices (``unit_weights``) every type's room for pods has a worth; a
+        type's *excess* is what it charges above that worth (0 for the types a fractional
+        optimum buys). The claim may move onto the new type when that excess is small — at most
+        ``EFFICIENCY_SLACK`` of the pool's reference price, the price of its dearest type with
+        no more than that excess, so small types grow freely whatever their spot price luck —
+        or no larger than the excess of the type it is on now. So a full claim on a cheap type
+        does not grow onto a bigger type of a dearer family (amd64 because arm64 has no type
+        that large, memory-optimised because its compute-optimised type ran out of memory): the
+        pod opens a new NodeClaim instead, which can land on a cheap type again.
+        """
+        weights = self.weights.get(claim.index.pool.name)
+        if weights is None:
+            return True
+        index = claim.index
+        after = index.cheapest_index(placement.mask, placement.requirements)
+        if after is None:
+            return True
+        excess = self.excess(index, weights, after, placement.requirements)
+        if excess <= EFFICIENCY_SLACK * self.reference[index.pool.name]:
+            return True
+        now = index.cheapest_index(claim.mask, claim.requirements)
+        return now is not None and excess <= self.excess(index, weights, now, claim.requirements)
+
+    @staticmethod
+    def excess(index: PoolIndex, weights: list[float], i: int, reqs: Requirements) -> float:
+        """How much more type ``i`` charges under ``reqs`` than its room is worth at the LP's
+        unit prices (0 for a type a fractional optimum buys)."""
+        base = index.overhead_vec
+        room = sum(w * (a - o) for w, a, o in zip(weights, index.alloc[i], base, strict=True))
+        return index.cheapest_price(1 << i, reqs) - room
 
     def pinned_context(self, ctx: ShapeContext, home: dict[str, str]) -> ShapeContext:
         """``ctx``'s shape pinned to the domains in ``home``, without topology rules.
@@ -302,8 +393,10 @@ class Solver:
         claim.release()
 
     def run(self) -> None:
-        """Interleaved first pass, then the queue loop for whatever failed."""
-        self.first_pass()
+        """Interleaved first pass, then the queue loop for whatever failed (Karpenter's
+        baseline: the queue loop alone, first fit)."""
+        if self.variant.ordered:
+            self.first_pass()
         self.retry_loop()
 
     def first_pass(self) -> None:
@@ -315,14 +408,13 @@ class Solver:
         cost near the lower bound. A class that fails stops taking part and goes to the retry
         loop with its remaining pods.
         """
-        order: list[tuple[float, int]] = []
-        for ci, cls in enumerate(self.classes):
-            n = len(cls.pods)
-            order.extend(((k + 0.5) / n, ci) for k in range(n))
-        order.sort()
+        if self.variant.balanced:
+            order = balanced_order(self.classes)
+        else:
+            order = interleaved_order(self.classes)
         taken = [0] * len(self.classes)
         failed = [False] * len(self.classes)
-        for _, ci in order:
+        for ci in order:
             if failed[ci]:
                 continue
             cls = self.classes[ci]
@@ -418,6 +510,96 @@ class Solver:
         return Results(tuple(plans), nominations, tuple(unplaced), greedy_price, relaxed)
 
 
+def interleaved_order(classes: list[PodClass]) -> list[int]:
+    """Classes interleaved in proportion to their size, queue order within each round."""
+    keyed: list[tuple[float, int]] = []
+    for ci, cls in enumerate(classes):
+        n = len(cls.pods)
+        keyed.extend(((k + 0.5) / n, ci) for k in range(n))
+    keyed.sort()
+    return [ci for _, ci in keyed]
+
+
+def balanced_order(classes: list[PodClass]) -> list[int]:
+    """The first pass's order of pods, as class indices: large pods first, and CPU-heavy and
+    memory-heavy pods interleaved so that every prefix of the order asks for memory and CPU in
+    about the ratio of the whole batch.
+
+    Pods whose memory:CPU ratio is at most the batch's go on one pile and the rest on the other,
+    each pile largest first (size: the larger of CPU and memory over the batch ratio); the order
+    takes from the memory pile while what it has taken so far leans to CPU, and from the CPU pile
+    otherwise. A NodeClaim filled from this stream ends with its requests in the batch's shape,
+    the shape the LP's cheapest types are chosen for, instead of holding only CPU-heavy pods
+    (a compute-optimised type with idle memory) or only memory-heavy ones. Classes interleave
+    pod by pod, so identical pods spread over NodeClaims too. Pure and deterministic.
+    """
+    cpu_total = mem_total = 0
+    shapes: list[tuple[int, int, int]] = []
+    for ci, cls in enumerate(classes):
+        cpu, mem = cls.requests.get_amount(CPU), cls.requests.get_amount(MEMORY)
+        cpu_total += cpu * len(cls.pods)
+        mem_total += mem * len(cls.pods)
+        shapes.append((cpu, mem, ci))
+    if cpu_total == 0 or mem_total == 0:
+        return [ci for ci, cls in enumerate(classes) for _ in cls.pods]
+    tau = mem_total / cpu_total
+
+    def size(shape: tuple[int, int, int]) -> tuple[float, int]:
+        return (-max(shape[0] * tau, shape[1]), shape[2])
+
+    cpu_pile = sorted((s for s in shapes if s[1] <= s[0] * tau), key=size)
+    mem_pile = sorted((s for s in shapes if s[1] > s[0] * tau), key=size)
+    left = [len(c.pods) for c in classes]
+    order: list[int] = []
+    lean = 0.0  # memory taken minus tau times CPU taken
+    i = j = 0
+    while i < len(cpu_pile) or j < len(mem_pile):
+        take_mem = j < len(mem_pile) and (lean <= 0 or i >= len(cpu_pile))
+        cpu, mem, ci = mem_pile[j] if take_mem else cpu_pile[i]
+        order.append(ci)
+        lean += mem - tau * cpu
+        left[ci] -= 1
+        if not left[ci]:
+            if take_mem:
+                j += 1
+            else:
+                i += 1
+    return order
+
+
+def unit_weights(pools: list[PoolIndex], classes: list[PodClass]) -> dict[str, list[float]]:
+    """Per NodePool, the LP's price per unit of each resource (``lp.covering_lp``: buy
+    fractional nodes of the pool's types, each less its DaemonSet overhead, to hold every
+    pending pod's requests); pools whose LP has no solution are left out (no steering there)."""
+    if not classes or not pools:
+        return {}
+    space = pools[0].space
+    size = len(space.names)
+    demand = [0] * size
+    for cls in classes:
+        vec = space.vector(cls.requests)
+        for r in range(size):
+            demand[r] += vec[r] * len(cls.pods)
+    rows = [r for r in range(size) if demand[r] > 0]
+    out: dict[str, list[float]] = {}
+    for index in pools:
+        if not index.types:
+            continue
+        columns = [
+            [max(0, alloc[r] - index.overhead_vec[r]) / demand[r] for r in rows]
+            for alloc in index.alloc
+        ]
+        prices = [index.cheapest_price(1 << i, index.template) for i in range(len(index.types))]
+        found = covering_lp(columns, prices, [1.0] * len(rows))
+        if found is None:
+            continue
+        weights = [0.0] * size
+        for k, r in enumerate(rows):
+            weights[r] = found.duals[k] / demand[r]
+        out[index.pool.name] = weights
+    return out
+
+
 def _free(claim: NodeClaim, placement: Placement) -> bool:
     """Does adding the pod leave the NodeClaim's price unchanged (it fits in the slack)?"""
     index = claim.index
@@ -460,10 +642,17 @@ def solve(
 ) -> Results:
     """Plan where ``pods`` go. Pure and deterministic."""
     opts = options or SchedulerOptions()
-    solver = Solver(snapshot, pods, opts)
+    if opts.packing is Packing.KARPENTER:
+        solver = Solver(snapshot, pods, opts)
+        solver.run()
+        return solver.results(sum(c.price() for c in solver.claims if c.pods))
+    solver = Solver(snapshot, pods, opts, BALANCED)
     solver.run()
     greedy = sum(c.price() for c in solver.claims if c.pods)
     if opts.improve:
         improve(solver)
         peel(solver)
     return solver.results(greedy)
+
+
+BALANCED = Variant(ordered=True, balanced=True, steer=True)
