@@ -38,7 +38,7 @@ from karpy.core.scheduling.results import (
 )
 from karpy.core.scheduling.topology import HOSTNAME, ShapeTopology, Topology, domain_universe
 from karpy.core.snapshot import ClusterSnapshot
-from karpy.core.taints import Taint
+from karpy.core.taints import Effect, Taint
 
 # How much more than the LP's unit prices a NodeClaim's type may charge before the claim stops
 # growing onto it (see ``Solver.efficient``).
@@ -176,6 +176,10 @@ class Solver:
                 )
             )
         self.bins: list[Bin] = list(self.existing)
+        soft = Effect.PREFER_NO_SCHEDULE
+        self.prefer_no_schedule = any(
+            t.effect is soft for p in snapshot.nodepools for t in p.taints
+        ) or any(t.effect is soft for n in snapshot.nodes for t in n.taints)
         self.claims: list[NodeClaim] = []
         self.contexts: dict[preferences.Shape, ShapeContext] = {}
         self.pool_nodes: dict[str, int] = {}
@@ -433,7 +437,10 @@ class Solver:
     def relax(self, cls: PodClass) -> bool:
         """Move ``cls`` one rung down the ladder; False when nothing is left to relax."""
         relaxed = preferences.relax(
-            cls.representative, cls.state, min_values=self.options.min_values_policy
+            cls.representative,
+            cls.state,
+            min_values=self.options.min_values_policy,
+            prefer_no_schedule=self.prefer_no_schedule,
         )
         if relaxed is None:
             return False
@@ -664,7 +671,8 @@ def solve(
         score = (len(results.unplaced), round(results.price, 6))
         if best is None or score < best[0]:
             best = (score, results)
-    assert best is not None
+    if best is None:
+        raise ValueError("no packing variant ran")
     return best[1]
 
 
