@@ -40,9 +40,9 @@ from karpy.core.scheduling.topology import HOSTNAME, ShapeTopology, Topology, do
 from karpy.core.snapshot import ClusterSnapshot
 from karpy.core.taints import Effect, Taint
 
-# How much more than the LP's unit prices a NodeClaim's type may charge before the claim stops
-# growing onto it (see ``Solver.efficient``).
-EFFICIENCY_SLACK = 0.1
+# How much more than the LP's unit prices say a type is worth for a NodeClaim's mix of pods it
+# may charge before the claim stops growing onto it (see ``Solver.efficient``).
+EFFICIENCY_SLACK = 0.2
 ALLOW_UNDEFINED = frozenset(wk.WELL_KNOWN_LABELS | wk.AWS_WELL_KNOWN_LABELS)
 _EPSILON = 1e-9
 
@@ -132,22 +132,9 @@ class Solver:
             )
             for pool in snapshot.ordered_nodepools()
         ]
-        self.weights: dict[str, list[float]] = {}
+        self.weights: dict[str, list[list[float]]] = {}
         if self.variant.steer:
             self.weights = unit_weights(self.pools, self.classes)
-        # Per pool: the price of its dearest type that charges no more than its worth (+slack).
-        self.reference: dict[str, float] = {}
-        for index in self.pools:
-            w = self.weights.get(index.pool.name)
-            if w is None:
-                continue
-            prices = [
-                index.cheapest_price(1 << i, index.template)
-                for i in range(len(index.types))
-                if self.excess(index, w, i, index.template)
-                <= EFFICIENCY_SLACK * index.cheapest_price(1 << i, index.template)
-            ]
-            self.reference[index.pool.name] = max(prices, default=0.0)
         self.topology = Topology(
             universe=domain_universe(snapshot, self.pools), namespaces=snapshot.namespaces
         )
@@ -234,8 +221,14 @@ class Solver:
                 if isinstance(bin_, ExistingNode) or _free(bin_, verdict):
                     chosen = (bin_, verdict)
                     break
-                if first is None and (not steer or self.efficient(bin_, verdict)):
-                    first = (bin_, verdict)
+                if not steer or self.efficient(bin_, verdict):
+                    if first is None:
+                        first = (bin_, verdict)
+                else:
+                    # The claim only grows, so it will not become efficient for this shape.
+                    if dead is None:
+                        dead = set()
+                    dead.add(pos)
             elif verdict.permanent:
                 if dead is None:
                     dead = set()
@@ -261,36 +254,52 @@ class Solver:
     def efficient(self, claim: NodeClaim, placement: Placement) -> bool:
         """May ``claim`` take a pod at a price (onto the type ``placement`` leaves cheapest)?
 
-        At the LP's unit prices (``unit_weights``) every type's room for pods has a worth; a
-        type's *excess* is what it charges above that worth (0 for the types a fractional
-        optimum buys). The claim may move onto the new type when that excess is small — at most
-        ``EFFICIENCY_SLACK`` of the pool's reference price, the price of its dearest type with
-        no more than that excess, so small types grow freely whatever their spot price luck —
-        or no larger than the excess of the type it is on now. So a full claim on a cheap type
-        does not grow onto a bigger type of a dearer family (amd64 because arm64 has no type
-        that large, memory-optimised because its compute-optimised type ran out of memory): the
-        pod opens a new NodeClaim instead, which can land on a cheap type again.
+        The LP's unit prices (``unit_weights``) give the claim's pods a worth, and every type a
+        *shape ratio* for them: its price over the worth of the largest scaled copy of those
+        pods it holds (``shape_ratio``; 1 is a type the LP would buy for that mix). The claim
+        may move onto the new type when its ratio is at most 1 + ``EFFICIENCY_SLACK`` or no
+        worse than the ratio of the type it is on now. The slack absorbs how spot prices differ
+        between sizes of one family; a dearer family is further off: a CPU-shaped claim does not
+        grow onto a memory-optimised type when its compute-optimised one runs out of memory,
+        nor onto amd64 because arm64 has no type that large. The pod opens a new NodeClaim
+        instead, which can land on a cheap type again.
         """
         weights = self.weights.get(claim.index.pool.name)
         if weights is None:
             return True
         index = claim.index
+        base = index.overhead_vec
+        content = [u - o for u, o in zip(placement.used, base, strict=True)]
+        worth = _worth(weights, content)
+        if worth <= 0:
+            return True
         after = index.cheapest_index(placement.mask, placement.requirements)
         if after is None:
             return True
-        excess = self.excess(index, weights, after, placement.requirements)
-        if excess <= EFFICIENCY_SLACK * self.reference[index.pool.name]:
+        ratio = self.shape_ratio(index, after, placement.requirements, content, worth)
+        if ratio <= 1 + EFFICIENCY_SLACK:
             return True
         now = index.cheapest_index(claim.mask, claim.requirements)
-        return now is not None and excess <= self.excess(index, weights, now, claim.requirements)
+        if now is None:
+            return True
+        return ratio <= self.shape_ratio(index, now, claim.requirements, content, worth)
 
     @staticmethod
-    def excess(index: PoolIndex, weights: list[float], i: int, reqs: Requirements) -> float:
-        """How much more type ``i`` charges under ``reqs`` than its room is worth at the LP's
-        unit prices (0 for a type a fractional optimum buys)."""
+    def shape_ratio(
+        index: PoolIndex, i: int, reqs: Requirements, content: list[int], worth: float
+    ) -> float:
+        """Type ``i``'s price over what it is worth for pods shaped like ``content``: the
+        largest scaled copy of ``content`` it holds, at the LP's prices (``worth`` is
+        ``content``'s). 1 is a type the LP would buy for that mix; a memory-optimised type
+        holding a CPU-shaped mix scores its whole idle memory against it."""
         base = index.overhead_vec
-        room = sum(w * (a - o) for w, a, o in zip(weights, index.alloc[i], base, strict=True))
-        return index.cheapest_price(1 << i, reqs) - room
+        copies = min(
+            ((a - o) / c for a, o, c in zip(index.alloc[i], base, content, strict=True) if c > 0),
+            default=0.0,
+        )
+        if copies <= 0:
+            return float("inf")
+        return index.cheapest_price(1 << i, reqs) / (copies * worth)
 
     def pinned_context(self, ctx: ShapeContext, home: dict[str, str]) -> ShapeContext:
         """``ctx``'s shape pinned to the domains in ``home``, without topology rules.
@@ -579,10 +588,19 @@ def balanced_order(classes: list[PodClass]) -> list[int]:
     return order
 
 
-def unit_weights(pools: list[PoolIndex], classes: list[PodClass]) -> dict[str, list[float]]:
-    """Per NodePool, the LP's price per unit of each resource (``lp.covering_lp``: buy
+def unit_weights(
+    pools: list[PoolIndex], classes: list[PodClass]
+) -> dict[str, list[list[float]]]:
+    """Per NodePool, the LP's prices per unit of each resource (``lp.covering_lp``: buy
     fractional nodes of the pool's types, each less its DaemonSet overhead, to hold every
-    pending pod's requests); pools whose LP has no solution are left out (no steering there)."""
+    pending pod's requests); pools whose LP has no solution are left out (no steering there).
+
+    When the optimum fills its types in CPU and memory at once, the dual prices are not
+    unique: any split of a type's price between its CPU and its memory is optimal, and one that
+    puts it all on memory would call a memory-optimised type as cheap as the compute-optimised
+    one the LP buys. So the LP is solved once with CPU and once with memory demand raised by
+    1 %, which makes each dual unique, and a type is worth the *smaller* of its two valuations
+    (``Solver.excess``): what it is surely worth, whichever resource turns out scarce."""
     if not classes or not pools:
         return {}
     space = pools[0].space
@@ -593,7 +611,8 @@ def unit_weights(pools: list[PoolIndex], classes: list[PodClass]) -> dict[str, l
         for r in range(size):
             demand[r] += vec[r] * len(cls.pods)
     rows = [r for r in range(size) if demand[r] > 0]
-    out: dict[str, list[float]] = {}
+    bumps = [k for k, r in enumerate(rows) if space.names[r] in (CPU, MEMORY)] or [-1]
+    out: dict[str, list[list[float]]] = {}
     for index in pools:
         if not index.types:
             continue
@@ -602,14 +621,24 @@ def unit_weights(pools: list[PoolIndex], classes: list[PodClass]) -> dict[str, l
             for alloc in index.alloc
         ]
         prices = [index.cheapest_price(1 << i, index.template) for i in range(len(index.types))]
-        found = covering_lp(columns, prices, [1.0] * len(rows))
-        if found is None:
-            continue
-        weights = [0.0] * size
-        for k, r in enumerate(rows):
-            weights[r] = found.duals[k] / demand[r]
-        out[index.pool.name] = weights
+        found_all: list[list[float]] = []
+        for bump in bumps:
+            want = [1.01 if k == bump else 1.0 for k in range(len(rows))]
+            found = covering_lp(columns, prices, want)
+            if found is None:
+                break
+            weights = [0.0] * size
+            for k, r in enumerate(rows):
+                weights[r] = found.duals[k] / demand[r]
+            found_all.append(weights)
+        else:
+            out[index.pool.name] = found_all
     return out
+
+
+def _worth(weights: list[list[float]], content: list[int]) -> float:
+    """What ``content`` is surely worth at the LP's prices (the smaller valuation)."""
+    return min(sum(w * c for w, c in zip(ws, content, strict=True)) for ws in weights)
 
 
 def _free(claim: NodeClaim, placement: Placement) -> bool:
