@@ -62,10 +62,11 @@ class Variant:
 class Packing(enum.StrEnum):
     """How the first pass orders pods and chooses bins.
 
-    ``balanced`` (default) orders pods so every NodeClaim fills with a mix whose shape matches
-    the instance types the catalog sells cheapest, picks bins by best fit and ends with the
-    improvement step; ``karpenter`` is Karpenter's own order — CPU then memory descending,
-    first fit, no improvement — kept as the baseline to compare against.
+    ``balanced`` (default) orders pods so every NodeClaim fills in the batch's memory:CPU shape
+    (``balanced_order``), lets a NodeClaim grow only onto types the LP would buy for its pods
+    (``Solver.efficient``), prefers free fits and ends with the improvement step;
+    ``karpenter`` is Karpenter's own algorithm — CPU then memory descending, first fit, no
+    improvement — kept as the baseline to compare against (docs/scheduling.md, *Packing*).
     """
 
     BALANCED = "balanced"
