@@ -341,7 +341,7 @@ def main() -> None:
         "LP bound",
         "gap",
     )
-    print("{:9} {:9} {:9} {:>6} {:>6} {:>8} {:>6} {:>10} {:>10} {:>7}".format(*header))
+    print("{:9} {:9} {:9} {:>6} {:>6} {:>8} {:>10} {:>6} {:>10} {:>10} {:>7}".format(*header))
     for catalog_name in args.catalogs.split(","):
         for mix in args.mixes.split(","):
             for size in sizes:
