@@ -589,9 +589,7 @@ def balanced_order(classes: list[PodClass]) -> list[int]:
     return order
 
 
-def unit_weights(
-    pools: list[PoolIndex], classes: list[PodClass]
-) -> dict[str, list[list[float]]]:
+def unit_weights(pools: list[PoolIndex], classes: list[PodClass]) -> dict[str, list[list[float]]]:
     """Per NodePool, the LP's prices per unit of each resource (``lp.covering_lp``: buy
     fractional nodes of the pool's types, each less its DaemonSet overhead, to hold every
     pending pod's requests); pools whose LP has no solution are left out (no steering there).
