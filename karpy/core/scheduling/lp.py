@@ -10,8 +10,10 @@ much more t charges for what it holds. The solver steers NodeClaims onto types n
 
 The program has one row per resource (a handful) and one column per instance type (hundreds),
 so a revised simplex whose basis is only as wide as the row count is exact enough and fast:
-each step inverts an m-by-m matrix and prices every column once. Bland's rule (lowest index
-enters) rules out cycling, so the result is deterministic.
+each step inverts an m-by-m matrix and prices every column once. The column with the most
+negative reduced cost enters (the lowest index on a tie), so the result is deterministic; an
+iteration cap stands in for an anti-cycling rule and reports failure (None), which only turns
+steering off.
 """
 
 from __future__ import annotations
@@ -74,14 +76,13 @@ def covering_lp(
                 return None
             duals = [sum(cost[basis[k]] * inv[k][r] for k in range(m)) for r in range(m)]
             entering = -1
+            best = -_TOL
             in_basis = set(basis)
             for j in range(allowed):
-                if j in in_basis:
-                    continue
                 col = cols[j]
-                if cost[j] - sum(duals[r] * col[r] for r in range(m)) < -_TOL:
-                    entering = j
-                    break
+                reduced = cost[j] - sum([d * c for d, c in zip(duals, col, strict=True)])
+                if reduced < best and j not in in_basis:
+                    entering, best = j, reduced
             if entering < 0:
                 return inv
             values = [sum(inv[r][k] * demand[k] for k in range(m)) for r in range(m)]
