@@ -336,6 +336,7 @@ def main() -> None:
         "pods",
         "placed",
         "pods/s",
+        "pods/cpu-s",
         "nodes",
         "$/h",
         "LP bound",
