@@ -264,6 +264,24 @@ def _host_port_shorthand(node: Node) -> list[HostPort]:
     return ports
 
 
+def _refuse_negative_requests(node: Node) -> None:
+    """Kubernetes refuses a negative request; so does a scenario, naming the field."""
+    blocks = [node.get("requests")]
+    for key in ("containers", "initContainers"):
+        blocks.extend(c.get("requests") for c in items_of(node.get(key)))
+    for block in blocks:
+        for name, quantity in entries_of(block):
+            value = quantity.value
+            if not isinstance(value, str | int | float) or isinstance(value, bool):
+                continue  # not a quantity: the decoder names the field
+            try:
+                amount = Resources.of({name: value}).get_amount(name)
+            except ValueError:
+                continue  # not a valid quantity: the decoder names the field
+            if amount < 0:
+                raise quantity.fail(f"must not be negative, got {value!r}")
+
+
 def parse_pod(
     node: Node, counter: CreationCounter, *, name: str | None = None, owner: str | None = None
 ) -> Pod:
@@ -271,6 +289,7 @@ def parse_pod(
     Kubernetes Pod it stands for goes through the codec (`from_dict`) and
     `karpy.state.podview.pod_view`. Errors name the scenario's field path."""
     node.check_keys(_POD_KEYS)
+    _refuse_negative_requests(node)
     pod_name = name or node.req("name").text()
     ns = node.get("namespace")
     namespace = ns.text() if ns else "default"

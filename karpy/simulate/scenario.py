@@ -10,6 +10,7 @@ This module does file I/O; the core below it does none. See docs/simulate.md for
 from __future__ import annotations
 
 import json
+from collections import Counter
 from importlib import metadata
 from pathlib import Path
 from typing import Final
@@ -90,9 +91,13 @@ def parse(data: object) -> Scenario:
     pods: list[Pod] = [parse_pod(n, counter) for n in items_of(root.get("pods"))]
     for dep in items_of(root.get("deployments")):
         pods.extend(_deployment(dep, counter))
-    uids = [p.uid for p in pods] + [p.uid for n in nodes for p in n.pods]
-    if len(set(uids)) != len(uids):
-        raise root.fail("pod names must be unique per namespace")
+    every = [*pods, *(p for n in nodes for p in n.pods)]
+    repeated = sorted(k for k, n in Counter(p.key for p in every).items() if n > 1)
+    if repeated:
+        raise root.fail(f"pod names must be unique per namespace: {', '.join(repeated)} repeated")
+    repeated = sorted(u for u, n in Counter(p.uid for p in every).items() if n > 1)
+    if repeated:
+        raise root.fail(f"pod uids must be unique: {', '.join(repeated)} repeated")
     namespaces = {
         k: tuple(sorted(v.string_map().items())) for k, v in entries_of(root.get("namespaces"))
     }
@@ -129,6 +134,14 @@ CATALOG_GROUP: Final = "karpy.catalogs"
 
 
 def _catalog(node: Node) -> tuple[InstanceType, ...]:
+    """The scenario's instance types; an empty catalog is bad input (nothing could launch)."""
+    types = _catalog_types(node)
+    if not types:
+        raise node.fail("the instance type catalog is empty: give at least one instance type")
+    return types
+
+
+def _catalog_types(node: Node) -> tuple[InstanceType, ...]:
     node.check_keys({"provider", "count", "items"})
     provider = node.get("provider")
     if provider is not None:

@@ -5,6 +5,14 @@ plan can be reproduced from its inputs alone.
 """
 
 from karpy.core.scheduling.results import Explanation, NodeClaimPlan, Nomination, Results
-from karpy.core.scheduling.scheduler import SchedulerOptions, solve
+from karpy.core.scheduling.scheduler import Packing, SchedulerOptions, solve
 
-__all__ = ["Explanation", "NodeClaimPlan", "Nomination", "Results", "SchedulerOptions", "solve"]
+__all__ = [
+    "Explanation",
+    "NodeClaimPlan",
+    "Nomination",
+    "Packing",
+    "Results",
+    "SchedulerOptions",
+    "solve",
+]

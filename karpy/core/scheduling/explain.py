@@ -206,7 +206,7 @@ def _step(steps: list[FilterStep], kind: ReasonKind, detail: str, mask: int, *, 
     remaining = popcount(mask)
     before = steps[-1].remaining if steps else start
     removed = max(before - remaining, 0)
-    if removed or remaining == 0:
+    if removed:  # only steps that removed something: after the last type is gone, none does
         steps.append(FilterStep(kind, detail, removed, remaining))
 
 

@@ -94,10 +94,16 @@ def start(pod: Pod, policy: PreferencePolicy) -> Relaxation:
 
 
 def relax(
-    pod: Pod, state: Relaxation, *, min_values: MinValuesPolicy = MinValuesPolicy.STRICT
+    pod: Pod,
+    state: Relaxation,
+    *,
+    min_values: MinValuesPolicy = MinValuesPolicy.STRICT,
+    prefer_no_schedule: bool = True,
 ) -> Relaxation | None:
     """The next rung down, or None when nothing is left to relax. Under the BestEffort
-    minValues policy the very last rung lets NodeClaims fall short of minValues."""
+    minValues policy the very last rung lets NodeClaims fall short of minValues.
+    ``prefer_no_schedule`` says whether any NodePool or node carries a PreferNoSchedule taint;
+    without one, tolerating them changes nothing and the rung is skipped."""
     if state.node_term + 1 < len(pod.required_node_affinity):
         return attrs.evolve(state, node_term=state.node_term + 1)
     if state.pod_affinity_dropped < len(pod.preferred_pod_affinity):
@@ -111,7 +117,7 @@ def relax(
     )
     if state.spreads_dropped < soft:
         return attrs.evolve(state, spreads_dropped=state.spreads_dropped + 1)
-    if not state.tolerate_prefer_no_schedule:
+    if prefer_no_schedule and not state.tolerate_prefer_no_schedule:
         return attrs.evolve(state, tolerate_prefer_no_schedule=True)
     if min_values is MinValuesPolicy.BEST_EFFORT and not state.relax_min_values:
         return attrs.evolve(state, relax_min_values=True)

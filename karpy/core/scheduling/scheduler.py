@@ -11,18 +11,20 @@ yes is remembered, so a class never rechecks a bin that is full for it.
 
 from __future__ import annotations
 
+import enum
 from collections import deque
 
 import attrs
 
 from karpy.apis.v1 import labels as wk
 from karpy.core.pods import Pod, PodUID
-from karpy.core.requirements import Requirement
-from karpy.core.resources import Resources
+from karpy.core.requirements import Requirement, Requirements
+from karpy.core.resources import CPU, MEMORY, Resources
 from karpy.core.scheduling import explain as explain_mod
 from karpy.core.scheduling import preferences
 from karpy.core.scheduling.existingnode import ExistingNode, Placement
 from karpy.core.scheduling.improve import improve, peel
+from karpy.core.scheduling.lp import covering_lp
 from karpy.core.scheduling.nodeclaim import MergeCache, NodeClaim, finalize, pool_verdict
 from karpy.core.scheduling.pool import PoolIndex, ResourceSpace, build_space
 from karpy.core.scheduling.queue import PodClass, ShapeContext, classify
@@ -36,10 +38,39 @@ from karpy.core.scheduling.results import (
 )
 from karpy.core.scheduling.topology import HOSTNAME, ShapeTopology, Topology, domain_universe
 from karpy.core.snapshot import ClusterSnapshot
-from karpy.core.taints import Taint
+from karpy.core.taints import Effect, Taint
 
+# How much more than the LP's unit prices say a type is worth for a NodeClaim's mix of pods it
+# may charge before the claim stops growing onto it (see ``Solver.efficient``).
+EFFICIENCY_SLACK = 0.2
 ALLOW_UNDEFINED = frozenset(wk.WELL_KNOWN_LABELS | wk.AWS_WELL_KNOWN_LABELS)
 _EPSILON = 1e-9
+
+
+@attrs.frozen
+class Variant:
+    """One way of running the greedy pass: ``ordered`` runs the first pass in an interleaved
+    order (else Karpenter's queue alone), ``balanced`` makes that order balance memory against
+    CPU (``balanced_order``, else ``interleaved_order``), ``steer`` keeps NodeClaims on the
+    types the LP buys (``Solver.efficient``)."""
+
+    ordered: bool
+    balanced: bool
+    steer: bool
+
+
+class Packing(enum.StrEnum):
+    """How the first pass orders pods and chooses bins.
+
+    ``balanced`` (default) orders pods so every NodeClaim fills in the batch's memory:CPU shape
+    (``balanced_order``), lets a NodeClaim grow only onto types the LP would buy for its pods
+    (``Solver.efficient``), prefers free fits and ends with the improvement step;
+    ``karpenter`` is Karpenter's own algorithm — CPU then memory descending, first fit, no
+    improvement — kept as the baseline to compare against (docs/scheduling.md, *Packing*).
+    """
+
+    BALANCED = "balanced"
+    KARPENTER = "karpenter"
 
 
 @attrs.frozen
@@ -66,6 +97,7 @@ class SchedulerOptions:
     improve: bool = True
     improve_budget_per_pod: int = 8
     lookahead: int = 8
+    packing: Packing = attrs.field(default=Packing.BALANCED, converter=Packing)
 
 
 Bin = ExistingNode | NodeClaim
@@ -74,9 +106,18 @@ Bin = ExistingNode | NodeClaim
 class Solver:
     """One solve's mutable working state (never shared, never reused)."""
 
-    def __init__(self, snapshot: ClusterSnapshot, pods: list[Pod], options: SchedulerOptions):
+    def __init__(
+        self,
+        snapshot: ClusterSnapshot,
+        pods: list[Pod],
+        options: SchedulerOptions,
+        variant: Variant | None = None,
+    ):
         self.snapshot = snapshot
         self.options = options
+        karpenter = options.packing is Packing.KARPENTER
+        self.variant = variant or Variant(ordered=not karpenter, balanced=False, steer=False)
+        self.lookahead = 0 if karpenter else options.lookahead
         self.classes: list[PodClass] = []
         for rep, members in classify(pods):
             state = preferences.start(rep, options.preference_policy)
@@ -92,6 +133,9 @@ class Solver:
             )
             for pool in snapshot.ordered_nodepools()
         ]
+        self.weights: dict[str, list[list[float]]] = {}
+        if self.variant.steer:
+            self.weights = unit_weights(self.pools, self.classes)
         self.topology = Topology(
             universe=domain_universe(snapshot, self.pools), namespaces=snapshot.namespaces
         )
@@ -120,6 +164,10 @@ class Solver:
                 )
             )
         self.bins: list[Bin] = list(self.existing)
+        soft = Effect.PREFER_NO_SCHEDULE
+        self.prefer_no_schedule = any(
+            t.effect is soft for p in snapshot.nodepools for t in p.taints
+        ) or any(t.effect is soft for n in snapshot.nodes for t in n.taints)
         self.claims: list[NodeClaim] = []
         self.contexts: dict[preferences.Shape, ShapeContext] = {}
         self.pool_nodes: dict[str, int] = {}
@@ -166,15 +214,22 @@ class Solver:
         dead: set[int] | None = None
         chosen: tuple[Bin, Placement] | None = None
         first: tuple[Bin, Placement] | None = None
-        lookahead = self.options.lookahead
+        lookahead = self.lookahead
+        steer = bool(self.weights)
         for pos, bin_ in enumerate(alive):
             verdict = bin_.try_add(ctx)
             if isinstance(verdict, Placement):
                 if isinstance(bin_, ExistingNode) or _free(bin_, verdict):
                     chosen = (bin_, verdict)
                     break
-                if first is None:
-                    first = (bin_, verdict)
+                if not steer or self.efficient(bin_, verdict):
+                    if first is None:
+                        first = (bin_, verdict)
+                else:
+                    # The claim only grows, so it will not become efficient for this shape.
+                    if dead is None:
+                        dead = set()
+                    dead.add(pos)
             elif verdict.permanent:
                 if dead is None:
                     dead = set()
@@ -196,6 +251,56 @@ class Solver:
         bin_.commit(placement, pod, ctx)
         self.placed_on[pod.uid] = bin_
         return True
+
+    def efficient(self, claim: NodeClaim, placement: Placement) -> bool:
+        """May ``claim`` take a pod at a price (onto the type ``placement`` leaves cheapest)?
+
+        The LP's unit prices (``unit_weights``) give the claim's pods a worth, and every type a
+        *shape ratio* for them: its price over the worth of the largest scaled copy of those
+        pods it holds (``shape_ratio``; 1 is a type the LP would buy for that mix). The claim
+        may move onto the new type when its ratio is at most 1 + ``EFFICIENCY_SLACK`` or no
+        worse than the ratio of the type it is on now. The slack absorbs how spot prices differ
+        between sizes of one family; a dearer family is further off: a CPU-shaped claim does not
+        grow onto a memory-optimised type when its compute-optimised one runs out of memory,
+        nor onto amd64 because arm64 has no type that large. The pod opens a new NodeClaim
+        instead, which can land on a cheap type again.
+        """
+        weights = self.weights.get(claim.index.pool.name)
+        if weights is None:
+            return True
+        index = claim.index
+        base = index.overhead_vec
+        content = [u - o for u, o in zip(placement.used, base, strict=True)]
+        worth = _worth(weights, content)
+        if worth <= 0:
+            return True
+        after = index.cheapest_index(placement.mask, placement.requirements)
+        if after is None:
+            return True
+        ratio = self.shape_ratio(index, after, placement.requirements, content, worth)
+        if ratio <= 1 + EFFICIENCY_SLACK:
+            return True
+        now = index.cheapest_index(claim.mask, claim.requirements)
+        if now is None:
+            return True
+        return ratio <= self.shape_ratio(index, now, claim.requirements, content, worth)
+
+    @staticmethod
+    def shape_ratio(
+        index: PoolIndex, i: int, reqs: Requirements, content: list[int], worth: float
+    ) -> float:
+        """Type ``i``'s price over what it is worth for pods shaped like ``content``: the
+        largest scaled copy of ``content`` it holds, at the LP's prices (``worth`` is
+        ``content``'s). 1 is a type the LP would buy for that mix; a memory-optimised type
+        holding a CPU-shaped mix scores its whole idle memory against it."""
+        base = index.overhead_vec
+        copies = min(
+            ((a - o) / c for a, o, c in zip(index.alloc[i], base, content, strict=True) if c > 0),
+            default=0.0,
+        )
+        if copies <= 0:
+            return float("inf")
+        return index.cheapest_price(1 << i, reqs) / (copies * worth)
 
     def pinned_context(self, ctx: ShapeContext, home: dict[str, str]) -> ShapeContext:
         """``ctx``'s shape pinned to the domains in ``home``, without topology rules.
@@ -302,8 +407,10 @@ class Solver:
         claim.release()
 
     def run(self) -> None:
-        """Interleaved first pass, then the queue loop for whatever failed."""
-        self.first_pass()
+        """Interleaved first pass, then the queue loop for whatever failed (Karpenter's
+        baseline: the queue loop alone, first fit)."""
+        if self.variant.ordered:
+            self.first_pass()
         self.retry_loop()
 
     def first_pass(self) -> None:
@@ -315,14 +422,13 @@ class Solver:
         cost near the lower bound. A class that fails stops taking part and goes to the retry
         loop with its remaining pods.
         """
-        order: list[tuple[float, int]] = []
-        for ci, cls in enumerate(self.classes):
-            n = len(cls.pods)
-            order.extend(((k + 0.5) / n, ci) for k in range(n))
-        order.sort()
+        if self.variant.balanced:
+            order = balanced_order(self.classes)
+        else:
+            order = interleaved_order(self.classes)
         taken = [0] * len(self.classes)
         failed = [False] * len(self.classes)
-        for _, ci in order:
+        for ci in order:
             if failed[ci]:
                 continue
             cls = self.classes[ci]
@@ -341,7 +447,10 @@ class Solver:
     def relax(self, cls: PodClass) -> bool:
         """Move ``cls`` one rung down the ladder; False when nothing is left to relax."""
         relaxed = preferences.relax(
-            cls.representative, cls.state, min_values=self.options.min_values_policy
+            cls.representative,
+            cls.state,
+            min_values=self.options.min_values_policy,
+            prefer_no_schedule=self.prefer_no_schedule,
         )
         if relaxed is None:
             return False
@@ -418,6 +527,119 @@ class Solver:
         return Results(tuple(plans), nominations, tuple(unplaced), greedy_price, relaxed)
 
 
+def interleaved_order(classes: list[PodClass]) -> list[int]:
+    """Classes interleaved in proportion to their size, queue order within each round."""
+    keyed: list[tuple[float, int]] = []
+    for ci, cls in enumerate(classes):
+        n = len(cls.pods)
+        keyed.extend(((k + 0.5) / n, ci) for k in range(n))
+    keyed.sort()
+    return [ci for _, ci in keyed]
+
+
+def balanced_order(classes: list[PodClass]) -> list[int]:
+    """The first pass's order of pods, as class indices: large pods first, and CPU-heavy and
+    memory-heavy pods interleaved so that every prefix of the order asks for memory and CPU in
+    about the ratio of the whole batch.
+
+    Pods whose memory:CPU ratio is at most the batch's go on one pile and the rest on the other,
+    each pile largest first (size: the larger of CPU and memory over the batch ratio); the order
+    takes from the memory pile while what it has taken so far leans to CPU, and from the CPU pile
+    otherwise. A NodeClaim filled from this stream ends with its requests in the batch's shape,
+    the shape the LP's cheapest types are chosen for, instead of holding only CPU-heavy pods
+    (a compute-optimised type with idle memory) or only memory-heavy ones. Classes interleave
+    pod by pod, so identical pods spread over NodeClaims too. Pure and deterministic.
+    """
+    cpu_total = mem_total = 0
+    shapes: list[tuple[int, int, int]] = []
+    for ci, cls in enumerate(classes):
+        cpu, mem = cls.requests.get_amount(CPU), cls.requests.get_amount(MEMORY)
+        cpu_total += cpu * len(cls.pods)
+        mem_total += mem * len(cls.pods)
+        shapes.append((cpu, mem, ci))
+    if cpu_total == 0 or mem_total == 0:
+        return [ci for ci, cls in enumerate(classes) for _ in cls.pods]
+    tau = mem_total / cpu_total
+
+    def size(shape: tuple[int, int, int]) -> tuple[float, int]:
+        return (-max(shape[0] * tau, shape[1]), shape[2])
+
+    cpu_pile = sorted((s for s in shapes if s[1] <= s[0] * tau), key=size)
+    mem_pile = sorted((s for s in shapes if s[1] > s[0] * tau), key=size)
+    left = [len(c.pods) for c in classes]
+    order: list[int] = []
+    lean = 0.0  # memory taken minus tau times CPU taken
+    i = j = 0
+    while i < len(cpu_pile) or j < len(mem_pile):
+        if i >= len(cpu_pile) or j >= len(mem_pile):
+            take_mem = i >= len(cpu_pile)
+        elif lean == 0:  # at the start (or exactly balanced) the larger pod goes first
+            take_mem = size(mem_pile[j]) < size(cpu_pile[i])
+        else:
+            take_mem = lean < 0
+        cpu, mem, ci = mem_pile[j] if take_mem else cpu_pile[i]
+        order.append(ci)
+        lean += mem - tau * cpu
+        left[ci] -= 1
+        if not left[ci]:
+            if take_mem:
+                j += 1
+            else:
+                i += 1
+    return order
+
+
+def unit_weights(pools: list[PoolIndex], classes: list[PodClass]) -> dict[str, list[list[float]]]:
+    """Per NodePool, the LP's prices per unit of each resource (``lp.covering_lp``: buy
+    fractional nodes of the pool's types, each less its DaemonSet overhead, to hold every
+    pending pod's requests); pools whose LP has no solution are left out (no steering there).
+
+    When the optimum fills its types in CPU and memory at once, the dual prices are not
+    unique: any split of a type's price between its CPU and its memory is optimal, and one that
+    puts it all on memory would call a memory-optimised type as cheap as the compute-optimised
+    one the LP buys. So the LP is solved once with CPU and once with memory demand raised by
+    1 %, which makes each dual unique, and a type is worth the *smaller* of its two valuations
+    (``Solver.excess``): what it is surely worth, whichever resource turns out scarce."""
+    if not classes or not pools:
+        return {}
+    space = pools[0].space
+    size = len(space.names)
+    demand = [0] * size
+    for cls in classes:
+        vec = space.vector(cls.requests)
+        for r in range(size):
+            demand[r] += vec[r] * len(cls.pods)
+    rows = [r for r in range(size) if demand[r] > 0]
+    bumps = [k for k, r in enumerate(rows) if space.names[r] in (CPU, MEMORY)] or [-1]
+    out: dict[str, list[list[float]]] = {}
+    for index in pools:
+        if not index.types:
+            continue
+        columns = [
+            [max(0, alloc[r] - index.overhead_vec[r]) / demand[r] for r in rows]
+            for alloc in index.alloc
+        ]
+        prices = [index.cheapest_price(1 << i, index.template) for i in range(len(index.types))]
+        found_all: list[list[float]] = []
+        for bump in bumps:
+            want = [1.01 if k == bump else 1.0 for k in range(len(rows))]
+            found = covering_lp(columns, prices, want)
+            if found is None:
+                break
+            weights = [0.0] * size
+            for k, r in enumerate(rows):
+                weights[r] = found.duals[k] / demand[r]
+            found_all.append(weights)
+        else:
+            out[index.pool.name] = found_all
+    return out
+
+
+def _worth(weights: list[list[float]], content: list[int]) -> float:
+    """What ``content`` is surely worth at the LP's prices (the smaller valuation)."""
+    return min(sum(w * c for w, c in zip(ws, content, strict=True)) for ws in weights)
+
+
 def _free(claim: NodeClaim, placement: Placement) -> bool:
     """Does adding the pod leave the NodeClaim's price unchanged (it fits in the slack)?"""
     index = claim.index
@@ -460,10 +682,31 @@ def solve(
 ) -> Results:
     """Plan where ``pods`` go. Pure and deterministic."""
     opts = options or SchedulerOptions()
-    solver = Solver(snapshot, pods, opts)
-    solver.run()
-    greedy = sum(c.price() for c in solver.claims if c.pods)
-    if opts.improve:
-        improve(solver)
-        peel(solver)
-    return solver.results(greedy)
+    if opts.packing is Packing.KARPENTER:
+        solver = Solver(snapshot, pods, opts)
+        solver.run()
+        return solver.results(sum(c.price() for c in solver.claims if c.pods))
+    best: tuple[tuple[int, float], Results] | None = None
+    variants = (BALANCED, INTERLEAVED) if len(pods) <= SMALL_BATCH else (BALANCED,)
+    for variant in variants:
+        solver = Solver(snapshot, pods, opts, variant)
+        solver.run()
+        greedy = sum(c.price() for c in solver.claims if c.pods)
+        if opts.improve:
+            improve(solver)
+            peel(solver)
+        results = solver.results(greedy)
+        score = (len(results.unplaced), round(results.price, 6))
+        if best is None or score < best[0]:
+            best = (score, results)
+    if best is None:
+        raise ValueError("no packing variant ran")
+    return best[1]
+
+
+BALANCED = Variant(ordered=True, balanced=True, steer=True)
+INTERLEAVED = Variant(ordered=True, balanced=False, steer=False)
+# Batches up to this many pods are also solved with the class-interleaved order, unsteered, and
+# the cheaper plan kept: with few NodeClaims rounding to whole instance types decides the cost,
+# and either order may round better; a second solve of a small batch costs milliseconds.
+SMALL_BATCH = 200

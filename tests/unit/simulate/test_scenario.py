@@ -358,3 +358,89 @@ def test_a_sidecars_host_ports_count_as_the_operator_counts_them() -> None:
     }
     (pod,) = parse(_with(pods=[{"name": "a", "initContainers": [sidecar]}])).pods
     assert [p.port for p in pod.host_ports] == [9000]
+
+
+@pytest.mark.parametrize(
+    ("pod", "message"),
+    [
+        pytest.param(
+            {"name": "a", "requests": {"cpu": "-1"}},
+            "pods[0].requests.cpu: must not be negative, got '-1'",
+            id="shorthand",
+        ),
+        pytest.param(
+            {"name": "a", "containers": [{"name": "c", "requests": {"memory": "-1Gi"}}]},
+            "pods[0].containers[0].requests.memory: must not be negative",
+            id="container",
+        ),
+        pytest.param(
+            {"name": "a", "initContainers": [{"name": "i", "requests": {"cpu": "-100m"}}]},
+            "pods[0].initContainers[0].requests.cpu: must not be negative",
+            id="init-container",
+        ),
+    ],
+)
+def test_negative_requests_are_refused_naming_the_field(
+    pod: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ScenarioError) as err:
+        parse(_with(pods=[pod]))
+    assert message in str(err.value)
+
+
+def test_an_empty_catalog_is_bad_input_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "empty.yaml"
+    empty.write_text(
+        "nodePools: [{name: default}]\ninstanceTypes: {items: []}\n"
+        "pods: [{name: a, requests: {cpu: '1'}}]\n",
+        encoding="utf-8",
+    )
+    assert simulate_main([str(empty)]) == 2
+    assert "instanceTypes: the instance type catalog is empty" in capsys.readouterr().err
+    with pytest.raises(ScenarioError, match="catalog is empty"):
+        parse({**BASE, "instanceTypes": {"provider": "fake", "count": 0}})
+
+
+def test_duplicate_pod_names_are_named() -> None:
+    pods = [{"name": "web"}, {"name": "db"}, {"name": "web"}, {"name": "db", "namespace": "x"}]
+    with pytest.raises(ScenarioError) as err:
+        parse(_with(pods=pods))
+    assert "pod names must be unique per namespace: default/web repeated" in str(err.value)
+
+
+def test_explanations_list_only_steps_that_did_something() -> None:
+    # No PreferNoSchedule taint anywhere: tolerating them is no step. The pod asks for a zone no
+    # type is offered in, so every type is gone at the offering step and nothing after it
+    # (resources) appears with "removed 0, 0 left".
+    doc = _with(
+        pods=[
+            {
+                "name": "far",
+                "requests": {"cpu": "1"},
+                "nodeSelector": {wk.LABEL_TOPOLOGY_ZONE: "nowhere"},
+            }
+        ]
+    )
+    scenario = parse(doc)
+    results = solve(scenario.snapshot, list(scenario.pods), scenario.options)
+    (explanation,) = results.unplaced
+    assert "tolerated PreferNoSchedule taints" not in explanation.relaxations
+    for pool in explanation.nodepools:
+        assert all(step.removed > 0 for step in pool.steps), pool.steps
+        assert pool.steps[-1].remaining == 0
+
+
+def test_prefer_no_schedule_is_tolerated_only_where_such_a_taint_exists() -> None:
+    doc = {
+        "nodePools": [
+            {"name": "soft", "taints": [{"key": "k", "effect": "PreferNoSchedule"}]},
+        ],
+        "instanceTypes": {"provider": "fake", "count": 2},
+        "pods": [{"name": "a", "requests": {"cpu": "1"}}],
+    }
+    scenario = parse(doc)
+    results = solve(scenario.snapshot, list(scenario.pods), scenario.options)
+    assert not results.unplaced
+    assert [r.steps for r in results.relaxed] == [("tolerated PreferNoSchedule taints",)]
