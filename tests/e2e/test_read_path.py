@@ -53,6 +53,7 @@ PLURALS = {
     "StorageClass": "storageclasses",
     "KWOKNodeClass": "kwoknodeclasses",
     "Provisioner": "provisioners",
+    "PodDisruptionBudget": "poddisruptionbudgets",
 }
 """The kinds karpy informs with the kwok provider (the provider's own KWOKNodeClass, and the
 legacy controller's v1alpha5 Provisioners among them), by the resource the apiserver audits
