@@ -21,8 +21,9 @@ import attrs
 
 from karpy.apis.kube.pod import Pod
 from karpy.core.disruption.candidates import Candidate
-from karpy.core.disruption.methods import Simulate, Simulation
+from karpy.core.disruption.methods import Offer, Simulate, Simulation
 from karpy.core.instancetypes import InstanceType
+from karpy.core.scheduling.results import NodeClaimPlan
 from karpy.core.scheduling.scheduler import SchedulerOptions, solve
 from karpy.state.pods import is_reschedulable
 from karpy.state.snapshot import ClusterObjects, build_snapshot
@@ -31,6 +32,19 @@ from karpy.state.snapshot import ClusterObjects, build_snapshot
 def _as_pending(pod: Pod) -> Pod:
     """The pod as it will be once evicted and recreated: unbound."""
     return attrs.evolve(pod, spec=attrs.evolve(pod.spec, node_name=None))
+
+
+def offers(
+    plan: NodeClaimPlan, instance_types: Mapping[str, Sequence[InstanceType]]
+) -> tuple[Offer, ...]:
+    """Every available offering of `plan`'s instance types its requirements allow."""
+    by_name = {it.name: it for it in instance_types.get(plan.nodepool, ())}
+    return tuple(
+        Offer(it.name, o.capacity_type, o.zone, o.price)
+        for it in (by_name[n] for n in plan.instance_types if n in by_name)
+        for o in it.offerings
+        if o.available and o.matches(plan.requirements)
+    )
 
 
 def simulator(
@@ -71,6 +85,10 @@ def simulator(
         results = solve(build.snapshot, list(build.pods), options)
         unplaced.extend(f"{e.pod}: {e.message}" for e in results.unplaced if e.uid in ours)
         plans = tuple(p for p in results.nodeclaims if ours.intersection(p.pods))
-        return Simulation(plans=plans, unplaced=tuple(unplaced))
+        return Simulation(
+            plans=plans,
+            unplaced=tuple(unplaced),
+            offers=tuple(offers(p, instance_types) for p in plans),
+        )
 
     return simulate
