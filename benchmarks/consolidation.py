@@ -15,9 +15,10 @@ Seeded (42): the same fleet for both searches.
 
 From that fleet, Emptiness, multi-node and single-node consolidation run pass after pass, each
 pass's command applied at once (karpy.testing.fleet), until a pass yields nothing (a fixed
-point) or ``--max-commands``. Reported per search: $/h before -> after, nodes before -> after,
-pods moved (the disruption), commands, the mean and worst time per pass, and for plain fleets
-the LP lower bound on any packing of the pods (the scheduling benchmark's bound).
+point) or ``--max-commands`` consolidation commands (0: time one consolidation pass only;
+Emptiness commands are applied as they come and not counted). Reported per search: $/h
+before -> after, nodes before -> after, pods moved (the disruption), commands, the mean and
+worst time per consolidation pass, and for plain fleets the LP lower bound on any packing of the pods (the scheduling benchmark's bound).
 """
 
 from __future__ import annotations
@@ -164,18 +165,20 @@ def consolidate(fleet: Fleet, search: Search, max_commands: int) -> dict[str, fl
     pods_moved = commands = passes = 0
     times: list[float] = []
     now = 1_800_000_000.0
-    while commands < max_commands:
+    while True:
         began = time.perf_counter()
         decision = disrupt(
             fleet.facts(), fleet.pools(), now=now, simulate=fleet.simulate, methods=methods
         )
-        times.append(time.perf_counter() - began)
+        elapsed = time.perf_counter() - began
         passes += 1
-        if not decision.outcome.commands:
-            break
+        if decision.outcome.method != Emptiness.name:
+            times.append(elapsed)  # a consolidation pass (or the last, finding nothing)
+            if not decision.outcome.commands or commands >= max_commands:
+                break
         for command in decision.outcome.commands:
             pods_moved += moved(command)
-            commands += 1
+            commands += command.method != Emptiness.name
             fleet = fleet.apply(command)
     return {
         "before": start_price,
