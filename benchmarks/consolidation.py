@@ -18,7 +18,8 @@ pass's command applied at once (karpy.testing.fleet), until a pass yields nothin
 point) or ``--max-commands`` consolidation commands (0: time one consolidation pass only;
 Emptiness commands are applied as they come and not counted). Reported per search: $/h
 before -> after, nodes before -> after, pods moved (the disruption), commands, the mean and
-worst time per consolidation pass, and for plain fleets the LP lower bound on any packing of the pods (the scheduling benchmark's bound).
+worst time per consolidation pass, and for plain fleets the LP lower bound on any packing of
+the pods (the scheduling benchmark's bound).
 """
 
 from __future__ import annotations
