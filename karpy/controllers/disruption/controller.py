@@ -280,7 +280,15 @@ class DisruptionController(SingletonController):
                 )
         eligible: dict[str, int] = {}
         for candidate in candidates:
-            key = "drifted" if candidate.facts.drifted else "empty" if candidate.facts.empty else ""
+            key = (
+                "drifted"
+                if candidate.facts.drifted
+                else "empty"
+                if candidate.facts.empty
+                else "underutilized"
+                if candidate.pool.policy is not Policy.WHEN_EMPTY and not candidate.pool.static
+                else ""
+            )
             if key:
                 eligible[key] = eligible.get(key, 0) + 1
         for reason in Reason:
