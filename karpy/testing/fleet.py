@@ -20,6 +20,8 @@ from karpy.core.disruption.methods import Command, Offer, Simulation
 from karpy.core.instancetypes import InstanceType
 from karpy.core.pods import Pod
 from karpy.core.scheduling import SchedulerOptions, solve
+from karpy.core.scheduling.preferences import PreferencePolicy
+from karpy.core.scheduling.results import Results
 from karpy.core.snapshot import ClusterSnapshot, Node, NodeName, NodePool, NodePoolName
 
 
@@ -111,11 +113,26 @@ class Fleet:
         )
         return moving, snapshot
 
+    def _results(self, names: set[str]) -> tuple[list[Pod], Results]:
+        """The controller's consolidation solve: preferences relaxed when that needs fewer new
+        nodes (karpy.controllers.disruption.simulation)."""
+        moving, snapshot = self._solve(names)
+        results = solve(snapshot, moving, self.options)
+        if results.nodeclaims and self.options.preference_policy is PreferencePolicy.RESPECT:
+            ignoring = attrs.evolve(self.options, preference_policy=PreferencePolicy.IGNORE)
+            loose = solve(snapshot, moving, ignoring)
+            if (len(loose.unplaced), len(loose.nodeclaims), loose.price) < (
+                len(results.unplaced),
+                len(results.nodeclaims),
+                results.price,
+            ):
+                results = loose
+        return moving, results
+
     def simulate(self, candidates: Sequence[object]) -> Simulation:
         """The controller's simulation: the candidates' pods over the rest, then new nodes."""
         names = {getattr(c, "name", "") for c in candidates}
-        moving, snapshot = self._solve(names)
-        results = solve(snapshot, moving, self.options)
+        _, results = self._results(names)
         plans = results.nodeclaims
         by_name = {t.name: t for t in self.types}
         offers = tuple(
@@ -134,8 +151,7 @@ class Fleet:
         """The fleet after `command`: candidates gone, their pods re-placed as planned (the
         replacement launches as its plan's cheapest offering)."""
         names = set(command.names)
-        moving, snapshot = self._solve(names)
-        results = solve(snapshot, moving, self.options)
+        moving, results = self._results(names)
         by_uid = {p.uid: p for p in moving}
         kept = {n.name: n for n in self.nodes if n.name not in names}
         placed: dict[str, list[Pod]] = {}

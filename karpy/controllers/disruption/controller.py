@@ -149,9 +149,16 @@ class DisruptionController(SingletonController):
         types = await self._instance_types(prospects, live)
         node_facts = facts.priced(node_facts, types)
         simulate = simulator(objects, types, self._scheduler)
+        relaxed = simulator(objects, types, self._scheduler, relax=True)
         with self._telemetry.tracer.start_as_current_span("disruption pass") as span:
             decision = await asyncio.to_thread(
-                disrupt, node_facts, pools, now=now, simulate=simulate, methods=self._methods
+                disrupt,
+                node_facts,
+                pools,
+                now=now,
+                simulate=simulate,
+                methods=self._methods,
+                relaxed=relaxed,
             )
             outcome = decision.outcome
             span.set_attribute("karpy.candidates", len(decision.selection.candidates))
@@ -223,7 +230,7 @@ class DisruptionController(SingletonController):
         await asyncio.sleep(self._validation_delay)
         now, objects, _, node_facts, pools, _ = self._read()
         node_facts = facts.priced(node_facts, types)
-        simulate = simulator(objects, types, self._scheduler)
+        simulate = simulator(objects, types, self._scheduler, relax=True)
         with self._telemetry.tracer.start_as_current_span("disruption validation"):
             checked = await asyncio.to_thread(
                 revalidate,

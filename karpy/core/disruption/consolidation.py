@@ -358,6 +358,7 @@ class MultiNodeConsolidation:
     def compute(self, given: MethodInput) -> Outcome:
         found, skipped = eligible(given)
         spot = self.settings.spot_to_spot
+        given = attrs.evolve(given, simulate=given.relaxed or given.simulate)
         if self.settings.search is Search.KARPENTER:
             ordered, blocked = within_budget(found, given.allowances)
             ordered = ordered[:MAX_MULTI_CANDIDATES]
@@ -399,6 +400,7 @@ class SingleNodeConsolidation:
     def compute(self, given: MethodInput) -> Outcome:
         found, skipped = eligible(given)
         spot = self.settings.spot_to_spot
+        given = attrs.evolve(given, simulate=given.relaxed or given.simulate)
         left = {pool: grant.allowed for pool, grant in given.allowances.items()}
         karpenter = self.settings.search is Search.KARPENTER
         ordered = interleave(found) if karpenter else value_order(found)

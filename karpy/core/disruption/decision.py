@@ -76,6 +76,7 @@ def disrupt(
     now: float,
     simulate: Simulate,
     methods: Sequence[Method] = DEFAULT_METHODS,
+    relaxed: Simulate | None = None,
 ) -> Decision:
     """One pass over `nodes` (every NodeClaim in the cluster) and the live `pools`."""
     selection = select(nodes, pools, now=now)
@@ -85,7 +86,12 @@ def disrupt(
         reason: allowances(budgets, counts, reason=reason.value, now=now) for reason in Reason
     }
     outcome = decide(
-        methods, selection.candidates, by_reason.__getitem__, now=now, simulate=simulate
+        methods,
+        selection.candidates,
+        by_reason.__getitem__,
+        now=now,
+        simulate=simulate,
+        relaxed=relaxed,
     )
     return Decision(selection=selection, allowances=by_reason, outcome=outcome)
 

@@ -89,12 +89,15 @@ class Command:
 @attrs.frozen(kw_only=True)
 class MethodInput:
     """What a method decides from: the candidates (cheapest to disrupt first), each NodePool's
-    allowance for the method's reason, the time, and the scheduling simulation."""
+    allowance for the method's reason, the time, and the scheduling simulation. `relaxed` is the
+    simulation consolidation uses when given: it relaxes preferred affinities and spreads when
+    that needs fewer new nodes (None: `simulate`)."""
 
     candidates: tuple[Candidate, ...]
     allowances: Mapping[str, Allowance]
     now: float
     simulate: Simulate
+    relaxed: Simulate | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -304,6 +307,7 @@ def decide(
     *,
     now: float,
     simulate: Simulate,
+    relaxed: Simulate | None = None,
 ) -> Pass:
     """Ask `methods` in order; the first that yields commands wins the pass.
 
@@ -317,6 +321,7 @@ def decide(
                 allowances=allowances(method.reason),
                 now=now,
                 simulate=simulate,
+                relaxed=relaxed,
             )
         )
         skipped.extend(outcome.skipped)
