@@ -21,7 +21,7 @@ Two searches pick the candidates (docs/consolidation.md argues the difference):
 - `Search.KARPY`: candidates are ordered by price saved per unit of disruption; multi-node
   binary-searches that order's largest feasible prefix, then tries to add each further
   candidate (one simulation each, a bounded number), keeping it only when the command then
-  saves more, and keeps Karpenter's prefix instead when that saves more; single-node compares
+  saves more; single-node compares
   candidates (a bounded number once one works) and keeps the one saving the most per unit of
   disruption, instead of the first that saves anything.
 
@@ -382,13 +382,6 @@ class MultiNodeConsolidation:
                 if trial.command is not None and _better(trial.command, command):
                     command = trial.command
                     chosen.append(candidate)
-            # Karpenter's own prefix too: karpy's pass is never worse than Karpenter's.
-            by_cost, _ = within_budget(found, given.allowances)
-            theirs, _ = _prefix_search(
-                by_cost[:MAX_MULTI_CANDIDATES], given.simulate, method=self.name, spot_to_spot=spot
-            )
-            if theirs is not None and _better(theirs, command):
-                command = theirs
         if command is not None and not balanced(command, found):
             command = None
         skipped.extend(blocked)
