@@ -21,9 +21,8 @@ Two searches pick the candidates (docs/consolidation.md argues the difference):
 - `Search.KARPY`: candidates are ordered by price saved per unit of disruption; multi-node
   binary-searches that order's largest feasible prefix, then tries to add each further
   candidate (one simulation each, a bounded number), keeping it only when the command then
-  saves more; single-node compares
-  candidates (a bounded number once one works) and keeps the one saving the most per unit of
-  disruption, instead of the first that saves anything.
+  saves more; single-node compares candidates (a bounded number once one works) and keeps the
+  one saving the most per unit of disruption, instead of the first that saves anything.
 
 Pure: `now` and the scheduling simulation are inputs; same input, same commands.
 """
