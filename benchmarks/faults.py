@@ -11,7 +11,7 @@ exceed. Crash moments are drawn from a seeded RNG, so a sweep is repeatable.
     .venv/bin/python benchmarks/faults.py --scenario outage --outage-pods 100
     .venv/bin/python benchmarks/faults.py --karpy-src /path/to/other/checkout   # "before"
 
-The suite runs a short fixed-seed version (tests/e2e/test_faults.py); docs/reliability.md has
+docs/reliability.md has
 the figures.
 """
 

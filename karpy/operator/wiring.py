@@ -57,6 +57,7 @@ from karpy.controllers.provisioning.batcher import Batcher
 from karpy.controllers.provisioning.deleting import node_subscriber, nodeclaim_subscriber
 from karpy.controllers.provisioning.provisioner import Provisioner
 from karpy.controllers.provisioning.trigger import pod_subscriber
+from karpy.core.disruption.consolidation import Search, Settings
 from karpy.core.scheduling.preferences import MinValuesPolicy, PreferencePolicy
 from karpy.core.scheduling.scheduler import SchedulerOptions
 from karpy.kube.client import KubeClient
@@ -676,6 +677,12 @@ def _disruption(
             scheduler=_scheduler_options(options),
             snapshot_kinds=_snapshot_kinds(by_kind),
             nomination_window=_nomination_window(options),
+            consolidation=Settings(
+                search=Search(options.consolidation.search),
+                spot_to_spot=options.feature_gates.spot_to_spot_consolidation,
+            ),
+            min_improvement=options.consolidation.min_improvement,
+            validation_delay=options.consolidation.validation_delay,
         ),
         Runner(
             podevents.name,

@@ -160,7 +160,6 @@ UNSUPPORTED_GATE_STATES: Final[Mapping[str, str]] = {
         "karpy always launches into the capacity reservations a NodeClass selects; it cannot "
         "turn that off"
     ),
-    "SpotToSpotConsolidation=true": "karpy does not implement spot-to-spot consolidation",
     "NodeOverlay=true": "karpy does not implement NodeOverlay",
     "StaticCapacity=true": "karpy does not implement static NodePools (spec.replicas)",
     "CapacityBuffer=true": "karpy does not implement CapacityBuffer",
@@ -196,6 +195,22 @@ class NodeRepairOptions:
 
 
 @attrs.frozen
+class ConsolidationOptions:
+    """How consolidation searches and how much it must save (docs/consolidation.md)."""
+
+    search: str = "karpy"
+    """KARPY_CONSOLIDATION_SEARCH: `karpy` (savings per unit of disruption, best of several) or
+    `karpenter` (Karpenter's disruption-cost order, largest prefix, first single node)."""
+    min_improvement: float = 0.0
+    """KARPY_CONSOLIDATION_MIN_IMPROVEMENT: the least share of the replaced nodes' price a
+    replacement must save (e.g. `10%`); a NodePool's `karpy.sh/consolidation-min-improvement`
+    annotation overrides it."""
+    validation_delay: float = 15.0
+    """KARPY_CONSOLIDATION_VALIDATION_DELAY: seconds a consolidation command waits before it is
+    re-checked (Karpenter's 15 s); mainly for tests."""
+
+
+@attrs.frozen
 class Options:
     log_level: LogLevel = "info"
     dry_run: bool = False
@@ -213,6 +228,7 @@ class Options:
     telemetry: TelemetryOptions = TelemetryOptions()
     feature_gates: FeatureGates = FeatureGates()
     node_repair: NodeRepairOptions = NodeRepairOptions()
+    consolidation: ConsolidationOptions = ConsolidationOptions()
 
 
 # ------------------------------------------------------------------ value parsers
@@ -279,6 +295,19 @@ def _positive_int(text: str) -> int:
         msg = f"invalid value {text!r}: must be at least 1"
         raise ValueError(msg)
     return value
+
+
+def parse_percent(text: str) -> float:
+    """`"10%"` -> 0.1, for 0% <= N < 100%."""
+    value = text.strip()
+    try:
+        number = float(value.removesuffix("%"))
+    except ValueError:
+        number = -1.0
+    if not value.endswith("%") or not 0 <= number < 100:
+        msg = f"invalid percentage {text!r}: expected 0% to 99%"
+        raise ValueError(msg)
+    return number / 100
 
 
 def _one_of(*choices: str) -> Callable[[str], str]:
@@ -459,6 +488,24 @@ _SPECS: Final[tuple[_Spec, ...]] = (
         parse_int_or_percent,
         "unhealthy nodes per NodePool beyond which repair stops (count or %)",
     ),
+    _Spec(
+        "--consolidation-search",
+        "KARPY_CONSOLIDATION_SEARCH",
+        _one_of("karpy", "karpenter"),
+        "karpy or karpenter consolidation search",
+    ),
+    _Spec(
+        "--consolidation-min-improvement",
+        "KARPY_CONSOLIDATION_MIN_IMPROVEMENT",
+        parse_percent,
+        "least price improvement of a consolidation replacement (e.g. 10%)",
+    ),
+    _Spec(
+        "--consolidation-validation-delay",
+        "KARPY_CONSOLIDATION_VALIDATION_DELAY",
+        _positive_duration,
+        "wait before a consolidation command is re-checked",
+    ),
     _Spec("--otlp-endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT", _non_empty, "OTLP/HTTP endpoint"),
     _Spec("--service-name", "OTEL_SERVICE_NAME", _non_empty, "service.name resource attribute"),
 )
@@ -631,6 +678,15 @@ def _assemble(raw: Mapping[str, object]) -> Options:
             toleration=_optional_float(raw.get("node_repair_toleration")),
             unhealthy_threshold=_get(
                 raw, "node_repair_unhealthy_threshold", d.node_repair.unhealthy_threshold, str
+            ),
+        ),
+        consolidation=ConsolidationOptions(
+            search=_get(raw, "consolidation_search", d.consolidation.search, str),
+            min_improvement=_get(
+                raw, "consolidation_min_improvement", d.consolidation.min_improvement, float
+            ),
+            validation_delay=_get(
+                raw, "consolidation_validation_delay", d.consolidation.validation_delay, float
             ),
         ),
     )

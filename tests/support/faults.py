@@ -15,7 +15,7 @@ while (karpy keeps running). It then samples the cluster until every pod runs an
 * pods not Running at the end, and seconds from the fault (the restart, or the apiserver's
   return) to all Running.
 
-The same code serves the suite (`tests/e2e/test_faults.py`, a few fixed moments) and the sweep
+The same code serves fixed-moment trials and the sweep
 (`benchmarks/faults.py`, many seeded random moments, before/after tables). `karpy_src` runs
 another checkout of karpy (a source tree put first on PYTHONPATH), for "before" figures.
 """

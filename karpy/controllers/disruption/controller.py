@@ -6,12 +6,16 @@ synced and the orchestration queue has adopted the commands a previous process l
 2. read NodeClaims, Nodes, pods, PodDisruptionBudgets and NodePools through the ClusterView into
    the pure core's facts (karpy.controllers.disruption.facts);
 3. select candidates and compute each NodePool's budget allowance per reason;
-4. ask the methods in Karpenter's order — Emptiness, StaticDrift, Drift — and hand the commands
-   of the first that yields any to the orchestration queue, which replaces before it removes.
+4. ask the methods in Karpenter's order — Emptiness, StaticDrift, Drift, multi-node and
+   single-node consolidation — and hand the commands of the first that yields any to the
+   orchestration queue, which replaces before it removes. A consolidation command is validated
+   first: after `validation_delay` (Karpenter's 15 s) the cluster is read again and the command
+   re-decided (karpy.core.disruption.decision.revalidate); a different result drops it.
 
 Methods that need to know where pods would go get a scheduling simulation over the same read
-(karpy.controllers.disruption.simulation); instance types are asked of the provider only when a
-drifted node with pods makes one necessary. The decision runs off the event loop: it is pure.
+(karpy.controllers.disruption.simulation); instance types (which also price each NodeClaim) are
+asked of the provider only when a drifted node with pods or a consolidation candidate makes them
+necessary. The decision runs off the event loop: it is pure.
 Candidates a user can unblock (a budget, do-not-disrupt, a PDB, pods that would not fit) get a
 `DisruptionBlocked` event on their Node and NodeClaim, deduplicated by the recorder.
 """
@@ -33,9 +37,17 @@ from karpy.controllers.disruption import facts
 from karpy.controllers.disruption.queue import CommandFailedError, OrchestrationQueue
 from karpy.controllers.disruption.simulation import simulator
 from karpy.core.disruption.budgets import Allowance
-from karpy.core.disruption.candidates import Candidate, Skip, select
-from karpy.core.disruption.decision import disrupt
-from karpy.core.disruption.methods import DEFAULT_METHODS, Method, Reason
+from karpy.core.disruption.candidates import (
+    Candidate,
+    NodeFacts,
+    Policy,
+    PoolDisruption,
+    Skip,
+    select,
+)
+from karpy.core.disruption.consolidation import Settings, consolidation_methods
+from karpy.core.disruption.decision import disrupt, revalidate
+from karpy.core.disruption.methods import Command, Drift, Emptiness, Method, Reason, StaticDrift
 from karpy.core.instancetypes import InstanceType
 from karpy.core.scheduling.scheduler import SchedulerOptions
 from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
@@ -45,7 +57,7 @@ from karpy.runtime.clock import Clock
 from karpy.runtime.options import ReconcileOptions
 from karpy.runtime.reconciler import Result, SingletonController, SingletonLoop
 from karpy.runtime.telemetry import Telemetry
-from karpy.state.snapshot import SnapshotKinds, read_cluster
+from karpy.state.snapshot import ClusterObjects, SnapshotKinds, read_cluster
 from karpy.state.view import ClusterView
 
 log = logging.getLogger(__name__)
@@ -57,6 +69,9 @@ NOMINATION_WINDOW: Final = 20.0
 """Seconds a freshly initialized node is kept for the pods it was launched for: Karpenter's
 max(2 x batch max duration, 10 s) with the default 10 s batch max duration."""
 REASON_BLOCKED: Final = "DisruptionBlocked"
+VALIDATION_DELAY: Final = 15.0
+"""Seconds a consolidation command waits before it is re-checked (Karpenter's)."""
+CONSOLIDATION: Final = frozenset({"multi-node-consolidation", "single-node-consolidation"})
 
 
 class DisruptionController(SingletonController):
@@ -77,7 +92,10 @@ class DisruptionController(SingletonController):
         cloudprovider: CloudProvider | None = None,
         scheduler: SchedulerOptions | None = None,
         snapshot_kinds: SnapshotKinds | None = None,
-        methods: Sequence[Method] = DEFAULT_METHODS,
+        methods: Sequence[Method] | None = None,
+        consolidation: Settings | None = None,
+        min_improvement: float = 0.0,
+        validation_delay: float = VALIDATION_DELAY,
         polling_period: float = POLLING_PERIOD,
         nomination_window: float = NOMINATION_WINDOW,
         provider_timeout: float = 60.0,
@@ -93,7 +111,19 @@ class DisruptionController(SingletonController):
         self._provider = cloudprovider
         self._scheduler = scheduler or SchedulerOptions()
         self._kinds = snapshot_kinds
-        self._methods = tuple(methods)
+        self._methods = (
+            tuple(methods)
+            if methods is not None
+            else (
+                Emptiness(),
+                StaticDrift(),
+                Drift(),
+                *consolidation_methods(consolidation or Settings()),
+            )
+        )
+        self._spot_to_spot = (consolidation or Settings()).spot_to_spot
+        self._min_improvement = min_improvement
+        self._validation_delay = validation_delay
         self._period = polling_period
         self._nomination_window = nomination_window
         self._provider_timeout = provider_timeout
@@ -114,6 +144,62 @@ class DisruptionController(SingletonController):
             log.debug("waiting on cluster sync")
             return Result(requeue_after=NOT_SYNCED_REQUEUE)
         await self._queue.tidy()
+        now, objects, claims, node_facts, pools, live = self._read()
+        prospects = select(node_facts, pools, now=now).candidates
+        types = await self._instance_types(prospects, live)
+        node_facts = facts.priced(node_facts, types)
+        simulate = simulator(objects, types, self._scheduler)
+        relaxed = simulator(objects, types, self._scheduler, relax=True)
+        with self._telemetry.tracer.start_as_current_span("disruption pass") as span:
+            decision = await asyncio.to_thread(
+                disrupt,
+                node_facts,
+                pools,
+                now=now,
+                simulate=simulate,
+                methods=self._methods,
+                relaxed=relaxed,
+            )
+            outcome = decision.outcome
+            span.set_attribute("karpy.candidates", len(decision.selection.candidates))
+            span.set_attribute("karpy.method", outcome.method or "")
+            span.set_attribute("karpy.commands", len(outcome.commands))
+        self._record_allowances(decision.allowances, decision.selection.candidates)
+        await self._report(
+            [*decision.selection.skipped, *outcome.skipped],
+            {c.metadata.name or "": c for c in claims},
+        )
+        for command in outcome.commands:
+            if command.method in CONSOLIDATION:
+                checked = await self._validate(command, types)
+                if checked is None:
+                    continue
+                command = checked
+            self._telemetry.metrics.disruption_decisions_total.add(
+                1,
+                {
+                    "decision": command.decision.value,
+                    "reason": command.reason.value.lower(),
+                    "consolidation_type": _consolidation_type(command.method),
+                },
+            )
+            try:
+                await self._queue.submit(command, live)
+            except CommandFailedError as error:
+                log.error("failed to disrupt nodes", extra={"error": str(error)})
+        return Result(requeue_after=self._period)
+
+    def _read(
+        self,
+    ) -> tuple[
+        float,
+        ClusterObjects,
+        list[NodeClaim],
+        list[NodeFacts],
+        dict[str, PoolDisruption],
+        dict[str, NodePool],
+    ]:
+        """One read of cluster state through the view, translated for the core."""
         objects = read_cluster(self._view, optional=self._kinds)
         pdbs = (
             self._view.objects(PODDISRUPTIONBUDGETS)
@@ -132,45 +218,47 @@ class DisruptionController(SingletonController):
             busy=self._queue.busy,
             nominated=lambda name: self._view.nominated(name, now),
         )
-        pools = facts.pools(objects.nodepools)
+        pools = facts.pools(objects.nodepools, min_improvement=self._min_improvement)
         live = {p.metadata.name or "": p for p in objects.nodepools}
-        prospects = select(node_facts, pools, now=now).candidates
-        simulate = simulator(objects, await self._instance_types(prospects, live), self._scheduler)
-        with self._telemetry.tracer.start_as_current_span("disruption pass") as span:
-            decision = await asyncio.to_thread(
-                disrupt, node_facts, pools, now=now, simulate=simulate, methods=self._methods
+        return now, objects, claims, node_facts, pools, live
+
+    async def _validate(
+        self, command: Command, types: Mapping[str, Sequence[InstanceType]]
+    ) -> Command | None:
+        """The consolidation command re-decided after the validation delay, or None (logged)
+        when the cluster changed under it."""
+        await asyncio.sleep(self._validation_delay)
+        now, objects, _, node_facts, pools, _ = self._read()
+        node_facts = facts.priced(node_facts, types)
+        simulate = simulator(objects, types, self._scheduler, relax=True)
+        with self._telemetry.tracer.start_as_current_span("disruption validation"):
+            checked = await asyncio.to_thread(
+                revalidate,
+                command,
+                node_facts,
+                pools,
+                now=now,
+                simulate=simulate,
+                spot_to_spot=self._spot_to_spot,
             )
-            outcome = decision.outcome
-            span.set_attribute("karpy.candidates", len(decision.selection.candidates))
-            span.set_attribute("karpy.method", outcome.method or "")
-            span.set_attribute("karpy.commands", len(outcome.commands))
-        self._record_allowances(decision.allowances, decision.selection.candidates)
-        await self._report(
-            [*decision.selection.skipped, *outcome.skipped],
-            {c.metadata.name or "": c for c in claims},
-        )
-        for command in outcome.commands:
-            self._telemetry.metrics.disruption_decisions_total.add(
-                1,
-                {
-                    "decision": command.decision.value,
-                    "reason": command.reason.value.lower(),
-                    "consolidation_type": "",
-                },
+        if isinstance(checked, str):
+            log.info(
+                "abandoning consolidation command",
+                extra={"nodeclaims": list(command.names), "reason": checked},
             )
-            try:
-                await self._queue.submit(command, live)
-            except CommandFailedError as error:
-                log.error("failed to disrupt nodes", extra={"error": str(error)})
-        return Result(requeue_after=self._period)
+            return None
+        return checked
 
     async def _instance_types(
         self, candidates: Sequence[Candidate], pools: Mapping[str, NodePool]
     ) -> dict[str, Sequence[InstanceType]]:
-        """Instance types per live NodePool, asked of the provider only when some drifted
-        candidate has pods (a replacement must be planned for it)."""
+        """Instance types per live NodePool, asked of the provider only when some drifted or
+        consolidatable candidate has pods (a replacement must be planned and priced for it)."""
         if self._provider is None or not any(
-            c.facts.drifted and not c.facts.empty and not c.pool.static for c in candidates
+            not c.facts.empty
+            and not c.pool.static
+            and (c.facts.drifted or c.pool.policy is not Policy.WHEN_EMPTY)
+            for c in candidates
         ):
             return {}
         found: dict[str, Sequence[InstanceType]] = {}
@@ -199,7 +287,15 @@ class DisruptionController(SingletonController):
                 )
         eligible: dict[str, int] = {}
         for candidate in candidates:
-            key = "drifted" if candidate.facts.drifted else "empty" if candidate.facts.empty else ""
+            key = (
+                "drifted"
+                if candidate.facts.drifted
+                else "empty"
+                if candidate.facts.empty
+                else "underutilized"
+                if candidate.pool.policy is not Policy.WHEN_EMPTY and not candidate.pool.static
+                else ""
+            )
             if key:
                 eligible[key] = eligible.get(key, 0) + 1
         for reason in Reason:
@@ -222,6 +318,13 @@ class DisruptionController(SingletonController):
             node = self._view.node(skip.node) if skip.node else None
             if node is not None:
                 await self._recorder.publish(_node_event(node, skip.message), now=now)
+
+
+def _consolidation_type(method: str) -> str:
+    """Karpenter's consolidation_type label: "multi", "single" or "" for other methods."""
+    if method in CONSOLIDATION:
+        return method.split("-", 1)[0]
+    return ""
 
 
 def _claim_event(claim: NodeClaim, message: str) -> Event:

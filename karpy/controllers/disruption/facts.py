@@ -21,7 +21,9 @@ core, which leaves that pool's nodes alone and reports why.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+
+import attrs
 
 from karpy.apis.duration import parse_duration
 from karpy.apis.kube.node import Node
@@ -34,6 +36,7 @@ from karpy.apis.v1.nodepool import Budget, NodePool
 from karpy.controllers.disruption import commands
 from karpy.core.disruption.budgets import BudgetSpec
 from karpy.core.disruption.candidates import NodeFacts, PodFacts, Policy, PoolDisruption
+from karpy.core.instancetypes import InstanceType
 from karpy.state.conditions import get_condition
 from karpy.state.pods import do_not_disrupt, is_reschedulable
 from karpy.state.podview import label_selector
@@ -228,12 +231,47 @@ def _budget(budget: Budget, index: int) -> BudgetSpec:
     )
 
 
-def pool_disruption(pool: NodePool) -> PoolDisruption:
-    """The core's view of `pool.spec.disruption`."""
+ANNOTATION_MIN_IMPROVEMENT = "karpy.sh/consolidation-min-improvement"
+"""NodePool annotation: the least a consolidation replacement must save, as a percentage of
+the price of the nodes it replaces (e.g. "10%"); overrides the global option."""
+
+
+def parse_min_improvement(text: str, *, source: str) -> float:
+    """`"10%"` -> 0.1; raises ValueError naming `source` for anything but 0% <= N < 100%."""
+    value = text.strip()
+    number = value.removesuffix("%")
+    try:
+        parsed = float(number)
+    except ValueError:
+        parsed = math.nan
+    if not value.endswith("%") or not 0 <= parsed < 100:
+        msg = f"{source}: invalid minimum price improvement {text!r}: expected a percentage 0%-99%"
+        raise ValueError(msg)
+    return parsed / 100
+
+
+def pool_disruption(pool: NodePool, *, min_improvement: float = 0.0) -> PoolDisruption:
+    """The core's view of `pool.spec.disruption`; `min_improvement` is the global minimum
+    price improvement, which the NodePool's annotation overrides."""
     disruption = pool.spec.disruption
     budgets = tuple(_budget(b, i) for i, b in enumerate(disruption.budgets))
     policy = Policy(str(disruption.consolidation_policy))
     static = pool.spec.replicas is not None
+    annotated = pool.metadata.annotations.get(ANNOTATION_MIN_IMPROVEMENT)
+    if annotated is not None:
+        try:
+            min_improvement = parse_min_improvement(
+                annotated,
+                source=f"NodePool {pool.metadata.name} annotation {ANNOTATION_MIN_IMPROVEMENT}",
+            )
+        except ValueError as error:
+            return PoolDisruption(
+                consolidate_after=None,
+                budgets=budgets,
+                policy=policy,
+                static=static,
+                error=str(error),
+            )
     try:
         after = parse_duration(
             disruption.consolidate_after, field_name="spec.disruption.consolidateAfter"
@@ -247,13 +285,33 @@ def pool_disruption(pool: NodePool) -> PoolDisruption:
         budgets=budgets,
         policy=policy,
         static=static,
+        min_improvement=min_improvement,
     )
 
 
-def pools(nodepools: Sequence[NodePool]) -> dict[str, PoolDisruption]:
+def pools(
+    nodepools: Sequence[NodePool], *, min_improvement: float = 0.0
+) -> dict[str, PoolDisruption]:
     """Live NodePools by name (a deleting NodePool's nodes go with it, not by disruption)."""
     return {
-        p.metadata.name or "": pool_disruption(p)
+        p.metadata.name or "": pool_disruption(p, min_improvement=min_improvement)
         for p in nodepools
         if p.metadata.deletion_timestamp is None
     }
+
+
+def priced(
+    found: Sequence[NodeFacts], instance_types: Mapping[str, Sequence[InstanceType]]
+) -> list[NodeFacts]:
+    """`found` with each NodeClaim's price: its NodePool's offering of its instance type in its
+    zone and capacity type (available or not: the node is already bought); None when unknown."""
+    prices: dict[tuple[str, str, str, str], float] = {}
+    for pool, types in instance_types.items():
+        for it in types:
+            for o in it.offerings:
+                prices[(pool, it.name, o.zone, o.capacity_type)] = o.price
+    out: list[NodeFacts] = []
+    for f in found:
+        key = (f.nodepool or "", f.instance_type or "", f.zone or "", f.capacity_type or "")
+        out.append(attrs.evolve(f, price=prices.get(key)) if key in prices else f)
+    return out

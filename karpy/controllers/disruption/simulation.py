@@ -21,8 +21,10 @@ import attrs
 
 from karpy.apis.kube.pod import Pod
 from karpy.core.disruption.candidates import Candidate
-from karpy.core.disruption.methods import Simulate, Simulation
+from karpy.core.disruption.methods import Offer, Simulate, Simulation
 from karpy.core.instancetypes import InstanceType
+from karpy.core.scheduling.preferences import PreferencePolicy
+from karpy.core.scheduling.results import NodeClaimPlan
 from karpy.core.scheduling.scheduler import SchedulerOptions, solve
 from karpy.state.pods import is_reschedulable
 from karpy.state.snapshot import ClusterObjects, build_snapshot
@@ -33,12 +35,33 @@ def _as_pending(pod: Pod) -> Pod:
     return attrs.evolve(pod, spec=attrs.evolve(pod.spec, node_name=None))
 
 
+def offers(
+    plan: NodeClaimPlan, instance_types: Mapping[str, Sequence[InstanceType]]
+) -> tuple[Offer, ...]:
+    """Every available offering of `plan`'s instance types its requirements allow."""
+    by_name = {it.name: it for it in instance_types.get(plan.nodepool, ())}
+    return tuple(
+        Offer(it.name, o.capacity_type, o.zone, o.price)
+        for it in (by_name[n] for n in plan.instance_types if n in by_name)
+        for o in it.offerings
+        if o.available and o.matches(plan.requirements)
+    )
+
+
 def simulator(
     objects: ClusterObjects,
     instance_types: Mapping[str, Sequence[InstanceType]],
     options: SchedulerOptions,
+    *,
+    relax: bool = False,
 ) -> Simulate:
-    """A Simulate over `objects` (one consistent read of cluster state)."""
+    """A Simulate over `objects` (one consistent read of cluster state).
+
+    With `relax` (consolidation's), a solve that needs new NodeClaims is tried again with
+    preferred affinities, spreads and PreferNoSchedule taints ignored, and the relaxed result
+    is kept when it places more pods or needs fewer new NodeClaims: a preference never keeps a
+    half-empty node alive (the pods' required terms always hold)."""
+    ignoring = attrs.evolve(options, preference_policy=PreferencePolicy.IGNORE)
 
     deleting = {n.metadata.name for n in objects.nodes if n.metadata.deletion_timestamp is not None}
     waiting = [
@@ -69,8 +92,20 @@ def simulator(
             if e.kind == "Pod" and e.uid in ours
         ]
         results = solve(build.snapshot, list(build.pods), options)
+        if relax and options.preference_policy is PreferencePolicy.RESPECT and results.nodeclaims:
+            loose = solve(build.snapshot, list(build.pods), ignoring)
+            if (len(loose.unplaced), len(loose.nodeclaims), loose.price) < (
+                len(results.unplaced),
+                len(results.nodeclaims),
+                results.price,
+            ):
+                results = loose
         unplaced.extend(f"{e.pod}: {e.message}" for e in results.unplaced if e.uid in ours)
         plans = tuple(p for p in results.nodeclaims if ours.intersection(p.pods))
-        return Simulation(plans=plans, unplaced=tuple(unplaced))
+        return Simulation(
+            plans=plans,
+            unplaced=tuple(unplaced),
+            offers=tuple(offers(p, instance_types) for p in plans),
+        )
 
     return simulate

@@ -1,9 +1,9 @@
 """The NodeClaim conditions disruption acts on: `Drifted` and `Consolidatable` (Karpenter's
 nodeclaim.disruption controller).
 
-The disruption controller replaces Drifted nodes and removes Consolidatable empty ones; this
-controller only marks them, on one working copy written as one status patch at the version
-read.
+The disruption controller replaces Drifted nodes and removes or consolidates Consolidatable
+ones; this controller only marks them, on one working copy written as one status patch at the
+version read.
 
 **Drifted** (status True, reason and message the drift reason; removed when no longer
 drifted; never set before the NodeClaim is Launched). Checked in Karpenter's order, the first

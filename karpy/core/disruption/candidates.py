@@ -52,6 +52,7 @@ class PoolDisruption:
     policy: Policy = Policy.WHEN_EMPTY_OR_UNDERUTILIZED
     static: bool = False
     error: str | None = None
+    min_improvement: float = 0.0
 
 
 @attrs.frozen(kw_only=True)
@@ -134,6 +135,10 @@ class SkipReason(enum.StrEnum):
     NOT_CONSOLIDATABLE = "NotConsolidatable"
     BUDGET = "Budget"
     UNSCHEDULABLE = "Unschedulable"
+    POLICY = "ConsolidationPolicy"
+    NOT_CHEAPER = "NotCheaper"
+    PRICE_UNKNOWN = "PriceUnknown"
+    SPOT_TO_SPOT = "SpotToSpot"
 
 
 @attrs.frozen(kw_only=True)

@@ -14,7 +14,32 @@ import attrs
 
 from karpy.core.disruption.budgets import Allowance, PoolCount, allowances
 from karpy.core.disruption.candidates import NodeFacts, PoolDisruption, Selection, select
-from karpy.core.disruption.methods import DEFAULT_METHODS, Method, Pass, Reason, Simulate, decide
+from karpy.core.disruption.consolidation import (
+    MultiNodeConsolidation,
+    SingleNodeConsolidation,
+    validate,
+)
+from karpy.core.disruption.methods import (
+    Command,
+    Drift,
+    Emptiness,
+    Method,
+    MethodInput,
+    Pass,
+    Reason,
+    Simulate,
+    StaticDrift,
+    decide,
+)
+
+DEFAULT_METHODS: tuple[Method, ...] = (
+    Emptiness(),
+    StaticDrift(),
+    Drift(),
+    MultiNodeConsolidation(),
+    SingleNodeConsolidation(),
+)
+"""Karpenter's order; the first method that yields commands wins a pass."""
 
 
 @attrs.frozen(kw_only=True)
@@ -51,6 +76,7 @@ def disrupt(
     now: float,
     simulate: Simulate,
     methods: Sequence[Method] = DEFAULT_METHODS,
+    relaxed: Simulate | None = None,
 ) -> Decision:
     """One pass over `nodes` (every NodeClaim in the cluster) and the live `pools`."""
     selection = select(nodes, pools, now=now)
@@ -60,6 +86,31 @@ def disrupt(
         reason: allowances(budgets, counts, reason=reason.value, now=now) for reason in Reason
     }
     outcome = decide(
-        methods, selection.candidates, by_reason.__getitem__, now=now, simulate=simulate
+        methods,
+        selection.candidates,
+        by_reason.__getitem__,
+        now=now,
+        simulate=simulate,
+        relaxed=relaxed,
     )
     return Decision(selection=selection, allowances=by_reason, outcome=outcome)
+
+
+def revalidate(
+    command: Command,
+    nodes: Sequence[NodeFacts],
+    pools: Mapping[str, PoolDisruption],
+    *,
+    now: float,
+    simulate: Simulate,
+    spot_to_spot: bool,
+) -> Command | str:
+    """A consolidation command re-checked against a fresh read of the cluster (after the
+    validation delay): the command to run, or why it is dropped."""
+    selection = select(nodes, pools, now=now)
+    budgets = {name: pool.budgets for name, pool in pools.items()}
+    grants = allowances(budgets, pool_counts(nodes), reason=command.reason.value, now=now)
+    given = MethodInput(
+        candidates=selection.candidates, allowances=grants, now=now, simulate=simulate
+    )
+    return validate(command, given, spot_to_spot=spot_to_spot)

@@ -2,10 +2,11 @@
 
 Each method is a small object behind one Protocol, `Method`. The disruption controller selects
 candidates (karpy.core.disruption.candidates), computes each NodePool's budget allowance for the
-method's reason, and asks the methods in Karpenter's order — Emptiness, StaticDrift, Drift (then
-consolidation) — keeping the commands of the first one that yields any. A command names the
-NodeClaims to remove and what to create first: replacement NodeClaims planned by the scheduler
-(`Simulate`), or, for a static NodePool, NodeClaims straight from its template.
+method's reason, and asks the methods in Karpenter's order — Emptiness, StaticDrift, Drift,
+then consolidation (karpy.core.disruption.consolidation) — keeping the commands of the first
+one that yields any. A command names the NodeClaims to remove and what to create first:
+replacement NodeClaims planned by the scheduler (`Simulate`), or, for a static NodePool,
+NodeClaims straight from its template.
 
 Replacement planning needs the scheduler and a picture of the cluster without the candidates;
 the controller builds that and hands it in as `simulate`, a pure function of the candidates, so
@@ -40,13 +41,26 @@ class Decision(enum.StrEnum):
     REPLACE = "replace"
 
 
+@attrs.frozen
+class Offer:
+    """One way to buy a planned replacement: an instance type in a zone and capacity type, at a
+    price per hour."""
+
+    instance_type: str
+    capacity_type: str
+    zone: str
+    price: float
+
+
 @attrs.frozen(kw_only=True)
 class Simulation:
     """Where the candidates' pods would go without them: new NodeClaims to create first, and
-    the pods that would fit nowhere (`namespace/name: why`)."""
+    the pods that would fit nowhere (`namespace/name: why`). `offers[i]` lists every offering
+    `plans[i]`'s requirements allow (consolidation prices replacements from it)."""
 
     plans: tuple[NodeClaimPlan, ...] = ()
     unplaced: tuple[str, ...] = ()
+    offers: tuple[tuple[Offer, ...], ...] = ()
 
 
 Simulate = Callable[[Sequence[Candidate]], Simulation]
@@ -75,12 +89,15 @@ class Command:
 @attrs.frozen(kw_only=True)
 class MethodInput:
     """What a method decides from: the candidates (cheapest to disrupt first), each NodePool's
-    allowance for the method's reason, the time, and the scheduling simulation."""
+    allowance for the method's reason, the time, and the scheduling simulation. `relaxed` is the
+    simulation consolidation uses when given: it relaxes preferred affinities and spreads when
+    that needs fewer new nodes (None: `simulate`)."""
 
     candidates: tuple[Candidate, ...]
     allowances: Mapping[str, Allowance]
     now: float
     simulate: Simulate
+    relaxed: Simulate | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -273,10 +290,6 @@ class Drift:
         return Outcome(skipped=tuple(skipped))
 
 
-DEFAULT_METHODS: tuple[Method, ...] = (Emptiness(), StaticDrift(), Drift())
-"""Karpenter's order (consolidation methods come after these)."""
-
-
 @attrs.frozen(kw_only=True)
 class Pass:
     """One disruption pass: the method that acted (None when none did), its commands, and
@@ -294,6 +307,7 @@ def decide(
     *,
     now: float,
     simulate: Simulate,
+    relaxed: Simulate | None = None,
 ) -> Pass:
     """Ask `methods` in order; the first that yields commands wins the pass.
 
@@ -307,6 +321,7 @@ def decide(
                 allowances=allowances(method.reason),
                 now=now,
                 simulate=simulate,
+                relaxed=relaxed,
             )
         )
         skipped.extend(outcome.skipped)

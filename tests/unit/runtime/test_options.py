@@ -184,9 +184,6 @@ def test_feature_gates_are_read_from_karpenters_variable_and_flag() -> None:
         pytest.param("StaticCapacity=true", "StaticCapacity=true", id="static-capacity"),
         pytest.param("NodeOverlay=true", "NodeOverlay=true", id="node-overlay"),
         pytest.param("CapacityBuffer=true", "CapacityBuffer=true", id="capacity-buffer"),
-        pytest.param(
-            "SpotToSpotConsolidation=true", "SpotToSpotConsolidation=true", id="spot-to-spot"
-        ),
         pytest.param("ReservedCapacity=false", "ReservedCapacity=false", id="reserved-off"),
     ],
 )
@@ -194,6 +191,24 @@ def test_bad_or_unsupported_feature_gates_are_refused_by_name(value: str, names:
     with pytest.raises(OptionsError, match="FEATURE_GATES") as caught:
         load([], {"FEATURE_GATES": value})
     assert names in str(caught.value)
+
+
+def test_spot_to_spot_gate_and_consolidation_options() -> None:
+    options = load(
+        [],
+        {
+            "FEATURE_GATES": "SpotToSpotConsolidation=true",
+            "KARPY_CONSOLIDATION_SEARCH": "karpenter",
+            "KARPY_CONSOLIDATION_MIN_IMPROVEMENT": "10%",
+            "KARPY_CONSOLIDATION_VALIDATION_DELAY": "2s",
+        },
+    )
+    assert options.feature_gates.spot_to_spot_consolidation
+    assert options.consolidation.search == "karpenter"
+    assert options.consolidation.min_improvement == pytest.approx(0.1)
+    assert options.consolidation.validation_delay == 2.0
+    with pytest.raises(OptionsError, match="KARPY_CONSOLIDATION_MIN_IMPROVEMENT"):
+        load([], {"KARPY_CONSOLIDATION_MIN_IMPROVEMENT": "150%"})
 
 
 def test_node_repair_toleration_and_threshold() -> None:

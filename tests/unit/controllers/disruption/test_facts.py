@@ -255,3 +255,45 @@ def test_pod_subscriber_queues_binds_and_removals_once_synced(state: ClusterStat
     on_event(_event(EventType.DELETED, _done(_pod("new", "n1"))))
     on_event(_event(EventType.DELETED, _pod("listed", "n0")))
     assert queued == ["n1", "n1", "n0"]
+
+
+def test_min_improvement_comes_from_the_option_or_the_pool_annotation() -> None:
+    pool = make_nodepool("p", "i")
+    assert inputs.pool_disruption(pool, min_improvement=0.05).min_improvement == 0.05
+    annotated = attrs.evolve(
+        pool,
+        metadata=attrs.evolve(
+            pool.metadata, annotations={inputs.ANNOTATION_MIN_IMPROVEMENT: "10%"}
+        ),
+    )
+    assert inputs.pool_disruption(annotated, min_improvement=0.05).min_improvement == 0.1
+    bad = attrs.evolve(
+        pool,
+        metadata=attrs.evolve(pool.metadata, annotations={inputs.ANNOTATION_MIN_IMPROVEMENT: "x"}),
+    )
+    error = inputs.pool_disruption(bad).error
+    assert error is not None
+    assert inputs.ANNOTATION_MIN_IMPROVEMENT in error
+
+
+def test_nodeclaims_are_priced_from_their_pools_offerings() -> None:
+    from karpy.testing.instancetypes import make_instance_types
+
+    (it,) = make_instance_types(1)
+    claim = _claim("a", "node-a")
+    labels = {
+        wk.LABEL_NODEPOOL: "p",
+        wk.LABEL_INSTANCE_TYPE: it.name,
+        wk.LABEL_TOPOLOGY_ZONE: "test-zone-2",
+        wk.LABEL_CAPACITY_TYPE: wk.CAPACITY_TYPE_SPOT,
+    }
+    claim = attrs.evolve(claim, metadata=attrs.evolve(claim.metadata, labels=labels))
+    other = _claim("b", "node-b")
+    found = inputs.node_facts([claim, other], [], [], now=WHEN.timestamp(), nomination_window=0)
+    priced = inputs.priced(found, {"p": [it]})
+    expected = next(
+        o.price
+        for o in it.offerings
+        if o.zone == "test-zone-2" and o.capacity_type == wk.CAPACITY_TYPE_SPOT
+    )
+    assert [f.price for f in priced] == [expected, None]

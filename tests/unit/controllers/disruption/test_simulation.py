@@ -84,3 +84,38 @@ def test_only_the_candidates_pods_can_block_it() -> None:
     result = simulator(objects, TYPES, SchedulerOptions())([_candidate("old")])
     assert result.unplaced == ()
     assert [list(p.pods) for p in result.plans] == [[a.metadata.uid]]
+
+
+def test_consolidation_relaxes_a_preferred_anti_affinity_that_would_need_a_new_node() -> None:
+    from karpy.apis.kube.common import LabelSelector
+    from karpy.apis.kube.pod import Affinity, PodAffinity, PodAffinityTerm, WeightedPodAffinityTerm
+
+    term = PodAffinityTerm(
+        topology_key="kubernetes.io/hostname",
+        label_selector=LabelSelector(match_labels={"app": "inflate"}),
+    )
+    apart = Affinity(
+        pod_anti_affinity=PodAffinity(
+            preferred_during_scheduling_ignored_during_execution=(
+                WeightedPodAffinityTerm(weight=100, pod_affinity_term=term),
+            )
+        )
+    )
+    a, b = (
+        attrs.evolve(
+            p,
+            metadata=attrs.evolve(p.metadata, labels={"app": "inflate"}),
+            spec=attrs.evolve(p.spec, affinity=apart),
+        )
+        for p in inflate(2)
+    )
+    objects = ClusterObjects(
+        nodepools=[apps_nodepool()],
+        nodes=[node("old", labels=APPS), node("roomy", labels=APPS)],
+        pods=[_bound(a, "old"), _bound(b, "roomy")],
+    )
+    strict = simulator(objects, TYPES, SchedulerOptions())([_candidate("old")])
+    assert len(strict.plans) == 1  # the preference asks for a node of its own
+    relaxed = simulator(objects, TYPES, SchedulerOptions(), relax=True)([_candidate("old")])
+    assert relaxed.unplaced == ()
+    assert relaxed.plans == ()  # relaxed, the pod joins "roomy": a delete

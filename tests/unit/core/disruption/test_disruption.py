@@ -27,7 +27,14 @@ from karpy.core.disruption.candidates import (
     select,
 )
 from karpy.core.disruption.decision import disrupt, pool_counts
-from karpy.core.disruption.methods import Decision, Reason, Simulation
+from karpy.core.disruption.methods import (
+    Decision,
+    Drift,
+    Emptiness,
+    Reason,
+    Simulation,
+    StaticDrift,
+)
 from karpy.core.requirements import Requirements
 from karpy.core.resources import Resources
 from karpy.core.scheduling.results import NodeClaimPlan
@@ -36,6 +43,7 @@ NOW = 1_800_000_000.0
 POOL = "default"
 W30 = PoolDisruption(consolidate_after=30.0, budgets=(BudgetSpec(nodes="100%"),))
 POOLS = {POOL: W30}
+DRIFT_ONLY = (Emptiness(), StaticDrift(), Drift())
 
 
 def node(
@@ -245,7 +253,7 @@ def test_drift_replaces_one_busy_node_per_pass_replacement_first() -> None:
 
 def test_drift_skips_a_node_whose_pods_would_not_schedule() -> None:
     facts = [node("a", pods=1, drifted="NodePoolDrifted")]
-    decision = disrupt(facts, POOLS, now=NOW, simulate=nowhere)
+    decision = disrupt(facts, POOLS, now=NOW, simulate=nowhere, methods=DRIFT_ONLY)
     assert decision.outcome.commands == ()
     (skip,) = decision.outcome.skipped
     assert skip.reason is SkipReason.UNSCHEDULABLE
@@ -256,7 +264,7 @@ def test_a_zero_drift_budget_blocks_drift_and_says_so() -> None:
     pool = PoolDisruption(
         consolidate_after=None, budgets=(BudgetSpec(nodes="0", reasons=frozenset({"Drifted"})),)
     )
-    decision = run([node("a", pods=1, drifted="NodePoolDrifted")], {POOL: pool})
+    decision = run([node("a", pods=1, drifted="NodePoolDrifted")], {POOL: pool}, methods=DRIFT_ONLY)
     assert decision.outcome.commands == ()
     (skip,) = decision.outcome.skipped
     assert skip.reason is SkipReason.BUDGET

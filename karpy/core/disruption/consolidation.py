@@ -1,0 +1,482 @@
+"""Consolidation: remove or replace underutilized nodes when that makes the cluster cheaper.
+
+Two methods run after Emptiness and Drift, as in Karpenter: multi-node consolidation (several
+candidates deleted, or replaced by one cheaper node) then single-node consolidation (one
+candidate deleted, or replaced by one strictly cheaper node). Both spend the `Underutilized`
+budgets and consider only NodePools whose consolidationPolicy is WhenEmptyOrUnderutilized or
+Balanced, and nodes that have been quiet for consolidateAfter (`consolidatable`).
+
+No churn, by construction (`price_replacement`): a replacement keeps only offerings strictly
+cheaper than the candidates together (less the NodePool's minimum improvement), never the
+instance type and capacity type of a candidate, and one capacity type, so whatever offering the
+launch ends up with is cheaper. Every command therefore lowers the fleet's price, and no later
+command can undo it. Spot candidates are replaced by spot only behind the
+SpotToSpotConsolidation gate, with Karpenter's rule: at least 15 cheaper instance types for a
+single node, and only the 15 cheapest are sent (more when minValues needs them).
+
+Two searches pick the candidates (docs/consolidation.md argues the difference):
+- `Search.KARPENTER`, Karpenter's: multi-node sorts candidates by disruption cost, takes the
+  first 100 and binary-searches the largest prefix (at least two) that consolidates;
+  single-node takes the first candidate, in that order interleaved by NodePool, that does.
+- `Search.KARPY`: candidates are ordered by price saved per unit of disruption; multi-node
+  binary-searches that order's largest feasible prefix, then tries to add each further
+  candidate (one simulation each, a bounded number), keeping it only when the command then
+  saves more; single-node compares candidates (a bounded number once one works) and keeps the
+  one saving the most per unit of disruption, instead of the first that saves anything.
+
+Pure: `now` and the scheduling simulation are inputs; same input, same commands.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import ClassVar
+
+import attrs
+
+from karpy.apis.v1 import labels as wk
+from karpy.core.disruption.budgets import Allowance
+from karpy.core.disruption.candidates import Candidate, Policy, Skip, SkipReason
+from karpy.core.disruption.methods import (
+    Command,
+    Decision,
+    MethodInput,
+    Offer,
+    Outcome,
+    Reason,
+    Simulate,
+    Simulation,
+    consolidatable,
+)
+from karpy.core.requirements import Requirement
+from karpy.core.scheduling.results import NodeClaimPlan
+
+SPOT = "spot"
+MIN_SPOT_TO_SPOT_TYPES = 15
+"""Karpenter's MinInstanceTypesForSpotToSpotConsolidation."""
+MAX_MULTI_CANDIDATES = 100
+"""Karpenter's cap on candidates multi-node consolidation considers."""
+BALANCED_K = 2.0
+"""Balanced: a move must save at least 1/k of the share of disruption it causes."""
+
+
+class Search(enum.StrEnum):
+    """How consolidation chooses which candidates to act on."""
+
+    KARPY = "karpy"
+    KARPENTER = "karpenter"
+
+
+@attrs.frozen(kw_only=True)
+class Settings:
+    """Consolidation options shared by both methods.
+
+    `extend` bounds the extra simulations karpy's multi-node search spends growing its set;
+    `single_probes` bounds the candidates karpy's single-node search compares.
+    """
+
+    search: Search = Search.KARPY
+    spot_to_spot: bool = False
+    extend: int = 12
+    single_probes: int = 40
+
+
+@attrs.frozen(kw_only=True)
+class Evaluation:
+    """What removing a set of candidates would do: a command, or why not (`skip_reason`)."""
+
+    command: Command | None = None
+    skip_reason: SkipReason | None = None
+    message: str = ""
+
+    @property
+    def savings(self) -> float:
+        if self.command is None:
+            return -math.inf
+        return savings(self.command)
+
+
+def candidates_price(candidates: Iterable[Candidate]) -> float | None:
+    """The candidates' price per hour together, None when some price is unknown."""
+    prices = [c.facts.price for c in candidates]
+    if any(p is None for p in prices):
+        return None
+    return math.fsum(p for p in prices if p is not None)
+
+
+def savings(command: Command) -> float:
+    """Price per hour the command saves (0 when a candidate's price is unknown)."""
+    before = candidates_price(command.candidates) or 0.0
+    return before - math.fsum(p.price for p in command.replacements)
+
+
+def moved(command: Command) -> int:
+    """Pods the command evicts (its disruption, counted in pods)."""
+    return sum(len(c.facts.pods) for c in command.candidates)
+
+
+def price_replacement(
+    plan: NodeClaimPlan,
+    offers: Sequence[Offer],
+    candidates: Sequence[Candidate],
+    *,
+    spot_to_spot: bool,
+) -> NodeClaimPlan | tuple[SkipReason, str]:
+    """`plan` narrowed to offerings that make the command strictly cheaper, or why none do.
+
+    Kept: one capacity type (spot when a cheaper spot offering exists, as Karpenter forces spot
+    for an on-demand candidate), and only instance types every allowed offering of which (any
+    zone of the plan) costs less than the candidates' price less the largest minimum
+    improvement among their NodePools, and differs from every candidate's instance type and
+    capacity type.
+    """
+    total = candidates_price(candidates)
+    if total is None:
+        unknown = next(c for c in candidates if c.facts.price is None)
+        return (
+            SkipReason.PRICE_UNKNOWN,
+            f"price of instance type {unknown.facts.instance_type} "
+            f"({unknown.facts.capacity_type}, {unknown.facts.zone}) is unknown",
+        )
+    improvement = max(c.pool.min_improvement for c in candidates)
+    limit = total * (1.0 - improvement)
+    same = {(c.facts.instance_type, c.facts.capacity_type) for c in candidates}
+    all_spot = all(c.facts.capacity_type == SPOT for c in candidates)
+    usable = [o for o in offers if not (all_spot and not spot_to_spot and o.capacity_type == SPOT)]
+    if not usable:
+        return (
+            SkipReason.SPOT_TO_SPOT,
+            "SpotToSpotConsolidation is disabled, can't replace a spot node with a spot node",
+        )
+    by_type: dict[tuple[str, str], list[Offer]] = {}
+    for offer in usable:
+        by_type.setdefault((offer.instance_type, offer.capacity_type), []).append(offer)
+    cheaper = {
+        key: max(o.price for o in group)
+        for key, group in by_type.items()
+        if key not in same and max(o.price for o in group) < limit
+    }
+    if not cheaper:
+        cheapest = min(o.price for o in usable)
+        if cheapest < total and improvement > 0:
+            return (
+                SkipReason.NOT_CHEAPER,
+                f"replacement saves less than the minimum price improvement "
+                f"({improvement:.0%} of {total:.4f}/h)",
+            )
+        return (SkipReason.NOT_CHEAPER, "can't replace with a cheaper node")
+    capacity = SPOT if any(ct == SPOT for _, ct in cheaper) else min(cheaper.items())[0][1]
+    options = sorted((price, it) for (it, ct), price in cheaper.items() if ct == capacity)
+    if all_spot and capacity == SPOT:
+        if len(candidates) == 1 and len(options) < MIN_SPOT_TO_SPOT_TYPES:
+            return (
+                SkipReason.SPOT_TO_SPOT,
+                f"SpotToSpotConsolidation requires {MIN_SPOT_TO_SPOT_TYPES} cheaper instance "
+                f"type options than the current candidate to consolidate, got {len(options)}",
+            )
+        requirement = plan.requirements.get(wk.LABEL_INSTANCE_TYPE)
+        keep = max(MIN_SPOT_TO_SPOT_TYPES, (requirement.min_values or 0) if requirement else 0)
+        options = options[:keep]
+    names = frozenset(it for _, it in options)
+    requirements = plan.requirements.add(
+        Requirement(wk.LABEL_INSTANCE_TYPE, False, names),
+        Requirement(wk.LABEL_CAPACITY_TYPE, False, frozenset({capacity})),
+    )
+    return attrs.evolve(
+        plan,
+        requirements=requirements,
+        instance_types=tuple(it for _, it in options),
+        capacity_types=(capacity,),
+        price=options[0][0],
+    )
+
+
+def evaluate(
+    candidates: Sequence[Candidate],
+    simulate: Simulate,
+    *,
+    method: str,
+    spot_to_spot: bool,
+) -> Evaluation:
+    """Would removing `candidates` together consolidate? Delete when their pods fit on the rest
+    of the cluster, replace when they need exactly one new node and it is strictly cheaper."""
+    simulation: Simulation = simulate(candidates)
+    if simulation.unplaced:
+        return Evaluation(
+            skip_reason=SkipReason.UNSCHEDULABLE,
+            message=f"{len(simulation.unplaced)} pod(s) would not schedule: "
+            f"{simulation.unplaced[0]}",
+        )
+    if not simulation.plans:
+        command = Command(method=method, reason=Reason.UNDERUTILIZED, candidates=tuple(candidates))
+        return Evaluation(command=command)
+    if len(simulation.plans) > 1:
+        return Evaluation(
+            skip_reason=SkipReason.NOT_CHEAPER,
+            message=f"can't remove without creating {len(simulation.plans)} nodes",
+        )
+    offers = simulation.offers[0] if simulation.offers else ()
+    priced = price_replacement(simulation.plans[0], offers, candidates, spot_to_spot=spot_to_spot)
+    if isinstance(priced, tuple):
+        return Evaluation(skip_reason=priced[0], message=priced[1])
+    command = Command(
+        method=method,
+        reason=Reason.UNDERUTILIZED,
+        candidates=tuple(candidates),
+        replacements=(priced,),
+    )
+    return Evaluation(command=command)
+
+
+def _skip(candidate: Candidate, reason: SkipReason, message: str) -> Skip:
+    return Skip(nodeclaim=candidate.name, node=candidate.facts.node, reason=reason, message=message)
+
+
+def _budget_message(candidate: Candidate, grant: Allowance | None) -> str:
+    if grant is not None and grant.error is not None:
+        return f"nodepool {candidate.nodepool} has an invalid disruption budget: {grant.error}"
+    return (
+        "no allowed disruptions for disruption reason Underutilized due to blocking budget in "
+        f"nodepool {candidate.nodepool}"
+    )
+
+
+def eligible(given: MethodInput) -> tuple[list[Candidate], list[Skip]]:
+    """Candidates consolidation may act on: a dynamic NodePool that consolidates when
+    underutilized, consolidatable now, not empty (Emptiness's business); with why not."""
+    found: list[Candidate] = []
+    skipped: list[Skip] = []
+    for candidate in given.candidates:
+        if candidate.pool.static or candidate.facts.empty:
+            continue
+        if candidate.pool.policy is Policy.WHEN_EMPTY:
+            skipped.append(
+                _skip(
+                    candidate,
+                    SkipReason.POLICY,
+                    f"nodepool {candidate.nodepool} has consolidationPolicy WhenEmpty",
+                )
+            )
+            continue
+        skip = consolidatable(candidate, now=given.now)
+        if skip is not None:
+            skipped.append(skip)
+            continue
+        found.append(candidate)
+    return found, skipped
+
+
+def within_budget(
+    candidates: Sequence[Candidate], allowances: Mapping[str, Allowance]
+) -> tuple[list[Candidate], list[Skip]]:
+    """Each NodePool's first `allowed` candidates (Karpenter filters by budget before it
+    searches), and a budget skip for the rest."""
+    left = {pool: grant.allowed for pool, grant in allowances.items()}
+    kept: list[Candidate] = []
+    skipped: list[Skip] = []
+    for candidate in candidates:
+        if left.get(candidate.nodepool, 0) > 0:
+            left[candidate.nodepool] -= 1
+            kept.append(candidate)
+        else:
+            grant = allowances.get(candidate.nodepool)
+            skipped.append(_skip(candidate, SkipReason.BUDGET, _budget_message(candidate, grant)))
+    return kept, skipped
+
+
+def balanced(command: Command, pool_candidates: Sequence[Candidate]) -> bool:
+    """Balanced policy: the share of its NodePool's price a command saves must be at least 1/k
+    of the share of its disruption cost it causes (always true for other policies)."""
+    pools = {c.nodepool for c in command.candidates if c.pool.policy is Policy.BALANCED}
+    if not pools:
+        return True
+    ours = [c for c in pool_candidates if c.nodepool in pools]
+    price = candidates_price(ours) or 0.0
+    cost = math.fsum(c.cost for c in ours)
+    if price <= 0:
+        return False
+    saved = savings(command) / price
+    disrupted = math.fsum(c.cost for c in command.candidates) / cost if cost > 0 else 0.0
+    return saved * BALANCED_K >= disrupted
+
+
+def value_order(candidates: Sequence[Candidate]) -> list[Candidate]:
+    """Most price per unit of disruption first (ties by name): karpy's search order."""
+    return sorted(candidates, key=lambda c: (-(c.facts.price or 0.0) / (1.0 + c.cost), c.name))
+
+
+def interleave(candidates: Sequence[Candidate]) -> list[Candidate]:
+    """Karpenter's single-node order: round robin over NodePools, each in the given order."""
+    by_pool: dict[str, list[Candidate]] = {}
+    for candidate in candidates:
+        by_pool.setdefault(candidate.nodepool, []).append(candidate)
+    queues = [by_pool[p] for p in sorted(by_pool)]
+    out: list[Candidate] = []
+    for i in range(max((len(q) for q in queues), default=0)):
+        out.extend(q[i] for q in queues if i < len(q))
+    return out
+
+
+def _better(a: Command, b: Command | None) -> bool:
+    """Is `a` a better command than `b`: more saved, then fewer pods moved."""
+    if b is None:
+        return True
+    return (savings(a), -moved(a)) > (savings(b), -moved(b))
+
+
+def _prefix_search(
+    ordered: Sequence[Candidate], simulate: Simulate, *, method: str, spot_to_spot: bool
+) -> tuple[Command | None, int]:
+    """Karpenter's binary search for the largest prefix (at least two) that consolidates;
+    returns the command and the prefix length it covers (0 for none)."""
+    if len(ordered) < 2:
+        return None, 0
+    low, high = 1, len(ordered) - 1
+    best: Command | None = None
+    size = 0
+    while low <= high:
+        mid = (low + high) // 2
+        found = evaluate(ordered[: mid + 1], simulate, method=method, spot_to_spot=spot_to_spot)
+        if found.command is not None:
+            best, size = found.command, mid + 1
+            low = mid + 1
+        else:
+            high = mid - 1
+    return best, size
+
+
+@attrs.frozen
+class MultiNodeConsolidation:
+    """Delete several candidates at once, or replace them with one cheaper node."""
+
+    settings: Settings = Settings()
+    name: ClassVar[str] = "multi-node-consolidation"
+    reason: ClassVar[Reason] = Reason.UNDERUTILIZED
+
+    def compute(self, given: MethodInput) -> Outcome:
+        found, skipped = eligible(given)
+        spot = self.settings.spot_to_spot
+        given = attrs.evolve(given, simulate=given.relaxed or given.simulate)
+        if self.settings.search is Search.KARPENTER:
+            ordered, blocked = within_budget(found, given.allowances)
+            ordered = ordered[:MAX_MULTI_CANDIDATES]
+            command, _ = _prefix_search(
+                ordered, given.simulate, method=self.name, spot_to_spot=spot
+            )
+        else:
+            ordered, blocked = within_budget(value_order(found), given.allowances)
+            ordered = ordered[:MAX_MULTI_CANDIDATES]
+            command, size = _prefix_search(
+                ordered, given.simulate, method=self.name, spot_to_spot=spot
+            )
+            chosen = list(ordered[:size])
+            for candidate in ordered[size : size + self.settings.extend]:
+                if not chosen:
+                    break
+                trial = evaluate(
+                    [*chosen, candidate], given.simulate, method=self.name, spot_to_spot=spot
+                )
+                if trial.command is not None and _better(trial.command, command):
+                    command = trial.command
+                    chosen.append(candidate)
+        if command is not None and not balanced(command, found):
+            command = None
+        skipped.extend(blocked)
+        if command is None:
+            return Outcome(skipped=tuple(skipped))
+        return Outcome(commands=(command,), skipped=tuple(skipped))
+
+
+@attrs.frozen
+class SingleNodeConsolidation:
+    """Delete one candidate, or replace it with one strictly cheaper node."""
+
+    settings: Settings = Settings()
+    name: ClassVar[str] = "single-node-consolidation"
+    reason: ClassVar[Reason] = Reason.UNDERUTILIZED
+
+    def compute(self, given: MethodInput) -> Outcome:
+        found, skipped = eligible(given)
+        spot = self.settings.spot_to_spot
+        given = attrs.evolve(given, simulate=given.relaxed or given.simulate)
+        left = {pool: grant.allowed for pool, grant in given.allowances.items()}
+        karpenter = self.settings.search is Search.KARPENTER
+        ordered = interleave(found) if karpenter else value_order(found)
+        best: Command | None = None
+        best_score = -math.inf
+        probes = 0
+        for candidate in ordered:
+            if left.get(candidate.nodepool, 0) <= 0:
+                grant = given.allowances.get(candidate.nodepool)
+                skipped.append(
+                    _skip(candidate, SkipReason.BUDGET, _budget_message(candidate, grant))
+                )
+                continue
+            if not karpenter and probes >= self.settings.single_probes and best is not None:
+                break  # enough compared; with nothing found yet, keep looking
+            probes += 1
+            trial = evaluate([candidate], given.simulate, method=self.name, spot_to_spot=spot)
+            if trial.command is None or not balanced(trial.command, found):
+                skipped.append(
+                    _skip(
+                        candidate,
+                        trial.skip_reason or SkipReason.NOT_CHEAPER,
+                        trial.message or "consolidation would not save enough",
+                    )
+                )
+                continue
+            if karpenter:
+                best = trial.command
+                break
+            score = savings(trial.command) / (1.0 + candidate.cost)
+            if score > best_score:
+                best, best_score = trial.command, score
+        if best is None:
+            return Outcome(skipped=tuple(skipped))
+        return Outcome(commands=(best,), skipped=tuple(skipped))
+
+
+def consolidation_methods(
+    settings: Settings = Settings(),
+) -> tuple[MultiNodeConsolidation, SingleNodeConsolidation]:
+    """Both consolidation methods with the same settings, in Karpenter's order."""
+    return MultiNodeConsolidation(settings), SingleNodeConsolidation(settings)
+
+
+def validate(
+    command: Command,
+    given: MethodInput,
+    *,
+    spot_to_spot: bool,
+) -> Command | str:
+    """Re-check a consolidation command after the validation delay against a fresh read:
+    every candidate is still an eligible candidate, the budgets still allow them all, and the
+    simulation still reaches the same decision with as many replacements. Returns the command
+    to run (with the fresh candidates and replacement) or why it is dropped."""
+    found, _ = eligible(given)
+    fresh = {c.name: c for c in found}
+    missing = [name for name in command.names if name not in fresh]
+    if missing:
+        return f"candidate {missing[0]} is no longer a consolidation candidate"
+    candidates = [fresh[name] for name in command.names]
+    counts: dict[str, int] = {}
+    for candidate in candidates:
+        counts[candidate.nodepool] = counts.get(candidate.nodepool, 0) + 1
+    for pool, count in sorted(counts.items()):
+        grant = given.allowances.get(pool)
+        if grant is None or grant.allowed < count:
+            return f"budget of nodepool {pool} no longer allows {count} disruption(s)"
+    again = evaluate(candidates, given.simulate, method=command.method, spot_to_spot=spot_to_spot)
+    if again.command is None:
+        return f"consolidation is no longer possible: {again.message}"
+    if again.command.decision is not command.decision or len(again.command.replacements) != len(
+        command.replacements
+    ):
+        return "the simulation's result changed"
+    if again.command.decision is Decision.REPLACE and not set(
+        again.command.replacements[0].instance_types
+    ) & set(command.replacements[0].instance_types):
+        return "the replacement's instance types changed"
+    return again.command

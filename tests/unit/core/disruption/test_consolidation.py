@@ -1,0 +1,346 @@
+"""Consolidation in the pure core: pricing a replacement (strictly cheaper, never the candidate's
+own type, minimum improvement, spot-to-spot), both searches on fleets packed by the real solver,
+validation, and properties over random fleets: every pod keeps a place, budgets hold, every
+command makes the fleet strictly cheaper (so none is undone by a later one), no replacement is a
+candidate's own type, and the same input gives the same commands."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from karpy.apis.v1 import labels as wk
+from karpy.core.disruption.budgets import BudgetSpec
+from karpy.core.disruption.candidates import (
+    Candidate,
+    NodeFacts,
+    PodFacts,
+    Policy,
+    PoolDisruption,
+    SkipReason,
+)
+from karpy.core.disruption.consolidation import (
+    MIN_SPOT_TO_SPOT_TYPES,
+    Search,
+    Settings,
+    SingleNodeConsolidation,
+    consolidation_methods,
+    price_replacement,
+)
+from karpy.core.disruption.decision import disrupt, revalidate
+from karpy.core.disruption.methods import Command, Emptiness, Method, Offer
+from karpy.core.pods import Container, Pod, PodUID
+from karpy.core.requirements import Requirement, Requirements
+from karpy.core.resources import Resources
+from karpy.core.scheduling.results import NodeClaimPlan
+from karpy.testing.fleet import Fleet, FleetNode, pool
+from karpy.testing.instancetypes import make_instance_types
+
+NOW = 1_800_000_000.0
+OD = wk.CAPACITY_TYPE_ON_DEMAND
+SPOT = wk.CAPACITY_TYPE_SPOT
+TYPES = make_instance_types(16)
+ON_DEMAND_POOL = pool(
+    requirements=Requirements([Requirement(wk.LABEL_CAPACITY_TYPE, False, frozenset({OD}))])
+)
+OPEN = PoolDisruption(consolidate_after=0.0, budgets=(BudgetSpec(nodes="100%"),))
+
+
+def pod(i: int, cpu: str = "500m") -> Pod:
+    return Pod(
+        uid=PodUID(f"pod-{i}"),
+        namespace="default",
+        name=f"pod-{i}",
+        containers=(Container("app", Resources.of({"cpu": cpu, "memory": "256Mi"})),),
+        creation=i,
+    )
+
+
+def fleet(*nodes: tuple[int, int], disruption: PoolDisruption = OPEN) -> Fleet:
+    """Nodes as (instance type index, pods of 500m), numbered from 0."""
+    made: list[FleetNode] = []
+    count = 0
+    for n, (index, pods) in enumerate(nodes):
+        made.append(
+            FleetNode(
+                name=f"node-{n}",
+                instance_type=TYPES[index].name,
+                zone="test-zone-1",
+                capacity_type=OD,
+                pods=tuple(pod(count + i) for i in range(pods)),
+            )
+        )
+        count += pods
+    return Fleet(pool=ON_DEMAND_POOL, types=TYPES, nodes=tuple(made), disruption=disruption)
+
+
+def methods(search: Search, **kw: object) -> tuple[Method, ...]:
+    return (Emptiness(), *consolidation_methods(Settings(search=search, **kw)))  # type: ignore[arg-type]
+
+
+def settle(f: Fleet, search: Search, limit: int = 20) -> tuple[Fleet, list[Command]]:
+    done: list[Command] = []
+    for _ in range(limit):
+        decision = disrupt(
+            f.facts(), f.pools(), now=NOW, simulate=f.simulate, methods=methods(search)
+        )
+        if not decision.outcome.commands:
+            break
+        for command in decision.outcome.commands:
+            done.append(command)
+            f = f.apply(command)
+    return f, done
+
+
+@pytest.mark.parametrize("search", list(Search))
+def test_two_half_empty_nodes_become_one(search: Search) -> None:
+    start = fleet((3, 3), (3, 3))  # two 4-vCPU nodes, 1.5 vCPU used on each
+    end, done = settle(start, search)
+    assert len(end.nodes) == 1
+    assert end.price < start.price
+    assert sorted(p.uid for p in end.pods) == sorted(p.uid for p in start.pods)
+    assert done
+    assert all(c.reason.value == "Underutilized" for c in done)
+
+
+@pytest.mark.parametrize("search", list(Search))
+def test_a_full_node_is_left_alone(search: Search) -> None:
+    start = fleet((1, 3))  # a 2-vCPU node with 1.5 vCPU used: no smaller type holds its pods
+    end, done = settle(start, search)
+    assert done == []
+    assert end == start
+
+
+@pytest.mark.parametrize("search", list(Search))
+def test_the_minimum_improvement_holds_back_a_marginal_merge(search: Search) -> None:
+    # Two full 2-vCPU nodes into one 4-vCPU node saves a fraction of a percent.
+    marginal = fleet((1, 3), (1, 3))
+    _, done = settle(marginal, search)
+    assert [c.decision.value for c in done] == ["replace"]
+    held = fleet((1, 3), (1, 3), disruption=attrs.evolve(OPEN, min_improvement=0.1))
+    _, done = settle(held, search)
+    assert done == []
+
+
+def test_when_empty_pools_are_not_consolidated() -> None:
+    start = fleet((3, 3), (3, 3), disruption=attrs.evolve(OPEN, policy=Policy.WHEN_EMPTY))
+    decision = disrupt(start.facts(), start.pools(), now=NOW, simulate=start.simulate)
+    assert decision.outcome.commands == ()
+    assert {s.reason for s in decision.outcome.skipped} == {SkipReason.POLICY}
+
+
+def test_consolidate_after_is_counted_from_the_last_pod_event() -> None:
+    start = fleet((3, 3), (3, 3), disruption=attrs.evolve(OPEN, consolidate_after=300.0))
+    busy = [attrs.evolve(f, last_pod_event_time=NOW - 10) for f in start.facts()]
+    decision = disrupt(busy, start.pools(), now=NOW, simulate=start.simulate)
+    assert decision.outcome.commands == ()
+    assert {s.reason for s in decision.outcome.skipped} == {SkipReason.NOT_CONSOLIDATABLE}
+
+
+# ---------------------------------------------------------------- pricing a replacement
+
+
+def candidate(price: float, it: str = "big", ct: str = OD, improvement: float = 0.0) -> Candidate:
+    facts = NodeFacts(
+        nodeclaim=f"c-{it}-{ct}",
+        node="n",
+        nodepool="default",
+        created_at=0.0,
+        initialized_at=0.0,
+        instance_type=it,
+        capacity_type=ct,
+        zone="z1",
+        price=price,
+        pods=(PodFacts(name="ns/p", uid="p"),),
+    )
+    return Candidate(facts=facts, pool=attrs.evolve(OPEN, min_improvement=improvement), cost=1.0)
+
+
+def plan_of(offers: Sequence[Offer]) -> NodeClaimPlan:
+    return NodeClaimPlan(
+        name="new",
+        nodepool="default",
+        requirements=Requirements(),
+        instance_types=tuple(sorted({o.instance_type for o in offers})),
+        zones=("z1", "z2"),
+        capacity_types=tuple(sorted({o.capacity_type for o in offers})),
+        requests=Resources(),
+        pods=(PodUID("p"),),
+        price=min(o.price for o in offers),
+    )
+
+
+def test_a_replacement_is_strictly_cheaper_and_never_the_candidates_type() -> None:
+    offers = [
+        Offer("big", OD, "z1", 0.5),  # the candidate's own type, even if cheaper in z1
+        Offer("mid", OD, "z1", 0.9),
+        Offer("mid", OD, "z2", 1.0),  # not strictly cheaper in z2: "mid" must go
+        Offer("small", OD, "z1", 0.4),
+        Offer("small", OD, "z2", 0.45),
+    ]
+    priced = price_replacement(plan_of(offers), offers, [candidate(1.0)], spot_to_spot=False)
+    assert isinstance(priced, NodeClaimPlan)
+    assert priced.instance_types == ("small",)
+    assert priced.capacity_types == (OD,)
+    assert priced.price == 0.45
+    it = priced.requirements.get(wk.LABEL_INSTANCE_TYPE)
+    assert it is not None
+    assert it.has("small")
+    assert not it.has("big")
+    assert not it.has("mid")
+
+
+def test_nothing_cheaper_says_so() -> None:
+    offers = [Offer("big", OD, "z1", 0.5), Offer("huge", OD, "z1", 2.0)]
+    assert price_replacement(plan_of(offers), offers, [candidate(1.0)], spot_to_spot=False) == (
+        SkipReason.NOT_CHEAPER,
+        "can't replace with a cheaper node",
+    )
+
+
+def test_the_minimum_improvement_holds_back_small_savings() -> None:
+    offers = [Offer("small", OD, "z1", 0.95)]
+    held = price_replacement(
+        plan_of(offers), offers, [candidate(1.0, improvement=0.1)], spot_to_spot=False
+    )
+    assert isinstance(held, tuple)
+    assert held[0] is SkipReason.NOT_CHEAPER
+    assert "minimum price improvement (10%" in held[1]
+    offers = [Offer("small", OD, "z1", 0.85)]
+    assert isinstance(
+        price_replacement(
+            plan_of(offers), offers, [candidate(1.0, improvement=0.1)], spot_to_spot=False
+        ),
+        NodeClaimPlan,
+    )
+
+
+def test_an_unknown_price_is_never_guessed() -> None:
+    offers = [Offer("small", OD, "z1", 0.1)]
+    unknown = attrs.evolve(candidate(1.0), facts=attrs.evolve(candidate(1.0).facts, price=None))
+    result = price_replacement(plan_of(offers), offers, [unknown], spot_to_spot=False)
+    assert isinstance(result, tuple)
+    assert result[0] is SkipReason.PRICE_UNKNOWN
+
+
+def _spot_offers(count: int) -> list[Offer]:
+    return [Offer(f"t{i:02d}", SPOT, "z1", 0.1 + i / 100) for i in range(count)]
+
+
+def test_spot_to_spot_needs_the_gate() -> None:
+    offers = _spot_offers(20)
+    result = price_replacement(
+        plan_of(offers), offers, [candidate(1.0, ct=SPOT)], spot_to_spot=False
+    )
+    assert result == (
+        SkipReason.SPOT_TO_SPOT,
+        "SpotToSpotConsolidation is disabled, can't replace a spot node with a spot node",
+    )
+
+
+def test_spot_to_spot_needs_fifteen_cheaper_types_and_sends_the_fifteen_cheapest() -> None:
+    few = _spot_offers(MIN_SPOT_TO_SPOT_TYPES - 1)
+    result = price_replacement(plan_of(few), few, [candidate(1.0, ct=SPOT)], spot_to_spot=True)
+    assert isinstance(result, tuple)
+    assert result[0] is SkipReason.SPOT_TO_SPOT
+    assert "requires 15 cheaper instance type options" in result[1]
+    many = _spot_offers(20)
+    priced = price_replacement(plan_of(many), many, [candidate(1.0, ct=SPOT)], spot_to_spot=True)
+    assert isinstance(priced, NodeClaimPlan)
+    assert priced.instance_types == tuple(f"t{i:02d}" for i in range(15))
+    assert priced.capacity_types == (SPOT,)
+
+
+def test_an_on_demand_node_is_replaced_by_spot_only_when_spot_is_cheaper() -> None:
+    offers = [Offer("small", OD, "z1", 0.5), Offer("small", SPOT, "z1", 0.2)]
+    priced = price_replacement(plan_of(offers), offers, [candidate(1.0)], spot_to_spot=False)
+    assert isinstance(priced, NodeClaimPlan)
+    assert priced.capacity_types == (SPOT,)
+
+
+# ---------------------------------------------------------------- searches and validation
+
+
+def test_karpys_search_takes_the_best_single_node_not_the_first() -> None:
+    # node-0 is cheapest to disrupt but saves little; node-1 (bigger, as lightly used) saves more.
+    start = fleet((1, 1), (7, 1), (7, 12))
+    facts = start.facts()
+    karpy = disrupt(
+        facts, start.pools(), now=NOW, simulate=start.simulate,
+        methods=(SingleNodeConsolidation(Settings(search=Search.KARPY)),),
+    )  # fmt: skip
+    karpenter = disrupt(
+        facts, start.pools(), now=NOW, simulate=start.simulate,
+        methods=(SingleNodeConsolidation(Settings(search=Search.KARPENTER)),),
+    )  # fmt: skip
+    from karpy.core.disruption.consolidation import savings
+
+    assert karpy.outcome.commands
+    assert karpenter.outcome.commands
+    assert savings(karpy.outcome.commands[0]) >= savings(karpenter.outcome.commands[0])
+
+
+def test_validation_keeps_a_command_whose_result_is_unchanged_and_drops_a_changed_one() -> None:
+    start = fleet((3, 3), (3, 3))
+    decision = disrupt(start.facts(), start.pools(), now=NOW, simulate=start.simulate)
+    (command,) = decision.outcome.commands
+    kept = revalidate(
+        command, start.facts(), start.pools(), now=NOW, simulate=start.simulate, spot_to_spot=False
+    )
+    assert isinstance(kept, Command)
+    assert kept.names == command.names
+    # A candidate that got a pod event since is no longer consolidatable: the command goes.
+    later = attrs.evolve(OPEN, consolidate_after=60.0)
+    touched = [attrs.evolve(f, last_pod_event_time=NOW) for f in start.facts()]
+    dropped = revalidate(
+        command, touched, {"default": later}, now=NOW, simulate=start.simulate, spot_to_spot=False
+    )
+    assert isinstance(dropped, str)
+    assert "no longer a consolidation candidate" in dropped
+
+
+# ---------------------------------------------------------------- properties
+
+fleets = st.lists(
+    st.tuples(st.integers(min_value=0, max_value=7), st.integers(min_value=0, max_value=6)),
+    min_size=1,
+    max_size=6,
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(fleets, st.sampled_from(list(Search)), st.sampled_from(["1", "2", "50%", "100%"]))
+def test_properties(nodes: list[tuple[int, int]], search: Search, budget: str) -> None:
+    disruption = PoolDisruption(consolidate_after=0.0, budgets=(BudgetSpec(nodes=budget),))
+    f = fleet(*nodes, disruption=disruption)
+    for _ in range(8):
+        facts = f.facts()
+        decision = disrupt(facts, f.pools(), now=NOW, simulate=f.simulate, methods=methods(search))
+        again = disrupt(facts, f.pools(), now=NOW, simulate=f.simulate, methods=methods(search))
+        assert again.outcome == decision.outcome  # same input, same commands
+        if not decision.outcome.commands:
+            break
+        for command in decision.outcome.commands:
+            # No budget exceeded.
+            grants = decision.allowances[command.reason]
+            per_pool: dict[str, int] = {}
+            for c in command.candidates:
+                per_pool[c.nodepool] = per_pool.get(c.nodepool, 0) + 1
+            assert all(n <= grants[p].allowed for p, n in per_pool.items())
+            # Never a candidate's own instance type and capacity type.
+            own = {(c.facts.instance_type, c.facts.capacity_type) for c in command.candidates}
+            for plan in command.replacements:
+                assert (
+                    not {(it, ct) for it in plan.instance_types for ct in plan.capacity_types} & own
+                )
+            before = f.price
+            pods_before = sorted(p.uid for p in f.pods)
+            f = f.apply(command)
+            # Every pod still has a place, and the fleet is strictly cheaper: no later command
+            # can bring a former fleet back.
+            assert sorted(p.uid for p in f.pods) == pods_before
+            assert f.price < before - 1e-9
