@@ -23,74 +23,18 @@ from karpy.kube.resources import ResourceKind
 
 T = TypeVar("T")
 
-NODES: Final = ResourceKind[Node](
-    kind="Node",
-    plural="nodes",
-    version="v1",
-    namespaced=False,
-    decode=functools.partial(from_dict, Node),
-)
-PODS: Final = ResourceKind[Pod](
-    kind="Pod",
-    plural="pods",
-    version="v1",
-    namespaced=True,
-    decode=functools.partial(from_dict, Pod),
-)
-NODECLAIMS: Final = ResourceKind[NodeClaim](
-    kind=NodeClaim.KIND,
-    plural=NodeClaim.PLURAL,
-    group=NodeClaim.GROUP,
-    version=NodeClaim.VERSION,
-    namespaced=False,
-    decode=functools.partial(from_dict, NodeClaim),
-)
-NODEPOOLS: Final = ResourceKind[NodePool](
-    kind=NodePool.KIND,
-    plural=NodePool.PLURAL,
-    group=NodePool.GROUP,
-    version=NodePool.VERSION,
-    namespaced=False,
-    decode=functools.partial(from_dict, NodePool),
-)
-DAEMONSETS: Final = ResourceKind[DaemonSet](
-    kind=DaemonSet.KIND,
-    plural="daemonsets",
-    group="apps",
-    version="v1",
-    namespaced=True,
-    decode=functools.partial(from_dict, DaemonSet),
-)
-PERSISTENT_VOLUMES: Final = ResourceKind[PersistentVolume](
-    kind=PersistentVolume.KIND,
-    plural="persistentvolumes",
-    version="v1",
-    namespaced=False,
-    decode=functools.partial(from_dict, PersistentVolume),
-)
-PERSISTENT_VOLUME_CLAIMS: Final = ResourceKind[PersistentVolumeClaim](
-    kind=PersistentVolumeClaim.KIND,
-    plural="persistentvolumeclaims",
-    version="v1",
-    namespaced=True,
-    decode=functools.partial(from_dict, PersistentVolumeClaim),
-)
-STORAGE_CLASSES: Final = ResourceKind[StorageClass](
-    kind=StorageClass.KIND,
-    plural="storageclasses",
-    group="storage.k8s.io",
-    version="v1",
-    namespaced=False,
-    decode=functools.partial(from_dict, StorageClass),
-)
-PODDISRUPTIONBUDGETS: Final = ResourceKind[PodDisruptionBudget](
-    kind=PodDisruptionBudget.KIND,
-    plural="poddisruptionbudgets",
-    group="policy",
-    version="v1",
-    namespaced=True,
-    decode=functools.partial(from_dict, PodDisruptionBudget),
-)
+
+def kube_kind(model: type[T], plural: str, *, group: str = "", namespaced: bool) -> ResourceKind[T]:
+    """The ResourceKind of a Kubernetes v1 kind from its model (which names its KIND)."""
+    cls: Any = model
+    return ResourceKind[T](
+        kind=cls.KIND,
+        plural=plural,
+        group=group,
+        version="v1",
+        namespaced=namespaced,
+        decode=functools.partial(from_dict, model),
+    )
 
 
 def cluster_kind(model: type[T]) -> ResourceKind[T]:
@@ -107,20 +51,22 @@ def cluster_kind(model: type[T]) -> ResourceKind[T]:
     )
 
 
+NODES: Final = kube_kind(Node, "nodes", namespaced=False)
+PODS: Final = kube_kind(Pod, "pods", namespaced=True)
+NODECLAIMS: Final = cluster_kind(NodeClaim)
+NODEPOOLS: Final = cluster_kind(NodePool)
+DAEMONSETS: Final = kube_kind(DaemonSet, "daemonsets", group="apps", namespaced=True)
+PERSISTENT_VOLUMES: Final = kube_kind(PersistentVolume, "persistentvolumes", namespaced=False)
+PERSISTENT_VOLUME_CLAIMS: Final = kube_kind(
+    PersistentVolumeClaim, "persistentvolumeclaims", namespaced=True
+)
+STORAGE_CLASSES: Final = kube_kind(
+    StorageClass, "storageclasses", group="storage.k8s.io", namespaced=False
+)
+PODDISRUPTIONBUDGETS: Final = kube_kind(
+    PodDisruptionBudget, "poddisruptionbudgets", group="policy", namespaced=True
+)
 PROVISIONERS: Final = cluster_kind(Provisioner)
 
-CONFIGMAPS: Final = ResourceKind[ConfigMap](
-    kind=ConfigMap.KIND,
-    plural="configmaps",
-    version="v1",
-    namespaced=True,
-    decode=functools.partial(from_dict, ConfigMap),
-)
-
-DEPLOYMENTS: Final = ResourceKind[Deployment](
-    kind=Deployment.KIND,
-    plural="deployments",
-    group="apps",
-    version="v1",
-    decode=functools.partial(from_dict, Deployment),
-)
+CONFIGMAPS: Final = kube_kind(ConfigMap, "configmaps", namespaced=True)
+DEPLOYMENTS: Final = kube_kind(Deployment, "deployments", group="apps", namespaced=True)
