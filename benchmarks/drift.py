@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from scaleout import NAMESPACE, _connect, _start_karpy
+from scaleout import _manifests as scaleout_manifests
 
 from karpy.apis.crds import all_crds, render_crd
 from karpy.apis.v1 import labels as wk
@@ -36,65 +37,20 @@ APP = "drift"
 
 
 def _manifests(budget: str) -> tuple[dict[str, Any], ...]:
-    nodeclass = {
-        "apiVersion": f"{wk.KWOK_GROUP}/v1alpha1",
-        "kind": "KWOKNodeClass",
-        "metadata": {"name": "bench"},
-    }
-    nodepool = {
-        "apiVersion": f"{wk.GROUP}/v1",
-        "kind": "NodePool",
-        "metadata": {"name": "bench"},
-        "spec": {
-            "template": {
-                "metadata": {"labels": {"intent": "bench"}},
-                "spec": {
-                    "requirements": [
-                        {"key": wk.LABEL_OS, "operator": "In", "values": [wk.OS_LINUX]}
-                    ],
-                    "nodeClassRef": {
-                        "group": wk.KWOK_GROUP,
-                        "kind": "KWOKNodeClass",
-                        "name": "bench",
-                    },
-                },
-            },
-            "disruption": {
-                "consolidationPolicy": "WhenEmpty",
-                "consolidateAfter": "Never",
-                "budgets": [{"nodes": budget}],
-            },
-        },
-    }
-    pod = {
-        "nodeSelector": {"intent": "bench"},
-        "affinity": {
-            "podAntiAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": [
-                    {
-                        "labelSelector": {"matchLabels": {"app": APP}},
-                        "topologyKey": wk.LABEL_HOSTNAME,
-                    }
-                ]
-            }
-        },
-        "containers": [
-            {
-                "name": "pause",
-                "image": "registry.k8s.io/pause:3.10",
-                "resources": {"requests": {"cpu": "500m", "memory": "256Mi"}},
-            }
-        ],
-    }
-    deployment = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": APP, "namespace": NAMESPACE},
-        "spec": {
-            "replicas": 0,
-            "selector": {"matchLabels": {"app": APP}},
-            "template": {"metadata": {"labels": {"app": APP}}, "spec": pod},
-        },
+    """scaleout.py's KWOKNodeClass and NodePool (with the drift budget), its Deployment made one
+    pod per node, and a PDB of maxUnavailable 1 over it."""
+    nodeclass, nodepool, deployment = scaleout_manifests("500m", "256Mi")
+    nodepool["spec"]["disruption"]["budgets"] = [{"nodes": budget}]
+    deployment["metadata"]["name"] = APP
+    spec = deployment["spec"]
+    spec["selector"] = {"matchLabels": {"app": APP}}
+    spec["template"]["metadata"]["labels"] = {"app": APP}
+    spec["template"]["spec"]["affinity"] = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": APP}}, "topologyKey": wk.LABEL_HOSTNAME}
+            ]
+        }
     }
     pdb = {
         "apiVersion": "policy/v1",
