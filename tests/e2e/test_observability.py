@@ -164,7 +164,14 @@ async def test_prometheus_scrapes_karpy_and_every_dashboard_query_has_series(
 
         (cost,) = await eventually(costed, within=90, what="the NodePool's cost scraped")
         assert float(cost["value"][1]) > 0
-        answered |= {q for q in queries if await query(base, q)}
+
+        async def nodes_answered() -> bool:
+            # Queries over the nodes' gauges have series only while the nodes run: wait for a
+            # scrape that has them before the scale-in takes the nodes away.
+            answered.update([q for q in queries if q not in answered and await query(base, q)])
+            return all(q in answered for q in queries if "karpenter_nodes_" in q)
+
+        await eventually(nodes_answered, within=60, what="the node queries answered")
 
         exposition = await asyncio.to_thread(
             _get, f"http://127.0.0.1:{components.probes.metrics_port}/metrics"
