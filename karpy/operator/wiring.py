@@ -571,7 +571,12 @@ def _lifecycle_and_termination(
     terminating a Node ends with its NodeClaim's instance.
     """
     lifecycle = LifecycleController(
-        client, view, provider, clock=clock, recorder=Recorder(client, clock)
+        client,
+        view,
+        provider,
+        clock=clock,
+        recorder=Recorder(client, clock),
+        tracer=telemetry.tracer,
     )
     termination = TerminationController(
         client, view, provider, clock=clock, recorder=Recorder(client, clock)

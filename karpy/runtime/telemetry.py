@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Final
 
 import attrs
+from opentelemetry.context import Context
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.metrics import (
     CallbackOptions,
@@ -40,7 +41,16 @@ from opentelemetry.sdk.metrics.export import (
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
-from opentelemetry.trace import Tracer
+from opentelemetry.trace import (
+    Link,
+    NonRecordingSpan,
+    Span,
+    SpanContext,
+    Tracer,
+    get_current_span,
+    set_span_in_context,
+)
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from prometheus_client import CollectorRegistry, generate_latest
 
 import karpy
@@ -390,6 +400,52 @@ class Telemetry:
         """Flush and stop every span processor and metric reader."""
         self.tracer_provider.shutdown()
         self.meter_provider.shutdown()
+
+
+# ------------------------------------------------------------------ trace context on objects
+# A NodeClaim outlives the trace that created it: its launch, registration and initialization
+# run in later reconciles, maybe in another process after a restart. The span that created it is
+# recorded on the object as a W3C traceparent (annotation karpy.sh/traceparent), so those later
+# spans can join or link to the batch (or disruption command) that asked for it.
+
+_PROPAGATOR: Final = TraceContextTextMapPropagator()
+
+
+def traceparent(span: Span) -> str | None:
+    """`span`'s context as a W3C ``traceparent`` header value; None for a span that is not
+    recorded (no tracer, or an invalid context)."""
+    carrier: dict[str, str] = {}
+    _PROPAGATOR.inject(carrier, context=set_span_in_context(span))
+    return carrier.get("traceparent")
+
+
+def parse_traceparent(value: str | None) -> SpanContext | None:
+    """The span context a ``traceparent`` value names (marked remote); None when `value` is
+    absent or malformed (a hand-edited annotation is ignored, never an error)."""
+    if not value:
+        return None
+    context = _PROPAGATOR.extract({"traceparent": value})
+    found = get_current_span(context).get_span_context()
+    return found if found.is_valid else None
+
+
+def remote_parent(value: str | None) -> Context | None:
+    """A context whose current span is the one `value` names, to start a child span in that
+    trace; None when there is none."""
+    found = parse_traceparent(value)
+    return set_span_in_context(NonRecordingSpan(found)) if found is not None else None
+
+
+def links_to(*values: str | None) -> list[Link]:
+    """A span link to each span the traceparent values name (the invalid ones left out)."""
+    return [Link(found) for found in map(parse_traceparent, values) if found is not None]
+
+
+def current_link() -> list[Link]:
+    """A link to the span current now, if any (to tie a span started in another trace back to
+    the reconcile that ran it)."""
+    found = get_current_span().get_span_context()
+    return [Link(found)] if found.is_valid else []
 
 
 def _otlp_exporters(endpoint: str) -> tuple[SpanExporter, MetricExporter]:

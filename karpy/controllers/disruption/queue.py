@@ -30,9 +30,12 @@ import datetime
 import logging
 import secrets
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import ClassVar, Final
 
 import attrs
+from opentelemetry.context import Context
+from opentelemetry.trace import Span
 
 from karpy.apis.kube.node import Node
 from karpy.apis.meta import ConditionStatus
@@ -51,9 +54,10 @@ from karpy.kube.patch import taint_patch
 from karpy.runtime.clock import Clock
 from karpy.runtime.options import ReconcileOptions
 from karpy.runtime.reconciler import Result, Runner, WorkQueue
-from karpy.runtime.telemetry import Telemetry
+from karpy.runtime.telemetry import Telemetry, current_link, remote_parent, traceparent
 from karpy.state.conditions import claim_is_true, get_condition, set_condition
 from karpy.state.plans import PlanError, nodeclaim_from_plan, nodeclaim_from_template
+from karpy.state.tracecontext import with_origin
 from karpy.state.view import ClusterView
 
 log = logging.getLogger(__name__)
@@ -221,8 +225,11 @@ class OrchestrationQueue:
         started = self._clock.now()
         created: list[str] = []
         try:
+            # Each command is a trace of its own, linked to the disruption pass that chose it.
             with self._telemetry.tracer.start_as_current_span(
                 "disruption command",
+                context=Context(),
+                links=current_link(),
                 attributes={
                     "karpy.command_id": command_id,
                     "karpy.method": command.method,
@@ -231,12 +238,13 @@ class OrchestrationQueue:
                     "karpy.nodeclaims": list(names),
                     "karpy.replacements": len(replacements),
                 },
-            ):
+            ) as span:
+                parent = traceparent(span)
                 for claim in live:
-                    await self._mark(claim, command_id, len(replacements), meta, started)
+                    await self._mark(claim, command_id, len(replacements), meta, started, parent)
                 for claim in live:
                     await self._taint(claim)
-                await self._create(replacements, created)
+                await self._create([with_origin(c, span) for c in replacements], created)
         except KubeError as error:
             log.error(
                 "failed to start disruption command",
@@ -288,12 +296,13 @@ class OrchestrationQueue:
         replacements: int,
         meta: _Meta,
         started: datetime.datetime,
+        parent: str | None,
     ) -> None:
         name = claim.metadata.name or ""
         patch = {
             "metadata": {
                 "annotations": commands.record(
-                    command_id, replacements=replacements, started=started
+                    command_id, replacements=replacements, started=started, traceparent=parent
                 )
             }
         }
@@ -349,10 +358,11 @@ class OrchestrationQueue:
             self._forget(command_id)
             return Result()
         if not found.complete:
-            await self._rollback(
-                command_id,
-                why="a replacement nodeclaim is missing (never created, or its launch failed)",
-            )
+            with self._step("roll back disruption command", command_id, found):
+                await self._rollback(
+                    command_id,
+                    why="a replacement nodeclaim is missing (never created, or its launch failed)",
+                )
             return Result()
         for claim in found.candidates:
             await self._taint(claim)
@@ -362,17 +372,36 @@ class OrchestrationQueue:
             elapsed = (self._clock.now() - started).total_seconds()
             limit = self.timeout()
             if elapsed > limit:
-                await self._rollback(
-                    command_id, why=f"replacements not initialized within {limit:.0f}s"
-                )
+                with self._step("roll back disruption command", command_id, found):
+                    await self._rollback(
+                        command_id, why=f"replacements not initialized within {limit:.0f}s"
+                    )
                 return Result()
             for claim in found.candidates:
                 await self._event(
                     claim, REASON_WAITING, "Waiting on readiness to continue disruption"
                 )
             return Result(requeue_after=WAIT_RECHECK)
-        await self._delete(command_id, found.candidates)
+        with self._step("delete disruption candidates", command_id, found):
+            await self._delete(command_id, found.candidates)
         return Result()
+
+    def _step(
+        self, name: str, command_id: str, found: commands.InFlight
+    ) -> AbstractContextManager[Span]:
+        """A span for the end of command `command_id`, in the command's own trace (its
+        candidates carry the command's traceparent, so this holds after a restart too), linked
+        to the reconcile that runs it."""
+        parent = remote_parent(found.traceparent)
+        return self._telemetry.tracer.start_as_current_span(
+            name,
+            context=parent,
+            links=current_link() if parent is not None else None,
+            attributes={
+                "karpy.command_id": command_id,
+                "karpy.nodeclaims": [c.metadata.name or "" for c in found.candidates],
+            },
+        )
 
     def _visible(self, command_id: str, found: commands.InFlight | None) -> bool:
         """Whether the view shows every write this process made for `command_id` (always true

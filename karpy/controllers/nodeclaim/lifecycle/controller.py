@@ -26,6 +26,8 @@ from __future__ import annotations
 import logging
 from typing import ClassVar, Final
 
+from opentelemetry.trace import NoOpTracer, Tracer
+
 from karpy.apis.codec import format_time
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import NodeClaim
@@ -66,6 +68,8 @@ class LifecycleController:
         cloud_provider: launches and terminates instances (wrap it in `instrumented` for spans).
         clock: wall clock for condition stamps and the launch/registration timeouts.
         recorder: publishes the InsufficientCapacityError and NodeClassNotReady events.
+        tracer: where the launch, registration and initialization spans go (none by default);
+            see karpy.state.tracecontext for how they find the trace that created the NodeClaim.
     """
 
     name: ClassVar[str] = "nodeclaim.lifecycle"
@@ -78,7 +82,9 @@ class LifecycleController:
         *,
         clock: Clock,
         recorder: Recorder,
+        tracer: Tracer | None = None,
     ) -> None:
+        tracer = tracer if tracer is not None else NoOpTracer()
         self._kube = kube
         self._view = view
         self._cloud = cloud_provider
@@ -95,9 +101,10 @@ class LifecycleController:
                 recorder=recorder,
                 launched=self._launched,
                 said=self._said,
+                tracer=tracer,
             ),
-            Registration(kube, view, clock=clock, said=self._said),
-            Initialization(kube, view, clock=clock, said=self._said),
+            Registration(kube, view, clock=clock, said=self._said, tracer=tracer),
+            Initialization(kube, view, clock=clock, said=self._said, tracer=tracer),
         )
 
     async def reconcile(self, name: str) -> Result:
