@@ -116,6 +116,11 @@ class Metrics:
     disruption_decisions_total: Counter
     disruption_eligible_nodes: Gauge
     nodepools_allowed_disruptions: Gauge
+    disruption_savings_per_hour: UpDownCounter
+    # Nodes and their drain.
+    nodes_created_total: Counter
+    nodes_terminated_total: Counter
+    pods_eviction_requests_total: Counter
     upkeep: UpkeepMetrics
 
     @classmethod
@@ -225,6 +230,27 @@ class Metrics:
                 "karpenter_nodepools_allowed_disruptions",
                 description="NodeClaims a NodePool's budgets allow to start disrupting now, "
                 "by nodepool and reason.",
+            ),
+            disruption_savings_per_hour=meter.create_up_down_counter(
+                "karpy_voluntary_disruption_savings_per_hour",
+                description="Dollars per hour that finished disruption commands took off the "
+                "cluster's price, summed, by reason and decision: each command adds the price of "
+                "the NodeClaims it removed (their launched offerings) less the price its "
+                "replacements were planned at (negative when a replacement costs more, as a "
+                "drifted node's may). Commands whose prices karpy does not know add nothing.",
+            ),
+            nodes_created_total=counter(
+                "karpenter_nodes_created_total",
+                "Nodes that registered for a NodeClaim and became karpy's, by nodepool.",
+            ),
+            nodes_terminated_total=counter(
+                "karpenter_nodes_terminated_total",
+                "Nodes karpy drained and let go (termination finalizer removed), by nodepool.",
+            ),
+            pods_eviction_requests_total=counter(
+                "karpenter_pods_eviction_requests_total",
+                "Eviction API requests made while draining nodes, by code (the HTTP status: 200 "
+                "accepted, 404 pod already gone, 429 refused by a PodDisruptionBudget).",
             ),
         )
 

@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import datetime
 import logging
+import math
 import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -45,6 +46,7 @@ from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim
 from karpy.apis.v1.nodepool import NodePool
 from karpy.apis.v1.taints import DISRUPTED_TAINT
 from karpy.controllers.disruption import commands
+from karpy.core.disruption.consolidation import candidates_price
 from karpy.core.disruption.methods import Command
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import ConflictError, KubeError, NotFoundError
@@ -93,6 +95,8 @@ class _Meta:
     reason: str
     decision: str
     nodepools: Mapping[str, str]
+    savings: float | None = None
+    """Dollars per hour the command takes off (None when a price is unknown)."""
 
 
 class OrchestrationQueue:
@@ -205,6 +209,7 @@ class OrchestrationQueue:
             reason=command.reason.value,
             decision=command.decision.value,
             nodepools={c.name: c.nodepool for c in command.candidates},
+            savings=_savings(command),
         )
         self._meta[command_id] = meta
         self.busy.update(names)
@@ -237,6 +242,9 @@ class OrchestrationQueue:
                     "karpy.decision": meta.decision,
                     "karpy.nodeclaims": list(names),
                     "karpy.replacements": len(replacements),
+                    **(
+                        {"karpy.savings_per_hour": meta.savings} if meta.savings is not None else {}
+                    ),
                 },
             ) as span:
                 parent = traceparent(span)
@@ -454,6 +462,10 @@ class OrchestrationQueue:
                 "deleted nodeclaim",
                 extra={"command-id": command_id, "nodeclaim": name, "reason": reason},
             )
+        if meta is not None and meta.savings is not None:
+            self._telemetry.metrics.disruption_savings_per_hour.add(
+                meta.savings, {"reason": meta.reason.lower(), "decision": meta.decision}
+            )
         self._forget(command_id)
 
     def _forget(self, command_id: str) -> None:
@@ -573,6 +585,16 @@ class OrchestrationQueue:
             except NotFoundError:
                 continue
         self.adopt()
+
+
+def _savings(command: Command) -> float | None:
+    """The price per hour `command` takes off: its candidates' (the offerings they run on)
+    less its replacements' (the offerings they are planned at); None when a candidate's price
+    is unknown or a replacement comes from a template, which has no price until it launches."""
+    removed = candidates_price(command.candidates)
+    if removed is None or command.from_template:
+        return None
+    return removed - math.fsum(plan.price for plan in command.replacements)
 
 
 def _annotated(claim: NodeClaim, command_id: str) -> NodeClaim:

@@ -44,6 +44,7 @@ from karpy.kube.kinds import NODECLAIMS, NODES
 from karpy.runtime.clock import Clock
 from karpy.runtime.logging import bind
 from karpy.runtime.reconciler import Result
+from karpy.runtime.telemetry import Metrics
 from karpy.state.conditions import with_ready
 from karpy.state.deadline import termination_deadline
 from karpy.state.view import ClusterView
@@ -70,6 +71,7 @@ class LifecycleController:
         recorder: publishes the InsufficientCapacityError and NodeClassNotReady events.
         tracer: where the launch, registration and initialization spans go (none by default);
             see karpy.state.tracecontext for how they find the trace that created the NodeClaim.
+        metrics: where registered nodes are counted (karpenter_nodes_created_total).
     """
 
     name: ClassVar[str] = "nodeclaim.lifecycle"
@@ -83,6 +85,7 @@ class LifecycleController:
         clock: Clock,
         recorder: Recorder,
         tracer: Tracer | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         tracer = tracer if tracer is not None else NoOpTracer()
         self._kube = kube
@@ -103,7 +106,14 @@ class LifecycleController:
                 said=self._said,
                 tracer=tracer,
             ),
-            Registration(kube, view, clock=clock, said=self._said, tracer=tracer),
+            Registration(
+                kube,
+                view,
+                clock=clock,
+                said=self._said,
+                tracer=tracer,
+                nodes_created=metrics.nodes_created_total if metrics is not None else None,
+            ),
             Initialization(kube, view, clock=clock, said=self._said, tracer=tracer),
         )
 

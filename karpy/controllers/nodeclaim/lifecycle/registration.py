@@ -20,6 +20,7 @@ import logging
 from typing import Any, Final
 
 import attrs
+from opentelemetry.metrics import Counter
 from opentelemetry.trace import NoOpTracer, Tracer
 
 from karpy.apis.codec import to_dict
@@ -61,7 +62,9 @@ class Registration:
         clock: Clock,
         said: Said | None = None,
         tracer: Tracer | None = None,
+        nodes_created: Counter | None = None,
     ) -> None:
+        self._nodes_created = nodes_created
         self._tracer = tracer if tracer is not None else NoOpTracer()
         self._kube = kube
         self._view = view
@@ -108,6 +111,9 @@ class Registration:
         )
         if self._said.first("registered", nodeclaim):
             log.info("registered nodeclaim", extra={**log_fields(registered), "node": name})
+            if self._nodes_created is not None:
+                pool = nodeclaim.metadata.labels.get(wk.LABEL_NODEPOOL, "")
+                self._nodes_created.add(1, {"nodepool": pool})
         return Outcome(registered)
 
     async def _not_joined(self, nodeclaim: NodeClaim, now: datetime.datetime) -> Outcome:
