@@ -40,6 +40,7 @@ from opentelemetry.sdk.metrics.export import (
 )
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
 from opentelemetry.trace import (
     Link,
@@ -393,7 +394,12 @@ class Telemetry:
                 **({"k8s.cluster.name": cluster_name} if cluster_name else {}),
             }
         )
-        tracer_provider = TracerProvider(resource=resource)
+        # Without a destination nothing is recorded (no cost per span), and no NodeClaim is
+        # annotated with the context of a span nobody receives.
+        exporting = span_exporter is not None or otlp_endpoint is not None
+        tracer_provider = TracerProvider(
+            resource=resource, sampler=ALWAYS_ON if exporting else ALWAYS_OFF
+        )
         if span_exporter is not None:
             tracer_provider.add_span_processor(SimpleSpanProcessor(span_exporter))
         reader = InMemoryMetricReader()
@@ -439,7 +445,9 @@ _PROPAGATOR: Final = TraceContextTextMapPropagator()
 
 def traceparent(span: Span) -> str | None:
     """`span`'s context as a W3C ``traceparent`` header value; None for a span that is not
-    recorded (no tracer, or an invalid context)."""
+    recorded (no exporter configured, or an invalid context)."""
+    if not span.is_recording():
+        return None
     carrier: dict[str, str] = {}
     _PROPAGATOR.inject(carrier, context=set_span_in_context(span))
     return carrier.get("traceparent")

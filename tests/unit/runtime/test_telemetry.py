@@ -115,3 +115,13 @@ def test_a_missing_or_malformed_traceparent_is_ignored() -> None:
         assert links_to(value) == []
     assert traceparent(INVALID_SPAN) is None
     assert current_link() == []
+
+
+def test_without_an_exporter_spans_are_not_recorded_and_leave_no_traceparent() -> None:
+    telemetry = Telemetry.setup(service_name="karpy-test")
+    try:
+        with telemetry.tracer.start_as_current_span("create") as span:
+            assert not span.is_recording()
+            assert traceparent(span) is None
+    finally:
+        telemetry.shutdown()
