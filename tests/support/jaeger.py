@@ -1,14 +1,17 @@
 """Jaeger all-in-one (built from Go modules by karpy.localcluster.build.ensure_jaeger and
 cached) on 127.0.0.1: an OTLP/HTTP receiver and the query API on free ports, traces in memory.
 
-Jaeger 2 is an OpenTelemetry Collector; the config below is its all-in-one pipeline (OTLP in,
+Built from Go modules, the binary has no UI assets (Jaeger's UI is built with npm): its UI
+shows a placeholder, and the query API (/api/traces, /api/services) is what tests and users
+read. Jaeger 2 is an OpenTelemetry Collector; the config below is its all-in-one pipeline (OTLP in,
 in-memory storage, query API) with every listener on loopback and the collector's own metrics
-off, so several can run side by side.
+and traces off, so several can run side by side.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import urllib.error
 import urllib.parse
@@ -32,6 +35,8 @@ service:
       exporters: [jaeger_storage_exporter]
   telemetry:
     metrics:
+      level: none
+    traces:
       level: none
     logs:
       level: warn
@@ -99,7 +104,10 @@ def jaeger(directory: Path) -> Iterator[Jaeger]:
     log_path = directory / "jaeger.log"
     with log_path.open("w") as log:
         process = subprocess.Popen(
-            [str(binary), "--config", str(config)], stdout=log, stderr=subprocess.STDOUT
+            [str(binary), "--config", str(config)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=_environment(),
         )
         try:
             yield Jaeger(
@@ -114,6 +122,13 @@ def jaeger(directory: Path) -> Iterator[Jaeger]:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(timeout=30)
+
+
+def _environment() -> dict[str, str]:
+    """The test's environment without its OpenTelemetry settings (meant for karpy), and with
+    Jaeger's own tracing of its queries off: it would otherwise export to 127.0.0.1:4317."""
+    kept = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    return {**kept, "OTEL_TRACES_SAMPLER": "always_off"}
 
 
 def tags(span: Mapping[str, Any]) -> dict[str, Any]:
