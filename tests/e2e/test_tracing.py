@@ -160,12 +160,16 @@ async def test_a_pods_trace_runs_from_batch_to_registration(
                 )
                 return [s for t in found for s in named(t, "register nodeclaim")]
 
-            (registration,) = await eventually(
+            # (A registration whose status write lost a race runs, and is traced, again.)
+            registrations = await eventually(
                 registered, within=60, what="the registration span in Jaeger"
             )
-            assert (create["traceID"], create["spanID"]) in references(registration, "FOLLOWS_FROM")
-            assert registration["traceID"] != create["traceID"]
-            assert tags(registration)["karpy.node"] == claim["status"]["nodeName"]
+            for registration in registrations:
+                assert (create["traceID"], create["spanID"]) in references(
+                    registration, "FOLLOWS_FROM"
+                )
+                assert registration["traceID"] != create["traceID"]
+                assert tags(registration)["karpy.node"] == claim["status"]["nodeName"]
 
             process = trace["processes"][batch["processID"]]
             assert process["serviceName"] == service
