@@ -201,5 +201,6 @@ async def test_a_pods_trace_runs_from_batch_to_registration(
             assert references(command, "FOLLOWS_FROM")  # linked to the pass that chose it
             (finish,) = named(command_trace, "delete disruption candidates")
             assert child_of(finish, command)
-            assert tags(command)["karpy.reason"].lower() == "empty"
+            assert tags(command)["karpy.reason"].lower() == "empty", tags(command)
+            assert tags(command)["karpy.savings_per_hour"] > 0, tags(command)
     assert not await live_pods(api_client, namespace, "inflate")
