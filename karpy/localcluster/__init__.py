@@ -11,7 +11,15 @@ It imports nothing else of karpy: the CLI (``karpy cluster``), ``karpy demo`` an
 fixtures all sit on top of :class:`LocalCluster`.
 """
 
-from karpy.localcluster.build import Binaries, Tools, ensure_all, ensure_binaries, ensure_tools
+from karpy.localcluster.build import (
+    Binaries,
+    Tools,
+    ensure_all,
+    ensure_binaries,
+    ensure_helm,
+    ensure_jaeger,
+    ensure_tools,
+)
 from karpy.localcluster.cluster import ClusterInfo, ComponentStatus, LocalCluster
 from karpy.localcluster.errors import (
     BuildFailedError,
@@ -37,5 +45,7 @@ __all__ = [
     "Tools",
     "ensure_all",
     "ensure_binaries",
+    "ensure_helm",
+    "ensure_jaeger",
     "ensure_tools",
 ]

@@ -11,9 +11,10 @@ A cold build takes minutes and gigabytes of Go build cache, so: build lazily, sh
 write each binary atomically (an interrupted build never leaves a broken one) and never rebuild
 what is there. A file lock keeps concurrent ``karpy`` processes from building the same thing.
 
-The tools the tests drive beside the cluster (helm, for the chart) have a lock of their own, so
-``karpy cluster build`` compiles them beside the Kubernetes build, filling the cores while either
-waits on module downloads or links.
+The tools the tests drive beside the cluster (helm, for the chart; Jaeger all-in-one, to receive
+karpy's traces) have a lock each, so ``karpy cluster build`` compiles all three at once, filling
+the cores while one waits on module downloads or links: on a fresh 2-core machine the
+Kubernetes build is the longest, and Jaeger's and helm's finish inside it.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import attrs
 from karpy.localcluster.errors import BuildFailedError, GoToolchainError
 from karpy.localcluster.versions import (
     HELM_VERSION,
+    JAEGER_VERSION,
     KUBERNETES_VERSION,
     KWOK_VERSION,
     MINIMUM_GO,
@@ -73,6 +75,7 @@ class Tools:
     """Paths of the programs tests run beside the control plane."""
 
     helm: Path
+    jaeger: Path
 
 
 def cache_root() -> Path:
@@ -141,7 +144,7 @@ def ensure_binaries(
     )
 
 
-def ensure_tools(*, cache_dir: Path | None = None, progress: Progress = print_progress) -> Tools:
+def ensure_helm(*, cache_dir: Path | None = None, progress: Progress = print_progress) -> Path:
     """Return helm, building it when the cache lacks it (same side effects and errors as
     :func:`ensure_binaries`, under a lock of its own)."""
     root = cache_dir or cache_root()
@@ -157,17 +160,51 @@ def ensure_tools(*, cache_dir: Path | None = None, progress: Progress = print_pr
                 ldflags=f"-s -w -X helm.sh/helm/v3/internal/version.version=v{HELM_VERSION}",
                 progress=progress,
             )
-    return Tools(helm=helm)
+    return helm
+
+
+def ensure_jaeger(*, cache_dir: Path | None = None, progress: Progress = print_progress) -> Path:
+    """Return Jaeger's all-in-one binary (``github.com/jaegertracing/jaeger/cmd/jaeger``: an
+    OpenTelemetry Collector with OTLP receivers, in-memory storage and the query API), building
+    it when the cache lacks it, under a lock of its own (side effects and errors as
+    :func:`ensure_binaries`)."""
+    root = cache_dir or cache_root()
+    jaeger = root / "bin" / f"jaeger-v{JAEGER_VERSION}" / "jaeger"
+    if not _is_executable(jaeger):
+        _check_go()
+        with _lock(root / "locks" / "jaeger.lock", progress=progress):
+            version = "github.com/jaegertracing/jaeger/internal/version"
+            _build(
+                component="jaeger",
+                package="github.com/jaegertracing/jaeger/cmd/jaeger",
+                module=_tool_module(
+                    root, "jaeger", "github.com/jaegertracing/jaeger", JAEGER_VERSION
+                ),
+                output=jaeger,
+                ldflags=f"-s -w -X {version}.latestVersion=v{JAEGER_VERSION}",
+                progress=progress,
+            )
+    return jaeger
+
+
+def ensure_tools(*, cache_dir: Path | None = None, progress: Progress = print_progress) -> Tools:
+    """Return helm and Jaeger, building whichever the cache lacks, both at once."""
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="karpy-tools") as pool:
+        jaeger = pool.submit(ensure_jaeger, cache_dir=cache_dir, progress=progress)
+        helm = ensure_helm(cache_dir=cache_dir, progress=progress)
+        return Tools(helm=helm, jaeger=jaeger.result())
 
 
 def ensure_all(
     *, cache_dir: Path | None = None, progress: Progress = print_progress
 ) -> tuple[Binaries, Tools]:
-    """Build the control plane and the tools at once, each in its own ``go build``."""
-    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="karpy-build") as pool:
-        tools = pool.submit(ensure_tools, cache_dir=cache_dir, progress=progress)
+    """Build the control plane, helm and Jaeger at once, each in its own ``go build``: none
+    waits for another to finish."""
+    with ThreadPoolExecutor(max_workers=3, thread_name_prefix="karpy-build") as pool:
+        helm = pool.submit(ensure_helm, cache_dir=cache_dir, progress=progress)
+        jaeger = pool.submit(ensure_jaeger, cache_dir=cache_dir, progress=progress)
         binaries = ensure_binaries(cache_dir=cache_dir, progress=progress)
-        return binaries, tools.result()
+        return binaries, Tools(helm=helm.result(), jaeger=jaeger.result())
 
 
 # --------------------------------------------------------------------------- modules

@@ -40,7 +40,8 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("status", help="show what runs where, with memory use")
     sub.add_parser("env", help="print shell exports for kubectl and karpy")
     sub.add_parser(
-        "build", help="build (or find cached) control-plane binaries and helm, in parallel"
+        "build",
+        help="build (or find cached) control-plane binaries, helm and Jaeger, in parallel",
     )
     return parser
 

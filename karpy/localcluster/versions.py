@@ -19,6 +19,10 @@ KWOK_VERSION: Final = "0.7.0"
 #: Helm, which the chart's tests lint, render and install with (helm.sh/helm/v3/cmd/helm).
 HELM_VERSION: Final = "3.22.0"
 
+#: Jaeger all-in-one (github.com/jaegertracing/jaeger/cmd/jaeger, the OpenTelemetry-Collector-based
+#: Jaeger 2 binary; the Go module keeps v1 tags), which the tracing test sends karpy's spans to.
+JAEGER_VERSION: Final = "1.76.0"
+
 #: The oldest Go toolchain that builds the pinned Kubernetes release.
 MINIMUM_GO: Final = (1, 24)
 

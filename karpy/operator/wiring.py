@@ -571,10 +571,21 @@ def _lifecycle_and_termination(
     terminating a Node ends with its NodeClaim's instance.
     """
     lifecycle = LifecycleController(
-        client, view, provider, clock=clock, recorder=Recorder(client, clock)
+        client,
+        view,
+        provider,
+        clock=clock,
+        recorder=Recorder(client, clock),
+        tracer=telemetry.tracer,
+        metrics=telemetry.metrics,
     )
     termination = TerminationController(
-        client, view, provider, clock=clock, recorder=Recorder(client, clock)
+        client,
+        view,
+        provider,
+        clock=clock,
+        recorder=Recorder(client, clock),
+        metrics=telemetry.metrics,
     )
     lifecycle_queue = WorkQueue[str](lifecycle.name, telemetry=telemetry)
     termination_queue = WorkQueue[str](termination.name, telemetry=telemetry)

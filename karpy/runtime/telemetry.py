@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Final
 
 import attrs
+from opentelemetry.context import Context
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.metrics import (
     CallbackOptions,
@@ -40,7 +41,17 @@ from opentelemetry.sdk.metrics.export import (
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
-from opentelemetry.trace import Tracer
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON
+from opentelemetry.trace import (
+    Link,
+    NonRecordingSpan,
+    Span,
+    SpanContext,
+    Tracer,
+    get_current_span,
+    set_span_in_context,
+)
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from prometheus_client import CollectorRegistry, generate_latest
 
 import karpy
@@ -106,6 +117,11 @@ class Metrics:
     disruption_decisions_total: Counter
     disruption_eligible_nodes: Gauge
     nodepools_allowed_disruptions: Gauge
+    disruption_savings_per_hour: UpDownCounter
+    # Nodes and their drain.
+    nodes_created_total: Counter
+    nodes_terminated_total: Counter
+    pods_eviction_requests_total: Counter
     upkeep: UpkeepMetrics
 
     @classmethod
@@ -215,6 +231,27 @@ class Metrics:
                 "karpenter_nodepools_allowed_disruptions",
                 description="NodeClaims a NodePool's budgets allow to start disrupting now, "
                 "by nodepool and reason.",
+            ),
+            disruption_savings_per_hour=meter.create_up_down_counter(
+                "karpy_voluntary_disruption_savings_per_hour",
+                description="Dollars per hour that finished disruption commands took off the "
+                "cluster's price, summed, by reason and decision: each command adds the price of "
+                "the NodeClaims it removed (their launched offerings) less the price its "
+                "replacements were planned at (negative when a replacement costs more, as a "
+                "drifted node's may). Commands whose prices karpy does not know add nothing.",
+            ),
+            nodes_created_total=counter(
+                "karpenter_nodes_created_total",
+                "Nodes that registered for a NodeClaim and became karpy's, by nodepool.",
+            ),
+            nodes_terminated_total=counter(
+                "karpenter_nodes_terminated_total",
+                "Nodes karpy drained and let go (termination finalizer removed), by nodepool.",
+            ),
+            pods_eviction_requests_total=counter(
+                "karpenter_pods_eviction_requests_total",
+                "Eviction API requests made while draining nodes, by code (the HTTP status: 200 "
+                "accepted, 404 pod already gone, 429 refused by a PodDisruptionBudget).",
             ),
         )
 
@@ -357,7 +394,12 @@ class Telemetry:
                 **({"k8s.cluster.name": cluster_name} if cluster_name else {}),
             }
         )
-        tracer_provider = TracerProvider(resource=resource)
+        # Without a destination nothing is recorded (no cost per span), and no NodeClaim is
+        # annotated with the context of a span nobody receives.
+        exporting = span_exporter is not None or otlp_endpoint is not None
+        tracer_provider = TracerProvider(
+            resource=resource, sampler=ALWAYS_ON if exporting else ALWAYS_OFF
+        )
         if span_exporter is not None:
             tracer_provider.add_span_processor(SimpleSpanProcessor(span_exporter))
         reader = InMemoryMetricReader()
@@ -390,6 +432,54 @@ class Telemetry:
         """Flush and stop every span processor and metric reader."""
         self.tracer_provider.shutdown()
         self.meter_provider.shutdown()
+
+
+# ------------------------------------------------------------------ trace context on objects
+# A NodeClaim outlives the trace that created it: its launch, registration and initialization
+# run in later reconciles, maybe in another process after a restart. The span that created it is
+# recorded on the object as a W3C traceparent (annotation karpy.sh/traceparent), so those later
+# spans can join or link to the batch (or disruption command) that asked for it.
+
+_PROPAGATOR: Final = TraceContextTextMapPropagator()
+
+
+def traceparent(span: Span) -> str | None:
+    """`span`'s context as a W3C ``traceparent`` header value; None for a span that is not
+    recorded (no exporter configured, or an invalid context)."""
+    if not span.is_recording():
+        return None
+    carrier: dict[str, str] = {}
+    _PROPAGATOR.inject(carrier, context=set_span_in_context(span))
+    return carrier.get("traceparent")
+
+
+def parse_traceparent(value: str | None) -> SpanContext | None:
+    """The span context a ``traceparent`` value names (marked remote); None when `value` is
+    absent or malformed (a hand-edited annotation is ignored, never an error)."""
+    if not value:
+        return None
+    context = _PROPAGATOR.extract({"traceparent": value})
+    found = get_current_span(context).get_span_context()
+    return found if found.is_valid else None
+
+
+def remote_parent(value: str | None) -> Context | None:
+    """A context whose current span is the one `value` names, to start a child span in that
+    trace; None when there is none."""
+    found = parse_traceparent(value)
+    return set_span_in_context(NonRecordingSpan(found)) if found is not None else None
+
+
+def links_to(*values: str | None) -> list[Link]:
+    """A span link to each span the traceparent values name (the invalid ones left out)."""
+    return [Link(found) for found in map(parse_traceparent, values) if found is not None]
+
+
+def current_link() -> list[Link]:
+    """A link to the span current now, if any (to tie a span started in another trace back to
+    the reconcile that ran it)."""
+    found = get_current_span().get_span_context()
+    return [Link(found)] if found.is_valid else []
 
 
 def _otlp_exporters(endpoint: str) -> tuple[SpanExporter, MetricExporter]:

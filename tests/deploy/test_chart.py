@@ -110,6 +110,17 @@ def test_the_deployment_runs_as_karpenter_does() -> None:
     assert not [d for d in documents if d["kind"] == "ServiceMonitor"]
     env = _env(documents)
     assert env["LEADER_ELECTION_NAMESPACE"].startswith("<")  # from the pod's own namespace
+    # Spans name the pod they come from (OpenTelemetry's Kubernetes resource attributes); the
+    # kubelet expands $(VAR) from the variables defined before it.
+    container_env = [
+        e["name"]
+        for e in only(documents, "Deployment")["spec"]["template"]["spec"]["containers"][0]["env"]
+    ]
+    attributes = dict(pair.split("=", 1) for pair in env["OTEL_RESOURCE_ATTRIBUTES"].split(","))
+    assert attributes["k8s.namespace.name"] == "$(LEADER_ELECTION_NAMESPACE)"
+    assert attributes["k8s.pod.name"] == "$(LEADER_ELECTION_IDENTITY)"
+    for source in ("LEADER_ELECTION_NAMESPACE", "LEADER_ELECTION_IDENTITY"):
+        assert container_env.index(source) < container_env.index("OTEL_RESOURCE_ATTRIBUTES")
 
 
 def test_optional_pieces_appear_when_asked_for() -> None:

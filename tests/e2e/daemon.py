@@ -36,12 +36,14 @@ async def running_daemon(
     kubeconfig: Path | None = None,
     lease_namespace: str | None = None,
     flags: Sequence[str] = (),
+    environ: Mapping[str, str] | None = None,
 ) -> AsyncIterator[Components]:
     """karpy running against the local cluster with the kwok provider, until the block ends.
 
     It runs as the admin identity unless `kubeconfig` names another, and without leader
     election unless `lease_namespace` says where its Lease goes; `flags` are further `karpy run`
-    flags (another provider and its settings, say). Batches close after 200 ms idle
+    flags (another provider and its settings, say) and `environ` its environment variables
+    (OTEL_EXPORTER_OTLP_ENDPOINT, say). Batches close after 200 ms idle
     (2 s at most) so scenarios move quickly. A failure of the daemon cancels the test body and
     surfaces from here.
     """
@@ -67,7 +69,7 @@ async def running_daemon(
             "2s",
             *flags,
         ],
-        {},
+        dict(environ or {}),
     )
     components = await build(options)
     stop = asyncio.Event()

@@ -1,5 +1,5 @@
 """The chart in deploy/charts/karpy, rendered by a real helm (built from Go modules and cached,
-karpy.localcluster.build.ensure_tools) — the same templates and values.schema.json a user installs.
+karpy.localcluster.build.ensure_helm) — the same templates and values.schema.json a user installs.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 import attrs
 import yaml
 
-from karpy.localcluster import KUBERNETES_VERSION, ensure_tools
+from karpy.localcluster import KUBERNETES_VERSION, ensure_helm
 
 CHART = Path(__file__).resolve().parents[2] / "deploy" / "charts" / "karpy"
 
@@ -28,7 +28,7 @@ class HelmResult:
 
 
 def helm_binary() -> Path:
-    return ensure_tools().helm
+    return ensure_helm()
 
 
 def helm(*args: str, timeout: float = 120) -> HelmResult:

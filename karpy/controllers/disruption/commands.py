@@ -62,12 +62,20 @@ def _started(claim: NodeClaim) -> datetime.datetime | None:
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=datetime.UTC)
 
 
-def record(command_id: str, *, replacements: int, started: datetime.datetime) -> dict[str, str]:
-    """The annotations that mark a candidate of command `command_id`."""
+def record(
+    command_id: str,
+    *,
+    replacements: int,
+    started: datetime.datetime,
+    traceparent: str | None = None,
+) -> dict[str, str]:
+    """The annotations that mark a candidate of command `command_id` (with the command's span,
+    when traced, so the process that finishes it continues the same trace)."""
     return {
         wk.ANNOTATION_DISRUPTION_COMMAND: command_id,
         wk.ANNOTATION_DISRUPTION_REPLACEMENTS: str(replacements),
         wk.ANNOTATION_DISRUPTION_STARTED: started.astimezone(datetime.UTC).isoformat(),
+        **({wk.ANNOTATION_DISRUPTION_TRACEPARENT: traceparent} if traceparent else {}),
     }
 
 
@@ -75,6 +83,7 @@ CANDIDATE_ANNOTATIONS = (
     wk.ANNOTATION_DISRUPTION_COMMAND,
     wk.ANNOTATION_DISRUPTION_REPLACEMENTS,
     wk.ANNOTATION_DISRUPTION_STARTED,
+    wk.ANNOTATION_DISRUPTION_TRACEPARENT,
 )
 
 
@@ -94,6 +103,15 @@ class InFlight:
     replacements: tuple[NodeClaim, ...]
     expected: int | None
     started: datetime.datetime | None
+
+    @property
+    def traceparent(self) -> str | None:
+        """The command's span, as its candidates record it (None when it was not traced)."""
+        for claim in (*self.candidates, *self.removed):
+            found = claim.metadata.annotations.get(wk.ANNOTATION_DISRUPTION_TRACEPARENT)
+            if found:
+                return found
+        return None
 
     @property
     def complete(self) -> bool:

@@ -252,14 +252,10 @@ class DisruptionController(SingletonController):
     async def _instance_types(
         self, candidates: Sequence[Candidate], pools: Mapping[str, NodePool]
     ) -> dict[str, Sequence[InstanceType]]:
-        """Instance types per live NodePool, asked of the provider only when some drifted or
-        consolidatable candidate has pods (a replacement must be planned and priced for it)."""
-        if self._provider is None or not any(
-            not c.facts.empty
-            and not c.pool.static
-            and (c.facts.drifted or c.pool.policy is not Policy.WHEN_EMPTY)
-            for c in candidates
-        ):
+        """Instance types per live NodePool, asked of the provider only when there is a
+        candidate: a replacement must be planned and priced for one with pods, and an empty
+        one's price is what removing it saves (karpy_voluntary_disruption_savings_per_hour)."""
+        if self._provider is None or not candidates:
             return {}
         found: dict[str, Sequence[InstanceType]] = {}
         provider = self._provider

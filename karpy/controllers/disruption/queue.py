@@ -28,11 +28,15 @@ import asyncio
 import contextlib
 import datetime
 import logging
+import math
 import secrets
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import ClassVar, Final
 
 import attrs
+from opentelemetry.context import Context
+from opentelemetry.trace import Span
 
 from karpy.apis.kube.node import Node
 from karpy.apis.meta import ConditionStatus
@@ -42,6 +46,7 @@ from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim
 from karpy.apis.v1.nodepool import NodePool
 from karpy.apis.v1.taints import DISRUPTED_TAINT
 from karpy.controllers.disruption import commands
+from karpy.core.disruption.consolidation import candidates_price
 from karpy.core.disruption.methods import Command
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import ConflictError, KubeError, NotFoundError
@@ -51,9 +56,10 @@ from karpy.kube.patch import taint_patch
 from karpy.runtime.clock import Clock
 from karpy.runtime.options import ReconcileOptions
 from karpy.runtime.reconciler import Result, Runner, WorkQueue
-from karpy.runtime.telemetry import Telemetry
+from karpy.runtime.telemetry import Telemetry, current_link, remote_parent, traceparent
 from karpy.state.conditions import claim_is_true, get_condition, set_condition
 from karpy.state.plans import PlanError, nodeclaim_from_plan, nodeclaim_from_template
+from karpy.state.tracecontext import with_origin
 from karpy.state.view import ClusterView
 
 log = logging.getLogger(__name__)
@@ -89,6 +95,8 @@ class _Meta:
     reason: str
     decision: str
     nodepools: Mapping[str, str]
+    savings: float | None = None
+    """Dollars per hour the command takes off (None when a price is unknown)."""
 
 
 class OrchestrationQueue:
@@ -201,6 +209,7 @@ class OrchestrationQueue:
             reason=command.reason.value,
             decision=command.decision.value,
             nodepools={c.name: c.nodepool for c in command.candidates},
+            savings=_savings(command),
         )
         self._meta[command_id] = meta
         self.busy.update(names)
@@ -221,8 +230,11 @@ class OrchestrationQueue:
         started = self._clock.now()
         created: list[str] = []
         try:
+            # Each command is a trace of its own, linked to the disruption pass that chose it.
             with self._telemetry.tracer.start_as_current_span(
                 "disruption command",
+                context=Context(),
+                links=current_link(),
                 attributes={
                     "karpy.command_id": command_id,
                     "karpy.method": command.method,
@@ -230,13 +242,17 @@ class OrchestrationQueue:
                     "karpy.decision": meta.decision,
                     "karpy.nodeclaims": list(names),
                     "karpy.replacements": len(replacements),
+                    **(
+                        {"karpy.savings_per_hour": meta.savings} if meta.savings is not None else {}
+                    ),
                 },
-            ):
+            ) as span:
+                parent = traceparent(span)
                 for claim in live:
-                    await self._mark(claim, command_id, len(replacements), meta, started)
+                    await self._mark(claim, command_id, len(replacements), meta, started, parent)
                 for claim in live:
                     await self._taint(claim)
-                await self._create(replacements, created)
+                await self._create([with_origin(c, span) for c in replacements], created)
         except KubeError as error:
             log.error(
                 "failed to start disruption command",
@@ -288,12 +304,13 @@ class OrchestrationQueue:
         replacements: int,
         meta: _Meta,
         started: datetime.datetime,
+        parent: str | None,
     ) -> None:
         name = claim.metadata.name or ""
         patch = {
             "metadata": {
                 "annotations": commands.record(
-                    command_id, replacements=replacements, started=started
+                    command_id, replacements=replacements, started=started, traceparent=parent
                 )
             }
         }
@@ -349,10 +366,11 @@ class OrchestrationQueue:
             self._forget(command_id)
             return Result()
         if not found.complete:
-            await self._rollback(
-                command_id,
-                why="a replacement nodeclaim is missing (never created, or its launch failed)",
-            )
+            with self._step("roll back disruption command", command_id, found):
+                await self._rollback(
+                    command_id,
+                    why="a replacement nodeclaim is missing (never created, or its launch failed)",
+                )
             return Result()
         for claim in found.candidates:
             await self._taint(claim)
@@ -362,17 +380,36 @@ class OrchestrationQueue:
             elapsed = (self._clock.now() - started).total_seconds()
             limit = self.timeout()
             if elapsed > limit:
-                await self._rollback(
-                    command_id, why=f"replacements not initialized within {limit:.0f}s"
-                )
+                with self._step("roll back disruption command", command_id, found):
+                    await self._rollback(
+                        command_id, why=f"replacements not initialized within {limit:.0f}s"
+                    )
                 return Result()
             for claim in found.candidates:
                 await self._event(
                     claim, REASON_WAITING, "Waiting on readiness to continue disruption"
                 )
             return Result(requeue_after=WAIT_RECHECK)
-        await self._delete(command_id, found.candidates)
+        with self._step("delete disruption candidates", command_id, found):
+            await self._delete(command_id, found.candidates)
         return Result()
+
+    def _step(
+        self, name: str, command_id: str, found: commands.InFlight
+    ) -> AbstractContextManager[Span]:
+        """A span for the end of command `command_id`, in the command's own trace (its
+        candidates carry the command's traceparent, so this holds after a restart too), linked
+        to the reconcile that runs it."""
+        parent = remote_parent(found.traceparent)
+        return self._telemetry.tracer.start_as_current_span(
+            name,
+            context=parent,
+            links=current_link() if parent is not None else None,
+            attributes={
+                "karpy.command_id": command_id,
+                "karpy.nodeclaims": [c.metadata.name or "" for c in found.candidates],
+            },
+        )
 
     def _visible(self, command_id: str, found: commands.InFlight | None) -> bool:
         """Whether the view shows every write this process made for `command_id` (always true
@@ -424,6 +461,10 @@ class OrchestrationQueue:
             log.info(
                 "deleted nodeclaim",
                 extra={"command-id": command_id, "nodeclaim": name, "reason": reason},
+            )
+        if meta is not None and meta.savings is not None:
+            self._telemetry.metrics.disruption_savings_per_hour.add(
+                meta.savings, {"reason": meta.reason.lower(), "decision": meta.decision}
             )
         self._forget(command_id)
 
@@ -544,6 +585,16 @@ class OrchestrationQueue:
             except NotFoundError:
                 continue
         self.adopt()
+
+
+def _savings(command: Command) -> float | None:
+    """The price per hour `command` takes off: its candidates' (the offerings they run on)
+    less its replacements' (the offerings they are planned at); None when a candidate's price
+    is unknown or a replacement comes from a template, which has no price until it launches."""
+    removed = candidates_price(command.candidates)
+    if removed is None or command.from_template:
+        return None
+    return removed - math.fsum(plan.price for plan in command.replacements)
 
 
 def _annotated(claim: NodeClaim, command_id: str) -> NodeClaim:

@@ -31,7 +31,8 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import ClassVar, Final
 
-from opentelemetry.trace import Span
+from opentelemetry.trace import Span, Status, StatusCode
+from opentelemetry.util.types import AttributeValue
 
 from karpy.apis.kube.pod import Pod as KubePod
 from karpy.apis.meta import ConditionStatus
@@ -61,6 +62,7 @@ from karpy.state.plans import (
 )
 from karpy.state.pods import is_provisionable
 from karpy.state.snapshot import ClusterObjects, SnapshotKinds, build_snapshot, read_cluster
+from karpy.state.tracecontext import with_origin
 from karpy.state.view import ClusterView
 
 log = logging.getLogger(__name__)
@@ -191,6 +193,7 @@ class Provisioner(SingletonController):
                 pending, waiting = self._pending(objects)
                 span.set_attribute("karpy.pods", len(pending))
                 span.set_attribute("karpy.pod_names", _span_pod_names(pending))
+                span.set_attribute("karpy.pod_uids", _span_pod_uids(pending))
                 if not pending:
                     return _recheck(waiting)
                 log.info(
@@ -203,6 +206,8 @@ class Provisioner(SingletonController):
                     if p.metadata.deletion_timestamp is None and not _not_ready(p)
                 ]
                 types = await self._instance_types(pools)
+                span.set_attribute("karpy.nodepools", sorted(types))
+                span.set_attribute("karpy.instance_types", sum(len(t) for t in types.values()))
                 build = build_snapshot(objects, pending=pending, instance_types=types)
             by_uid = {p.metadata.uid or "": p for p in pending}
             refused: list[Event] = []
@@ -232,13 +237,16 @@ class Provisioner(SingletonController):
                 )
                 self._telemetry.metrics.provisioner_batch_size.record(len(build.pods))
                 solve_span.set_attribute("karpy.nodeclaims", len(results.nodeclaims))
+                solve_span.set_attribute("karpy.pods", len(build.pods))
+                solve_span.set_attribute("karpy.nominated", len(results.nominations))
+                solve_span.set_attribute("karpy.unplaced", len(results.unplaced))
             self._nominate(results, by_uid)
             await self._report(results, objects, by_uid)
             unschedulable = len(results.unplaced) + len(refused)
             self._telemetry.metrics.provisioner_unschedulable_pods.set(unschedulable)
             span.set_attribute("karpy.unschedulable", unschedulable)
             with tracer.start_as_current_span("launch") as launch_span:
-                names = await self._launch(results.nodeclaims, pools, launch_span)
+                names = await self._launch(results.nodeclaims, pools, types, by_uid, launch_span)
             span.set_attribute("karpy.nodeclaims", names)
         return _recheck(waiting)
 
@@ -359,7 +367,12 @@ class Provisioner(SingletonController):
                 group.create_task(self._recorder.publish(event, now=now))
 
     async def _launch(
-        self, plans: Sequence[NodeClaimPlan], pools: Sequence[NodePool], span: Span
+        self,
+        plans: Sequence[NodeClaimPlan],
+        pools: Sequence[NodePool],
+        types: Mapping[str, Sequence[InstanceType]],
+        pods: Mapping[str, KubePod],
+        span: Span,
     ) -> list[str]:
         if not plans:
             return []
@@ -371,17 +384,28 @@ class Provisioner(SingletonController):
         created: list[str] = []
         failures: list[str] = []
 
+        tracer = self._telemetry.tracer
+
         async def one(plan: NodeClaimPlan) -> None:
-            try:
-                claim = nodeclaim_from_plan(plan, by_name[plan.nodepool])
-                stored = await self._client.create(NODECLAIMS, claim)
-            except (PlanError, KubeError) as error:
-                log.error(
-                    "failed to create nodeclaim",
-                    extra={"nodepool": plan.nodepool, "error": str(error)},
-                )
-                failures.append(str(error))
-                return
+            with tracer.start_as_current_span(
+                "create nodeclaim",
+                attributes=_decision(plan, types.get(plan.nodepool, ()), pods),
+                record_exception=False,
+            ) as create_span:
+                try:
+                    claim = nodeclaim_from_plan(plan, by_name[plan.nodepool])
+                    # The lifecycle's launch joins this trace, after a restart too.
+                    stored = await self._client.create(NODECLAIMS, with_origin(claim, create_span))
+                except (PlanError, KubeError) as error:
+                    log.error(
+                        "failed to create nodeclaim",
+                        extra={"nodepool": plan.nodepool, "error": str(error)},
+                    )
+                    create_span.set_status(Status(StatusCode.ERROR, type(error).__name__))
+                    create_span.set_attribute("karpy.error", str(error))
+                    failures.append(str(error))
+                    return
+                create_span.set_attribute("karpy.nodeclaim", stored.metadata.name or "")
             name = stored.metadata.name or ""
             created.append(name)
             self._telemetry.metrics.nodeclaims_created_total.add(
@@ -457,6 +481,49 @@ def _span_pod_names(pods: Sequence[KubePod], limit: int = SPAN_PODS) -> list[str
     """`namespace/name` of the batch's first `limit` pods: enough to find a pod's batch in a
     trace backend without making a 20,000-pod batch's span megabytes long."""
     return [f"{p.metadata.namespace}/{p.metadata.name}" for p in pods[:limit]]
+
+
+def _span_pod_uids(pods: Sequence[KubePod], limit: int = SPAN_PODS) -> list[str]:
+    """The UIDs of the pods `_span_pod_names` names, in the same order."""
+    return [p.metadata.uid or "" for p in pods[:limit]]
+
+
+def _decision(
+    plan: NodeClaimPlan, types: Sequence[InstanceType], pods: Mapping[str, KubePod]
+) -> dict[str, AttributeValue]:
+    """What a "create nodeclaim" span says of the solver's decision: the NodePool, the pods, the
+    instance types considered (cheapest first, as the NodeClaim's requirements list them) and
+    the offering the solver priced the NodeClaim at (the cheapest available one its requirements
+    allow; the provider makes the final choice, which the launch span records)."""
+    placed = [pods[uid] for uid in plan.pods if uid in pods]
+    attributes: dict[str, AttributeValue] = {
+        "karpy.nodepool": plan.nodepool,
+        "karpy.pods": len(plan.pods),
+        "karpy.pod_names": _span_pod_names(placed),
+        "karpy.pod_uids": list(plan.pods[:SPAN_PODS]),
+        "karpy.instance_types": list(plan.instance_types),
+        "karpy.instance_types.count": len(plan.instance_types),
+        "karpy.zones": list(plan.zones),
+        "karpy.capacity_types": list(plan.capacity_types),
+        "karpy.price_per_hour": plan.price,
+    }
+    considered = set(plan.instance_types)
+    offers = [
+        (offering.price, instance_type.name, offering.zone, offering.capacity_type)
+        for instance_type in types
+        if instance_type.name in considered
+        for offering in instance_type.offerings
+        if offering.available and offering.matches(plan.requirements)
+    ]
+    if offers:
+        price, name, zone, capacity_type = min(offers)
+        attributes |= {
+            "karpy.offering.instance_type": name,
+            "karpy.offering.zone": zone,
+            "karpy.offering.capacity_type": capacity_type,
+            "karpy.offering.price_per_hour": price,
+        }
+    return attributes
 
 
 def _pod_names(pods: Sequence[KubePod]) -> str:

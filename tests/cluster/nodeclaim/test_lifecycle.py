@@ -8,6 +8,7 @@ import datetime
 import logging
 
 import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from karpy.apis.codec import to_dict
 from karpy.apis.kube.common import Taint, TaintEffect
@@ -23,6 +24,7 @@ from karpy.cloudprovider import (
     InsufficientCapacityError,
     NodeClassNotReadyError,
 )
+from karpy.cloudprovider.instrumented import InstrumentedCloudProvider
 from karpy.controllers.nodeclaim.lifecycle import (
     LAUNCH_TIMEOUT,
     REGISTRATION_TIMEOUT,
@@ -33,12 +35,15 @@ from karpy.kube.errors import ConflictError, NotFoundError
 from karpy.kube.events import Recorder
 from karpy.kube.kinds import NODECLAIMS, NODES
 from karpy.runtime.clock import FakeClock
+from karpy.runtime.telemetry import Telemetry, traceparent
+from karpy.state.tracecontext import with_origin
 from karpy.testing.fake_cloudprovider import TEST_NODE_CLASS, FakeCloudProvider
 from karpy_kwok import KwokCloudProvider, KwokOptions
 from karpy_kwok.catalog import load_entries
 from tests.cluster.nodeclaim.conftest import make_nodeclaim, reconcile_until
 from tests.support.clusterview import LiveView
 from tests.support.kubehttp import KubeHTTP
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.usefixtures("karpy_crds")
 
@@ -304,3 +309,56 @@ async def test_registration_takes_over_the_node_with_the_nodeclaims_provider_id(
     assert fields["instance-type"] == claim.metadata.labels[wk.LABEL_INSTANCE_TYPE]
     assert fields["zone"] == claim.metadata.labels[wk.LABEL_TOPOLOGY_ZONE]
     assert fields["capacity-type"] == claim.metadata.labels[wk.LABEL_CAPACITY_TYPE]
+
+
+async def test_a_nodeclaims_lifecycle_continues_the_trace_recorded_on_it(
+    kube: KubeClient, live: LiveView
+) -> None:
+    # The span that created the NodeClaim belongs to another process (a batch before a
+    # restart): all that reaches this controller is the annotation on the API server.
+    earlier = Telemetry.setup(service_name="before-restart", span_exporter=InMemorySpanExporter())
+    with earlier.tracer.start_as_current_span("create nodeclaim") as created:
+        claim = with_origin(make_nodeclaim("lc-traced"), created)
+        recorded = traceparent(created)
+    earlier.shutdown()
+    origin = created.get_span_context()
+    stored, clock = await _created(kube, claim)
+    assert stored.metadata.annotations[wk.ANNOTATION_TRACEPARENT] == recorded
+
+    spans = InMemorySpanExporter()
+    telemetry = Telemetry.setup(service_name="after-restart", span_exporter=spans)
+    provider = InstrumentedCloudProvider(
+        KwokCloudProvider(kube, load_entries(), options=KwokOptions()), telemetry
+    )
+    controller = LifecycleController(
+        kube,
+        live.view,
+        provider,
+        clock=clock,
+        recorder=Recorder(kube, clock),
+        tracer=telemetry.tracer,
+    )
+    reconcile = live.settled(controller.reconcile)
+
+    async def ready() -> bool:
+        with telemetry.tracer.start_as_current_span("reconcile nodeclaim.lifecycle"):
+            await reconcile("lc-traced")
+        got = await kube.get(NODECLAIMS, "lc-traced")
+        return _status(got, ConditionType.READY) is ConditionStatus.TRUE
+
+    await eventually(ready, within=30, interval=0.1)
+    finished = {s.name: s for s in spans.get_finished_spans()}
+    launch = finished["launch nodeclaim"]
+    assert launch.parent is not None
+    assert (launch.parent.trace_id, launch.parent.span_id) == (origin.trace_id, origin.span_id)
+    assert finished["cloudprovider.Create"].parent == launch.context
+    assert len(launch.links) == 1  # back to the reconcile that ran it
+    assert launch.attributes is not None
+    assert launch.attributes["karpy.provider_id"] == "kwok://lc-traced"
+    for name in ("register nodeclaim", "initialize nodeclaim"):
+        span = finished[name]
+        assert span.context.trace_id != origin.trace_id  # its reconcile's own trace
+        assert [(link.context.trace_id, link.context.span_id) for link in span.links] == [
+            (origin.trace_id, origin.span_id)
+        ]
+    telemetry.shutdown()

@@ -26,6 +26,7 @@ from karpy.kube.events import Recorder
 from karpy.kube.kinds import NODECLAIMS, NODES, PODS
 from karpy.runtime.clock import FakeClock
 from karpy.runtime.reconciler import Result
+from karpy.runtime.telemetry import Telemetry
 from karpy_kwok import KwokCloudProvider, KwokOptions
 from karpy_kwok.catalog import load_entries
 from tests.cluster.nodeclaim.conftest import make_nodeclaim, reconcile_until
@@ -48,6 +49,14 @@ class Harness:
     clock: FakeClock
     lifecycle: Reconciles
     termination: Reconciles
+    telemetry: Telemetry
+
+    def sample(self, series: str) -> float:
+        """The value of one series on /metrics (0 when it is absent)."""
+        for line in self.telemetry.prometheus_text().splitlines():
+            if line.startswith(f"{series} "):
+                return float(line.split()[-1])
+        return 0.0
 
 
 async def _registered_node(
@@ -61,23 +70,35 @@ async def _registered_node(
     )
     assert stored.metadata.creation_timestamp is not None
     clock = FakeClock(stored.metadata.creation_timestamp)
+    telemetry = Telemetry.setup(service_name="termination-test")
     harness = Harness(
         kube,
         clock,
         Reconciles(
             live.settled(
                 LifecycleController(
-                    kube, view, provider, clock=clock, recorder=Recorder(kube, clock)
+                    kube,
+                    view,
+                    provider,
+                    clock=clock,
+                    recorder=Recorder(kube, clock),
+                    metrics=telemetry.metrics,
                 ).reconcile
             )
         ),
         Reconciles(
             live.settled(
                 TerminationController(
-                    kube, view, provider, clock=clock, recorder=Recorder(kube, clock)
+                    kube,
+                    view,
+                    provider,
+                    clock=clock,
+                    recorder=Recorder(kube, clock),
+                    metrics=telemetry.metrics,
                 ).reconcile
             )
         ),
+        telemetry,
     )
 
     async def registered() -> bool:
@@ -181,6 +202,12 @@ async def test_a_pdb_allowing_no_disruption_holds_the_node_until_it_allows_one(
     await reconcile_until(
         h.lifecycle.reconcile, "tm-pdb", lambda: _nodeclaim_absent(kube, "tm-pdb")
     )
+    # Karpenter's counters: each refusal and the accepted eviction, the node made and let go.
+    evictions = "karpenter_pods_eviction_requests_total"
+    assert h.sample(f'{evictions}{{code="429"}}') >= len(refusals)
+    assert h.sample(f'{evictions}{{code="200"}}') == 1
+    assert h.sample('karpenter_nodes_created_total{nodepool="default"}') == 1
+    assert h.sample('karpenter_nodes_terminated_total{nodepool="default"}') == 1
 
 
 async def test_a_do_not_disrupt_pod_holds_the_node_until_the_grace_period_ends(

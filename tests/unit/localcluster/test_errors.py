@@ -107,3 +107,47 @@ def test_staging_version_follows_the_kubernetes_release() -> None:
     assert staging_version("1.33.13") == "v0.33.13"
     with pytest.raises(ValueError, match="unsupported Kubernetes major"):
         staging_version("2.0.0")
+
+
+FAKE_GO = """#!/bin/sh
+# Stands in for 'go': 'go env GOVERSION' answers, and 'go build -o OUT' writes OUT. The first
+# build of kube-apiserver, helm and jaeger each waits until all three have started: were they
+# built one after another, the first would wait in vain and fail.
+if [ "$1" = env ]; then echo go1.26.0; exit 0; fi
+out=""; prev=""
+for arg in "$@"; do
+    if [ "$prev" = "-o" ]; then out="$arg"; fi
+    prev="$arg"
+done
+name=$(basename "$out")
+case "$name" in
+    .kube-apiserver.*|.helm.*|.jaeger.*)
+        touch "$BARRIER/${name%%.partial-*}"
+        tries=0
+        while [ "$(ls -A "$BARRIER" | wc -l)" -lt 3 ]; do
+            tries=$((tries + 1))
+            if [ "$tries" -gt 600 ]; then echo "built alone: the others never started"; exit 1; fi
+            sleep 0.1
+        done;;
+esac
+printf '#!/bin/sh\\n' > "$out"
+chmod +x "$out"
+"""
+
+
+def test_the_control_plane_helm_and_jaeger_build_at_once(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    bin_dir = tmp_path / "fakebin"
+    bin_dir.mkdir()
+    (bin_dir / "go").write_text(FAKE_GO)
+    (bin_dir / "go").chmod(0o755)
+    barrier = tmp_path / "started"
+    barrier.mkdir()
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    monkeypatch.setenv("BARRIER", str(barrier))
+    binaries, tools = build_module.ensure_all(cache_dir=tmp_path / "cache", progress=quiet)
+    assert sorted(p.name for p in barrier.iterdir()) == [".helm", ".jaeger", ".kube-apiserver"]
+    for path in (binaries.kube_apiserver, binaries.kube_scheduler, tools.helm, tools.jaeger):
+        assert path.is_file()
+    assert tools.jaeger.parent.name == "jaeger-v1.76.0"

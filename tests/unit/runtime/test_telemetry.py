@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import re
 
-from karpy.runtime.telemetry import DURATION_BUCKETS, Telemetry
+from opentelemetry.trace import INVALID_SPAN
+
+from karpy.runtime.telemetry import (
+    DURATION_BUCKETS,
+    Telemetry,
+    current_link,
+    links_to,
+    parse_traceparent,
+    remote_parent,
+    traceparent,
+)
 
 SAMPLE = re.compile(r"^([a-z_]+)(\{[^}]*\})? (\S+)$")
 
@@ -68,3 +78,50 @@ def test_label_values_are_escaped(telemetry: Telemetry) -> None:
 def test_build_info_is_always_present(telemetry: Telemetry) -> None:
     samples = parse(telemetry.prometheus_text())
     assert any(key.startswith("karpenter_build_info{version=") for key in samples)
+
+
+def test_a_span_survives_as_a_traceparent_and_comes_back_as_parent_and_link(
+    telemetry: Telemetry,
+) -> None:
+    tracer = telemetry.tracer
+    with tracer.start_as_current_span("create") as created:
+        value = traceparent(created)
+    assert value is not None
+    origin = created.get_span_context()
+    assert value.startswith(f"00-{origin.trace_id:032x}-{origin.span_id:016x}-")
+    parsed = parse_traceparent(value)
+    assert parsed is not None
+    assert parsed.is_remote
+    assert (parsed.trace_id, parsed.span_id) == (origin.trace_id, origin.span_id)
+
+    with tracer.start_as_current_span("reconcile") as reconcile:
+        parent = remote_parent(value)
+        with tracer.start_as_current_span("launch", context=parent, links=current_link()) as launch:
+            joined = launch.get_span_context()
+            linked = [link.context for link in launch.links]  # type: ignore[attr-defined]
+        with tracer.start_as_current_span("register", links=links_to(value)) as register:
+            linked_back = [link.context.span_id for link in register.links]  # type: ignore[attr-defined]
+            in_reconcile = register.get_span_context().trace_id
+    assert joined.trace_id == origin.trace_id
+    assert [c.span_id for c in linked] == [reconcile.get_span_context().span_id]
+    assert linked_back == [origin.span_id]
+    assert in_reconcile == reconcile.get_span_context().trace_id != origin.trace_id
+
+
+def test_a_missing_or_malformed_traceparent_is_ignored() -> None:
+    for value in (None, "", "garbage", "00-zz-yy-01", f"00-{'0' * 32}-{'0' * 16}-01"):
+        assert parse_traceparent(value) is None
+        assert remote_parent(value) is None
+        assert links_to(value) == []
+    assert traceparent(INVALID_SPAN) is None
+    assert current_link() == []
+
+
+def test_without_an_exporter_spans_are_not_recorded_and_leave_no_traceparent() -> None:
+    telemetry = Telemetry.setup(service_name="karpy-test")
+    try:
+        with telemetry.tracer.start_as_current_span("create") as span:
+            assert not span.is_recording()
+            assert traceparent(span) is None
+    finally:
+        telemetry.shutdown()

@@ -52,6 +52,7 @@ from karpy.runtime.backoff import Backoff
 from karpy.runtime.clock import Clock
 from karpy.runtime.logging import bind
 from karpy.runtime.reconciler import Result
+from karpy.runtime.telemetry import Metrics
 from karpy.state.conditions import with_condition
 from karpy.state.deadline import termination_deadline
 from karpy.state.pods import do_not_disrupt, needs_drain
@@ -81,6 +82,7 @@ class TerminationController:
         clock: wall clock; the terminationGracePeriod deadline is measured on it.
         recorder: publishes Evicted, FailedDraining and TerminationGracePeriodExpiring events.
         eviction_backoff: retry policy for evictions a PDB refused (default 100 ms → 10 s).
+        metrics: where nodes terminated and eviction requests are counted (none by default).
     """
 
     name: ClassVar[str] = "node.termination"
@@ -94,7 +96,9 @@ class TerminationController:
         clock: Clock,
         recorder: Recorder,
         eviction_backoff: Backoff = EVICTION_BACKOFF,
+        metrics: Metrics | None = None,
     ) -> None:
+        self._metrics = metrics
         self._kube = kube
         self._view = view
         self._recorder = recorder
@@ -142,6 +146,10 @@ class TerminationController:
         if not await self._instance_terminated(node, nodeclaim):
             return Result(requeue_after=INSTANCE_TERMINATION_WAIT)
         await self._kube.remove_finalizer(NODES, node, wk.FINALIZER_TERMINATION)
+        if self._metrics is not None:
+            self._metrics.nodes_terminated_total.add(
+                1, {"nodepool": node.metadata.labels.get(wk.LABEL_NODEPOOL, "")}
+            )
         self._evictors.pop(name, None)
         log.info("deleted node", extra={"provider-id": node.spec.provider_id or ""})
         return Result()
@@ -228,7 +236,16 @@ class TerminationController:
             return Result(requeue_after=DRAIN_RECHECK)
         evictor = self._evictors.get(name)
         if evictor is None:
-            evictor = Evictor(self._kube, recorder=self._recorder, backoff=self._eviction_backoff)
+            evictor = Evictor(
+                self._kube,
+                recorder=self._recorder,
+                backoff=self._eviction_backoff,
+                requests=(
+                    self._metrics.pods_eviction_requests_total
+                    if self._metrics is not None
+                    else None
+                ),
+            )
             self._evictors[name] = evictor
         wait = await evictor.evict(next_to_evict(pods))
         blocked = sum(1 for p in pods if do_not_disrupt(p))

@@ -17,6 +17,8 @@ import logging
 from collections.abc import Iterable, Sequence
 from typing import Final
 
+from opentelemetry.metrics import Counter
+
 from karpy.apis.kube.pod import Pod
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError, TooManyRequestsError
@@ -82,8 +84,14 @@ class Evictor:
     """
 
     def __init__(
-        self, kube: KubeClient, *, recorder: Recorder, backoff: Backoff = EVICTION_BACKOFF
+        self,
+        kube: KubeClient,
+        *,
+        recorder: Recorder,
+        backoff: Backoff = EVICTION_BACKOFF,
+        requests: Counter | None = None,
     ) -> None:
+        self._requests = requests
         self._kube = kube
         self._recorder = recorder
         self._backoff: KeyedBackoff[str] = KeyedBackoff(backoff)
@@ -106,9 +114,11 @@ class Evictor:
                     pod.metadata.name or "", namespace=pod.metadata.namespace or ""
                 )
             except NotFoundError:
+                self._count(404)
                 self._forget(key)
                 continue
             except TooManyRequestsError as error:
+                self._count(429)
                 delay = max(self._backoff.failure(key), error.retry_after or 0.0)
                 self._not_before[key] = loop.time() + delay
                 wait = delay if wait is None else min(wait, delay)
@@ -121,6 +131,7 @@ class Evictor:
                     },
                 )
                 continue
+            self._count(200)
             self._forget(key)
             log.info("evicted pod", extra={"pod": f"{pod.metadata.namespace}/{pod.metadata.name}"})
             await self._recorder.publish(
@@ -133,6 +144,10 @@ class Evictor:
                 now=loop.time(),
             )
         return wait
+
+    def _count(self, code: int) -> None:
+        if self._requests is not None:
+            self._requests.add(1, {"code": str(code)})
 
     def refusals(self, pod: Pod) -> int:
         """How many times in a row the pod's eviction was refused."""

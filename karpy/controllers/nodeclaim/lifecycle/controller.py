@@ -26,6 +26,8 @@ from __future__ import annotations
 import logging
 from typing import ClassVar, Final
 
+from opentelemetry.trace import NoOpTracer, Tracer
+
 from karpy.apis.codec import format_time
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import NodeClaim
@@ -42,6 +44,7 @@ from karpy.kube.kinds import NODECLAIMS, NODES
 from karpy.runtime.clock import Clock
 from karpy.runtime.logging import bind
 from karpy.runtime.reconciler import Result
+from karpy.runtime.telemetry import Metrics
 from karpy.state.conditions import with_ready
 from karpy.state.deadline import termination_deadline
 from karpy.state.view import ClusterView
@@ -66,6 +69,9 @@ class LifecycleController:
         cloud_provider: launches and terminates instances (wrap it in `instrumented` for spans).
         clock: wall clock for condition stamps and the launch/registration timeouts.
         recorder: publishes the InsufficientCapacityError and NodeClassNotReady events.
+        tracer: where the launch, registration and initialization spans go (none by default);
+            see karpy.state.tracecontext for how they find the trace that created the NodeClaim.
+        metrics: where registered nodes are counted (karpenter_nodes_created_total).
     """
 
     name: ClassVar[str] = "nodeclaim.lifecycle"
@@ -78,7 +84,10 @@ class LifecycleController:
         *,
         clock: Clock,
         recorder: Recorder,
+        tracer: Tracer | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
+        tracer = tracer if tracer is not None else NoOpTracer()
         self._kube = kube
         self._view = view
         self._cloud = cloud_provider
@@ -95,9 +104,17 @@ class LifecycleController:
                 recorder=recorder,
                 launched=self._launched,
                 said=self._said,
+                tracer=tracer,
             ),
-            Registration(kube, view, clock=clock, said=self._said),
-            Initialization(kube, view, clock=clock, said=self._said),
+            Registration(
+                kube,
+                view,
+                clock=clock,
+                said=self._said,
+                tracer=tracer,
+                nodes_created=metrics.nodes_created_total if metrics is not None else None,
+            ),
+            Initialization(kube, view, clock=clock, said=self._said, tracer=tracer),
         )
 
     async def reconcile(self, name: str) -> Result:

@@ -16,6 +16,8 @@ from __future__ import annotations
 import logging
 from typing import Final
 
+from opentelemetry.trace import NoOpTracer, Tracer
+
 from karpy.apis.kube.node import Node
 from karpy.apis.meta import ConditionStatus
 from karpy.apis.v1 import labels as wk
@@ -27,7 +29,9 @@ from karpy.kube.client import KubeClient
 from karpy.kube.kinds import NODES
 from karpy.runtime.clock import Clock
 from karpy.runtime.reconciler import Result
+from karpy.runtime.telemetry import links_to
 from karpy.state.conditions import claim_is_true, set_condition
+from karpy.state.tracecontext import origin
 from karpy.state.view import ClusterView
 
 log = logging.getLogger(__name__)
@@ -42,8 +46,15 @@ class Initialization:
     """The initialization step (see the module docstring)."""
 
     def __init__(
-        self, kube: KubeClient, view: ClusterView, *, clock: Clock, said: Said | None = None
+        self,
+        kube: KubeClient,
+        view: ClusterView,
+        *,
+        clock: Clock,
+        said: Said | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
+        self._tracer = tracer if tracer is not None else NoOpTracer()
         self._kube = kube
         self._view = view
         self._clock = clock
@@ -73,9 +84,14 @@ class Initialization:
                 now=now,
             )
             return Outcome(marked)
-        if node.metadata.labels.get(wk.LABEL_NODE_INITIALIZED) != "true":
-            patch = {"metadata": {"labels": {wk.LABEL_NODE_INITIALIZED: "true"}}}
-            await self._kube.merge_patch(NODES, name, patch)
+        with self._tracer.start_as_current_span(
+            "initialize nodeclaim",
+            links=links_to(origin(nodeclaim)),
+            attributes={"karpy.nodeclaim": nodeclaim.metadata.name or "", "karpy.node": name},
+        ):
+            if node.metadata.labels.get(wk.LABEL_NODE_INITIALIZED) != "true":
+                patch = {"metadata": {"labels": {wk.LABEL_NODE_INITIALIZED: "true"}}}
+                await self._kube.merge_patch(NODES, name, patch)
         initialized = set_condition(
             nodeclaim,
             ConditionType.INITIALIZED,

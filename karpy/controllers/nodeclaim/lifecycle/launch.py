@@ -18,8 +18,10 @@ import logging
 from typing import Final
 
 import attrs
+from opentelemetry.trace import NoOpTracer, Tracer
 
 from karpy.apis.meta import ConditionStatus
+from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim
 from karpy.cloudprovider import (
     CloudProvider,
@@ -35,7 +37,9 @@ from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
 from karpy.kube.kinds import NODECLAIMS
 from karpy.runtime.clock import Clock
 from karpy.runtime.reconciler import Result
+from karpy.runtime.telemetry import current_link, remote_parent
 from karpy.state.conditions import claim_is_true, set_condition
+from karpy.state.tracecontext import origin
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +59,9 @@ class Launch:
         recorder: Recorder,
         launched: dict[str, NodeClaim],
         said: Said | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
+        self._tracer = tracer if tracer is not None else NoOpTracer()
         self._kube = kube
         self._recorder = recorder
         self._cloud = cloud_provider
@@ -78,7 +84,7 @@ class Launch:
         cached = self._launched.get(nodeclaim.metadata.uid or "")
         if cached is None:
             try:
-                cached = await self._cloud.create(nodeclaim)
+                cached = await self._create(nodeclaim)
             except (InsufficientCapacityError, NodeClassNotReadyError) as error:
                 reason = (
                     "InsufficientCapacityError"
@@ -117,6 +123,30 @@ class Launch:
         if self._said.first("launched", nodeclaim):
             log.info("launched nodeclaim", extra=log_fields(launched))
         return Outcome(launched)
+
+    async def _create(self, nodeclaim: NodeClaim) -> NodeClaim:
+        """CloudProvider.create inside a "launch nodeclaim" span. The span is a child of the span
+        that created the NodeClaim (its karpy.sh/traceparent), so the provider call shows in
+        the provisioning batch's (or disruption command's) trace; it links back to this
+        reconcile. Without the annotation it is a child of this reconcile."""
+        parent = remote_parent(origin(nodeclaim))
+        with self._tracer.start_as_current_span(
+            "launch nodeclaim",
+            context=parent,
+            links=current_link() if parent is not None else None,
+            attributes={"karpy.nodeclaim": nodeclaim.metadata.name or ""},
+        ) as span:
+            launched = await self._cloud.create(nodeclaim)
+            labels = launched.metadata.labels
+            span.set_attributes(
+                {
+                    "karpy.provider_id": launched.status.provider_id or "",
+                    "karpy.instance_type": labels.get(wk.LABEL_INSTANCE_TYPE, ""),
+                    "karpy.zone": labels.get(wk.LABEL_TOPOLOGY_ZONE, ""),
+                    "karpy.capacity_type": labels.get(wk.LABEL_CAPACITY_TYPE, ""),
+                }
+            )
+            return launched
 
     async def _delete(self, nodeclaim: NodeClaim) -> Outcome:
         with contextlib.suppress(NotFoundError):

@@ -20,6 +20,8 @@ import logging
 from typing import Any, Final
 
 import attrs
+from opentelemetry.metrics import Counter
+from opentelemetry.trace import NoOpTracer, Tracer
 
 from karpy.apis.codec import to_dict
 from karpy.apis.kube.common import Taint
@@ -35,7 +37,9 @@ from karpy.kube.kinds import NODECLAIMS, NODES
 from karpy.kube.patch import finalizer_patch
 from karpy.runtime.clock import Clock
 from karpy.runtime.reconciler import Result
+from karpy.runtime.telemetry import links_to
 from karpy.state.conditions import claim_is_true, get_condition, set_condition
+from karpy.state.tracecontext import origin
 from karpy.state.view import ClusterView
 
 log = logging.getLogger(__name__)
@@ -51,8 +55,17 @@ class Registration:
     """The registration step (see the module docstring)."""
 
     def __init__(
-        self, kube: KubeClient, view: ClusterView, *, clock: Clock, said: Said | None = None
+        self,
+        kube: KubeClient,
+        view: ClusterView,
+        *,
+        clock: Clock,
+        said: Said | None = None,
+        tracer: Tracer | None = None,
+        nodes_created: Counter | None = None,
     ) -> None:
+        self._nodes_created = nodes_created
+        self._tracer = tracer if tracer is not None else NoOpTracer()
         self._kube = kube
         self._view = view
         self._clock = clock
@@ -76,8 +89,18 @@ class Registration:
         if not nodes:
             return await self._not_joined(nodeclaim, now)
         node = nodes[0]
-        await self._sync_node(nodeclaim, node)
         name = node.metadata.name or ""
+        # In this reconcile's trace, linked to the batch (or command) that created the NodeClaim.
+        with self._tracer.start_as_current_span(
+            "register nodeclaim",
+            links=links_to(origin(nodeclaim)),
+            attributes={
+                "karpy.nodeclaim": nodeclaim.metadata.name or "",
+                "karpy.node": name,
+                "karpy.provider_id": provider_id,
+            },
+        ):
+            await self._sync_node(nodeclaim, node)
         status = attrs.evolve(nodeclaim.status, node_name=name)
         registered = set_condition(
             attrs.evolve(nodeclaim, status=status),
@@ -88,6 +111,9 @@ class Registration:
         )
         if self._said.first("registered", nodeclaim):
             log.info("registered nodeclaim", extra={**log_fields(registered), "node": name})
+            if self._nodes_created is not None:
+                pool = nodeclaim.metadata.labels.get(wk.LABEL_NODEPOOL, "")
+                self._nodes_created.add(1, {"nodepool": pool})
         return Outcome(registered)
 
     async def _not_joined(self, nodeclaim: NodeClaim, now: datetime.datetime) -> Outcome:
