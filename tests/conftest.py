@@ -38,11 +38,14 @@ _CLUSTER_DIRS = ("cluster", "e2e")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests under tests/cluster and tests/e2e need the control plane: mark them so."""
+    """Tests under tests/cluster and tests/e2e need the control plane: mark them so. Tests
+    marked ``tools`` (helm, Jaeger) go last, so the tools' build has the whole suite to finish
+    in (tests/support/marks.py)."""
     for item in items:
         parts = Path(str(item.path)).relative_to(ROOT / "tests").parts
         if parts and parts[0] in _CLUSTER_DIRS:
             item.add_marker(pytest.mark.cluster)
+    items.sort(key=lambda item: item.get_closest_marker("tools") is not None)
 
 
 @pytest.fixture(autouse=True)

@@ -12,7 +12,7 @@ import sys
 
 import attrs
 
-from karpy.localcluster.build import ensure_all
+from karpy.localcluster.build import ensure_all, ensure_binaries, ensure_tools
 from karpy.localcluster.cluster import LocalCluster
 from karpy.localcluster.errors import LocalClusterError
 from karpy.localcluster.versions import KUBERNETES_VERSION, KWOK_VERSION
@@ -39,9 +39,15 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("down", help="stop every process and remove the cluster's state")
     sub.add_parser("status", help="show what runs where, with memory use")
     sub.add_parser("env", help="print shell exports for kubectl and karpy")
-    sub.add_parser(
+    build = sub.add_parser(
         "build",
         help="build (or find cached) control-plane binaries, helm and Jaeger, in parallel",
+    )
+    build.add_argument(
+        "--only",
+        choices=("control-plane", "tools"),
+        help="build only the control plane (etcd, Kubernetes, kwok) or only the test tools "
+        "(helm, Jaeger)",
     )
     return parser
 
@@ -66,8 +72,13 @@ def main(argv: list[str]) -> int:
                 return 1
             sys.stdout.write(f"export KUBECONFIG={shlex.quote(str(found.kubeconfig))}\n")
         elif args.action == "build":
-            binaries, tools = ensure_all()
-            paths = {**attrs.asdict(binaries), **attrs.asdict(tools)}
+            if args.only == "control-plane":
+                paths = attrs.asdict(ensure_binaries())
+            elif args.only == "tools":
+                paths = attrs.asdict(ensure_tools())
+            else:
+                binaries, tools = ensure_all()
+                paths = {**attrs.asdict(binaries), **attrs.asdict(tools)}
             for field, path in sorted(paths.items()):
                 sys.stdout.write(f"{field.replace('_', '-'):<24} {path}\n")
     except LocalClusterError as error:

@@ -15,6 +15,9 @@ from karpy.runtime.options import FeatureGates, documented, load
 from karpy_aws.operator import AWSProviderOptions
 from karpy_kwok import options_from_settings
 from tests.support.helm import CHART, REQUIRED, helm, only, render, set_flags, template
+from tests.support.marks import TOOLS
+
+pytestmark = list(TOOLS)
 
 NOT_VALUES = {"KUBECONFIG", "BIND_ADDRESS", "DISABLE_LEADER_ELECTION"}
 """In a pod karpy uses its ServiceAccount, binds every interface and always elects a leader."""

@@ -36,9 +36,10 @@ from tests.e2e.daemon import (
 )
 from tests.support.helm import render
 from tests.support.kubehttp import KubeHTTP
+from tests.support.marks import TOOLS
 from tests.support.waiting import eventually
 
-pytestmark = pytest.mark.usefixtures("karpy_crds")
+pytestmark = [pytest.mark.usefixtures("karpy_crds"), *TOOLS]
 
 _PATHS: Mapping[str, str] = {
     "ServiceAccount": "/api/v1/namespaces/{ns}/serviceaccounts/{name}",

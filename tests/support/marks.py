@@ -15,3 +15,9 @@ import pytest
 
 ONE_AT_A_TIME = pytest.mark.xdist_group("one-at-a-time")
 """Run on the same worker as every other test so marked, never beside one of them."""
+
+
+TOOLS = (pytest.mark.tools, pytest.mark.timeout(1500))
+"""Needs helm or Jaeger. ``scripts/check`` builds those beside pytest, at low priority, on a
+fresh machine (the suite mostly waits on control planes, so a core is free); these tests run
+last (tests/conftest.py) and may wait for the build, hence the longer timeout."""
