@@ -22,6 +22,7 @@ from karpy.core.requirements import Requirement, Requirements
 from karpy.core.resources import CPU, MEMORY, Resources
 from karpy.core.scheduling import explain as explain_mod
 from karpy.core.scheduling import preferences
+from karpy.core.scheduling import repack as repack_mod
 from karpy.core.scheduling.existingnode import ExistingNode, Placement
 from karpy.core.scheduling.improve import improve, peel
 from karpy.core.scheduling.lp import covering_lp
@@ -686,7 +687,25 @@ def solve(
         solver = Solver(snapshot, pods, opts)
         solver.run()
         return solver.results(sum(c.price() for c in solver.claims if c.pods))
-    best: tuple[tuple[int, float], Results] | None = None
+    results, solver = _solve_balanced(snapshot, pods, opts)
+    if not opts.improve or not solver.weights:
+        return results
+    movable = frozenset(
+        uid for uid, ctx in solver.pod_context.items() if ctx.simple and uid not in solver.relaxed
+    )
+    shape = repack_mod.Shape(solver.space, solver.weights, movable)
+
+    def window(sub: ClusterSnapshot, moving: list[Pod]) -> Results:
+        return _solve_balanced(sub, moving, opts)[0]
+
+    return repack_mod.repack(snapshot, pods, results, shape, window)
+
+
+def _solve_balanced(
+    snapshot: ClusterSnapshot, pods: list[Pod], opts: SchedulerOptions
+) -> tuple[Results, Solver]:
+    """The cheapest plan of the greedy variants (each improved), and the solver that made it."""
+    best: tuple[tuple[int, float], Results, Solver] | None = None
     variants = (BALANCED, INTERLEAVED) if len(pods) <= SMALL_BATCH else (BALANCED,)
     for variant in variants:
         solver = Solver(snapshot, pods, opts, variant)
@@ -698,10 +717,10 @@ def solve(
         results = solver.results(greedy)
         score = (len(results.unplaced), round(results.price, 6))
         if best is None or score < best[0]:
-            best = (score, results)
+            best = (score, results, solver)
     if best is None:
         raise ValueError("no packing variant ran")
-    return best[1]
+    return best[1], best[2]
 
 
 BALANCED = Variant(ordered=True, balanced=True, steer=True)
