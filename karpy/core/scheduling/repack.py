@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import attrs
 
+from karpy.core.instancetypes import InstanceType
 from karpy.core.pods import Pod, PodUID
 from karpy.core.resources import Resources
 from karpy.core.scheduling.pool import ResourceSpace
@@ -126,8 +127,9 @@ def _rest(snapshot: ClusterSnapshot, kept: list[NodeClaimPlan]) -> ClusterSnapsh
     for node in snapshot.nodes:
         if node.nodepool is not None:
             charge(node.nodepool, node.capacity)
-    types = {
-        pool.name: {it.name: it for it in snapshot.types_for(pool)} for pool in snapshot.nodepools
+    types: dict[str, dict[str, InstanceType]] = {
+        str(pool.name): {it.name: it for it in snapshot.types_for(pool)}
+        for pool in snapshot.nodepools
     }
     for plan in kept:
         largest: dict[str, int] = {}

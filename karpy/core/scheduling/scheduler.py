@@ -691,7 +691,9 @@ def solve(
     if not opts.improve or not solver.weights:
         return results
     movable = frozenset(
-        uid for uid, ctx in solver.pod_context.items() if ctx.simple and uid not in solver.relaxed
+        PodUID(uid)
+        for uid, ctx in solver.pod_context.items()
+        if ctx.simple and PodUID(uid) not in solver.relaxed
     )
     shape = repack_mod.Shape(solver.space, solver.weights, movable)
 
