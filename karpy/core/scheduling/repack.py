@@ -28,9 +28,8 @@ from karpy.core.pods import Pod, PodUID
 from karpy.core.resources import Resources
 from karpy.core.scheduling.pool import ResourceSpace
 from karpy.core.scheduling.results import NodeClaimPlan, Results
-from karpy.core.snapshot import ClusterSnapshot, NodePool
+from karpy.core.snapshot import NODES_LIMIT, ClusterSnapshot, NodePool
 
-NODES_LIMIT = "nodes"
 # Windows tried in all; the widest window; how far down the ranking windows may start (a share
 # of the candidates: the rest are well-shaped already).
 MAX_ROUNDS = 16

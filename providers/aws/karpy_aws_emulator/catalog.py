@@ -13,6 +13,11 @@ Pricing API), with spot at the provider's fallback ratio: real shapes, estimated
 from __future__ import annotations
 
 import functools
+import gzip
+from importlib import resources
+from typing import Any
+
+import orjson
 
 from karpy.core.instancetypes import InstanceType
 from karpy.runtime.clock import FakeClock
@@ -28,22 +33,24 @@ DEFAULT_REGION = "us-east-1"
 
 @functools.cache
 def offline_instance_types(region: str = DEFAULT_REGION) -> tuple[InstanceType, ...]:
-    """Every instance type moto describes in ``region``, as the scheduler sees it."""
-    from moto.ec2.models.availability_zones_and_regions import RegionsAndZonesBackend
-    from moto.ec2.models.instance_types import INSTANCE_TYPE_OFFERINGS, INSTANCE_TYPES
+    """Every instance type moto describes in ``region``, as the scheduler sees it.
 
-    rows = INSTANCE_TYPE_OFFERINGS["availability-zone"].get(region)
+    Read from moto's packaged data files, not its EC2 models: importing those fixes the AMIs an
+    in-process moto server would serve (``karpy_aws_emulator.server``). Zone ids follow the zone
+    letters (a -> az1, ...): the real mapping differs per account anyway."""
+    rows = _moto_data(f"instance_type_offerings/availability-zone/{region}.json.gz")
     if not rows:
         raise ValueError(f"moto has no instance type offerings for region {region!r}")
+    described = _moto_data("instance_types.json.gz")
     offered: dict[str, set[str]] = {}
     for row in rows:
         offered.setdefault(row["InstanceType"], set()).add(row["Location"])
+    prefix = "".join(part[0] for part in region.split("-")[:-1]) + region.split("-")[-1]
     zones = [
-        Zone(name=z.name, zone_id=z.zone_id)
-        for z in RegionsAndZonesBackend.zones.get(region, [])
-        if any(z.name in where for where in offered.values())
+        Zone(name=name, zone_id=f"{prefix}-az{ord(name[-1]) - ord('a') + 1}")
+        for name in sorted({zone for where in offered.values() for zone in where})
     ]
-    infos = [parse_instance_type(INSTANCE_TYPES[name]) for name in sorted(offered)]
+    infos = [parse_instance_type(described[name]) for name in sorted(offered) if name in described]
     prices = EstimatedPrices({info.name: shape_of(info) for info in infos})
     unavailable = UnavailableOfferings(FakeClock())
     return tuple(
@@ -59,3 +66,9 @@ def offline_instance_types(region: str = DEFAULT_REGION) -> tuple[InstanceType, 
             unavailable=unavailable,
         )
     )
+
+
+def _moto_data(name: str) -> Any:
+    """One of moto's packaged EC2 data files (gzipped JSON)."""
+    path = resources.files("moto") / "ec2" / "resources" / name
+    return orjson.loads(gzip.decompress(path.read_bytes()))
