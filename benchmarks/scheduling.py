@@ -7,7 +7,9 @@ Run: ``.venv/bin/python benchmarks/scheduling.py [--sizes 500,5000,20000] [--cat
 One NodePool without limits, no existing nodes; only ``solve()`` is timed (pods/s of the median
 of ``--repeat`` runs). Catalogs: ``fake`` (Karpenter's 400 fake types,
 ``karpy.testing.instancetypes``), ``realistic`` (the seeded c/m/r catalog,
-``karpy.testing.catalogs``), ``kwok`` (the kwok provider's shipped AWS-like catalog). Mixes:
+``karpy.testing.catalogs``), ``kwok`` (the kwok provider's shipped AWS-like catalog), ``aws``
+(EC2's 1,366 instance types in us-east-1 as moto ships them, built by the AWS provider's own code
+with its estimated prices: ``karpy_aws_emulator.catalog``). Mixes:
 
 * ``diverse``: Karpenter's mix, a fifth each of plain pods, zonal spread (maxSkew 1,
   DoNotSchedule), hostname spread, zonal self-affinity and hostname anti-affinity (all sharing
@@ -223,7 +225,7 @@ def lower_bound(
     return max(best, min(fitting)) if fitting else best
 
 
-CATALOGS = ("fake", "realistic", "kwok")
+CATALOGS = ("fake", "realistic", "kwok", "aws")
 MIXES = ("diverse", "plain", "memory", "daemonset")
 
 
@@ -238,6 +240,10 @@ def catalog(name: str) -> tuple[InstanceType, ...]:
         from karpy_kwok.catalog import shipped_instance_types
 
         return shipped_instance_types()
+    if name == "aws":
+        from karpy_aws_emulator.catalog import offline_instance_types
+
+        return offline_instance_types()
     raise ValueError(f"unknown catalog {name!r}; choose from {', '.join(CATALOGS)}")
 
 

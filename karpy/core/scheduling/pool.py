@@ -8,6 +8,7 @@ and requirement sets map (memoised) to the bitset of types with a compatible ava
 
 from __future__ import annotations
 
+import copy
 from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
 
@@ -162,18 +163,60 @@ class PoolIndex:
             Requirements, list[tuple[frozenset[str], frozenset[str]] | None]
         ] = {}
         self._union_cache: dict[Requirements, tuple[frozenset[str], frozenset[str]]] = {}
+        self._frontier: dict[Requirements, tuple[int, ...]] = {}
         self.position = {it.name: i for i, it in enumerate(self.types)}
         self.min_values: tuple[tuple[str, int], ...] = tuple(
             (r.key, r.min_values) for r in self.template if r.min_values is not None
         )
-        limits = pool.limits
-        self.node_limit: int | None = (
-            limits.get_amount(NODES_LIMIT) // 1000 if NODES_LIMIT in limits else None
-        )
-        self.limit_vec: Vector | None = (
-            space.vector(limits) if any(n != NODES_LIMIT for n in limits) else None
+        self.node_limit: int | None = None
+        self.limit_vec: Vector | None = None
+        self.limit_names: tuple[str, ...] = ()
+        self._set_limits(pool.limits)
+
+    def frontier(self) -> tuple[int, ...]:
+        """Types no other type beats: none is at most as dear and holds at least as much of
+        every resource (less DaemonSet overhead). A fractional optimum never needs the others
+        (any row scaling keeps the order), so the LP prices only these — a few hundred of
+        EC2's 1,400 types. Memoised; shared with ``with_limits`` copies."""
+        found = self._frontier.get(self.template)
+        if found is None:
+            base = self.overhead_vec
+            rows = [
+                (
+                    self.cheapest_price(1 << i, self.template),
+                    i,
+                    [a - o for a, o in zip(alloc, base, strict=True)],
+                )
+                for i, alloc in enumerate(self.alloc)
+            ]
+            rows.sort(key=lambda row: (row[0], row[1]))
+            kept: list[tuple[float, int, list[int]]] = []
+            for price, i, vec in rows:
+                if not any(
+                    p <= price and all(a >= b for a, b in zip(v, vec, strict=True))
+                    for p, _, v in kept
+                ):
+                    kept.append((price, i, vec))
+            found = tuple(sorted(i for _, i, _ in kept))
+            self._frontier[self.template] = found
+        return found
+
+    def _set_limits(self, limits: Resources) -> None:
+        self.node_limit = limits.get_amount(NODES_LIMIT) // 1000 if NODES_LIMIT in limits else None
+        self.limit_vec = (
+            self.space.vector(limits) if any(n != NODES_LIMIT for n in limits) else None
         )
         self.limit_names = tuple(n for n in limits if n != NODES_LIMIT)
+
+    def with_limits(self, pool: NodePool) -> PoolIndex:
+        """This index for ``pool``, the same NodePool with other limits: the types, vectors and
+        memoised narrowing are shared (they depend on the types and the template only)."""
+        if pool.template_requirements() != self.template or pool.taints != self.taints:
+            raise ValueError(f"NodePool {pool.name} differs from {self.pool.name} beyond limits")
+        clone = copy.copy(self)
+        clone.pool = pool
+        clone._set_limits(pool.limits)
+        return clone
 
     # ------------------------------------------------------------------ masks
     def fits_mask(self, need: Vector) -> int:

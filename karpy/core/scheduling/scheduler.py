@@ -22,6 +22,7 @@ from karpy.core.requirements import Requirement, Requirements
 from karpy.core.resources import CPU, MEMORY, Resources
 from karpy.core.scheduling import explain as explain_mod
 from karpy.core.scheduling import preferences
+from karpy.core.scheduling import repack as repack_mod
 from karpy.core.scheduling.existingnode import ExistingNode, Placement
 from karpy.core.scheduling.improve import improve, peel
 from karpy.core.scheduling.lp import covering_lp
@@ -36,13 +37,22 @@ from karpy.core.scheduling.results import (
     RelaxedPod,
     Results,
 )
-from karpy.core.scheduling.topology import HOSTNAME, ShapeTopology, Topology, domain_universe
+from karpy.core.scheduling.topology import (
+    HOSTNAME,
+    DomainSource,
+    ShapeTopology,
+    Topology,
+    domain_universe,
+)
 from karpy.core.snapshot import ClusterSnapshot
 from karpy.core.taints import Effect, Taint
 
 # How much more than the LP's unit prices say a type is worth for a NodeClaim's mix of pods it
 # may charge before the claim stops growing onto it (see ``Solver.efficient``).
 EFFICIENCY_SLACK = 0.2
+# How close to a type the LP buys a larger type must be for a claim to grow towards it through
+# a poorly fitting cheaper one (``Solver.efficient``).
+REACH_SLACK = 0.02
 ALLOW_UNDEFINED = frozenset(wk.WELL_KNOWN_LABELS | wk.AWS_WELL_KNOWN_LABELS)
 _EPSILON = 1e-9
 
@@ -112,7 +122,10 @@ class Solver:
         pods: list[Pod],
         options: SchedulerOptions,
         variant: Variant | None = None,
+        base: Solver | None = None,
     ):
+        """``base``: a solver over the same NodePools and instance types (limits may differ)
+        whose resource space, indexes and domains this one reuses — a repack window."""
         self.snapshot = snapshot
         self.options = options
         karpenter = options.packing is Packing.KARPENTER
@@ -122,23 +135,29 @@ class Solver:
         for rep, members in classify(pods):
             state = preferences.start(rep, options.preference_policy)
             self.classes.append(PodClass(rep, members, rep.requests(), state))
-        self.space = _space(snapshot, [c.requests for c in self.classes])
-        self.pools: list[PoolIndex] = [
-            PoolIndex(
-                pool,
-                snapshot.types_for(pool),
-                space=self.space,
-                daemonsets=snapshot.daemonsets,
-                allow_undefined=ALLOW_UNDEFINED,
-            )
-            for pool in snapshot.ordered_nodepools()
-        ]
+        if base is None:
+            self.space = _space(snapshot, [c.requests for c in self.classes])
+            self.pools: list[PoolIndex] = [
+                PoolIndex(
+                    pool,
+                    snapshot.types_for(pool),
+                    space=self.space,
+                    daemonsets=snapshot.daemonsets,
+                    allow_undefined=ALLOW_UNDEFINED,
+                )
+                for pool in snapshot.ordered_nodepools()
+            ]
+        else:
+            self.space = base.space
+            indexes = {index.pool.name: index for index in base.pools}
+            self.pools = [indexes[p.name].with_limits(p) for p in snapshot.ordered_nodepools()]
         self.weights: dict[str, list[list[float]]] = {}
         if self.variant.steer:
             self.weights = unit_weights(self.pools, self.classes)
-        self.topology = Topology(
-            universe=domain_universe(snapshot, self.pools), namespaces=snapshot.namespaces
+        self.universe: dict[str, tuple[DomainSource, ...]] = (
+            base.universe if base else domain_universe(snapshot, self.pools)
         )
+        self.topology = Topology(universe=self.universe, namespaces=snapshot.namespaces)
         self.merges = MergeCache()
         # Register every constraint group the pending pods may use, at any relaxation rung.
         for cls in self.classes:
@@ -185,6 +204,7 @@ class Solver:
         self.pod_context: dict[str, ShapeContext] = {}
         self.relaxed: dict[PodUID, tuple[str, ...]] = {}
         self.pinned: dict[tuple[preferences.Shape, tuple[tuple[str, str], ...]], ShapeContext] = {}
+        self.reach: dict[tuple[int, int], bool] = {}
 
     # ------------------------------------------------------------------ contexts
     def context(self, cls: PodClass) -> ShapeContext:
@@ -283,7 +303,26 @@ class Solver:
         now = index.cheapest_index(claim.mask, claim.requirements)
         if now is None:
             return True
-        return ratio <= self.shape_ratio(index, now, claim.requirements, content, worth)
+        if ratio <= self.shape_ratio(index, now, claim.requirements, content, worth):
+            return True
+        # The cheapest type that holds the pods now may be a poor fit while a larger one the
+        # LP would buy still holds them (a CPU-shaped claim past the largest general-purpose
+        # size, on its way to the compute-optimised one twice as large): grow towards it.
+        # Only frontier types can score best (``PoolIndex.frontier``).
+        # Answers are kept per claim and type set: a claim's mask changes only when it grows,
+        # and its shape barely moves with one more pod.
+        key = (id(claim), placement.mask)
+        found = self.reach.get(key)
+        if found is None:
+            limit = 1 + REACH_SLACK
+            reqs = placement.requirements
+            found = any(
+                placement.mask >> i & 1
+                and self.shape_ratio(index, i, reqs, content, worth) <= limit
+                for i in index.frontier()
+            )
+            self.reach[key] = found
+        return found
 
     @staticmethod
     def shape_ratio(
@@ -615,11 +654,12 @@ def unit_weights(pools: list[PoolIndex], classes: list[PodClass]) -> dict[str, l
     for index in pools:
         if not index.types:
             continue
+        frontier = index.frontier()
         columns = [
-            [max(0, alloc[r] - index.overhead_vec[r]) / demand[r] for r in rows]
-            for alloc in index.alloc
+            [max(0, index.alloc[i][r] - index.overhead_vec[r]) / demand[r] for r in rows]
+            for i in frontier
         ]
-        prices = [index.cheapest_price(1 << i, index.template) for i in range(len(index.types))]
+        prices = [index.cheapest_price(1 << i, index.template) for i in frontier]
         found_all: list[list[float]] = []
         for bump in bumps:
             want = [1.01 if k == bump else 1.0 for k in range(len(rows))]
@@ -686,10 +726,30 @@ def solve(
         solver = Solver(snapshot, pods, opts)
         solver.run()
         return solver.results(sum(c.price() for c in solver.claims if c.pods))
-    best: tuple[tuple[int, float], Results] | None = None
+    results, solver = _solve_balanced(snapshot, pods, opts)
+    if not opts.improve or not solver.weights:
+        return results
+    movable = frozenset(
+        PodUID(uid)
+        for uid, ctx in solver.pod_context.items()
+        if ctx.simple and PodUID(uid) not in solver.relaxed
+    )
+    shape = repack_mod.Shape(solver.space, solver.weights, movable)
+
+    def window(sub: ClusterSnapshot, moving: list[Pod]) -> Results:
+        return _solve_balanced(sub, moving, opts, base=solver)[0]
+
+    return repack_mod.repack(snapshot, pods, results, shape, window)
+
+
+def _solve_balanced(
+    snapshot: ClusterSnapshot, pods: list[Pod], opts: SchedulerOptions, base: Solver | None = None
+) -> tuple[Results, Solver]:
+    """The cheapest plan of the greedy variants (each improved), and the solver that made it."""
+    best: tuple[tuple[int, float], Results, Solver] | None = None
     variants = (BALANCED, INTERLEAVED) if len(pods) <= SMALL_BATCH else (BALANCED,)
     for variant in variants:
-        solver = Solver(snapshot, pods, opts, variant)
+        solver = Solver(snapshot, pods, opts, variant, base)
         solver.run()
         greedy = sum(c.price() for c in solver.claims if c.pods)
         if opts.improve:
@@ -698,10 +758,10 @@ def solve(
         results = solver.results(greedy)
         score = (len(results.unplaced), round(results.price, 6))
         if best is None or score < best[0]:
-            best = (score, results)
+            best = (score, results, solver)
     if best is None:
         raise ValueError("no packing variant ran")
-    return best[1]
+    return best[1], best[2]
 
 
 BALANCED = Variant(ordered=True, balanced=True, steer=True)

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 import attrs
 
 from karpy.apis.v1 import labels as wk
+from karpy.core.instancetypes import Offering
 from karpy.core.pods import LabelSelector, Pod, PodAffinityTerm, TopologySpreadConstraint
 from karpy.core.requirements import Requirement, Requirements
 from karpy.core.scheduling.pool import PoolIndex
@@ -434,26 +435,31 @@ def domain_universe(
     where a type is only sold as spot does not count for an on-demand NodePool); other keys from
     instance-type labels and NodePool requirements; and every key from existing nodes' labels.
     """
-    triples: list[tuple[str, str, tuple[Taint, ...]]] = []
+    triples: set[tuple[str, str, tuple[Taint, ...]]] = set()
     for index in pools:
         taints = index.pool.taints
+        labels: set[tuple[str, str]] = set()
+        offered: set[tuple[str, str]] = set()
         for it in index.types:
             for req in it.requirements:
-                if req.complement or req.key in _OFFERING_KEYS:
-                    continue
-                tmpl = index.template.get(req.key)
-                triples.extend(
-                    (req.key, v, taints) for v in req.values if tmpl is None or tmpl.has(v)
-                )
-            for offering in it.offerings:
-                if offering.available and offering.matches(index.template):
-                    triples.append((wk.LABEL_TOPOLOGY_ZONE, offering.zone, taints))
-                    triples.append((wk.LABEL_CAPACITY_TYPE, offering.capacity_type, taints))
+                if not req.complement and req.key not in _OFFERING_KEYS:
+                    labels.update((req.key, v) for v in req.values)
+            offered.update((o.zone, o.capacity_type) for o in it.offerings if o.available)
+        # Thousands of types share a few dozen label values and (zone, capacity type) pairs:
+        # check each distinct one against the template once.
+        for key, value in labels:
+            tmpl = index.template.get(key)
+            if tmpl is None or tmpl.has(value):
+                triples.add((key, value, taints))
+        for zone, capacity_type in offered:
+            if Offering(zone, capacity_type, 0.0).matches(index.template):
+                triples.add((wk.LABEL_TOPOLOGY_ZONE, zone, taints))
+                triples.add((wk.LABEL_CAPACITY_TYPE, capacity_type, taints))
         for req in index.template:
             if not req.complement and req.key not in _OFFERING_KEYS | {wk.LABEL_INSTANCE_TYPE}:
-                triples.extend((req.key, v, taints) for v in req.values)
+                triples.update((req.key, v, taints) for v in req.values)
     for node in snapshot.nodes:
         for key, value in node.label_map().items():
             if key != HOSTNAME:
-                triples.append((key, value, node.taints))
+                triples.add((key, value, node.taints))
     return build_universe(triples)

@@ -5,6 +5,7 @@ seeded inputs (plans, not timings); the benchmark in benchmarks/ measures the re
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 
 import pytest
 from hypothesis import given, settings
@@ -13,9 +14,10 @@ from hypothesis import strategies as st
 from karpy.apis.v1 import labels as wk
 from karpy.core.pods import Pod
 from karpy.core.resources import Resources
-from karpy.core.scheduling import Packing, preferences, solve
+from karpy.core.scheduling import Packing, preferences, repack, scheduler, solve
 from karpy.core.scheduling.lp import covering_lp
 from karpy.core.scheduling.queue import PodClass
+from karpy.core.scheduling.results import NodeClaimPlan
 from karpy.core.scheduling.scheduler import SchedulerOptions, balanced_order
 from karpy.testing.catalogs import realistic_instance_types
 from tests.unit.core import builders as b
@@ -142,3 +144,52 @@ def test_realistic_catalog_plans_keep_every_hard_constraint(
     results = b.run(snap, pending, packing=packing)
     check(snap, pending, results, 60)
     assert results == b.run(snap, list(reversed(pending)), packing=packing)
+
+
+def _charge(plans: Sequence[NodeClaimPlan]) -> int:
+    """CPU (milli) NodeClaims charge their NodePool's limits: each one's largest option."""
+    by_name = {it.name: it for it in CATALOG}
+    return sum(
+        max(by_name[t].capacity.get_amount("cpu") for t in plan.instance_types) for plan in plans
+    )
+
+
+def test_repacking_the_worst_shaped_nodeclaims_lowers_the_plan() -> None:
+    pending = _plain(3000, seed=11)
+    snap = b.snapshot([b.nodepool()], CATALOG)
+    greedy, _ = scheduler._solve_balanced(snap, pending, SchedulerOptions())
+    repacked = solve(snap, pending, SchedulerOptions())
+    check(snap, pending, repacked, 60)
+    assert repacked.price < greedy.price
+    assert repacked.price < _lp_bound(pending) * 1.03
+    assert repacked == solve(snap, list(reversed(pending)), SchedulerOptions())
+
+
+def test_repacking_stays_within_the_nodepool_limits_and_leaves_existing_nodes_alone() -> None:
+    pending = _plain(1200, seed=3)
+    free = b.snapshot([b.nodepool()], CATALOG)
+    greedy, _ = scheduler._solve_balanced(free, pending, SchedulerOptions())
+    # A CPU limit at exactly what the unrepacked plan charges, plus one existing node that
+    # takes part of the batch: repacked windows may use only what is left.
+    limit = _charge(greedy.nodeclaims) + 16_000
+    existing = b.node("old", cpu="16", memory="64Gi", nodepool_name="default")
+    snap = b.snapshot(
+        [b.nodepool(limits=Resources.milli({"cpu": limit}))], CATALOG, nodes=[existing]
+    )
+    results = solve(snap, pending, SchedulerOptions())
+    check(snap, pending, results, 60)
+    assert _charge(results.nodeclaims) + 16_000 <= limit
+    assert results.nominations  # the existing node still takes its share first
+
+
+def test_the_rest_of_the_plan_and_existing_nodes_count_against_a_window_limits() -> None:
+    pool = b.nodepool(limits=Resources.of({"cpu": "100", "nodes": "5"}))
+    existing = b.node("old", cpu="8", memory="32Gi", nodepool_name="default")
+    snap = b.snapshot([pool], CATALOG, nodes=[existing])
+    kept = solve(b.snapshot([b.nodepool()], CATALOG), _plain(40, seed=5)).nodeclaims[:1]
+    rest = repack._rest(snap, list(kept))
+    assert rest.nodes == ()
+    (left,) = rest.nodepools
+    largest = _charge(kept)
+    assert left.limits.get_amount("cpu") == max(0, 100_000 - 8_000 - largest)
+    assert left.limits.get_amount("nodes") == 3_000

@@ -17,7 +17,7 @@ import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import attrs
 import orjson
@@ -117,6 +117,38 @@ def parse_price_list(items: Iterable[str]) -> dict[str, float]:
                 if usd > 0:
                     prices[name] = usd
     return prices
+
+
+class Prices(Protocol):
+    """Where instance types get their prices: the refreshed cache, or estimates alone."""
+
+    def on_demand(self, instance_type: str) -> Price | None: ...
+
+    def spot(self, instance_type: str, zone: str) -> Price | None: ...
+
+
+@attrs.frozen
+class EstimatedPrices:
+    """Estimated prices only (module docstring): for offline catalogs, and the cache's fallback
+    where the APIs gave nothing."""
+
+    shapes: Mapping[str, InstanceShape]
+
+    def on_demand(self, instance_type: str) -> Price | None:
+        shape = self.shapes.get(instance_type)
+        if shape is None:
+            return None
+        return Price(estimate_on_demand(shape), PriceSource.ESTIMATED)
+
+    def spot(self, instance_type: str, zone: str) -> Price | None:
+        return spot_fallback(self.on_demand(instance_type))
+
+
+def spot_fallback(on_demand: Price | None) -> Price | None:
+    """A spot price where none is known: the on-demand price times SPOT_FALLBACK_RATIO."""
+    if on_demand is None:
+        return None
+    return Price(round(on_demand.usd_per_hour * SPOT_FALLBACK_RATIO, 6), PriceSource.ESTIMATED)
 
 
 def estimate_on_demand(shape: InstanceShape) -> float:
@@ -271,17 +303,11 @@ class PriceCache:
         """The on-demand price, from the API or estimated; None for an unknown type."""
         if instance_type in self._on_demand:
             return Price(self._on_demand[instance_type], PriceSource.API)
-        shape = self._shapes.get(instance_type)
-        if shape is None:
-            return None
-        return Price(estimate_on_demand(shape), PriceSource.ESTIMATED)
+        return EstimatedPrices(self._shapes).on_demand(instance_type)
 
     def spot(self, instance_type: str, zone: str) -> Price | None:
         """The latest spot price in ``zone``, else the on-demand price times SPOT_FALLBACK_RATIO."""
         value = self._spot.get((instance_type, zone))
         if value is not None:
             return Price(value, PriceSource.API)
-        on_demand = self.on_demand(instance_type)
-        if on_demand is None:
-            return None
-        return Price(round(on_demand.usd_per_hour * SPOT_FALLBACK_RATIO, 6), PriceSource.ESTIMATED)
+        return spot_fallback(self.on_demand(instance_type))

@@ -33,7 +33,7 @@ from karpy_aws.providers.instancetype.instancetypes import (
     parse_instance_type,
 )
 from karpy_aws.providers.instancetype.unavailable import UnavailableOfferings
-from karpy_aws.providers.pricing import InstanceShape, PriceCache
+from karpy_aws.providers.pricing import InstanceShape, PriceCache, Prices
 from karpy_aws.session import AWSClient
 
 CATALOG_REFRESH_PERIOD: Final = datetime.timedelta(hours=12)
@@ -124,7 +124,7 @@ def build_instance_types(
     offered_in: frozenset[str],
     family: AMIFamily,
     kubelet: KubeletSettings,
-    prices: PriceCache,
+    prices: Prices,
     unavailable: UnavailableOfferings,
     ephemeral_storage_gib: int = DEFAULT_EPHEMERAL_STORAGE_GIB,
 ) -> tuple[AWSInstanceType, ...]:
