@@ -298,6 +298,8 @@ class Pass:
     method: str | None
     commands: tuple[Command, ...]
     skipped: tuple[Skip, ...]
+    by_method: tuple[tuple[str, tuple[Skip, ...]], ...] = ()
+    """The same skips, per method asked, in the order asked."""
 
 
 def decide(
@@ -314,6 +316,7 @@ def decide(
     `allowances(reason)` gives each NodePool's budget allowance for a reason.
     """
     skipped: list[Skip] = []
+    by_method: list[tuple[str, tuple[Skip, ...]]] = []
     for method in methods:
         outcome = method.compute(
             MethodInput(
@@ -325,6 +328,12 @@ def decide(
             )
         )
         skipped.extend(outcome.skipped)
+        by_method.append((method.name, outcome.skipped))
         if outcome.commands:
-            return Pass(method=method.name, commands=outcome.commands, skipped=tuple(skipped))
-    return Pass(method=None, commands=(), skipped=tuple(skipped))
+            return Pass(
+                method=method.name,
+                commands=outcome.commands,
+                skipped=tuple(skipped),
+                by_method=tuple(by_method),
+            )
+    return Pass(method=None, commands=(), skipped=tuple(skipped), by_method=tuple(by_method))
