@@ -55,6 +55,9 @@ class Event:
     type: EventType
     reason: str
     message: str
+    dedupe_window: float | None = None
+    """Seconds an identical event is suppressed, when not the recorder's window (Karpenter's
+    `Unconsolidatable` is repeated at most every 15 minutes)."""
 
 
 class Recorder:
@@ -79,13 +82,13 @@ class Recorder:
         self._clock = clock
         self._window = dedupe_window
         self._component = component
-        self._sent: dict[tuple[str, str, str, str], float] = {}
+        self._until: dict[tuple[str, str, str, str], float] = {}
         self._sequence = itertools.count(1)
 
     def is_duplicate(self, event: Event, *, now: float) -> bool:
         """Whether an identical event was sent less than the dedupe window before `now`."""
-        sent = self._sent.get(_key(event))
-        return sent is not None and now - sent < self._window
+        until = self._until.get(_key(event))
+        return until is not None and now < until
 
     async def publish(self, event: Event, *, now: float) -> bool:
         """Record `event` unless it is a duplicate; returns whether it was written.
@@ -132,13 +135,14 @@ class Recorder:
                 extra={"reason": event.reason, "object": obj.name, "error": str(error)},
             )
             return False
-        self._sent[_key(event)] = now
+        window = self._window if event.dedupe_window is None else event.dedupe_window
+        self._until[_key(event)] = now + window
         return True
 
     def _forget_older_than(self, now: float) -> None:
-        expired = [key for key, sent in self._sent.items() if now - sent >= self._window]
+        expired = [key for key, until in self._until.items() if now >= until]
         for key in expired:
-            del self._sent[key]
+            del self._until[key]
 
 
 def _key(event: Event) -> tuple[str, str, str, str]:

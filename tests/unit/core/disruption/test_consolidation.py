@@ -148,16 +148,16 @@ def _protected(f: NodeFacts, *, pdb: str | None = None) -> NodeFacts:
     first = f.pods[0]
     if pdb is not None:
         return attrs.evolve(f, pods=(attrs.evolve(first, blocking_pdb=pdb), *f.pods[1:]))
-    return attrs.evolve(f, pods=(attrs.evolve(first, do_not_disrupt_until=float("inf")), *f.pods[1:]))
+    return attrs.evolve(
+        f, pods=(attrs.evolve(first, do_not_disrupt_until=float("inf")), *f.pods[1:])
+    )
 
 
 def test_a_full_node_left_alone_gets_exactly_one_reason() -> None:
     start = fleet((1, 3))
     decision = disrupt(start.facts(), start.pools(), now=NOW, simulate=start.simulate)
     assert decision.outcome.commands == ()
-    assert [(k.nodeclaim, k.reason) for k in decision.kept] == [
-        ("node-0", SkipReason.NOT_CHEAPER)
-    ]
+    assert [(k.nodeclaim, k.reason) for k in decision.kept] == [("node-0", SkipReason.NOT_CHEAPER)]
     assert decision.reason_for("node-0") == decision.kept[0]
 
 
