@@ -98,6 +98,20 @@ class Evaluation:
         return savings(self.command)
 
 
+def parse_min_improvement(text: str, *, source: str) -> float:
+    """`"10%"` -> 0.1; raises ValueError naming `source` for anything but 0% <= N < 100%."""
+    value = text.strip()
+    number = value.removesuffix("%")
+    try:
+        parsed = float(number)
+    except ValueError:
+        parsed = math.nan
+    if not value.endswith("%") or not 0 <= parsed < 100:
+        msg = f"{source}: invalid minimum price improvement {text!r}: expected a percentage 0%-99%"
+        raise ValueError(msg)
+    return parsed / 100
+
+
 def candidates_price(candidates: Iterable[Candidate]) -> float | None:
     """The candidates' price per hour together, None when some price is unknown."""
     prices = [c.facts.price for c in candidates]
