@@ -60,6 +60,26 @@ async def test_an_event_names_its_object_and_repeats_are_dropped_within_the_wind
     }
 
 
+async def test_an_event_may_carry_its_own_window(kube: KubeClient, namespace: str) -> None:
+    """Unconsolidatable repeats at most every 15 minutes while the recorder's window is 2."""
+    uid = f"uid-{secrets.token_hex(4)}"
+    node = InvolvedObject(api_version="v1", kind="Node", name="n", uid=uid)
+    recorder = Recorder(kube, SystemClock(), dedupe_window=120.0)
+    long = Event(
+        involved=node,
+        type=EventType.NORMAL,
+        reason="Unconsolidatable",
+        message="can't replace with a cheaper node",
+        dedupe_window=900.0,
+    )
+    assert await recorder.publish(long, now=0.0)
+    assert not await recorder.publish(long, now=600.0), "within its own window"
+    assert await recorder.publish(_event(node), now=600.0)
+    assert not await recorder.publish(_event(node), now=700.0)
+    assert await recorder.publish(long, now=900.0), "its window has passed"
+    assert len(await _events_about(kube, "default", uid)) == 3
+
+
 async def test_events_about_cluster_scoped_objects_go_to_the_default_namespace(
     kube: KubeClient,
 ) -> None:
