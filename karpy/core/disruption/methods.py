@@ -158,7 +158,8 @@ class _Budget:
 
 def consolidatable(candidate: Candidate, *, now: float) -> Skip | None:
     """Why `candidate` is not Consolidatable now, if it is not: consolidateAfter must be set,
-    valid, and have passed since max(Initialized, lastPodEventTime)."""
+    valid, and have passed since lastPodEventTime (Initialized without one), as for the
+    NodeClaim's Consolidatable condition."""
     pool = candidate.pool
     if pool.error is not None:
         return _skip(candidate, SkipReason.INVALID_CONSOLIDATE_AFTER, pool.error)
