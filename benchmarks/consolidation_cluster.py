@@ -88,6 +88,33 @@ async def _fleet(client: KubeClient) -> tuple[int, float]:
     return count, total
 
 
+async def _why(client: KubeClient) -> list[str]:
+    """Each remaining node's type and pods, and the last Unconsolidatable reason karpy gave."""
+    reasons: dict[str, str] = {}
+    events = await client.request(
+        "GET", "/api/v1/events", query=[("fieldSelector", "reason=Unconsolidatable")]
+    )
+    for event in sorted(events.get("items", []), key=lambda e: e.get("lastTimestamp") or ""):
+        involved = event.get("involvedObject", {})
+        if involved.get("kind") == "Node":
+            reasons[involved.get("name", "")] = event.get("message", "")
+    pods: dict[str, int] = {}
+    for item in (await client.list(PODS, namespace=NAMESPACE)).items:
+        if item.obj.spec.node_name and item.obj.metadata.deletion_timestamp is None:
+            pods[item.obj.spec.node_name] = pods.get(item.obj.spec.node_name, 0) + 1
+    lines = []
+    for item in (await client.list(NODES)).items:
+        name = item.obj.metadata.name or ""
+        labels = item.obj.metadata.labels
+        if wk.LABEL_NODEPOOL not in labels:
+            continue
+        lines.append(
+            f"  {name} {labels.get(wk.LABEL_INSTANCE_TYPE)} {pods.get(name, 0)} pods:"
+            f" {reasons.get(name, '(no Unconsolidatable event)')}"
+        )
+    return sorted(lines)
+
+
 async def _run(kubeconfig: Path, args: argparse.Namespace) -> int:
     nodeclass, nodepool, deployment = scaleout_manifests(args.cpu, args.memory)
     nodepool["spec"]["disruption"] = {
@@ -140,6 +167,8 @@ async def _run(kubeconfig: Path, args: argparse.Namespace) -> int:
         print(f"nodeclaims removed: {len(first - state[0])}")
         print(f"at the end: {nodes_after} nodes, {price_after:.4f} $/h")
         print(f"LP bound for {args.down} pods: {bound:.4f} $/h ({price_after / bound - 1:+.1%})")
+        for line in await _why(client):
+            print(line)
         print(f"karpy log: {log}")
         return 0
     finally:
