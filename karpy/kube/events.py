@@ -4,8 +4,10 @@ Users learn why a pod is still pending from `kubectl describe pod`, which shows 
 reports there as Karpenter does (`Nominated`, `FailedScheduling`, ...). A controller that runs
 every batch would repeat the same event for the same pod each time, so the recorder drops an
 event identical (same object, type, reason and message) to one it sent within `dedupe_window`
-seconds of loop time, as Karpenter's recorder does. Events are best effort: a failed write is
-logged and never fails the reconcile that reported it.
+seconds of loop time, as Karpenter's recorder does. An event that states an object's current
+condition (`Event.dedupe_window` set, as for `Unconsolidatable`) is dropped only while it repeats
+the last message of its kind for that object, so the newest one is always current. Events are
+best effort: a failed write is logged and never fails the reconcile that reported it.
 """
 
 from __future__ import annotations
@@ -55,6 +57,11 @@ class Event:
     type: EventType
     reason: str
     message: str
+    dedupe_window: float | None = None
+    """When set, the event states the object's current condition (Karpenter's
+    `Unconsolidatable`): it is suppressed only while it repeats the last message sent for the
+    same object, type and reason, for at most this many seconds; a changed message is sent at
+    once, so the newest such event is always the current one."""
 
 
 class Recorder:
@@ -79,13 +86,17 @@ class Recorder:
         self._clock = clock
         self._window = dedupe_window
         self._component = component
-        self._sent: dict[tuple[str, str, str, str], float] = {}
+        self._until: dict[tuple[str, str, str, str], float] = {}
+        self._latest: dict[tuple[str, str, str], tuple[str, float]] = {}
         self._sequence = itertools.count(1)
 
     def is_duplicate(self, event: Event, *, now: float) -> bool:
         """Whether an identical event was sent less than the dedupe window before `now`."""
-        sent = self._sent.get(_key(event))
-        return sent is not None and now - sent < self._window
+        if event.dedupe_window is not None:
+            last = self._latest.get(_kind_key(event))
+            return last is not None and last[0] == event.message and now < last[1]
+        until = self._until.get(_key(event))
+        return until is not None and now < until
 
     async def publish(self, event: Event, *, now: float) -> bool:
         """Record `event` unless it is a duplicate; returns whether it was written.
@@ -132,14 +143,24 @@ class Recorder:
                 extra={"reason": event.reason, "object": obj.name, "error": str(error)},
             )
             return False
-        self._sent[_key(event)] = now
+        if event.dedupe_window is None:
+            self._until[_key(event)] = now + self._window
+        else:
+            self._latest[_kind_key(event)] = (event.message, now + event.dedupe_window)
         return True
 
     def _forget_older_than(self, now: float) -> None:
-        expired = [key for key, sent in self._sent.items() if now - sent >= self._window]
+        expired = [key for key, until in self._until.items() if now >= until]
         for key in expired:
-            del self._sent[key]
+            del self._until[key]
+        stale = [key for key, (_, until) in self._latest.items() if now >= until]
+        for kind_key in stale:
+            del self._latest[kind_key]
 
 
 def _key(event: Event) -> tuple[str, str, str, str]:
     return (event.involved.uid, event.type.value, event.reason, event.message)
+
+
+def _kind_key(event: Event) -> tuple[str, str, str]:
+    return (event.involved.uid, event.type.value, event.reason)

@@ -38,7 +38,8 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     "explain": (
         "karpy.simulate.cli",
         "explain_main",
-        "explain why one pod of a scenario cannot be placed",
+        "explain why one pod of a scenario cannot be placed;"
+        " 'explain node NAME': why consolidation keeps a node of a running cluster",
     ),
 }
 
@@ -75,6 +76,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command == "simulate" and "--from-cluster" in rest:
         # Snapshotting connects to a cluster and builds a provider: the operator's business.
         module_name, function_name = "karpy.operator.snapshot", "main"
+    if command == "explain" and rest[:1] == ["node"]:
+        # Explaining a live node connects to the cluster and builds a provider, as above.
+        module_name, function_name = "karpy.operator.explain", "main"
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as error:

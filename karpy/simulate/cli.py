@@ -1,6 +1,8 @@
 """``karpy simulate FILE`` and ``karpy explain FILE POD``: the solver from the command line.
 
-Reads a scenario, runs the pure solver and prints the plan or one pod's explanation. Exit codes:
+Reads a scenario, runs the pure solver and prints the plan or one pod's explanation; with
+``--consolidate``, runs consolidation over the scenario's existing nodes and prints its commands,
+the nodes and $/h before and after, and why each remaining node is kept (exit 0). Exit codes:
 0 when every pod was placed (simulate) or the explanation was printed (explain), 1 when some pod
 stayed unplaced (simulate), 2 on bad input (unreadable or malformed scenario, unknown pod).
 """
@@ -10,8 +12,10 @@ from __future__ import annotations
 import argparse
 import sys
 
+from karpy.core.disruption.consolidation import Search, Settings
 from karpy.core.scheduling import solve
 from karpy.simulate import render
+from karpy.simulate.consolidate import consolidate
 from karpy.simulate.reader import ScenarioError
 from karpy.simulate.scenario import load
 
@@ -28,15 +32,42 @@ def _parser(prog: str, description: str) -> argparse.ArgumentParser:
 
 
 def simulate_main(argv: list[str]) -> int:
-    """Print the plan for a scenario."""
-    args = _parser("karpy simulate", "Plan where a scenario's pending pods would go.").parse_args(
-        argv
+    """Print the plan for a scenario, or with --consolidate what consolidation would do."""
+    parser = _parser("karpy simulate", "Plan where a scenario's pending pods would go.")
+    parser.add_argument(
+        "--consolidate",
+        action="store_true",
+        help="print what consolidation would do to the scenario's existing nodes instead",
     )
+    parser.add_argument(
+        "--search",
+        choices=[s.value for s in Search],
+        default=Search.KARPY.value,
+        help="consolidation search (as karpy run's --consolidation-search)",
+    )
+    parser.add_argument(
+        "--spot-to-spot",
+        action="store_true",
+        help="allow replacing spot nodes by spot (the SpotToSpotConsolidation feature gate)",
+    )
+    args = parser.parse_args(argv)
     try:
         scenario = load(args.file)
     except ScenarioError as err:
         sys.stderr.write(f"error: {err}\n")
         return EXIT_BAD_INPUT
+    if args.consolidate:
+        report = consolidate(
+            scenario.snapshot,
+            scenario.disruption,
+            options=scenario.options,
+            settings=Settings(search=Search(args.search), spot_to_spot=args.spot_to_spot),
+        )
+        if args.output == "json":
+            sys.stdout.write(render.to_json(render.consolidation_dict(report)))
+        else:
+            sys.stdout.write(render.consolidation_table(report))
+        return EXIT_OK
     results = solve(scenario.snapshot, list(scenario.pods), scenario.options)
     if args.output == "json":
         sys.stdout.write(render.to_json(render.plan_dict(results, scenario.pods)))

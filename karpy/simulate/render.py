@@ -7,12 +7,16 @@ same scenario always prints the same bytes.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
+from karpy.apis.v1 import labels as wk
+from karpy.core.instancetypes import InstanceType
 from karpy.core.pods import Pod
 from karpy.core.requirements import Requirement
 from karpy.core.resources import CPU, MEMORY, format_quantity
 from karpy.core.scheduling.results import Explanation, NodeClaimPlan, Results
+from karpy.core.snapshot import Node
+from karpy.simulate.consolidate import Report, Step, node_price
 
 MAX_LISTED_TYPES = 3
 
@@ -192,3 +196,111 @@ def explanation_text(e: Explanation) -> str:
             lines.append(f"{label}:")
             lines += [f"  - {s.count} x {s.kind.value}: {s.detail}" for s in summary]
     return "\n".join(lines) + "\n"
+
+
+def _node_row(node: Node, types: Mapping[str, Sequence[InstanceType]]) -> list[str]:
+    labels = dict(node.labels)
+    price = node_price(node, types)
+    return [
+        node.name,
+        node.nodepool or "-",
+        labels.get(wk.LABEL_INSTANCE_TYPE, "-"),
+        labels.get(wk.LABEL_CAPACITY_TYPE, "-"),
+        labels.get(wk.LABEL_TOPOLOGY_ZONE, "-"),
+        str(len(node.pods)),
+        "-" if price is None else f"{price:.4f}",
+    ]
+
+
+def _command_line(step: Step) -> str:
+    command = step.command
+    names = ", ".join(command.names)
+    if command.replacements:
+        plan = command.replacements[0]
+        made = ", ".join(step.launched) or plan.name
+        return (
+            f"{command.method}: replace {names} with {made}"
+            f" ({plan.instance_types[0]} {plan.capacity_types[0]}, {plan.price:.4f} $/h)"
+        )
+    return f"{command.method}: delete {names}"
+
+
+def _money(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:.4f}"
+
+
+def consolidation_table(report: Report) -> str:
+    """What consolidation does, for a terminal: the commands, then the nodes before and after,
+    then why each remaining node is kept."""
+    types = _types_of(report)
+    lines = ["COMMANDS"]
+    if not report.steps:
+        lines.append("  (none)")
+    for i, step in enumerate(report.steps, 1):
+        lines.append(f"  {i}. {_command_line(step)} -> {step.price_after:.4f} $/h")
+    header = ["NODE", "NODEPOOL", "INSTANCE TYPE", "CAPACITY", "ZONE", "PODS", "$/H"]
+    for title, nodes in (("BEFORE", report.before), ("AFTER", report.after)):
+        lines.append("")
+        lines.append(title)
+        lines += _table([header, *(_node_row(n, types) for n in nodes)])
+    lines.append("")
+    lines.append("KEPT")
+    if not report.kept:
+        lines.append("  (none)")
+    lines += [f"  {k.nodeclaim}: {k.reason.value}: {k.message}" for k in report.kept]
+    lines.append("")
+    lines.append(
+        f"{len(report.before)} -> {len(report.after)} nodes,"
+        f" {_money(report.price_before)} -> {_money(report.price_after)} $/h,"
+        f" {len(report.steps)} commands"
+    )
+    return "\n".join(lines) + "\n"
+
+
+def _types_of(report: Report) -> Mapping[str, Sequence[InstanceType]]:
+    return report.instance_types
+
+
+def consolidation_dict(report: Report) -> dict[str, object]:
+    """What consolidation does, as plain data."""
+    types = _types_of(report)
+
+    def nodes(found: Sequence[Node]) -> list[dict[str, object]]:
+        header = ["name", "nodePool", "instanceType", "capacityType", "zone", "pods"]
+        out: list[dict[str, object]] = []
+        for node in found:
+            row: dict[str, object] = dict(zip(header, _node_row(node, types)[:6], strict=True))
+            row["pods"] = len(node.pods)
+            price = node_price(node, types)
+            row["pricePerHour"] = None if price is None else _price(price)
+            out.append(row)
+        return out
+
+    return {
+        "commands": [
+            {
+                "method": s.command.method,
+                "decision": s.command.decision.value,
+                "nodes": list(s.command.names),
+                "launched": list(s.launched),
+                "replacements": [
+                    {
+                        "instanceTypes": list(p.instance_types),
+                        "capacityTypes": list(p.capacity_types),
+                        "pricePerHour": _price(p.price),
+                    }
+                    for p in s.command.replacements
+                ],
+                "pricePerHourAfter": _price(s.price_after),
+            }
+            for s in report.steps
+        ],
+        "before": nodes(report.before),
+        "after": nodes(report.after),
+        "pricePerHourBefore": None if report.price_before is None else _price(report.price_before),
+        "pricePerHourAfter": None if report.price_after is None else _price(report.price_after),
+        "kept": [
+            {"node": k.nodeclaim, "reason": k.reason.value, "message": k.message}
+            for k in report.kept
+        ],
+    }

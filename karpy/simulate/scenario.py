@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Mapping
+from datetime import timedelta
 from importlib import metadata
 from pathlib import Path
 from typing import Final
@@ -18,6 +20,11 @@ from typing import Final
 import attrs
 import yaml
 
+from karpy.apis.duration import parse_duration
+from karpy.core.disruption.budgets import BudgetSpec
+from karpy.core.disruption.candidates import Policy, PoolDisruption
+from karpy.core.disruption.consolidation import parse_min_improvement
+from karpy.core.disruption.methods import Reason
 from karpy.core.instancetypes import InstanceType, Offering
 from karpy.core.pods import Pod
 from karpy.core.resources import PODS, Resources
@@ -47,6 +54,8 @@ class Scenario:
     snapshot: ClusterSnapshot
     pods: tuple[Pod, ...]
     options: SchedulerOptions
+    disruption: Mapping[str, PoolDisruption] = attrs.field(factory=dict)
+    """Each NodePool's disruption settings (`karpy simulate --consolidate` reads them)."""
 
 
 def load(path: str | Path) -> Scenario:
@@ -108,13 +117,26 @@ def parse(data: object) -> Scenario:
         daemonsets=daemonsets,
         namespaces=namespaces,
     )
-    return Scenario(snapshot, tuple(pods), _options(root.get("options")))
+    disruption: dict[str, PoolDisruption] = {
+        p.name: _disruption(n.get("disruption"))
+        for p, n in zip(pools, root.req("nodePools").items(), strict=True)
+    }
+    return Scenario(snapshot, tuple(pods), _options(root.get("options")), disruption)
 
 
 # --------------------------------------------------------------------------- nodepools and catalog
 def _nodepool(node: Node) -> NodePool:
     node.check_keys(
-        {"name", "weight", "requirements", "labels", "taints", "startupTaints", "limits"}
+        {
+            "name",
+            "weight",
+            "requirements",
+            "labels",
+            "taints",
+            "startupTaints",
+            "limits",
+            "disruption",
+        }
     )
     weight = node.get("weight")
     labels = node.get("labels")
@@ -127,6 +149,48 @@ def _nodepool(node: Node) -> NodePool:
         limits=parse_resources(node.get("limits")),
         weight=weight.integer() if weight else 0,
     )
+
+
+def _disruption(node: Node | None) -> PoolDisruption:
+    """A NodePool's `disruption`: consolidationPolicy (default WhenEmptyOrUnderutilized),
+    consolidateAfter (default 0s; only Never matters, time does not pass in a scenario),
+    budgets (`nodes` and `reasons`; default one budget of 10%) and minimumImprovement (a
+    percentage, as the NodePool annotation karpy.sh/consolidation-min-improvement)."""
+    if node is None:
+        return PoolDisruption(consolidate_after=0.0)
+    node.check_keys({"consolidationPolicy", "consolidateAfter", "budgets", "minimumImprovement"})
+    policy = node.get("consolidationPolicy")
+    after = node.get("consolidateAfter")
+    improvement = node.get("minimumImprovement")
+    budgets = tuple(_budget(b) for b in items_of(node.get("budgets")))
+    parsed_after = (
+        after.convert(lambda n: parse_duration(n.text(), field_name="consolidateAfter"))
+        if after
+        else timedelta(0)
+    )
+    return PoolDisruption(
+        consolidate_after=None if parsed_after is None else parsed_after.total_seconds(),
+        budgets=budgets or (BudgetSpec(),),
+        policy=policy.convert(lambda n: Policy(n.text()))
+        if policy
+        else Policy.WHEN_EMPTY_OR_UNDERUTILIZED,
+        min_improvement=(
+            improvement.convert(
+                lambda n: parse_min_improvement(n.text(), source="minimumImprovement")
+            )
+            if improvement
+            else 0.0
+        ),
+    )
+
+
+def _budget(node: Node) -> BudgetSpec:
+    node.check_keys({"nodes", "reasons"})
+    reasons = frozenset(r.text() for r in items_of(node.get("reasons")))
+    unknown = sorted(reasons - {r.value for r in Reason})
+    if unknown:
+        raise node.req("reasons").fail(f"unknown disruption reason {unknown[0]!r}")
+    return BudgetSpec(nodes=node.req("nodes").text(), reasons=reasons)
 
 
 CATALOG_GROUP: Final = "karpy.catalogs"

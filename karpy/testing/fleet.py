@@ -78,7 +78,9 @@ class Fleet:
                 capacity_type=n.capacity_type,
                 zone=n.zone,
                 price=self.price_of(n),
-                pods=tuple(PodFacts(name=p.name, uid=p.uid) for p in n.pods),
+                pods=tuple(
+                    PodFacts(name=p.key, uid=p.uid) for p in n.pods
+                ),  # as the controller names them
             )
             for n in self.nodes
         ]

@@ -1,10 +1,15 @@
 """Consolidation with the whole daemon on the local cluster (kwok provider): two half-empty
 nodes become one, the move validated after the validation delay and run replacement-first by
-the orchestration queue; a `karpenter.sh/do-not-disrupt` pod holds its node.
+the orchestration queue; a `karpenter.sh/do-not-disrupt` pod holds its node, says so in an
+`Unconsolidatable` event, and `karpy explain node` prints the same reason; a Deployment under a
+PodDisruptionBudget never has fewer ready pods than the budget allows while its nodes are
+consolidated.
 """
 
 from __future__ import annotations
 
+import asyncio
+import sys
 from typing import Any
 
 import pytest
@@ -105,6 +110,7 @@ async def _two_half_empty_nodes(
     labels: dict[str, str],
     app: str,
     annotations: dict[str, str] | None = None,
+    replicas: int = 2,
 ) -> set[str]:
     """Two nodes with one small `app` pod each: spacers force two nodes, kube-scheduler spreads
     the `app` pods over them (preferred anti-affinity), then the spacers go."""
@@ -123,11 +129,16 @@ async def _two_half_empty_nodes(
     )
     await eventually(running(api, namespace, spacer, 2), within=120)
     body = deployment(
-        app, node_selector=labels, replicas=2, affinity=_apart(app), cpu="500m", memory="256Mi"
+        app,
+        node_selector=labels,
+        replicas=replicas,
+        affinity=_apart(app),
+        cpu="500m",
+        memory="256Mi",
     )
     body["spec"]["template"]["metadata"]["annotations"] = dict(annotations or {})
     await create_deployment(api, namespace, body)
-    pods = await eventually(running(api, namespace, app, 2), within=120)
+    pods = await eventually(running(api, namespace, app, replicas), within=120)
     nodes = {p.spec.node_name for p in pods}
     assert len(nodes) == 2, "kube-scheduler spread the pods over both nodes"
     await client.AppsV1Api(api).delete_namespaced_deployment(spacer, namespace)
@@ -182,3 +193,127 @@ async def test_a_do_not_disrupt_pod_holds_its_node_with_an_event(
             return len(await _live_claims(api_client, pool)) == 2
 
         await steadily(both_nodes, during=15)
+
+        pods = await running(api_client, namespace, "kept", 2)()
+        on = {p.spec.node_name: f"{namespace}/{p.metadata.name}" for p in pods}
+
+        async def unconsolidatable() -> dict[str, str]:
+            events = await client.CoreV1Api(api_client).list_event_for_all_namespaces(
+                field_selector="reason=Unconsolidatable"
+            )
+            return {
+                e.involved_object.name: e.message
+                for e in events.items
+                if e.involved_object.kind == "Node" and e.involved_object.name in held
+            }
+
+        found = await eventually(
+            lambda: _all_of(unconsolidatable, held),
+            within=60,
+            interval=1.0,
+            what="Unconsolidatable events on both nodes",
+        )
+        for node, message in found.items():
+            assert message == f'pod "{on[node]}" has "karpenter.sh/do-not-disrupt" annotation'
+
+        # The same reason, from the running cluster, by the command line.
+        node = sorted(held)[0]
+        printed = await _karpy(cluster_info, "explain", "node", node)
+        assert f"node {node}" in printed
+        assert f"not consolidated (PodDoNotDisrupt): {found[node]}" in printed
+
+
+async def _all_of(probe: Any, names: set[str]) -> dict[str, str]:
+    found: dict[str, str] = await probe()
+    return found if set(found) == names else {}
+
+
+async def _karpy(cluster_info: ClusterInfo, *args: str) -> str:
+    """Run the karpy command line against the local cluster; its standard output."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "karpy",
+        *args,
+        "--kubeconfig",
+        str(cluster_info.kubeconfig),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        async with asyncio.timeout(120):
+            out, err = await process.communicate()
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        raise
+    assert process.returncode == 0, err.decode()
+    return out.decode()
+
+
+def _ready(pod: Any) -> bool:
+    conditions = pod.status.conditions or []
+    return any(c.type == "Ready" and c.status == "True" for c in conditions)
+
+
+async def test_a_pdb_is_never_broken_while_its_pods_are_consolidated(
+    cluster_info: ClusterInfo, api_client: client.ApiClient, namespace: str
+) -> None:
+    """Four pods over two half-empty nodes under minAvailable 3: merging the nodes evicts two
+    pods from one of them, and the second eviction must wait until the first pod's
+    replacement is Ready. Ready pods are counted every 100 ms from before the first eviction
+    to the end; the PDB's own status is checked as well."""
+    pool, labels = await _underutilized_pool(api_client, "guarded")
+    minimum = 3
+    await client.PolicyV1Api(api_client).create_namespaced_pod_disruption_budget(
+        namespace,
+        {  # type: ignore[arg-type]
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "guarded"},
+            "spec": {"minAvailable": minimum, "selector": {"matchLabels": {"app": "guarded"}}},
+        },
+    )
+    async with running_daemon(cluster_info, flags=FLAGS):
+        first = await _two_half_empty_nodes(api_client, namespace, labels, "guarded", replicas=4)
+        before = {p.metadata.name for p in await running(api_client, namespace, "guarded", 4)()}
+        lowest: list[int] = []
+        low_pdb: list[tuple[int, int]] = []
+        done = asyncio.Event()
+
+        async def watch() -> None:
+            core = client.CoreV1Api(api_client)
+            policy = client.PolicyV1Api(api_client)
+            while not done.is_set():
+                pods = await core.list_namespaced_pod(namespace, label_selector="app=guarded")
+                ready = [
+                    p for p in pods.items if p.metadata.deletion_timestamp is None and _ready(p)
+                ]
+                lowest.append(len(ready))
+                pdb = await policy.read_namespaced_pod_disruption_budget("guarded", namespace)
+                if pdb.status is not None and pdb.status.observed_generation:
+                    low_pdb.append((pdb.status.current_healthy, pdb.status.desired_healthy))
+                await asyncio.sleep(0.1)
+
+        async def merged() -> list[Any]:
+            live = await running(api_client, namespace, "guarded", 4)()
+            claims = await _live_claims(api_client, pool)
+            if len(claims) != 1 or len({p.spec.node_name for p in live}) != 1:
+                return []
+            return [p for p in live if _ready(p)] if all(_ready(p) for p in live) else []
+
+        async with asyncio.TaskGroup() as group:
+            watcher = group.create_task(watch())
+            try:
+                pods = await eventually(merged, within=240, interval=1.0, what="one node left")
+            finally:
+                done.set()
+            await watcher
+        assert len({p.spec.node_name for p in pods}) == 1
+        assert first, "the pods started on two nodes"
+        # Consolidation did evict (the pods of the node it removed moved), and never below the
+        # budget.
+        assert len({p.metadata.name for p in pods} - before) >= 1
+        assert lowest, "the watch ran"
+        assert min(lowest) >= minimum, f"ready pods fell to {min(lowest)}"
+        assert all(healthy >= desired for healthy, desired in low_pdb), low_pdb

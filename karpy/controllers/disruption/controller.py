@@ -17,7 +17,12 @@ Methods that need to know where pods would go get a scheduling simulation over t
 asked of the provider only when a drifted node with pods or a consolidation candidate makes them
 necessary. The decision runs off the event loop: it is pure.
 Candidates a user can unblock (a budget, do-not-disrupt, a PDB, pods that would not fit) get a
-`DisruptionBlocked` event on their Node and NodeClaim, deduplicated by the recorder.
+`DisruptionBlocked` event on their Node and NodeClaim, deduplicated by the recorder. Every node
+consolidation looked at and left alone gets an `Unconsolidatable` event on its Node and NodeClaim
+with the one reason the core gave (`Decision.kept`), repeated at most every 15 minutes while the
+reason stays the same (Karpenter's dedupe timeout) and at once when it changes. Two reasons are
+not evented, as in Karpenter: a NodePool whose policy is WhenEmpty, and a node whose
+consolidateAfter has not passed yet (its `Consolidatable` condition says so).
 """
 
 from __future__ import annotations
@@ -43,10 +48,11 @@ from karpy.core.disruption.candidates import (
     Policy,
     PoolDisruption,
     Skip,
+    SkipReason,
     select,
 )
 from karpy.core.disruption.consolidation import Settings, consolidation_methods
-from karpy.core.disruption.decision import disrupt, revalidate
+from karpy.core.disruption.decision import Decision, disrupt, revalidate
 from karpy.core.disruption.methods import Command, Drift, Emptiness, Method, Reason, StaticDrift
 from karpy.core.instancetypes import InstanceType
 from karpy.core.scheduling.scheduler import SchedulerOptions
@@ -69,6 +75,11 @@ NOMINATION_WINDOW: Final = 20.0
 """Seconds a freshly initialized node is kept for the pods it was launched for: Karpenter's
 max(2 x batch max duration, 10 s) with the default 10 s batch max duration."""
 REASON_BLOCKED: Final = "DisruptionBlocked"
+REASON_UNCONSOLIDATABLE: Final = "Unconsolidatable"
+UNCONSOLIDATABLE_DEDUPE: Final = 900.0
+"""Seconds an identical Unconsolidatable event is suppressed (Karpenter's 15 minutes)."""
+SILENT: Final = frozenset({SkipReason.POLICY, SkipReason.NOT_CONSOLIDATABLE})
+"""Reasons consolidation keeps a node that get no Unconsolidatable event."""
 VALIDATION_DELAY: Final = 15.0
 """Seconds a consolidation command waits before it is re-checked (Karpenter's)."""
 CONSOLIDATION: Final = frozenset({"multi-node-consolidation", "single-node-consolidation"})
@@ -165,10 +176,9 @@ class DisruptionController(SingletonController):
             span.set_attribute("karpy.method", outcome.method or "")
             span.set_attribute("karpy.commands", len(outcome.commands))
         self._record_allowances(decision.allowances, decision.selection.candidates)
-        await self._report(
-            [*decision.selection.skipped, *outcome.skipped],
-            {c.metadata.name or "": c for c in claims},
-        )
+        by_name = {c.metadata.name or "": c for c in claims}
+        await self._report([*decision.selection.skipped, *outcome.skipped], by_name)
+        await self._report_kept(decision.kept, by_name)
         for command in outcome.commands:
             if command.method in CONSOLIDATION:
                 checked = await self._validate(command, types)
@@ -252,25 +262,9 @@ class DisruptionController(SingletonController):
     async def _instance_types(
         self, candidates: Sequence[Candidate], pools: Mapping[str, NodePool]
     ) -> dict[str, Sequence[InstanceType]]:
-        """Instance types per live NodePool, asked of the provider only when there is a
-        candidate: a replacement must be planned and priced for one with pods, and an empty
-        one's price is what removing it saves (karpy_voluntary_disruption_savings_per_hour)."""
-        if self._provider is None or not candidates:
-            return {}
-        found: dict[str, Sequence[InstanceType]] = {}
-        provider = self._provider
-        for name, pool in sorted(pools.items()):
-            if pool.metadata.deletion_timestamp is not None:
-                continue
-            try:
-                async with asyncio.timeout(self._provider_timeout):
-                    found[name] = await provider.get_instance_types(pool)
-            except (CloudProviderError, TimeoutError) as error:
-                log.warning(
-                    "failed to get instance types", extra={"nodepool": name, "error": str(error)}
-                )
-                found[name] = ()
-        return found
+        return await instance_types(
+            self._provider, candidates, pools, per_call=self._provider_timeout
+        )
 
     def _record_allowances(
         self, by_reason: Mapping[Reason, Mapping[str, Allowance]], candidates: Sequence[Candidate]
@@ -315,6 +309,99 @@ class DisruptionController(SingletonController):
             if node is not None:
                 await self._recorder.publish(_node_event(node, skip.message), now=now)
 
+    async def _report_kept(self, kept: Sequence[Skip], claims: Mapping[str, NodeClaim]) -> None:
+        """An Unconsolidatable event per node consolidation left alone, with its reason."""
+        now = asyncio.get_running_loop().time()
+        for skip in kept:
+            if skip.reason in SILENT:
+                continue
+            claim = claims.get(skip.nodeclaim)
+            if claim is not None:
+                await self._recorder.publish(
+                    _event(_claim_ref(claim), REASON_UNCONSOLIDATABLE, skip.message), now=now
+                )
+            node = self._view.node(skip.node) if skip.node else None
+            if node is not None:
+                await self._recorder.publish(
+                    _event(_node_ref(node), REASON_UNCONSOLIDATABLE, skip.message), now=now
+                )
+
+
+async def instance_types(
+    provider: CloudProvider | None,
+    candidates: Sequence[Candidate],
+    pools: Mapping[str, NodePool],
+    *,
+    per_call: float,
+) -> dict[str, Sequence[InstanceType]]:
+    """Instance types per live NodePool, asked of the provider only when there is a candidate:
+    a replacement must be planned and priced for one with pods, and an empty one's price is what
+    removing it saves (karpy_voluntary_disruption_savings_per_hour)."""
+    if provider is None or not candidates:
+        return {}
+    found: dict[str, Sequence[InstanceType]] = {}
+    for name, pool in sorted(pools.items()):
+        if pool.metadata.deletion_timestamp is not None:
+            continue
+        try:
+            async with asyncio.timeout(per_call):
+                found[name] = await provider.get_instance_types(pool)
+        except (CloudProviderError, TimeoutError) as error:
+            log.warning(
+                "failed to get instance types", extra={"nodepool": name, "error": str(error)}
+            )
+            found[name] = ()
+    return found
+
+
+async def explain_pass(
+    view: ClusterView,
+    *,
+    now: float,
+    cloudprovider: CloudProvider | None,
+    scheduler: SchedulerOptions | None = None,
+    consolidation: Settings | None = None,
+    min_improvement: float = 0.0,
+    nomination_window: float = NOMINATION_WINDOW,
+    provider_timeout: float = 60.0,
+    snapshot_kinds: SnapshotKinds | None = None,
+) -> Decision:
+    """The pass the controller would run now over `view`, decided and not acted on: what
+    `karpy explain node` prints from a running cluster. Commands in flight are known from their
+    NodeClaims' annotations; nominations only from the nomination window (the provisioner's
+    live nominations are in the running controller's memory)."""
+    objects = read_cluster(view, optional=snapshot_kinds)
+    pdbs = view.objects(PODDISRUPTIONBUDGETS) if view.informs(PODDISRUPTIONBUDGETS) else []
+    node_facts = facts.node_facts(
+        list(objects.nodeclaims),
+        objects.nodes,
+        objects.pods,
+        pdbs,
+        now=now,
+        nomination_window=nomination_window,
+    )
+    pools = facts.pools(objects.nodepools, min_improvement=min_improvement)
+    live = {p.metadata.name or "": p for p in objects.nodepools}
+    prospects = select(node_facts, pools, now=now).candidates
+    types = await instance_types(cloudprovider, prospects, live, per_call=provider_timeout)
+    node_facts = facts.priced(node_facts, types)
+    options = scheduler or SchedulerOptions()
+    methods = (
+        Emptiness(),
+        StaticDrift(),
+        Drift(),
+        *consolidation_methods(consolidation or Settings()),
+    )
+    return await asyncio.to_thread(
+        disrupt,
+        node_facts,
+        pools,
+        now=now,
+        simulate=simulator(objects, types, options),
+        methods=methods,
+        relaxed=simulator(objects, types, options, relax=True),
+    )
+
 
 def _consolidation_type(method: str) -> str:
     """Karpenter's consolidation_type label: "multi", "single" or "" for other methods."""
@@ -323,31 +410,37 @@ def _consolidation_type(method: str) -> str:
     return ""
 
 
-def _claim_event(claim: NodeClaim, message: str) -> Event:
-    involved = InvolvedObject(
+def _claim_ref(claim: NodeClaim) -> InvolvedObject:
+    return InvolvedObject(
         api_version=NODECLAIM_API_VERSION,
         kind=NodeClaim.KIND,
         name=claim.metadata.name or "",
         uid=claim.metadata.uid or "",
     )
-    return Event(
-        involved=involved,
-        type=EventType.NORMAL,
-        reason=REASON_BLOCKED,
-        message=f"Cannot disrupt NodeClaim: {message}",
-    )
 
 
-def _node_event(node: Node, message: str) -> Event:
-    involved = InvolvedObject(
+def _node_ref(node: Node) -> InvolvedObject:
+    return InvolvedObject(
         api_version=Node.API_VERSION,
         kind=Node.KIND,
         name=node.metadata.name or "",
         uid=node.metadata.uid or "",
     )
+
+
+def _event(involved: InvolvedObject, reason: str, message: str) -> Event:
     return Event(
         involved=involved,
         type=EventType.NORMAL,
-        reason=REASON_BLOCKED,
-        message=f"Cannot disrupt Node: {message}",
+        reason=reason,
+        message=message,
+        dedupe_window=UNCONSOLIDATABLE_DEDUPE if reason == REASON_UNCONSOLIDATABLE else None,
     )
+
+
+def _claim_event(claim: NodeClaim, message: str) -> Event:
+    return _event(_claim_ref(claim), REASON_BLOCKED, f"Cannot disrupt NodeClaim: {message}")
+
+
+def _node_event(node: Node, message: str) -> Event:
+    return _event(_node_ref(node), REASON_BLOCKED, f"Cannot disrupt Node: {message}")

@@ -36,6 +36,7 @@ from karpy.apis.v1.nodepool import Budget, NodePool
 from karpy.controllers.disruption import commands
 from karpy.core.disruption.budgets import BudgetSpec
 from karpy.core.disruption.candidates import NodeFacts, PodFacts, Policy, PoolDisruption
+from karpy.core.disruption.consolidation import parse_min_improvement
 from karpy.core.instancetypes import InstanceType
 from karpy.state.conditions import get_condition
 from karpy.state.pods import do_not_disrupt, is_reschedulable
@@ -234,20 +235,6 @@ def _budget(budget: Budget, index: int) -> BudgetSpec:
 ANNOTATION_MIN_IMPROVEMENT = "karpy.sh/consolidation-min-improvement"
 """NodePool annotation: the least a consolidation replacement must save, as a percentage of
 the price of the nodes it replaces (e.g. "10%"); overrides the global option."""
-
-
-def parse_min_improvement(text: str, *, source: str) -> float:
-    """`"10%"` -> 0.1; raises ValueError naming `source` for anything but 0% <= N < 100%."""
-    value = text.strip()
-    number = value.removesuffix("%")
-    try:
-        parsed = float(number)
-    except ValueError:
-        parsed = math.nan
-    if not value.endswith("%") or not 0 <= parsed < 100:
-        msg = f"{source}: invalid minimum price improvement {text!r}: expected a percentage 0%-99%"
-        raise ValueError(msg)
-    return parsed / 100
 
 
 def pool_disruption(pool: NodePool, *, min_improvement: float = 0.0) -> PoolDisruption:

@@ -87,7 +87,7 @@ def simulator(
             instance_types=instance_types,
         )
         unplaced = [
-            f"{e.namespace}/{e.name}: {e.message}"
+            f"pod {e.namespace}/{e.name} cannot be placed: {e.message}"
             for e in build.errors
             if e.kind == "Pod" and e.uid in ours
         ]
@@ -100,7 +100,9 @@ def simulator(
                 results.price,
             ):
                 results = loose
-        unplaced.extend(f"{e.pod}: {e.message}" for e in results.unplaced if e.uid in ours)
+        # The scheduler's own explanation: which pod, and what refused it on every nodepool
+        # and existing node (the line `karpy explain` prints first).
+        unplaced.extend(e.message for e in results.unplaced if e.uid in ours)
         plans = tuple(p for p in results.nodeclaims if ours.intersection(p.pods))
         return Simulation(
             plans=plans,

@@ -113,9 +113,14 @@ class NodeFacts:
 
     @property
     def quiet_since(self) -> float | None:
-        """When the node last changed: max(Initialized, lastPodEventTime)."""
-        stamps = [t for t in (self.initialized_at, self.last_pod_event_time) if t is not None]
-        return max(stamps) if stamps else None
+        """When consolidateAfter starts counting: lastPodEventTime, or Initialized when no pod
+        event came yet (the rule of the NodeClaim's `Consolidatable` condition, so the core and
+        the condition agree on when a node is consolidatable)."""
+        if self.initialized_at is None:
+            return None
+        if self.last_pod_event_time is not None:
+            return self.last_pod_event_time
+        return self.initialized_at
 
 
 class SkipReason(enum.StrEnum):
@@ -137,6 +142,8 @@ class SkipReason(enum.StrEnum):
     UNSCHEDULABLE = "Unschedulable"
     POLICY = "ConsolidationPolicy"
     NOT_CHEAPER = "NotCheaper"
+    BELOW_IMPROVEMENT = "BelowMinimumImprovement"
+    SAME_TYPE = "SameInstanceType"
     PRICE_UNKNOWN = "PriceUnknown"
     SPOT_TO_SPOT = "SpotToSpot"
 

@@ -98,6 +98,20 @@ class Evaluation:
         return savings(self.command)
 
 
+def parse_min_improvement(text: str, *, source: str) -> float:
+    """`"10%"` -> 0.1; raises ValueError naming `source` for anything but 0% <= N < 100%."""
+    value = text.strip()
+    number = value.removesuffix("%")
+    try:
+        parsed = float(number)
+    except ValueError:
+        parsed = math.nan
+    if not value.endswith("%") or not 0 <= parsed < 100:
+        msg = f"{source}: invalid minimum price improvement {text!r}: expected a percentage 0%-99%"
+        raise ValueError(msg)
+    return parsed / 100
+
+
 def candidates_price(candidates: Iterable[Candidate]) -> float | None:
     """The candidates' price per hour together, None when some price is unknown."""
     prices = [c.facts.price for c in candidates]
@@ -159,14 +173,7 @@ def price_replacement(
         if key not in same and max(o.price for o in group) < limit
     }
     if not cheaper:
-        cheapest = min(o.price for o in usable)
-        if cheapest < total and improvement > 0:
-            return (
-                SkipReason.NOT_CHEAPER,
-                f"replacement saves less than the minimum price improvement "
-                f"({improvement:.0%} of {total:.4f}/h)",
-            )
-        return (SkipReason.NOT_CHEAPER, "can't replace with a cheaper node")
+        return _no_cheaper(by_type, same, total=total, limit=limit, improvement=improvement)
     capacity = SPOT if any(ct == SPOT for _, ct in cheaper) else min(cheaper.items())[0][1]
     options = sorted((price, it) for (it, ct), price in cheaper.items() if ct == capacity)
     if all_spot and capacity == SPOT:
@@ -193,6 +200,41 @@ def price_replacement(
     )
 
 
+def _no_cheaper(
+    by_type: Mapping[tuple[str, str], Sequence[Offer]],
+    same: set[tuple[str | None, str | None]],
+    *,
+    total: float,
+    limit: float,
+    improvement: float,
+) -> tuple[SkipReason, str]:
+    """Why no replacement offering qualifies: only the candidates' own type is cheap enough
+    (no churn), the cheaper ones save less than the minimum improvement, or none is cheaper."""
+    worst = {key: max(o.price for o in group) for key, group in by_type.items()}
+    own = sorted(key for key, price in worst.items() if key in same and price < limit)
+    if own and not any(price < total for key, price in worst.items() if key not in same):
+        instance_type, capacity_type = own[0]
+        return (
+            SkipReason.SAME_TYPE,
+            f"the only cheaper replacement is the same instance type {instance_type} "
+            f"({capacity_type}), which would not change the node",
+        )
+    others = [price for key, price in worst.items() if key not in same]
+    if improvement > 0 and others and min(others) < total:
+        return (
+            SkipReason.BELOW_IMPROVEMENT,
+            f"the cheapest replacement ({min(others):.4f}/h) saves less than the minimum price "
+            f"improvement of {improvement:.0%} on {total:.4f}/h",
+        )
+    return (SkipReason.NOT_CHEAPER, "can't replace with a cheaper node")
+
+
+def _unplaced_message(unplaced: Sequence[str]) -> str:
+    """The scheduler's explanation of the first pod that would fit nowhere (more counted)."""
+    more = f" (and {len(unplaced) - 1} more pod(s))" if len(unplaced) > 1 else ""
+    return f"{unplaced[0]}{more}"
+
+
 def evaluate(
     candidates: Sequence[Candidate],
     simulate: Simulate,
@@ -205,9 +247,7 @@ def evaluate(
     simulation: Simulation = simulate(candidates)
     if simulation.unplaced:
         return Evaluation(
-            skip_reason=SkipReason.UNSCHEDULABLE,
-            message=f"{len(simulation.unplaced)} pod(s) would not schedule: "
-            f"{simulation.unplaced[0]}",
+            skip_reason=SkipReason.UNSCHEDULABLE, message=_unplaced_message(simulation.unplaced)
         )
     if not simulation.plans:
         command = Command(method=method, reason=Reason.UNDERUTILIZED, candidates=tuple(candidates))

@@ -13,7 +13,15 @@ from collections.abc import Iterable, Mapping, Sequence
 import attrs
 
 from karpy.core.disruption.budgets import Allowance, PoolCount, allowances
-from karpy.core.disruption.candidates import NodeFacts, PoolDisruption, Selection, select
+from karpy.core.disruption.candidates import (
+    NodeFacts,
+    Policy,
+    PoolDisruption,
+    Selection,
+    Skip,
+    SkipReason,
+    select,
+)
 from karpy.core.disruption.consolidation import (
     MultiNodeConsolidation,
     SingleNodeConsolidation,
@@ -50,6 +58,13 @@ class Decision:
     selection: Selection
     allowances: Mapping[Reason, Mapping[str, Allowance]]
     outcome: Pass
+    kept: tuple[Skip, ...] = ()
+    """Consolidation's answer to "why was this node not consolidated?": one reason per NodeClaim
+    it looked at and left alone (see `unconsolidatable`), by NodeClaim name."""
+
+    def reason_for(self, name: str) -> Skip | None:
+        """The reason consolidation left NodeClaim or Node `name` alone, if it did."""
+        return next((k for k in self.kept if name in (k.nodeclaim, k.node)), None)
 
 
 def pool_counts(nodes: Iterable[NodeFacts]) -> dict[str, PoolCount]:
@@ -67,6 +82,51 @@ def pool_counts(nodes: Iterable[NodeFacts]) -> dict[str, PoolCount]:
         pool: PoolCount(total=total, disrupting=disrupting.get(pool, 0))
         for pool, total in totals.items()
     }
+
+
+SELECTION_BLOCKS = frozenset(
+    {SkipReason.DO_NOT_DISRUPT, SkipReason.POD_DO_NOT_DISRUPT, SkipReason.PDB}
+)
+"""Reasons a node is no candidate at all that consolidation reports as its own."""
+
+
+def unconsolidatable(
+    nodes: Sequence[NodeFacts],
+    pools: Mapping[str, PoolDisruption],
+    selection: Selection,
+    outcome: Pass,
+    methods: Sequence[Method],
+) -> tuple[Skip, ...]:
+    """One reason per NodeClaim consolidation looked at and left alone, sorted by name.
+
+    A node with pods in a dynamic NodePool that consolidates underutilized nodes, kept out of
+    the candidates by do-not-disrupt or a PodDisruptionBudget, is left alone for that reason.
+    Otherwise the reason is the one the consolidation methods gave: single-node's (which looks
+    at each candidate on its own) over multi-node's (which may only have seen a budget). A
+    NodeClaim in one of the pass's commands has no reason; nor has one the pass did not look at
+    (another method acted first, or a better command was found before reaching it).
+    """
+    by_name = {f.nodeclaim: f for f in nodes}
+    found: dict[str, Skip] = {}
+    for skip in selection.skipped:
+        facts = by_name.get(skip.nodeclaim)
+        pool = pools.get(facts.nodepool or "") if facts is not None else None
+        if (
+            skip.reason in SELECTION_BLOCKS
+            and facts is not None
+            and pool is not None
+            and not facts.empty
+            and not pool.static
+            and pool.policy is not Policy.WHEN_EMPTY
+        ):
+            found[skip.nodeclaim] = skip
+    underutilized = {m.name for m in methods if m.reason is Reason.UNDERUTILIZED}
+    for name, skips in outcome.by_method:
+        if name in underutilized:
+            for skip in skips:
+                found[skip.nodeclaim] = skip
+    acting = {n for command in outcome.commands for n in command.names}
+    return tuple(found[n] for n in sorted(found) if n not in acting)
 
 
 def disrupt(
@@ -93,7 +153,8 @@ def disrupt(
         simulate=simulate,
         relaxed=relaxed,
     )
-    return Decision(selection=selection, allowances=by_reason, outcome=outcome)
+    kept = unconsolidatable(nodes, pools, selection, outcome, methods)
+    return Decision(selection=selection, allowances=by_reason, outcome=outcome, kept=kept)
 
 
 def revalidate(

@@ -158,7 +158,8 @@ class _Budget:
 
 def consolidatable(candidate: Candidate, *, now: float) -> Skip | None:
     """Why `candidate` is not Consolidatable now, if it is not: consolidateAfter must be set,
-    valid, and have passed since max(Initialized, lastPodEventTime)."""
+    valid, and have passed since lastPodEventTime (Initialized without one), as for the
+    NodeClaim's Consolidatable condition."""
     pool = candidate.pool
     if pool.error is not None:
         return _skip(candidate, SkipReason.INVALID_CONSOLIDATE_AFTER, pool.error)
@@ -298,6 +299,8 @@ class Pass:
     method: str | None
     commands: tuple[Command, ...]
     skipped: tuple[Skip, ...]
+    by_method: tuple[tuple[str, tuple[Skip, ...]], ...] = ()
+    """The same skips, per method asked, in the order asked."""
 
 
 def decide(
@@ -314,6 +317,7 @@ def decide(
     `allowances(reason)` gives each NodePool's budget allowance for a reason.
     """
     skipped: list[Skip] = []
+    by_method: list[tuple[str, tuple[Skip, ...]]] = []
     for method in methods:
         outcome = method.compute(
             MethodInput(
@@ -325,6 +329,12 @@ def decide(
             )
         )
         skipped.extend(outcome.skipped)
+        by_method.append((method.name, outcome.skipped))
         if outcome.commands:
-            return Pass(method=method.name, commands=outcome.commands, skipped=tuple(skipped))
-    return Pass(method=None, commands=(), skipped=tuple(skipped))
+            return Pass(
+                method=method.name,
+                commands=outcome.commands,
+                skipped=tuple(skipped),
+                by_method=tuple(by_method),
+            )
+    return Pass(method=None, commands=(), skipped=tuple(skipped), by_method=tuple(by_method))

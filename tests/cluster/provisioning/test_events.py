@@ -6,6 +6,7 @@ import secrets
 from collections.abc import AsyncIterator
 from typing import Any
 
+import attrs
 import pytest
 
 from karpy.kube.client import KubeClient
@@ -58,6 +59,32 @@ async def test_an_event_names_its_object_and_repeats_are_dropped_within_the_wind
         "namespace": namespace,
         "uid": uid,
     }
+
+
+async def test_an_event_may_carry_its_own_window(kube: KubeClient, namespace: str) -> None:
+    """Unconsolidatable repeats at most every 15 minutes while the recorder's window is 2."""
+    uid = f"uid-{secrets.token_hex(4)}"
+    node = InvolvedObject(api_version="v1", kind="Node", name="n", uid=uid)
+    recorder = Recorder(kube, SystemClock(), dedupe_window=120.0)
+    long = Event(
+        involved=node,
+        type=EventType.NORMAL,
+        reason="Unconsolidatable",
+        message="can't replace with a cheaper node",
+        dedupe_window=900.0,
+    )
+    other = attrs.evolve(long, message="no allowed disruptions for disruption reason Underutilized")
+    assert await recorder.publish(long, now=0.0)
+    assert not await recorder.publish(long, now=600.0), "within its own window"
+    assert await recorder.publish(_event(node), now=600.0)
+    assert not await recorder.publish(_event(node), now=700.0)
+    assert await recorder.publish(long, now=900.0), "its window has passed"
+    # A changed reason goes out at once, and so does the first one when it comes back: the
+    # newest Unconsolidatable event is always the current reason.
+    assert await recorder.publish(other, now=910.0)
+    assert not await recorder.publish(other, now=920.0)
+    assert await recorder.publish(long, now=930.0)
+    assert len(await _events_about(kube, "default", uid)) == 5
 
 
 async def test_events_about_cluster_scoped_objects_go_to_the_default_namespace(

@@ -32,7 +32,7 @@ from karpy.core.disruption.consolidation import (
     price_replacement,
 )
 from karpy.core.disruption.decision import disrupt, revalidate
-from karpy.core.disruption.methods import Command, Emptiness, Method, Offer
+from karpy.core.disruption.methods import Command, Emptiness, Method, Offer, Simulation
 from karpy.core.pods import Container, Pod, PodUID
 from karpy.core.requirements import Requirement, Requirements
 from karpy.core.resources import Resources
@@ -141,6 +141,76 @@ def test_consolidate_after_is_counted_from_the_last_pod_event() -> None:
     assert {s.reason for s in decision.outcome.skipped} == {SkipReason.NOT_CONSOLIDATABLE}
 
 
+# ---------------------------------------------------------------- why not ("kept")
+
+
+def _protected(f: NodeFacts, *, pdb: str | None = None) -> NodeFacts:
+    first = f.pods[0]
+    if pdb is not None:
+        return attrs.evolve(f, pods=(attrs.evolve(first, blocking_pdb=pdb), *f.pods[1:]))
+    return attrs.evolve(
+        f, pods=(attrs.evolve(first, do_not_disrupt_until=float("inf")), *f.pods[1:])
+    )
+
+
+def test_a_full_node_left_alone_gets_exactly_one_reason() -> None:
+    start = fleet((1, 3))
+    decision = disrupt(start.facts(), start.pools(), now=NOW, simulate=start.simulate)
+    assert decision.outcome.commands == ()
+    assert [(k.nodeclaim, k.reason) for k in decision.kept] == [("node-0", SkipReason.NOT_CHEAPER)]
+    assert decision.reason_for("node-0") == decision.kept[0]
+
+
+def test_do_not_disrupt_and_pdbs_name_the_pod_and_the_budget() -> None:
+    start = fleet((3, 3), (3, 3), (3, 3))
+    facts = start.facts()
+    facts[0] = _protected(facts[0])
+    facts[1] = _protected(facts[1], pdb="default/web")
+    decision = disrupt(facts, start.pools(), now=NOW, simulate=start.simulate)
+    held = {k.nodeclaim: k for k in decision.kept}
+    assert held["node-0"].reason is SkipReason.POD_DO_NOT_DISRUPT
+    assert held["node-0"].message == (
+        'pod "default/pod-0" has "karpenter.sh/do-not-disrupt" annotation'
+    )
+    assert held["node-1"].reason is SkipReason.PDB
+    assert held["node-1"].message == (
+        'pdb "default/web" prevents pod evictions (pod "default/pod-3")'
+    )
+    # The third node was free to go, and went: a command's candidates have no reason.
+    acted = {n for c in decision.outcome.commands for n in c.names}
+    assert acted == {"node-2"}
+    assert set(held) == {"node-0", "node-1"}
+
+
+def test_a_blocking_budget_is_the_reason() -> None:
+    start = fleet((3, 3), (3, 3), disruption=attrs.evolve(OPEN, budgets=(BudgetSpec(nodes="0"),)))
+    decision = disrupt(start.facts(), start.pools(), now=NOW, simulate=start.simulate)
+    assert decision.outcome.commands == ()
+    assert {k.reason for k in decision.kept} == {SkipReason.BUDGET}
+    assert [k.nodeclaim for k in decision.kept] == ["node-0", "node-1"]
+    assert "Underutilized" in decision.kept[0].message
+
+
+def test_a_pod_that_fits_nowhere_is_named_with_the_schedulers_explanation() -> None:
+    start = fleet((1, 3))
+
+    def nowhere(candidates: Sequence[Candidate]) -> Simulation:
+        return Simulation(unplaced=("pod default/pod-0 cannot be placed: no nodepools",))
+
+    decision = disrupt(start.facts(), start.pools(), now=NOW, simulate=nowhere)
+    assert [(k.reason, k.message) for k in decision.kept] == [
+        (SkipReason.UNSCHEDULABLE, "pod default/pod-0 cannot be placed: no nodepools")
+    ]
+
+
+def test_when_empty_and_empty_nodes_are_not_consolidations_business() -> None:
+    start = fleet((3, 3), (3, 0), disruption=attrs.evolve(OPEN, policy=Policy.WHEN_EMPTY))
+    facts = start.facts()
+    facts[0] = _protected(facts[0])
+    decision = disrupt(facts, start.pools(), now=NOW, simulate=start.simulate)
+    assert decision.kept == ()
+
+
 # ---------------------------------------------------------------- pricing a replacement
 
 
@@ -195,10 +265,20 @@ def test_a_replacement_is_strictly_cheaper_and_never_the_candidates_type() -> No
 
 
 def test_nothing_cheaper_says_so() -> None:
-    offers = [Offer("big", OD, "z1", 0.5), Offer("huge", OD, "z1", 2.0)]
+    offers = [Offer("huge", OD, "z1", 2.0)]
     assert price_replacement(plan_of(offers), offers, [candidate(1.0)], spot_to_spot=False) == (
         SkipReason.NOT_CHEAPER,
         "can't replace with a cheaper node",
+    )
+
+
+def test_only_its_own_type_being_cheaper_says_so() -> None:
+    # The candidate's own type is cheaper in another zone: replacing it would be churn.
+    offers = [Offer("big", OD, "z1", 0.5), Offer("huge", OD, "z1", 2.0)]
+    assert price_replacement(plan_of(offers), offers, [candidate(1.0)], spot_to_spot=False) == (
+        SkipReason.SAME_TYPE,
+        "the only cheaper replacement is the same instance type big (on-demand), which would"
+        " not change the node",
     )
 
 
@@ -208,8 +288,11 @@ def test_the_minimum_improvement_holds_back_small_savings() -> None:
         plan_of(offers), offers, [candidate(1.0, improvement=0.1)], spot_to_spot=False
     )
     assert isinstance(held, tuple)
-    assert held[0] is SkipReason.NOT_CHEAPER
-    assert "minimum price improvement (10%" in held[1]
+    assert held == (
+        SkipReason.BELOW_IMPROVEMENT,
+        "the cheapest replacement (0.9500/h) saves less than the minimum price improvement of"
+        " 10% on 1.0000/h",
+    )
     offers = [Offer("small", OD, "z1", 0.85)]
     assert isinstance(
         price_replacement(
@@ -322,7 +405,14 @@ def test_properties(nodes: list[tuple[int, int]], search: Search, budget: str) -
         decision = disrupt(facts, f.pools(), now=NOW, simulate=f.simulate, methods=methods(search))
         again = disrupt(facts, f.pools(), now=NOW, simulate=f.simulate, methods=methods(search))
         assert again.outcome == decision.outcome  # same input, same commands
+        # At most one reason per NodeClaim, never for a node the pass acts on.
+        kept = [k.nodeclaim for k in decision.kept]
+        assert len(kept) == len(set(kept))
+        assert not set(kept) & {n for c in decision.outcome.commands for n in c.names}
+        assert again.kept == decision.kept
         if not decision.outcome.commands:
+            # A fixed point: every non-empty node is explained.
+            assert set(kept) == {n.name for n in f.nodes if n.pods}
             break
         for command in decision.outcome.commands:
             # No budget exceeded.

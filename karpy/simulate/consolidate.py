@@ -1,0 +1,237 @@
+"""`karpy simulate --consolidate`: what consolidation would do to a scenario's existing nodes.
+
+The scenario's nodes with their pods are the fleet. Each step runs the disruption controller's
+pure pass (karpy.core.disruption.decision.disrupt: Emptiness, then multi-node and single-node
+consolidation, with the NodePools' `disruption` settings and budgets) against a simulation that
+answers as the controller's does: the candidates' pods re-placed by the scheduler over the other
+nodes, then new NodeClaims. Each command is applied as the orchestration queue would run it
+(replacement launched as its cheapest allowed offering, candidates removed, their pods where the
+solve put them) and the next pass runs on the result, until a pass has nothing to do. The last
+pass says why each remaining node is kept.
+
+Time does not pass in a scenario: every node counts as quiet for longer than any
+consolidateAfter (only `Never` holds a pool back), and budget schedules are not supported.
+Pending pods are not part of it (plain `karpy simulate` plans them). Pure, like the core.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import attrs
+
+from karpy.apis.v1 import labels as wk
+from karpy.core.disruption.candidates import Candidate, NodeFacts, PodFacts, PoolDisruption, Skip
+from karpy.core.disruption.consolidation import Settings, consolidation_methods
+from karpy.core.disruption.decision import disrupt
+from karpy.core.disruption.methods import Command, Emptiness, Method, Offer, Simulation
+from karpy.core.instancetypes import InstanceType
+from karpy.core.pods import Pod
+from karpy.core.scheduling import SchedulerOptions, solve
+from karpy.core.scheduling.preferences import PreferencePolicy
+from karpy.core.scheduling.results import NodeClaimPlan, Results
+from karpy.core.snapshot import ClusterSnapshot, Node, NodeName
+
+NOW = 4_000_000_000.0
+"""The scenario's clock: far enough after every node's (zero) initialization that any
+consolidateAfter has passed."""
+MAX_STEPS = 200
+"""Passes at most (every command lowers the price, so the loop ends long before)."""
+
+
+@attrs.frozen(kw_only=True)
+class Step:
+    """One command, the fleet's price after it, and the nodes it launched."""
+
+    command: Command
+    price_after: float
+    launched: tuple[str, ...]
+
+
+@attrs.frozen(kw_only=True)
+class Report:
+    """What consolidation does to a scenario: the steps in order, the nodes and $/h before and
+    after, and the reason each node that stays is kept."""
+
+    steps: tuple[Step, ...]
+    before: tuple[Node, ...]
+    after: tuple[Node, ...]
+    price_before: float | None
+    price_after: float | None
+    kept: tuple[Skip, ...]
+    instance_types: Mapping[str, Sequence[InstanceType]]
+
+
+def _labels(node: Node) -> dict[str, str]:
+    return dict(node.labels)
+
+
+def node_price(node: Node, instance_types: Mapping[str, Sequence[InstanceType]]) -> float | None:
+    """The node's price per hour: its NodePool's offering of its instance type, zone and
+    capacity type (labels); None when any is unknown."""
+    labels = _labels(node)
+    name = labels.get(wk.LABEL_INSTANCE_TYPE)
+    zone = labels.get(wk.LABEL_TOPOLOGY_ZONE)
+    capacity = labels.get(wk.LABEL_CAPACITY_TYPE)
+    for it in instance_types.get(node.nodepool or "", ()):
+        if it.name != name:
+            continue
+        for o in it.offerings:
+            if o.zone == zone and o.capacity_type == capacity:
+                return o.price
+    return None
+
+
+def fleet_price(
+    nodes: Sequence[Node], instance_types: Mapping[str, Sequence[InstanceType]]
+) -> float | None:
+    """The nodes' price per hour together, None when some price is unknown."""
+    prices = [node_price(n, instance_types) for n in nodes]
+    if any(p is None for p in prices):
+        return None
+    return math.fsum(p for p in prices if p is not None)
+
+
+def _facts(node: Node, instance_types: Mapping[str, Sequence[InstanceType]]) -> NodeFacts:
+    labels = _labels(node)
+    return NodeFacts(
+        nodeclaim=node.name,
+        node=node.name,
+        nodepool=node.nodepool,
+        created_at=0.0,
+        initialized_at=0.0 if node.initialized else None,
+        instance_type=labels.get(wk.LABEL_INSTANCE_TYPE),
+        capacity_type=labels.get(wk.LABEL_CAPACITY_TYPE),
+        zone=labels.get(wk.LABEL_TOPOLOGY_ZONE),
+        price=node_price(node, instance_types),
+        pods=tuple(PodFacts(name=p.key, uid=p.uid, priority=p.priority) for p in node.pods),
+    )
+
+
+class _Fleet:
+    """The scenario's snapshot as consolidation changes it."""
+
+    def __init__(self, snapshot: ClusterSnapshot, options: SchedulerOptions) -> None:
+        self.snapshot = snapshot
+        self.options = options
+
+    def results(self, names: set[str]) -> tuple[list[Pod], Results]:
+        """The controller's solve: the named nodes' pods over the rest, preferences relaxed
+        when that needs fewer new nodes."""
+        moving = [p for n in self.snapshot.nodes if n.name in names for p in n.pods]
+        rest = attrs.evolve(
+            self.snapshot, nodes=tuple(n for n in self.snapshot.nodes if n.name not in names)
+        )
+        results = solve(rest, moving, self.options)
+        if results.nodeclaims and self.options.preference_policy is PreferencePolicy.RESPECT:
+            ignoring = attrs.evolve(self.options, preference_policy=PreferencePolicy.IGNORE)
+            loose = solve(rest, moving, ignoring)
+            if (len(loose.unplaced), len(loose.nodeclaims), loose.price) < (
+                len(results.unplaced),
+                len(results.nodeclaims),
+                results.price,
+            ):
+                results = loose
+        return moving, results
+
+    def simulate(self, candidates: Sequence[Candidate]) -> Simulation:
+        _, results = self.results({c.name for c in candidates})
+        types = self.snapshot.instance_types
+        offers = tuple(
+            tuple(
+                Offer(it.name, o.capacity_type, o.zone, o.price)
+                for it in types.get(plan.nodepool, ())
+                if it.name in plan.instance_types
+                for o in it.offerings
+                if o.available and o.matches(plan.requirements)
+            )
+            for plan in results.nodeclaims
+        )
+        return Simulation(
+            plans=results.nodeclaims,
+            unplaced=tuple(e.message for e in results.unplaced),
+            offers=offers,
+        )
+
+    def apply(self, command: Command) -> tuple[str, ...]:
+        """Run `command`; the names of the nodes it launched."""
+        names = set(command.names)
+        moving, results = self.results(names)
+        by_uid = {p.uid: p for p in moving}
+        kept = {n.name: n for n in self.snapshot.nodes if n.name not in names}
+        for nomination in results.nominations:
+            node = kept[NodeName(nomination.node)]
+            kept[node.name] = attrs.evolve(node, pods=(*node.pods, by_uid[nomination.pod]))
+        launched: list[str] = []
+        for i, plan in enumerate(command.replacements):
+            source = next((c for c in results.nodeclaims if set(c.pods) == set(plan.pods)), plan)
+            node = self._launch(plan.nodepool, plan, name=f"{command.names[0]}-r{i}")
+            kept[node.name] = attrs.evolve(node, pods=tuple(by_uid[u] for u in source.pods))
+            launched.append(node.name)
+        self.snapshot = attrs.evolve(self.snapshot, nodes=tuple(kept[k] for k in sorted(kept)))
+        return tuple(launched)
+
+    def _launch(self, pool_name: str, plan: NodeClaimPlan, *, name: str) -> Node:
+        """The node a replacement launches as: its plan's cheapest allowed offering."""
+        types = {it.name: it for it in self.snapshot.instance_types.get(pool_name, ())}
+        _, it_name, zone, capacity = min(
+            (o.price, n, o.zone, o.capacity_type)
+            for n in plan.instance_types
+            if n in types
+            for o in types[n].offerings
+            if o.available and o.capacity_type in plan.capacity_types and o.zone in plan.zones
+        )
+        it = types[it_name]
+        pool = next(p for p in self.snapshot.nodepools if p.name == pool_name)
+        labels = {
+            **dict(pool.labels),
+            wk.LABEL_INSTANCE_TYPE: it_name,
+            wk.LABEL_TOPOLOGY_ZONE: zone,
+            wk.LABEL_CAPACITY_TYPE: capacity,
+            wk.LABEL_NODEPOOL: pool_name,
+            wk.LABEL_HOSTNAME: name,
+        }
+        return Node(
+            name=NodeName(name),
+            labels=labels,
+            taints=pool.taints,
+            allocatable=it.allocatable,
+            capacity=it.capacity,
+            nodepool=pool.name,
+        )
+
+
+def consolidate(
+    snapshot: ClusterSnapshot,
+    pools: Mapping[str, PoolDisruption],
+    *,
+    options: SchedulerOptions,
+    settings: Settings | None = None,
+) -> Report:
+    """Run consolidation over `snapshot`'s nodes to a fixed point."""
+    settings = settings or Settings()
+    methods: tuple[Method, ...] = (Emptiness(), *consolidation_methods(settings))
+    fleet = _Fleet(snapshot, options)
+    types = snapshot.instance_types
+    steps: list[Step] = []
+    kept: tuple[Skip, ...] = ()
+    for _ in range(MAX_STEPS):
+        facts = [_facts(n, types) for n in fleet.snapshot.nodes if not n.in_flight]
+        decision = disrupt(facts, pools, now=NOW, simulate=fleet.simulate, methods=methods)
+        kept = decision.kept
+        if not decision.outcome.commands:
+            break
+        for command in decision.outcome.commands:
+            launched = fleet.apply(command)
+            price = fleet_price(fleet.snapshot.nodes, types)
+            steps.append(Step(command=command, price_after=price or math.nan, launched=launched))
+    return Report(
+        steps=tuple(steps),
+        before=snapshot.nodes,
+        after=fleet.snapshot.nodes,
+        price_before=fleet_price(snapshot.nodes, types),
+        price_after=fleet_price(fleet.snapshot.nodes, types),
+        kept=kept,
+        instance_types=types,
+    )
