@@ -8,12 +8,22 @@ token and sleep for exactly their deficit on the loop clock, so they are served 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
 
 class TokenBucket:
     """`rate` tokens per second, at most `burst` saved; `acquire()` takes one, waiting if needed."""
 
-    def __init__(self, *, rate: float, burst: int) -> None:
+    def __init__(
+        self,
+        *,
+        rate: float,
+        burst: int,
+        now: Callable[[], float] | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        """``now`` (seconds, monotonic; the running loop's clock by default) and ``sleep`` are
+        injectable, so the pacing can be proven without timing anything."""
         if rate <= 0:
             msg = f"TokenBucket: rate must be > 0 per second, got {rate}"
             raise ValueError(msg)
@@ -24,10 +34,12 @@ class TokenBucket:
         self.burst = burst
         self._tokens = float(burst)
         self._updated: float | None = None
+        self._now = now
+        self._sleep = sleep
 
     async def acquire(self) -> float:
         """Take one token; returns the seconds waited (0.0 when one was available)."""
-        now = asyncio.get_running_loop().time()
+        now = self._now() if self._now is not None else asyncio.get_running_loop().time()
         if self._updated is not None:
             self._tokens = min(self.burst, self._tokens + (now - self._updated) * self.rate)
         self._updated = now
@@ -36,5 +48,5 @@ class TokenBucket:
             return 0.0
         # A reservation: the deficit is paid by waiting, and later callers queue behind it.
         wait = -self._tokens / self.rate
-        await asyncio.sleep(wait)
+        await self._sleep(wait)
         return wait

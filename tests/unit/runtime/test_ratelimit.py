@@ -2,48 +2,63 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from karpy.runtime.options import load
 from karpy.runtime.ratelimit import TokenBucket
 
 
+class FakeTime:
+    """A clock that moves only when the bucket sleeps (or the test says so)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.slept: list[float] = []
+
+    def time(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
 async def test_burst_then_rate() -> None:
-    bucket = TokenBucket(rate=50.0, burst=3)
-    loop = asyncio.get_running_loop()
-    started = loop.time()
+    fake = FakeTime()
+    bucket = TokenBucket(rate=50.0, burst=3, now=fake.time, sleep=fake.sleep)
     waits = [await bucket.acquire() for _ in range(8)]
-    elapsed = loop.time() - started
     assert waits[:3] == [0.0, 0.0, 0.0]
-    assert all(wait > 0 for wait in waits[3:])
-    # Five tokens beyond the burst at 50/s need at least 0.1 s.
-    assert elapsed >= 0.099
+    # Each token beyond the burst costs 1/50 s: five of them, 0.1 s in all.
+    assert waits[3:] == pytest.approx([0.02] * 5)
+    assert fake.now == pytest.approx(0.1)
 
 
-async def test_concurrent_callers_are_paced_not_bunched() -> None:
-    bucket = TokenBucket(rate=100.0, burst=1)
-    loop = asyncio.get_running_loop()
-    times: list[float] = []
-
-    async def call() -> None:
-        await bucket.acquire()
-        times.append(loop.time())
-
-    async with asyncio.TaskGroup() as group:
-        for _ in range(5):
-            group.create_task(call())
-    assert times == sorted(times)
-    assert times[-1] - times[0] >= 0.039
+async def test_concurrent_callers_reserve_in_turn() -> None:
+    fake = FakeTime()
+    bucket = TokenBucket(rate=100.0, burst=1, now=fake.time, sleep=fake.sleep)
+    # Five callers arrive at once: the first takes the saved token, the rest queue behind
+    # each other's reservations, 10 ms apart.
+    waits = []
+    for _ in range(5):
+        fake.now = 0.0  # all arrive at the same instant
+        waits.append(await bucket.acquire())
+    assert waits == pytest.approx([0.0, 0.01, 0.02, 0.03, 0.04])
 
 
 async def test_tokens_refill_while_idle() -> None:
-    bucket = TokenBucket(rate=100.0, burst=2)
+    fake = FakeTime()
+    bucket = TokenBucket(rate=100.0, burst=2, now=fake.time, sleep=fake.sleep)
     await bucket.acquire()
     await bucket.acquire()
-    await asyncio.sleep(0.03)
+    fake.now += 0.03
     assert await bucket.acquire() == 0.0
+    assert fake.slept == []
+
+
+async def test_the_loop_clock_is_the_default() -> None:
+    bucket = TokenBucket(rate=1000.0, burst=1)
+    assert await bucket.acquire() == 0.0
+    assert await bucket.acquire() >= 0.0
 
 
 @pytest.mark.parametrize(
