@@ -27,7 +27,7 @@ import subprocess
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -108,33 +108,45 @@ def ensure_binaries(
         _check_go()
         with _lock(root / "locks" / "build.lock", progress=progress):
             kube_module = _kubernetes_module(root)
-            for name in KUBE_COMPONENTS:
-                _build(
-                    component=name,
-                    package=f"k8s.io/kubernetes/cmd/{name}",
+            kwok_module = _kwok_module(root)
+
+            def kubernetes() -> None:
+                # One `go build` for the three components: one action graph, their links in
+                # parallel, instead of three builds one after another.
+                _build_many(
+                    component="kube-apiserver, kube-controller-manager and kube-scheduler",
+                    targets={
+                        f"k8s.io/kubernetes/cmd/{name}": kube_bin / name for name in KUBE_COMPONENTS
+                    },
                     module=kube_module,
-                    output=kube_bin / name,
                     ldflags=_kube_ldflags(),
                     progress=progress,
                 )
-            if etcd is None:
-                progress("no etcd on PATH (Debian: apt-get install etcd-server); building it")
-                _build(
-                    component="etcd",
-                    package="go.etcd.io/etcd/server/v3",
-                    module=kube_module,
-                    output=kube_bin / "etcd",
-                    ldflags="-s -w",
+                if etcd is None:
+                    progress("no etcd on PATH (Debian: apt-get install etcd-server); building it")
+                    _build(
+                        component="etcd",
+                        package="go.etcd.io/etcd/server/v3",
+                        module=kube_module,
+                        output=kube_bin / "etcd",
+                        ldflags="-s -w",
+                        progress=progress,
+                    )
+
+            # kwok is a module of its own: it builds beside Kubernetes, filling the cores
+            # while the other waits on downloads or a link.
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="karpy-kwok") as pool:
+                kwok = pool.submit(
+                    _build,
+                    component="kwok",
+                    package="sigs.k8s.io/kwok/cmd/kwok",
+                    module=kwok_module,
+                    output=kwok_bin / "kwok",
+                    ldflags=f"-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=v{KWOK_VERSION}",
                     progress=progress,
                 )
-            _build(
-                component="kwok",
-                package="sigs.k8s.io/kwok/cmd/kwok",
-                module=_kwok_module(root),
-                output=kwok_bin / "kwok",
-                ldflags=f"-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=v{KWOK_VERSION}",
-                progress=progress,
-            )
+                kubernetes()
+                kwok.result()
     return Binaries(
         etcd=etcd or kube_bin / "etcd",
         kube_apiserver=kube_bin / "kube-apiserver",
@@ -266,11 +278,35 @@ def _kube_ldflags() -> str:
 def _build(
     *, component: str, package: str, module: Path, output: Path, ldflags: str, progress: Progress
 ) -> None:
-    if _is_executable(output):
+    _build_many(
+        component=component,
+        targets={package: output},
+        module=module,
+        ldflags=ldflags,
+        progress=progress,
+    )
+
+
+def _build_many(
+    *,
+    component: str,
+    targets: Mapping[str, Path],
+    module: Path,
+    ldflags: str,
+    progress: Progress,
+) -> None:
+    """``go build`` the main packages of ``targets`` that the cache lacks, in one command, each
+    into its output path (written whole or not at all)."""
+    missing = {package: output for package, output in targets.items() if not _is_executable(output)}
+    if not missing:
         return
-    output.parent.mkdir(parents=True, exist_ok=True)
-    log = module / f"{component}.build.log"
-    partial = output.with_name(f".{output.name}.partial-{os.getpid()}")
+    first = next(iter(missing.values()))
+    for output in missing.values():
+        output.parent.mkdir(parents=True, exist_ok=True)
+    log = module / f"{first.name}.build.log"
+    partial = first.with_name(f".{first.name}.partial-{os.getpid()}")
+    if len(missing) > 1:
+        partial.mkdir(parents=True, exist_ok=True)  # `-o DIR/` writes each binary into DIR
     command = [
         "go",
         "build",
@@ -279,8 +315,8 @@ def _build(
         "-ldflags",
         ldflags,
         "-o",
-        str(partial),
-        package,
+        f"{partial}/" if len(missing) > 1 else str(partial),
+        *missing,
     ]
     env = {
         **os.environ,
@@ -322,10 +358,19 @@ def _build(
                 )
         code = process.wait()
     if code != 0:
-        partial.unlink(missing_ok=True)
+        if partial.is_dir():
+            shutil.rmtree(partial, ignore_errors=True)
+        else:
+            partial.unlink(missing_ok=True)
         raise BuildFailedError(component, log=log, tail="\n".join(tail))
-    partial.replace(output)
-    progress(f"built {component} in {time.monotonic() - started:.0f}s -> {output}")
+    if len(missing) == 1:
+        partial.replace(first)
+    else:
+        for package, output in missing.items():
+            (partial / package.rstrip("/").rsplit("/", 1)[-1]).replace(output)
+        partial.rmdir()
+    where = ", ".join(str(output) for output in missing.values())
+    progress(f"built {component} in {time.monotonic() - started:.0f}s -> {where}")
 
 
 def _check_go() -> None:

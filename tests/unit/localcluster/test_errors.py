@@ -110,12 +110,14 @@ def test_staging_version_follows_the_kubernetes_release() -> None:
 
 
 FAKE_GO = """#!/bin/sh
-# Stands in for 'go': 'go env GOVERSION' answers, and 'go build -o OUT' writes OUT. The first
-# build of kube-apiserver, helm and jaeger each waits until all three have started: were they
-# built one after another, the first would wait in vain and fail.
+# Stands in for 'go': 'go env GOVERSION' answers, and 'go build -o OUT PKG...' writes OUT, or
+# one binary per package into OUT when it ends in '/'. The first build of kube-apiserver, helm
+# and jaeger each waits until all three have started: were they built one after another, the
+# first would wait in vain and fail.
 if [ "$1" = env ]; then echo go1.26.0; exit 0; fi
-out=""; prev=""
+out=""; prev=""; packages=""
 for arg in "$@"; do
+    if [ -n "$out" ]; then packages="$packages $arg"; fi
     if [ "$prev" = "-o" ]; then out="$arg"; fi
     prev="$arg"
 done
@@ -130,8 +132,14 @@ case "$name" in
             sleep 0.1
         done;;
 esac
-printf '#!/bin/sh\\n' > "$out"
-chmod +x "$out"
+case "$out" in
+    */) for package in $packages; do
+            printf '#!/bin/sh\\n' > "$out$(basename "$package")"
+            chmod +x "$out$(basename "$package")"
+        done;;
+    *) printf '#!/bin/sh\\n' > "$out"
+       chmod +x "$out";;
+esac
 """
 
 
@@ -148,6 +156,13 @@ def test_the_control_plane_helm_and_jaeger_build_at_once(
     monkeypatch.setenv("BARRIER", str(barrier))
     binaries, tools = build_module.ensure_all(cache_dir=tmp_path / "cache", progress=quiet)
     assert sorted(p.name for p in barrier.iterdir()) == [".helm", ".jaeger", ".kube-apiserver"]
-    for path in (binaries.kube_apiserver, binaries.kube_scheduler, tools.helm, tools.jaeger):
+    for path in (
+        binaries.kube_apiserver,
+        binaries.kube_controller_manager,
+        binaries.kube_scheduler,
+        binaries.kwok,
+        tools.helm,
+        tools.jaeger,
+    ):
         assert path.is_file()
     assert tools.jaeger.parent.name == "jaeger-v1.76.0"
