@@ -108,6 +108,9 @@ class Watch:
             self.pods.pop(pod.metadata.name, None)
         else:
             self.pods[pod.metadata.name] = pod
+        self.count()
+
+    def count(self) -> None:
         ready = sum(_ready(p) for p in self.pods.values() if p.metadata.deletion_timestamp is None)
         self.fewest_ready = min(self.fewest_ready, ready)
 
@@ -141,8 +144,8 @@ async def _watching(
 
     async def pods() -> None:
         listed = await core.list_namespaced_pod(namespace, label_selector=f"app={app}")
-        for pod in listed.items:
-            seen.pod("ADDED", pod)
+        seen.pods = {pod.metadata.name: pod for pod in listed.items}
+        seen.count()
         stream = watch.Watch().stream(
             core.list_namespaced_pod,
             namespace,
