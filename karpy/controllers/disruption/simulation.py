@@ -202,7 +202,8 @@ def simulator(
     def simulate(candidates: Sequence[Candidate]) -> Simulation:
         nodes = {c.facts.node for c in candidates if c.facts.node}
         claims = {c.name for c in candidates}
-        moving = [p for p in staying.pods if p.spec.node_name in nodes and is_reschedulable(p)]
+        # The candidates' own pods, read from every pod: a candidate is never left without them.
+        moving = [p for p in objects.pods if p.spec.node_name in nodes and is_reschedulable(p)]
         ours = {p.metadata.uid for p in moving}
         others = [p for p in waiting if p.metadata.uid not in ours]
         rest = attrs.evolve(

@@ -1,6 +1,7 @@
 """Where a candidate's pods would go without it: onto other nodes' room first, then onto new
-NodeClaims (its replacements); pods that need a home anyway (unbound, or on a draining node)
-take their room first, so two commands never promise the same room twice."""
+NodeClaims (its replacements); pods that need a home anyway (unbound, on a node leaving in a
+command or being deleted, or evicted and not yet recreated) take their room first, so two
+commands never promise the same room twice."""
 
 from __future__ import annotations
 
