@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 import pytest
-from kubernetes_asyncio import client
+from kubernetes_asyncio import client, watch
 
 from karpy.apis.v1 import labels as wk
 from karpy.localcluster import ClusterInfo
@@ -25,7 +25,6 @@ from tests.e2e.daemon import (
     fresh_nodepool,
     live_pods,
     node_names,
-    nodeclaims,
     running,
     running_daemon,
     steadily,
@@ -83,11 +82,14 @@ def _ready(pod: Any) -> bool:
 
 @attrs.define
 class Watch:
-    """What a poll of the cluster saw while drift ran: the fewest Ready pods of the app, and
-    every NodeClaim's command annotations, Initialized time and deletion time."""
+    """What watches of the cluster saw while drift ran: the fewest Ready pods of the app, and
+    every NodeClaim's command annotations, Initialized time and deletion time. Every version of
+    every object is seen (a watch, not a poll), so a NodeClaim that drains and goes within a
+    moment still shows it was deleted, and a dip in Ready pods is never missed."""
 
     fewest_ready: int
     claims: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+    pods: dict[str, Any] = attrs.field(factory=dict)
 
     def record(self, claim: dict[str, Any]) -> None:
         seen = self.claims.setdefault(claim["metadata"]["name"], {})
@@ -101,28 +103,68 @@ class Watch:
             if condition["type"] == "Initialized" and condition["status"] == "True":
                 seen["initialized"] = condition["lastTransitionTime"]
 
+    def pod(self, kind: str, pod: Any) -> None:
+        if kind == "DELETED":
+            self.pods.pop(pod.metadata.name, None)
+        else:
+            self.pods[pod.metadata.name] = pod
+        self.count()
+
+    def count(self) -> None:
+        ready = sum(_ready(p) for p in self.pods.values() if p.metadata.deletion_timestamp is None)
+        self.fewest_ready = min(self.fewest_ready, ready)
+
 
 @contextlib.asynccontextmanager
 async def _watching(
     api: client.ApiClient, namespace: str, app: str, pool: str, replicas: int
 ) -> AsyncIterator[Watch]:
-    watch = Watch(fewest_ready=replicas)
+    seen = Watch(fewest_ready=replicas)
+    custom = client.CustomObjectsApi(api)
+    core = client.CoreV1Api(api)
+    selector = f"{wk.LABEL_NODEPOOL}={pool}"
 
-    async def poll() -> None:
-        while True:
-            ready = sum(_ready(p) for p in await live_pods(api, namespace, app))
-            watch.fewest_ready = min(watch.fewest_ready, ready)
-            for claim in await nodeclaims(api, pool):
-                watch.record(claim)
-            await asyncio.sleep(0.2)
+    async def claims() -> None:
+        listed = await custom.list_cluster_custom_object(
+            wk.GROUP, "v1", "nodeclaims", label_selector=selector
+        )
+        for claim in listed["items"]:
+            seen.record(claim)
+        stream = watch.Watch().stream(
+            custom.list_cluster_custom_object,
+            wk.GROUP,
+            "v1",
+            "nodeclaims",
+            label_selector=selector,
+            resource_version=listed["metadata"]["resourceVersion"],
+        )
+        async with stream:
+            async for event in stream:
+                seen.record(event["object"])
 
-    task = asyncio.create_task(poll())
+    async def pods() -> None:
+        listed = await core.list_namespaced_pod(namespace, label_selector=f"app={app}")
+        seen.pods = {pod.metadata.name: pod for pod in listed.items}
+        seen.count()
+        stream = watch.Watch().stream(
+            core.list_namespaced_pod,
+            namespace,
+            label_selector=f"app={app}",
+            resource_version=listed.metadata.resource_version,
+        )
+        async with stream:
+            async for event in stream:
+                seen.pod(event["type"], event["object"])
+
+    tasks = [asyncio.create_task(claims()), asyncio.create_task(pods())]
     try:
-        yield watch
+        yield seen
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
 
 def _stamp(text: str) -> datetime.datetime:

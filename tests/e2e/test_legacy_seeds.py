@@ -115,17 +115,27 @@ async def test_seed_001_provisioner_and_nginx_run_on_karpy(
         assert conditions["Translated"]["status"] == "True"
         assert "spec.cluster" in conditions["Translated"]["message"]
         assert "spec.provider" in conditions["Translated"]["message"]
-        # Ready mirrors the NodePool's Ready condition (Unknown until the pool reports one).
-        pool = await _get(custom, "v1", "nodepools", "default")
-        pool_ready = next(
-            (
-                c["status"]
-                for c in pool.get("status", {}).get("conditions", [])
-                if c["type"] == "Ready"
-            ),
-            "Unknown",
+        # Ready mirrors the NodePool's Ready condition (Unknown until the pool reports one). The
+        # pool turns Ready on its own schedule and the controller follows it, so both are read
+        # in one probe until the pool is Ready and the Provisioner says the same.
+
+        def ready_of(obj: Any) -> dict[str, Any]:
+            found = obj.get("status", {}).get("conditions", [])
+            return next((c for c in found if c["type"] == "Ready"), {})
+
+        async def ready_mirrored() -> dict[str, Any]:
+            pool_ready = ready_of(await _get(custom, "v1", "nodepools", "default"))
+            mirror = ready_of(await _get(custom, "v1alpha5", "provisioners", "default"))
+            fields = ("status", "reason", "message")
+            if pool_ready.get("status") != "True" or any(
+                mirror.get(k) != pool_ready.get(k) for k in fields
+            ):
+                return {}
+            return mirror
+
+        await eventually(
+            ready_mirrored, within=60, what="the Provisioner's Ready mirrors the Ready NodePool's"
         )
-        assert conditions["Ready"]["status"] == pool_ready
 
         code, out = await kubectl(
             cluster_info, "apply", "-n", namespace, "-f", str(SEEDS / "001-nginx.yaml")

@@ -2,31 +2,49 @@
 
 Karpenter answers by scheduling the candidates' reschedulable pods against the cluster as it
 would be without the candidates: every other node (existing and in flight) first, then new
-NodeClaims from the NodePools. Pods that need a home anyway take part in the same solve, so the
-room they will use is not promised twice: unbound pods, and the pods of nodes already being
-deleted (a draining node's pods are on their way to somewhere — often to a replacement an
-earlier command launched for them). The new NodeClaims the solve plans for the candidates' pods
-are the command's replacements; a candidate's pod that fits nowhere blocks the command (other
-pods that fit nowhere are the provisioner's business, as they are today). Nodes already tainted
+NodeClaims from the NodePools. The new NodeClaims the solve plans for the candidates' pods are the
+command's replacements; a candidate's pod that fits nowhere blocks the command (other pods that
+fit nowhere are the provisioner's business, as they are today). Nodes already tainted
 karpenter.sh/disrupted (other commands in flight) take no pods, because the solver honours the
-taint. The closure built here is pure (a snapshot and instance types captured once per pass), so
-the core's methods can call it as often as they need, off the event loop.
+taint.
+
+Pods already on their way somewhere are *waiting*, and they are placed before the candidates'
+pods, so that room they will take is never promised to a candidate (replace before remove holds
+for every command, not only the first): unbound pods, and the pods of nodes that are leaving — a
+Node or NodeClaim being deleted, a NodeClaim recorded as a candidate of a command in flight, a
+Node tainted karpenter.sh/disrupted. An earlier command launched replacements for those pods; from
+the moment it starts until its pods are recreated, they still need that room. So a leaving node's
+pod counts while it runs, while it is being evicted (terminating, when a controller will recreate
+it), and its recreated copy counts as an unbound pod until it binds; a terminating pod stops
+counting once its controller has a pod created after the eviction (its replacement). Waiting
+pods are solved first; the room they take on existing and in-flight nodes is then reserved, and
+the candidates' pods are solved with the waiting pods that still need new NodeClaims (so those
+NodeClaims may be shared, and are not promised twice either).
+
+The closure built here is pure (a snapshot and instance types captured once per pass), so the
+core's methods can call it as often as they need, off the event loop.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import datetime
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 import attrs
 
+from karpy.apis.kube.node import Node
 from karpy.apis.kube.pod import Pod
+from karpy.apis.v1.nodeclaim import NodeClaim
+from karpy.controllers.disruption import commands
 from karpy.core.disruption.candidates import Candidate
 from karpy.core.disruption.methods import Offer, Simulate, Simulation
 from karpy.core.instancetypes import InstanceType
+from karpy.core.pods import Pod as CorePod
 from karpy.core.scheduling.preferences import PreferencePolicy
-from karpy.core.scheduling.results import NodeClaimPlan
+from karpy.core.scheduling.results import NodeClaimPlan, Results
 from karpy.core.scheduling.scheduler import SchedulerOptions, solve
-from karpy.state.pods import is_reschedulable
+from karpy.core.snapshot import ClusterSnapshot
+from karpy.state.pods import is_daemon_owned, is_reschedulable, is_static, is_terminal
 from karpy.state.snapshot import ClusterObjects, build_snapshot
 
 
@@ -48,6 +66,114 @@ def offers(
     )
 
 
+def leaving_nodes(nodes: Iterable[Node], claims: Iterable[NodeClaim]) -> set[str]:
+    """Names of the Nodes whose pods are on their way elsewhere: being deleted, tainted
+    karpenter.sh/disrupted, or the Node of a NodeClaim being deleted or recorded as a candidate
+    of a disruption command."""
+    leaving = {
+        n.metadata.name or ""
+        for n in nodes
+        if n.metadata.deletion_timestamp is not None or commands.tainted(n)
+    }
+    for claim in claims:
+        node_name = claim.status.node_name
+        if node_name and (
+            claim.metadata.deletion_timestamp is not None or commands.command_of(claim) is not None
+        ):
+            leaving.add(node_name)
+    return leaving
+
+
+def _controller(pod: Pod) -> str | None:
+    """The uid of the controller that recreates `pod` if it goes away (None for a bare pod,
+    a DaemonSet's or a static pod)."""
+    if is_daemon_owned(pod) or is_static(pod):
+        return None
+    for ref in pod.metadata.owner_references:
+        if ref.controller:
+            return ref.uid
+    return None
+
+
+def _requested(pod: Pod) -> datetime.datetime:
+    """When `pod`'s deletion was asked for (its deletionTimestamp less the grace period)."""
+    deleted = pod.metadata.deletion_timestamp
+    if deleted is None:
+        return datetime.datetime.max.replace(tzinfo=datetime.UTC)
+    return deleted - datetime.timedelta(seconds=pod.metadata.deletion_grace_period_seconds or 0)
+
+
+def waiting_pods(objects: ClusterObjects, leaving: Collection[str]) -> list[Pod]:
+    """The pods that need room whatever the candidates are: unbound reschedulable pods, the
+    reschedulable pods of the `leaving` nodes, and the pods being evicted from them whose
+    controller has not yet created their replacement (a pod of the same controller created
+    after the eviction)."""
+    waiting: list[Pod] = []
+    evicted: dict[str, list[Pod]] = {}
+    for pod in objects.pods:
+        if is_reschedulable(pod):
+            if not pod.spec.node_name or pod.spec.node_name in leaving:
+                waiting.append(pod)
+        elif (
+            pod.spec.node_name in leaving
+            and pod.metadata.deletion_timestamp is not None
+            and not is_terminal(pod)
+            and (owner := _controller(pod)) is not None
+        ):
+            evicted.setdefault(owner, []).append(pod)
+    for owner, gone in evicted.items():
+        newer = sorted(
+            p.metadata.creation_timestamp
+            for p in objects.pods
+            if p.metadata.deletion_timestamp is None
+            and p.metadata.creation_timestamp is not None
+            and _controller(p) == owner
+        )
+        for pod in sorted(gone, key=_requested):
+            asked = _requested(pod)
+            replaced = next((i for i, t in enumerate(newer) if t >= asked), None)
+            if replaced is None:
+                waiting.append(pod)
+            else:
+                del newer[replaced]
+    return waiting
+
+
+def _reserve(snapshot: ClusterSnapshot, first: Results, pods: Sequence[CorePod]) -> ClusterSnapshot:
+    """`snapshot` with the pods `first` placed on existing or in-flight nodes bound there."""
+    by_uid = {p.uid: p for p in pods}
+    onto: dict[str, list[CorePod]] = {}
+    for nomination in first.nominations:
+        pod = by_uid.get(nomination.pod)
+        if pod is not None:
+            onto.setdefault(nomination.node, []).append(pod)
+    if not onto:
+        return snapshot
+    return attrs.evolve(
+        snapshot,
+        nodes=tuple(
+            attrs.evolve(n, pods=(*n.pods, *onto[n.name])) if n.name in onto else n
+            for n in snapshot.nodes
+        ),
+    )
+
+
+def _solve(
+    snapshot: ClusterSnapshot,
+    waiting: Sequence[CorePod],
+    moving: Sequence[CorePod],
+    options: SchedulerOptions,
+) -> Results:
+    """The waiting pods first, onto existing and in-flight nodes; then the candidates' pods
+    with the waiting pods that still need new NodeClaims."""
+    if not waiting:
+        return solve(snapshot, list(moving), options)
+    first = solve(snapshot, list(waiting), options)
+    placed = {n.pod for n in first.nominations}
+    reserved = _reserve(snapshot, first, waiting)
+    return solve(reserved, [*moving, *(p for p in waiting if p.uid not in placed)], options)
+
+
 def simulator(
     objects: ClusterObjects,
     instance_types: Mapping[str, Sequence[InstanceType]],
@@ -62,28 +188,33 @@ def simulator(
     is kept when it places more pods or needs fewer new NodeClaims: a preference never keeps a
     half-empty node alive (the pods' required terms always hold)."""
     ignoring = attrs.evolve(options, preference_policy=PreferencePolicy.IGNORE)
-
-    deleting = {n.metadata.name for n in objects.nodes if n.metadata.deletion_timestamp is not None}
-    waiting = [
-        p
-        for p in objects.pods
-        if is_reschedulable(p) and (not p.spec.node_name or p.spec.node_name in deleting)
-    ]
+    leaving = leaving_nodes(objects.nodes, objects.nodeclaims)
+    waiting = waiting_pods(objects, leaving)
+    # Leaving nodes take no part but through their pods (Karpenter's: nodes marked for deletion
+    # are not scheduling targets, their pods are pending).
+    staying = attrs.evolve(
+        objects,
+        nodes=[n for n in objects.nodes if n.metadata.name not in leaving],
+        nodeclaims=[c for c in objects.nodeclaims if c.status.node_name not in leaving],
+        pods=[p for p in objects.pods if p.spec.node_name not in leaving],
+    )
 
     def simulate(candidates: Sequence[Candidate]) -> Simulation:
         nodes = {c.facts.node for c in candidates if c.facts.node}
         claims = {c.name for c in candidates}
+        # The candidates' own pods, read from every pod: a candidate is never left without them.
         moving = [p for p in objects.pods if p.spec.node_name in nodes and is_reschedulable(p)]
         ours = {p.metadata.uid for p in moving}
+        others = [p for p in waiting if p.metadata.uid not in ours]
         rest = attrs.evolve(
-            objects,
-            nodes=[n for n in objects.nodes if n.metadata.name not in nodes],
-            nodeclaims=[c for c in objects.nodeclaims if c.metadata.name not in claims],
-            pods=[p for p in objects.pods if p.spec.node_name not in nodes],
+            staying,
+            nodes=[n for n in staying.nodes if n.metadata.name not in nodes],
+            nodeclaims=[c for c in staying.nodeclaims if c.metadata.name not in claims],
+            pods=[p for p in staying.pods if p.spec.node_name not in nodes],
         )
         build = build_snapshot(
             rest,
-            pending=[_as_pending(p) for p in (*moving, *waiting)],
+            pending=[_as_pending(p) for p in (*moving, *others)],
             instance_types=instance_types,
         )
         unplaced = [
@@ -91,9 +222,11 @@ def simulator(
             for e in build.errors
             if e.kind == "Pod" and e.uid in ours
         ]
-        results = solve(build.snapshot, list(build.pods), options)
+        mine = [p for p in build.pods if p.uid in ours]
+        theirs = [p for p in build.pods if p.uid not in ours]
+        results = _solve(build.snapshot, theirs, mine, options)
         if relax and options.preference_policy is PreferencePolicy.RESPECT and results.nodeclaims:
-            loose = solve(build.snapshot, list(build.pods), ignoring)
+            loose = _solve(build.snapshot, theirs, mine, ignoring)
             if (len(loose.unplaced), len(loose.nodeclaims), loose.price) < (
                 len(results.unplaced),
                 len(results.nodeclaims),
