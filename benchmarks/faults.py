@@ -129,8 +129,7 @@ async def _sweep(args: argparse.Namespace, cluster: LocalCluster, kubeconfig: Pa
                         await outage_trial(
                             client,
                             wide,
-                            stop_apiserver=lambda: cluster.stop_component("kube-apiserver"),
-                            start_apiserver=lambda: cluster.start_component("kube-apiserver"),
+                            cluster,
                             stop_after=args.outage_after,
                             outage=args.outage,
                             label=label,
