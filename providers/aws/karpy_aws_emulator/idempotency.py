@@ -45,11 +45,9 @@ def install() -> None:
             known = seen.get(key)
             if known is not None:
                 if known[0] != fingerprint:
-                    differ = sorted({k for k, _ in set(known[0]) ^ set(fingerprint)})
                     raise EC2ClientError(
                         MISMATCH_CODE,
-                        f"The client token {token} was used with different parameters"
-                        f" ({', '.join(differ[:6])}).",
+                        f"The client token {token} was used with different parameters.",
                     )
                 return known[1]
             result = original(self)
