@@ -169,7 +169,9 @@ def main() -> int:
     parser.add_argument("--karpy-src", type=Path, default=None, help="run karpy from here")
     args = parser.parse_args()
     which = "other" if args.karpy_src else "this"
-    cluster = LocalCluster(f"faults-{args.provider}-{args.scenario}-{which}", detach=False)
+    # The pid keeps two sweeps started at once (say, before and after) off each other's cluster.
+    name = f"faults-{args.provider}-{args.scenario}-{which}-{os.getpid()}"
+    cluster = LocalCluster(name, detach=False)
     info = cluster.up()
     try:
         return asyncio.run(_sweep(args, cluster, info.kubeconfig))
