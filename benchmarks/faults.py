@@ -129,8 +129,7 @@ async def _sweep(args: argparse.Namespace, cluster: LocalCluster, kubeconfig: Pa
                         await outage_trial(
                             client,
                             wide,
-                            stop_apiserver=lambda: cluster.stop_component("kube-apiserver"),
-                            start_apiserver=lambda: cluster.start_component("kube-apiserver"),
+                            cluster,
                             stop_after=args.outage_after,
                             outage=args.outage,
                             label=label,
@@ -170,7 +169,9 @@ def main() -> int:
     parser.add_argument("--karpy-src", type=Path, default=None, help="run karpy from here")
     args = parser.parse_args()
     which = "other" if args.karpy_src else "this"
-    cluster = LocalCluster(f"faults-{args.provider}-{args.scenario}-{which}", detach=False)
+    # The pid keeps two sweeps started at once (say, before and after) off each other's cluster.
+    name = f"faults-{args.provider}-{args.scenario}-{which}-{os.getpid()}"
+    cluster = LocalCluster(name, detach=False)
     info = cluster.up()
     try:
         return asyncio.run(_sweep(args, cluster, info.kubeconfig))

@@ -75,7 +75,10 @@ class CloudProvider(Protocol):
         """Begin terminating the NodeClaim's instance.
 
         Must raise NodeClaimNotFoundError once the instance is gone: callers retry until it
-        does, which is how they learn that termination finished.
+        does, which is how they learn that termination finished. A NodeClaim without a
+        providerID is asked about too (its launch may have happened without being recorded):
+        a provider that cannot find an instance for it by other means raises
+        NodeClaimNotFoundError.
         """
         ...
 

@@ -694,6 +694,8 @@ def _disruption(
             ),
             min_improvement=options.consolidation.min_improvement,
             validation_delay=options.consolidation.validation_delay,
+            # Built with the provisioner (DISRUPTION_KINDS are PROVISIONING_KINDS).
+            await_provisioning=True,
         ),
         Runner(
             podevents.name,

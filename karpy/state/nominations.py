@@ -7,6 +7,13 @@ in that gap costs a relaunch. The mark lasts a window (max(2 x batch max duratio
 every pass that places pods there again extends it, so it holds exactly while the pods are
 pending and still fit the node, and lapses soon after they bind, go away, or fit elsewhere.
 
+The window runs only while the provisioner keeps passing. A nomination made by the latest pass
+is *held* past its window until a later pass has looked at the pods again: while cluster state is
+not synced (after an apiserver outage, a launch still resolving) the provisioner cannot pass, and
+a nomination lapsing then would let disruption call the node empty the moment it resumes, before
+the provisioner had the chance to renew it. `passes` counts completed passes, so a process that
+has not passed yet (just restarted) can tell that it knows no nominations.
+
 The record lives in cluster state, not in the provisioner, so any controller reads it through
 `ClusterView.nominated`, and it is rebuilt from the cluster after a restart: the first pass
 re-nominates every pending pod that fits an existing or in-flight node. It is keyed by the name
@@ -30,6 +37,10 @@ class Nomination:
 
     pods: frozenset[PodKey]
     expires: float
+    held: bool = False
+    """Past `expires`, kept because no provisioning pass has run since the one that made it."""
+    made_by: int = 0
+    """The number of the provisioning pass that made or last renewed it."""
 
 
 class NodeNominations:
@@ -40,6 +51,17 @@ class NodeNominations:
 
     def __init__(self) -> None:
         self._by_node: dict[str, Nomination] = {}
+        self._passes = 0
+
+    @property
+    def passes(self) -> int:
+        """Provisioning passes completed in this process (`passed`)."""
+        return self._passes
+
+    def passed(self) -> None:
+        """A provisioning pass has looked at every pending pod and nominated what it placed on
+        existing or in-flight nodes: nominations it did not renew may now lapse."""
+        self._passes += 1
 
     def nominate(self, node: str, pods: Iterable[PodKey], *, now: float, window: float) -> None:
         """Nominate `node` for `pods` until `now + window`; a live nomination is extended and
@@ -51,17 +73,21 @@ class NodeNominations:
         keep = current is not None and current.expires > now
         pods = frozenset(pods) | (current.pods if keep and current is not None else frozenset())
         expires = max(now + window, current.expires if keep and current is not None else 0.0)
-        self._by_node[node] = Nomination(pods=pods, expires=expires)
+        self._by_node[node] = Nomination(pods=pods, expires=expires, made_by=self._passes)
 
     def get(self, node: str, *, now: float) -> Nomination | None:
-        """The live nomination of `node` at `now`, if any; forgets a lapsed one."""
+        """The nomination of `node` at `now`, if any: live within its window, or held past it
+        (`Nomination.held`) while no pass has run since the one that made it; forgets a lapsed
+        one."""
         current = self._by_node.get(node)
         if current is None:
             return None
-        if current.expires <= now:
-            del self._by_node[node]
-            return None
-        return current
+        if current.expires > now:
+            return current
+        if current.made_by >= self._passes - 1:  # made by the latest pass, or the one running
+            return attrs.evolve(current, held=True)
+        del self._by_node[node]
+        return None
 
     def forget(self, node: str) -> None:
         """Drop `node`'s nomination (the node is gone)."""

@@ -31,7 +31,7 @@ from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, NODES, PODS
 from karpy.kube.resources import ResourceKind
 from karpy.state.cluster import ClusterState
 from karpy.state.indexes import BY_LAUNCH, BY_NODE_NAME, BY_PROVIDER_ID, LAUNCH_PENDING
-from karpy.state.pods import is_terminal
+from karpy.state.pods import is_provisionable, is_terminal
 
 T = TypeVar("T")
 
@@ -70,7 +70,9 @@ class ClusterView:
     def nominated(self, node_name: str, now: float) -> bool:
         """Whether a provisioning pass nominated pending pods onto `node_name` (a Node's name,
         or an in-flight NodeClaim's while it has none) within the nomination window before
-        `now` (UTC epoch seconds), and one of those pods is still pending or bound there."""
+        `now` (UTC epoch seconds), and one of those pods is still pending or bound there; or
+        the nomination is held past its window (no pass since it was made: the provisioner is
+        waiting on cluster state) and one of its pods is still pending."""
         nomination = self._state.nominations.get(node_name, now=now)
         if nomination is None:
             return False
@@ -79,9 +81,19 @@ class ClusterView:
             pod = pods.get(name, namespace=namespace)
             if pod is None or pod.metadata.deletion_timestamp is not None or is_terminal(pod):
                 continue
-            if pod.spec.node_name in (None, "", node_name):
+            if not pod.spec.node_name:
+                return True  # still pending: held past the window until a pass looks again
+            if pod.spec.node_name == node_name and not nomination.held:
                 return True
         return False
+
+    def nominations_known(self) -> bool:
+        """Whether the nominations are this process's to trust: a provisioning pass has run
+        since it started, or no pod is waiting for one (`is_provisionable`). A restarted
+        process knows no nominations until its first pass rebuilds them."""
+        if self._state.nominations.passes > 0 or not self._state.has(PODS):
+            return True
+        return not any(is_provisionable(p) for p in self._state.store(PODS).objects())
 
     def informs(self, kind: ResourceKind[Any]) -> bool:
         """Whether this process keeps `kind` in cluster state."""

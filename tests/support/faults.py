@@ -9,9 +9,11 @@ while (karpy keeps running). It then samples the cluster until every pod runs an
 * NodeClaims alive when all pods run, and every NodeClaim name seen during the trial;
 * NodeClaims deleted before every pod ran (a scale-out deletes none: each is a node disrupted
   while pods were still on their way to it);
-* instances (kwok: managed Nodes; AWS: the cluster's live EC2 instances) and how many of them
-  no NodeClaim owns by providerID, when all pods run (duplicates) and after garbage collection
-  had its chance (leaks);
+* instances (kwok: managed Nodes; AWS: the cluster's live EC2 instances) and, when all pods
+  run, how many no NodeClaim owns (duplicates) and how many a NodeClaim launched but has not
+  recorded yet (unrecorded: a kill between launch and status write leaves that, and the
+  restarted process records the same instance); and how many no NodeClaim holds by providerID
+  after garbage collection had its chance (leaks);
 * pods not Running at the end, and seconds from the fault (the restart, or the apiserver's
   return) to all Running.
 
@@ -41,9 +43,12 @@ from karpy.kube.client import KubeClient
 from karpy.kube.errors import KubeError, NotFoundError
 from karpy.kube.install import apply, scale
 from karpy.kube.kinds import NODECLAIMS, NODES, PODS
+from karpy.localcluster import LocalCluster, PortInUseError
 from tests.support.waiting import eventually
 
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+NODECLAIM_UID_ANNOTATION = "karpenter.kwok.sh/nodeclaim-uid"
+"""The UID of the NodeClaim a kwok Node was launched for (absent on trees before it)."""
 SAMPLE_INTERVAL = 0.5
 RUNNING_LIMIT = 240.0
 """Seconds a trial waits for every pod to run before it reports what it has."""
@@ -157,6 +162,7 @@ class Trial:
     instances: int
     duplicates: int
     leaks: int
+    unrecorded: int = 0
     pending: int
     to_running: float | None
     duplicate_log_lines: int = 0
@@ -303,20 +309,45 @@ class Sampler:
         self.seen |= names
         return running, total
 
-    async def instances(self) -> tuple[int, int]:
-        """(live instances, instances no NodeClaim owns)."""
+    async def instances(self) -> tuple[int, int, int]:
+        """(live instances, instances no NodeClaim owns, instances whose NodeClaim launched
+        them but has not recorded their providerID yet).
+
+        An instance is owned when a NodeClaim holds its providerID. One that none holds is an
+        unrecorded launch when it names a NodeClaim that has no providerID yet (a kwok Node is
+        named after its NodeClaim and carries its UID; the AWS path reports no such name), at
+        most one per NodeClaim: a process killed between launching and writing the status
+        leaves that, and the next one records the same instance. Anything else is a duplicate.
+        """
         claims = await self.claims()
         owned = {c.status.provider_id for c in claims if c.status.provider_id}
+        unrecorded_claims = {
+            c.metadata.name: c.metadata.uid for c in claims if not c.status.provider_id
+        }
+        found: list[tuple[str, str | None]]
         if self._setup.instances is not None:
-            ids: list[str] = await self._setup.instances()
+            found = [(i, None) for i in await self._setup.instances()]
         else:
             listed = await self._client.list(NODES)
-            ids = [
-                n.obj.spec.provider_id or ""
-                for n in listed.items
-                if n.obj.metadata.labels.get(wk.LABEL_NODEPOOL) == self._setup.name
-            ]
-        return len(ids), sum(1 for i in ids if i not in owned)
+            found = []
+            for item in listed.items:
+                node = item.obj
+                if node.metadata.labels.get(wk.LABEL_NODEPOOL) != self._setup.name:
+                    continue
+                name = node.metadata.name or ""
+                uid = node.metadata.annotations.get(NODECLAIM_UID_ANNOTATION)
+                claimed = name in unrecorded_claims and uid in (None, unrecorded_claims[name])
+                found.append((node.spec.provider_id or "", name if claimed else None))
+        duplicates = unrecorded = 0
+        for provider_id, claim in found:
+            if provider_id in owned:
+                continue
+            if claim is not None and claim in unrecorded_claims:
+                del unrecorded_claims[claim]
+                unrecorded += 1
+            else:
+                duplicates += 1
+        return len(found), duplicates, unrecorded
 
 
 async def _sleep_sampling(sampler: Sampler, karpy: Karpy, seconds: float) -> None:
@@ -392,13 +423,14 @@ async def _finish(
     logs: Sequence[Path],
 ) -> Trial:
     claims = await sampler.claims()
-    instances, duplicates = await sampler.instances()
+    instances, duplicates, unrecorded = await sampler.instances()
     loop = asyncio.get_running_loop()
     deadline = loop.time() + GC_WAIT
-    leaks = duplicates
+    leaks = duplicates + unrecorded
     while leaks and loop.time() < deadline:
         await asyncio.sleep(2.0)
-        _, leaks = await sampler.instances()
+        _, extra, waiting = await sampler.instances()
+        leaks = extra + waiting
     return Trial(
         label=label,
         nodeclaims=sum(1 for c in claims if c.metadata.deletion_timestamp is None),
@@ -406,6 +438,7 @@ async def _finish(
         deleted_before_running=len(sampler.deleted_early),
         instances=instances,
         duplicates=duplicates,
+        unrecorded=unrecorded,
         leaks=leaks,
         pending=pending,
         to_running=to_running,
@@ -451,18 +484,39 @@ async def crash_trial(
     return trial
 
 
+async def restart_apiserver(cluster: LocalCluster, *, within: float = 120.0) -> None:
+    """Start `cluster`'s stopped kube-apiserver again on its old port.
+
+    LocalCluster checks the port with a bind that lacks SO_REUSEADDR, so connections the killed
+    apiserver left in TIME_WAIT make it refuse for up to a minute: retried until the check
+    passes. It runs on the calling (main) thread on purpose: a component of a cluster that is
+    not detached dies with the thread that spawned it (PR_SET_PDEATHSIG is per thread), so an
+    apiserver started from a worker thread would die when that thread does.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while True:
+        try:
+            cluster.start_component("kube-apiserver")
+        except PortInUseError:
+            if loop.time() > deadline:
+                raise
+            await asyncio.sleep(1.0)
+        else:
+            return
+
+
 async def outage_trial(
     client: KubeClient,
     setup: Setup,
+    cluster: LocalCluster,
     *,
-    stop_apiserver: Callable[[], None],
-    start_apiserver: Callable[[], None],
     stop_after: float,
     outage: float,
     label: str,
     leader_election: str | None = None,
 ) -> Trial:
-    """Scale out (consolidateAfter 0s, so any node called empty goes at once); stop the
+    """Scale out (consolidateAfter 0s, so any node called empty goes at once); stop `cluster`'s
     apiserver `stop_after` seconds later for `outage` seconds; karpy keeps running."""
     log = setup.log_dir / f"karpy-{label.replace(' ', '-')}.log"
     karpy = Karpy(setup, leader_election=leader_election, log=log)
@@ -473,10 +527,10 @@ async def outage_trial(
         sampler = Sampler(client, setup)
         await scale(client, setup.deployment_manifest(), setup.pods)
         await _sleep_sampling(sampler, karpy, stop_after)
-        await asyncio.to_thread(stop_apiserver)
+        cluster.stop_component("kube-apiserver")
         await asyncio.sleep(outage)
         karpy.keep_running()
-        await asyncio.to_thread(start_apiserver)
+        await restart_apiserver(cluster)
         since = time.monotonic()
         to_running, pending = await _until_running(sampler, setup, karpy, since)
         trial = await _finish(
@@ -500,6 +554,7 @@ HEADER = (
     "deleted early",
     "instances",
     "duplicates",
+    "unrecorded",
     "leaks",
     "pending",
     "to Running (s)",
@@ -519,6 +574,7 @@ def table(trials: Sequence[Trial]) -> str:
                 str(t.deleted_before_running),
                 str(t.instances),
                 str(t.duplicates),
+                str(t.unrecorded),
                 str(t.leaks),
                 str(t.pending),
                 "-" if t.to_running is None else f"{t.to_running:.1f}",

@@ -1,7 +1,9 @@
 """The disruption singleton: one loop that removes nodes karpy no longer needs as they are.
 
 Every polling period (10 s, as Karpenter's) and whenever its Trigger fires, once cluster state is
-synced and the orchestration queue has adopted the commands a previous process left, one pass:
+synced, the orchestration queue has adopted the commands a previous process left and (with
+`await_provisioning`, as the operator runs it) the provisioner has passed at least once since
+start when pods are pending (nominations are rebuilt by that pass), one pass:
 1. tidy: stale `karpenter.sh/disrupted` taints off, finished replacements unmarked;
 2. read NodeClaims, Nodes, pods, PodDisruptionBudgets and NodePools through the ClusterView into
    the pure core's facts (karpy.controllers.disruption.facts);
@@ -110,6 +112,7 @@ class DisruptionController(SingletonController):
         polling_period: float = POLLING_PERIOD,
         nomination_window: float = NOMINATION_WINDOW,
         provider_timeout: float = 60.0,
+        await_provisioning: bool = False,
     ) -> None:
         if polling_period <= 0:
             msg = f"DisruptionController: polling_period must be > 0 seconds, got {polling_period}"
@@ -138,6 +141,7 @@ class DisruptionController(SingletonController):
         self._period = polling_period
         self._nomination_window = nomination_window
         self._provider_timeout = provider_timeout
+        self._await_provisioning = await_provisioning
         self._loop = SingletonLoop(
             self.name,
             self.reconcile_once,
@@ -153,6 +157,11 @@ class DisruptionController(SingletonController):
         """
         if not self._view.synced or not self._queue.ready:
             log.debug("waiting on cluster sync")
+            return Result(requeue_after=NOT_SYNCED_REQUEUE)
+        if self._await_provisioning and not self._view.nominations_known():
+            # Restarted with pods pending: which nodes they are headed for is known only once
+            # the provisioner has passed; an empty-looking node may be one of them.
+            log.debug("waiting on the first provisioning pass")
             return Result(requeue_after=NOT_SYNCED_REQUEUE)
         await self._queue.tidy()
         now, objects, claims, node_facts, pools, live = self._read()

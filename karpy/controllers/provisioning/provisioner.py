@@ -21,7 +21,10 @@ pass after a restart places pods on the capacity already asked for instead of as
 Pods placed on existing or in-flight nodes are recorded as that node's nomination in cluster
 state (karpy.state.nominations), which disruption reads: such a node is not empty while its pods
 wait for kube-scheduler. While any pod is pending the provisioner passes again every
-PENDING_RECHECK seconds, so a nomination is renewed as long as its pods are pending and still fit.
+PENDING_RECHECK seconds, so a nomination is renewed as long as its pods are pending and still fit;
+each pass that looked at the pending pods is counted (`NodeNominations.passed`), and a nomination
+outlives its window until a later pass has looked again (the provisioner may be held up waiting
+for cluster state to sync, after an apiserver outage, while disruption is about to resume).
 """
 
 from __future__ import annotations
@@ -195,6 +198,7 @@ class Provisioner(SingletonController):
                 span.set_attribute("karpy.pod_names", _span_pod_names(pending))
                 span.set_attribute("karpy.pod_uids", _span_pod_uids(pending))
                 if not pending:
+                    self.node_nominations.passed()
                     return _recheck(waiting)
                 log.info(
                     "found provisionable pod(s)",
@@ -221,6 +225,7 @@ class Provisioner(SingletonController):
                     )
             await self._publish(refused)
             if not build.pods:
+                self.node_nominations.passed()
                 span.set_attribute("karpy.unschedulable", len(refused))
                 return _recheck(waiting)
             with tracer.start_as_current_span("solve") as solve_span:
@@ -241,6 +246,7 @@ class Provisioner(SingletonController):
                 solve_span.set_attribute("karpy.nominated", len(results.nominations))
                 solve_span.set_attribute("karpy.unplaced", len(results.unplaced))
             self._nominate(results, by_uid)
+            self.node_nominations.passed()
             await self._report(results, objects, by_uid)
             unschedulable = len(results.unplaced) + len(refused)
             self._telemetry.metrics.provisioner_unschedulable_pods.set(unschedulable)

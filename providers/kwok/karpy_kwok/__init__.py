@@ -68,4 +68,6 @@ def build(context: ProviderContext[KubeClient, ClusterView]) -> KwokCloudProvide
     except CatalogError as error:
         msg = f"kwok provider: setting 'catalog': {error}"
         raise ProviderConfigError(msg) from error
-    return KwokCloudProvider(context.kube, catalog, options=options, view=context.view)
+    return KwokCloudProvider(
+        context.kube, catalog, options=options, view=context.view, clock=context.clock
+    )

@@ -6,7 +6,17 @@ path — NodeClaim, launch, registration, initialization — runs end to end on 
 
 providerID. ``kwok://<node-name>``, the scheme Karpenter's kwok provider uses; the Node is named
 after the NodeClaim, so ``get`` needs no lookup and a retried create of the same NodeClaim hits
-the existing Node instead of launching a second one.
+the existing Node instead of launching a second one. The Node also records the NodeClaim's UID
+(annotation ``karpenter.kwok.sh/nodeclaim-uid``), as an EC2 launch carries a client token derived
+from it: a create retried after a crash is recognised as the same launch, and a Node left by an
+earlier NodeClaim of the same name is never taken for this one's.
+
+Leaked instances. A kwok Node that no NodeClaim owns (its NodeClaim was deleted before the launch
+was recorded, say) is deleted by the ``kwok.garbagecollection`` pass once it is older than
+LEAK_GRACE seconds, as Karpenter's instance garbage collection does for EC2 instances; the pass
+runs at start, every LEAK_PERIOD seconds, and when the grace of an instance it saw runs out. A
+NodeClaim being deleted before its launch was recorded has its Node deleted by name (``delete``
+falls back on the NodeClaim's name and UID when it has no providerID).
 
 Registration delay. A real instance takes a while to join. With ``registration_delay`` > 0,
 ``create`` returns at once (the NodeClaim is Launched) and records a *pending launch*; the Node is
@@ -60,8 +70,9 @@ from karpy.cloudprovider.selection import cheapest_launch, launched_nodeclaim
 from karpy.core.instancetypes import InstanceType
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import ConflictError, KubeError, NotFoundError
-from karpy.kube.kinds import NODES
+from karpy.kube.kinds import NODECLAIMS, NODES
 from karpy.kube.resources import ResourceKind
+from karpy.runtime.clock import Clock, SystemClock
 from karpy.runtime.reconciler import Result
 from karpy.state.view import ClusterView
 from karpy_kwok.apis.kwoknodeclass import (
@@ -89,6 +100,16 @@ REPAIR_POLICIES: Final = (
 """A kwok node that is not Ready for 30 minutes is replaced (Karpenter's kubelet policies)."""
 LAUNCHES: Final = "kwok.launches"
 """The name of the pass that creates the Nodes of pending launches."""
+GARBAGE_COLLECTION: Final = "kwok.garbagecollection"
+"""The name of the pass that deletes kwok Nodes no NodeClaim owns."""
+ANNOTATION_NODECLAIM_UID: Final = f"{wk.KWOK_GROUP}/nodeclaim-uid"
+"""On a kwok Node: the UID of the NodeClaim it was launched for."""
+LEAK_GRACE: Final = 30.0
+"""Seconds a kwok Node may exist without a NodeClaim before it is collected (Karpenter's 30 s
+for EC2 instances: the NodeClaim of a launch in progress may not show yet)."""
+LEAK_PERIOD: Final = 120.0
+"""Seconds between leaked-instance passes (Karpenter's two minutes)."""
+NOT_SYNCED_REQUEUE: Final = 1.0
 
 
 @attrs.frozen(kw_only=True)
@@ -131,12 +152,14 @@ class KwokCloudProvider:
         *,
         options: KwokOptions,
         view: ClusterView | None = None,
+        clock: Clock | None = None,
     ) -> None:
         if options.registration_delay < 0:
             msg = f"kwok registration_delay must not be negative, got {options.registration_delay}"
             raise ValueError(msg)
         self._kube = kube
         self._view = view
+        self._clock = clock or SystemClock()
         self._catalog = tuple(catalog)
         self._options = options
         # Built once per availability change, not per call: the scheduler asks for every batch.
@@ -187,7 +210,8 @@ class KwokCloudProvider:
         else:
             existing = await self._create_node(node)
             if existing is not None:
-                # A retried create: report the instance that was launched the first time.
+                # A retried create (the same NodeClaim UID): report the instance that was
+                # launched the first time.
                 launched = _as_launched(launched, existing)
         log.info(
             "launched kwok instance",
@@ -204,9 +228,22 @@ class KwokCloudProvider:
     async def delete(self, nodeclaim: NodeClaim) -> None:
         """Delete the Node (or drop the pending launch); NodeClaimNotFoundError once it is gone.
 
-        A Node held by finalizers still exists, so deleting it again succeeds until it is gone.
+        A NodeClaim without a providerID (deleted before its launch was recorded, or before it
+        launched at all) is looked up by name: its Node, if the launch happened, carries its
+        UID. A Node held by finalizers still exists, so deleting it again succeeds until it is
+        gone.
         """
-        name = self._node_name(nodeclaim.status.provider_id or "")
+        provider_id = nodeclaim.status.provider_id
+        if provider_id:
+            name = self._node_name(provider_id)
+        else:
+            name = nodeclaim.metadata.name or ""
+            node = await self._read_node(name) if name and name not in self._pending else None
+            if name not in self._pending and (
+                node is None or not _is_ours(node) or _launched_for(node) != nodeclaim.metadata.uid
+            ):
+                msg = f"nodeclaim {name!r} has no providerID and no kwok node of its own"
+                raise NodeClaimNotFoundError(msg)
         if self._pending.pop(name, None) is not None:
             return
         try:
@@ -298,8 +335,68 @@ class KwokCloudProvider:
                 PeriodicController(
                     name=LAUNCHES, reconcile_once=self.create_due_nodes, wake=self._woken
                 ),
+                PeriodicController(name=GARBAGE_COLLECTION, reconcile_once=self.collect_leaked),
             ),
         )
+
+    async def collect_leaked(self) -> Result:
+        """Delete the kwok Nodes no NodeClaim owns that are older than LEAK_GRACE; come back
+        after LEAK_PERIOD, or sooner when a Node seen here will be past its grace.
+
+        Owned: a NodeClaim holds the Node's providerID, or a NodeClaim of the Node's name (a
+        launch not recorded yet, whose retry claims it) has the UID the Node was launched for.
+        NodeClaims are read (from cluster state) before the Nodes, so a Node launched between
+        the two is younger than the grace. The view may lag the apiserver, so a Node about to
+        be collected is checked once more against the NodeClaim of its name on the apiserver.
+        Each collected Node is logged; the termination controller drains one that registered.
+        """
+        if self._view is None:
+            return Result()  # built without cluster state (tests): no NodeClaims to judge by
+        if not self._view.informers_synced:
+            return Result(requeue_after=NOT_SYNCED_REQUEUE)
+        claims = self._view.nodeclaims()
+        held = {c.status.provider_id for c in claims if c.status.provider_id}
+        named = {c.metadata.name: c.metadata.uid for c in claims if c.metadata.name}
+        now = self._clock.now()
+        again = LEAK_PERIOD
+        for node in await self._read_nodes():
+            name = node.metadata.name or ""
+            if (
+                not _is_ours(node)
+                or node.metadata.deletion_timestamp is not None
+                or node.spec.provider_id in held
+                or _owns(named.get(name), node)
+            ):
+                continue
+            created = node.metadata.creation_timestamp
+            age = (now - created).total_seconds() if created is not None else 0.0
+            if age < LEAK_GRACE:
+                again = min(again, LEAK_GRACE - age + RETRY_SECONDS)
+                continue
+            if await self._owned_on_apiserver(node):
+                continue
+            self._pending.pop(name, None)
+            try:
+                await self._kube.delete(NODES, name)
+            except NotFoundError:
+                continue
+            log.info(
+                "garbage collected kwok instance",
+                extra={
+                    "node": name,
+                    "provider_id": node.spec.provider_id,
+                    "nodepool": node.metadata.labels.get(wk.LABEL_NODEPOOL, ""),
+                },
+            )
+        return Result(requeue_after=again)
+
+    async def _owned_on_apiserver(self, node: Node) -> bool:
+        """Whether the apiserver has a NodeClaim that owns `node` (see `collect_leaked`)."""
+        try:
+            claim = await self._kube.get(NODECLAIMS, node.metadata.name or "")
+        except NotFoundError:
+            return False
+        return claim.status.provider_id == node.spec.provider_id or _owns(claim.metadata.uid, node)
 
     async def _woken(self) -> None:
         await self._wakeup.wait()
@@ -415,7 +512,10 @@ class KwokCloudProvider:
             metadata=ObjectMeta(
                 name=name,
                 labels=labels,
-                annotations={wk.ANNOTATION_KWOK_NODE: wk.KWOK_NODE_VALUE},
+                annotations={
+                    wk.ANNOTATION_KWOK_NODE: wk.KWOK_NODE_VALUE,
+                    **({ANNOTATION_NODECLAIM_UID: uid} if (uid := launched.metadata.uid) else {}),
+                },
             ),
             spec=NodeSpec(provider_id=launched.status.provider_id, taints=taints),
             status=NodeStatus(
@@ -445,8 +545,30 @@ class KwokCloudProvider:
                 raise CreateError(
                     msg, condition_reason="NodeNameTaken", condition_message=msg
                 ) from None
+            mine, theirs = _launched_for(node), _launched_for(existing)
+            if mine is not None and theirs is not None and mine != theirs:
+                # Left by an earlier NodeClaim of the same name: garbage collection removes it.
+                msg = f"node {name!r} is the kwok instance of another nodeclaim"
+                raise CreateError(
+                    msg, condition_reason="NodeNameTaken", condition_message=msg
+                ) from None
             return existing
         return None
+
+
+def _launched_for(node: Node) -> str | None:
+    """The UID of the NodeClaim `node` was launched for (None on a Node from before karpy
+    recorded it)."""
+    return node.metadata.annotations.get(ANNOTATION_NODECLAIM_UID) or None
+
+
+def _owns(uid: str | None, node: Node) -> bool:
+    """Whether the NodeClaim with `uid`, of the Node's name, owns kwok `node`: it was launched
+    for that UID (or recorded none)."""
+    if uid is None:
+        return False
+    launched_for = _launched_for(node)
+    return launched_for is None or launched_for == uid
 
 
 def _is_ours(node: Node) -> bool:

@@ -155,7 +155,9 @@ def _claim_body(name: str, pool: str, annotations: dict[str, str]) -> dict[str, 
 
 
 @contextlib.asynccontextmanager
-async def environment(cluster_info: ClusterInfo) -> AsyncIterator[Env]:
+async def environment(
+    cluster_info: ClusterInfo, *, await_provisioning: bool = False
+) -> AsyncIterator[Env]:
     telemetry = Telemetry.setup(service_name="karpy-test")
     kube = await KubeClient.connect(cluster_info.kubeconfig, request_timeout=10.0)
     clock = FakeClock(SystemClock().now())
@@ -192,6 +194,7 @@ async def environment(cluster_info: ClusterInfo) -> AsyncIterator[Env]:
             telemetry=telemetry,
             reconcile=ReconcileOptions(),
             trigger=trigger,
+            await_provisioning=await_provisioning,
         )
         podevents = PodEventsController(kube, view, clock=clock)
         async with asyncio.TaskGroup() as group:

@@ -16,6 +16,7 @@ import pytest
 from karpy.apis.v1.nodepool import Budget, ConsolidationPolicy, Disruption
 from karpy.kube.kinds import NODECLAIMS, PODS
 from karpy.localcluster import ClusterInfo
+from karpy.state.pods import is_provisionable
 from tests.cluster.disruption.harness import environment
 from tests.support.waiting import eventually
 
@@ -151,16 +152,62 @@ async def test_a_node_nominated_for_a_pending_pod_is_not_empty_until_the_nominat
         env.clock.step(datetime.timedelta(seconds=31))
         now = env.clock.now().timestamp()
         env.state.nominations.nominate(node, [(namespace, "waiting")], now=now, window=20.0)
+        env.state.nominations.passed()
         await env.controller.reconcile_once()
         assert await env.exists(claim)
         env.clock.step(datetime.timedelta(seconds=15))
         now = env.clock.now().timestamp()
         env.state.nominations.nominate(node, [(namespace, "waiting")], now=now, window=20.0)
+        env.state.nominations.passed()
         env.clock.step(datetime.timedelta(seconds=15))
         await env.controller.reconcile_once()
         await asyncio.sleep(0.5)
         assert await env.exists(claim)  # renewed by the later pass
-        env.clock.step(datetime.timedelta(seconds=6))
+        env.clock.step(datetime.timedelta(seconds=60))
+        await env.controller.reconcile_once()
+        await asyncio.sleep(0.5)
+        # Past the window, but the provisioner has not passed since (waiting on cluster sync,
+        # as after an apiserver outage): the nomination is held.
+        assert await env.exists(claim)
+        env.state.nominations.passed()  # a pass that placed the pod nowhere near the node
+        await env.controller.reconcile_once()
+
+        async def deleted() -> bool:
+            return not await env.exists(claim)
+
+        await eventually(deleted, within=10, interval=0.05)
+
+
+async def test_a_restarted_disruption_waits_for_the_first_provisioning_pass_while_pods_wait(
+    cluster_info: ClusterInfo, namespace: str
+) -> None:
+    """A restarted process knows no nominations until its provisioner has passed: with a pod
+    pending, an empty-looking node may be the one it is headed for, so disruption waits."""
+    async with environment(cluster_info, await_provisioning=True) as env:
+        pool = await env.pool(WHEN_EMPTY_30S)
+        claim, _ = await env.node_with_claim(pool)
+        body = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "unplaced"},
+            "spec": {
+                "nodeSelector": {"karpy.test/nowhere": "true"},
+                "containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10"}],
+            },
+        }
+        await env.kube.create_raw(PODS, body, namespace=namespace)
+
+        async def provisionable() -> bool:
+            pod = env.state.store(PODS).get("unplaced", namespace=namespace)
+            return pod is not None and is_provisionable(pod)
+
+        await eventually(provisionable, within=30, interval=0.05)
+        env.clock.step(datetime.timedelta(seconds=31))
+        waiting = await env.controller.reconcile_once()
+        assert waiting.requeue_after == 1.0
+        await asyncio.sleep(0.5)
+        assert await env.exists(claim)
+        env.state.nominations.passed()  # the provisioner passed and nominated nothing there
         await env.controller.reconcile_once()
 
         async def deleted() -> bool:

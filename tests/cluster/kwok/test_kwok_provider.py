@@ -5,6 +5,7 @@ insufficient-capacity knobs and NodeClass readiness behave as documented."""
 from __future__ import annotations
 
 import asyncio
+import datetime
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -34,7 +35,7 @@ from karpy.cloudprovider.registry import (
 )
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError
-from karpy.kube.kinds import NODES
+from karpy.kube.kinds import NODECLAIMS, NODES
 from karpy.localcluster import ClusterInfo
 from karpy.runtime.clock import FakeClock
 from karpy.runtime.telemetry import Telemetry
@@ -49,7 +50,9 @@ from karpy_kwok.apis.kwoknodeclass import (
 )
 from karpy_kwok.catalog import OfferingSelector, load_entries
 from karpy_kwok.kinds import KWOK_NODECLASSES
+from karpy_kwok.provider import ANNOTATION_NODECLAIM_UID, LEAK_GRACE, LEAK_PERIOD
 from tests.contract.conftest import nodepool
+from tests.support.clusterview import live_view
 from tests.support.providers import run_extension
 from tests.support.waiting import eventually
 
@@ -69,9 +72,11 @@ async def kube(cluster_info: ClusterInfo) -> AsyncIterator[KubeClient]:
         await kube.close()
 
 
-def _nodeclaim(name: str, *reqs: NodeClaimRequirement, cpu: str | None = None) -> NodeClaim:
+def _nodeclaim(
+    name: str, *reqs: NodeClaimRequirement, cpu: str | None = None, uid: str | None = None
+) -> NodeClaim:
     return NodeClaim(
-        metadata=ObjectMeta(name=name, labels={wk.LABEL_NODEPOOL: "default"}),
+        metadata=ObjectMeta(name=name, uid=uid, labels={wk.LABEL_NODEPOOL: "default"}),
         spec=NodeClaimSpec(
             requirements=reqs,
             node_class_ref=REF,
@@ -369,3 +374,86 @@ async def test_a_changed_nodeclass_spec_is_nodeclass_drift(kube: KubeClient) -> 
         ("Ready", "Unknown"),
     }
     await provider.delete(launched)
+
+
+async def test_a_create_retried_for_the_same_nodeclaim_uid_gets_the_first_node_and_another_uid_none(
+    kube: KubeClient,
+) -> None:
+    """As CreateFleet's client token: the same NodeClaim (UID) retried after a crash gets the
+    instance the first call made; a Node left by an earlier NodeClaim of the same name is
+    never taken for another's."""
+    provider = _provider(kube)
+    first = await provider.create(_nodeclaim("kwok-uid", uid="uid-1"))
+    node = await kube.get(NODES, "kwok-uid")
+    assert node.metadata.annotations[ANNOTATION_NODECLAIM_UID] == "uid-1"
+    again = await provider.create(_nodeclaim("kwok-uid", uid="uid-1"))
+    assert again.status.provider_id == first.status.provider_id
+    with pytest.raises(CreateError) as caught:
+        await provider.create(_nodeclaim("kwok-uid", uid="uid-2"))
+    assert caught.value.condition_reason == "NodeNameTaken"
+    assert len([n for n in await provider.list() if n.metadata.name == "kwok-uid"]) == 1
+
+
+async def test_a_nodeclaim_deleted_before_its_launch_was_recorded_has_its_node_deleted(
+    kube: KubeClient,
+) -> None:
+    """A process launched it and died before writing the providerID: finalizing the NodeClaim
+    must not leave its Node behind, and must not take another NodeClaim's."""
+    provider = _provider(kube)
+    await provider.create(_nodeclaim("kwok-unrecorded", uid="uid-a"))
+    with pytest.raises(NodeClaimNotFoundError):
+        await provider.delete(_nodeclaim("kwok-unrecorded", uid="uid-other"))
+    assert (await kube.get(NODES, "kwok-unrecorded")).metadata.deletion_timestamp is None
+    await provider.delete(_nodeclaim("kwok-unrecorded", uid="uid-a"))
+
+    async def gone() -> bool:
+        try:
+            await kube.get(NODES, "kwok-unrecorded")
+        except NotFoundError:
+            return True
+        return False
+
+    assert await eventually(gone, within=10, interval=0.1)
+    with pytest.raises(NodeClaimNotFoundError):
+        await provider.delete(_nodeclaim("kwok-unrecorded", uid="uid-a"))
+    with pytest.raises(NodeClaimNotFoundError):
+        await provider.delete(_nodeclaim("kwok-never-launched", uid="uid-b"))
+
+
+async def test_garbage_collection_deletes_kwok_nodes_no_nodeclaim_owns_after_the_grace(
+    kube: KubeClient,
+) -> None:
+    """Karpenter's instance garbage collection: an instance of ours that no NodeClaim owns and
+    that is older than the grace is deleted; one a NodeClaim owns, or one still in its grace,
+    stays, and the pass comes back when that grace runs out."""
+    clock = FakeClock()
+    owned_claim = await kube.create(NODECLAIMS, _nodeclaim("kwok-gc-owned"))
+    async with live_view(kube, (NODES, NODECLAIMS)) as live:
+        provider = KwokCloudProvider(
+            kube, load_entries(), options=KwokOptions(), view=live.view, clock=clock
+        )
+        await provider.create(owned_claim)  # not recorded yet: owned by name and UID
+        await provider.create(_nodeclaim("kwok-gc-leaked", uid="uid-deleted-claim"))
+        foreign = await kube.create(NODES, Node(metadata=ObjectMeta(name="kwok-gc-foreign")))
+        await live.caught_up()
+        created = (await kube.get(NODES, "kwok-gc-leaked")).metadata.creation_timestamp
+        assert created is not None
+        clock.set(created + datetime.timedelta(seconds=LEAK_GRACE - 10))
+        young = await provider.collect_leaked()
+        assert young.requeue_after is not None
+        assert young.requeue_after <= 11
+        assert (await kube.get(NODES, "kwok-gc-leaked")).metadata.deletion_timestamp is None
+        clock.set(created + datetime.timedelta(seconds=LEAK_GRACE + 1))
+        done = await provider.collect_leaked()
+        assert done.requeue_after == LEAK_PERIOD
+
+        async def leaked_gone() -> bool:
+            try:
+                await kube.get(NODES, "kwok-gc-leaked")
+            except NotFoundError:
+                return True
+            return False
+
+        assert await eventually(leaked_gone, within=10, interval=0.1)
+        assert (await kube.get(NODES, "kwok-gc-owned")).metadata.deletion_timestamp is None
+        assert (await kube.get(NODES, foreign.metadata.name or "")).metadata.name

@@ -362,3 +362,32 @@ async def test_a_nodeclaims_lifecycle_continues_the_trace_recorded_on_it(
             (origin.trace_id, origin.span_id)
         ]
     telemetry.shutdown()
+
+
+async def test_a_nodeclaim_deleted_before_its_launch_was_recorded_takes_its_node_along(
+    kube: KubeClient, live: LiveView
+) -> None:
+    """A process launched the NodeClaim and was killed before writing its providerID; the
+    NodeClaim is then deleted. The next process's finalizer must not leave the Node behind."""
+    provider = KwokCloudProvider(kube, load_entries(), options=KwokOptions())
+    _, clock = await _created(kube, make_nodeclaim("lc-unrecorded"))
+    controller = _Settled(live, provider, clock)
+    await controller.reconcile("lc-unrecorded")  # the finalizer
+    with_finalizer = await kube.get(NODECLAIMS, "lc-unrecorded")
+    assert wk.FINALIZER_TERMINATION in with_finalizer.metadata.finalizers
+    # The killed process's launch: the instance exists, the status never said so.
+    await KwokCloudProvider(kube, load_entries(), options=KwokOptions()).create(with_finalizer)
+    assert (await kube.get(NODECLAIMS, "lc-unrecorded")).status.provider_id is None
+    await kube.delete(NODECLAIMS, "lc-unrecorded")
+    await reconcile_until(
+        controller.reconcile, "lc-unrecorded", lambda: _gone(kube, "lc-unrecorded")
+    )
+
+    async def node_gone() -> bool:
+        try:
+            await kube.get(NODES, "lc-unrecorded")
+        except NotFoundError:
+            return True
+        return False
+
+    assert await node_gone()

@@ -8,6 +8,7 @@ import pytest
 
 from karpy.apis.codec import from_dict
 from karpy.apis.kube.node import Node
+from karpy.apis.kube.pod import Pod
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.kube import kinds
 from karpy.kube.resources import Item, ObjectRef
@@ -178,12 +179,52 @@ def test_a_nomination_holds_while_a_nominated_pod_is_pending_and_lapses_after(
     view = ClusterView(state)
     assert not view.nominated("n2", 100.0)
     state.nominations.nominate("n2", [("default", "pending")], now=100.0, window=20.0)
+    state.nominations.passed()
     assert view.nominated("n2", 110.0)
     assert not view.nominated("n1", 110.0)
-    assert not view.nominated("n2", 120.0)  # the window ran out without a renewal
+    assert view.nominated("n2", 125.0)  # past the window, but no pass has looked since
+    state.nominations.passed()
+    assert not view.nominated("n2", 125.0)  # a later pass did not renew it
     state.nominations.nominate("n2", [("default", "pending")], now=130.0, window=20.0)
+    state.nominations.passed()
     state.nominations.nominate("n2", [("default", "pending")], now=145.0, window=20.0)
+    state.nominations.passed()
     assert view.nominated("n2", 160.0)  # renewed by the later pass
+
+
+def test_a_held_nomination_counts_pending_pods_only(state: ClusterState) -> None:
+    """Past its window a nomination is held for pods still pending; a pod already bound there
+    keeps the node busy on its own account, not as a nomination."""
+    view = ClusterView(state)
+    state.nominations.nominate("n1", [("default", "a")], now=100.0, window=20.0)
+    state.nominations.passed()
+    assert view.nominated("n1", 101.0)  # "a" is bound to n1
+    assert not view.nominated("n1", 130.0)
+
+
+def test_nominations_are_known_once_the_provisioner_passed_or_nothing_is_pending(
+    state: ClusterState,
+) -> None:
+    view = ClusterView(state)
+    assert view.nominations_known()  # "pending" has not failed to schedule: nothing waits
+    unschedulable = from_dict(
+        Pod,
+        {
+            "metadata": {"name": "waits", "namespace": "default", "uid": "uid-waits"},
+            "spec": {"containers": []},
+            "status": {
+                "conditions": [
+                    {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+                ]
+            },
+        },
+    )
+    state.store(kinds.PODS).apply(
+        Event(type=EventType.ADDED, item=_item(unschedulable, "Pod", version="9"))
+    )
+    assert not view.nominations_known()  # a restarted process: no pass has run yet
+    state.nominations.passed()
+    assert view.nominations_known()
 
 
 def test_a_nomination_whose_pods_bound_elsewhere_or_went_does_not_hold(
@@ -193,6 +234,7 @@ def test_a_nomination_whose_pods_bound_elsewhere_or_went_does_not_hold(
     state.nominations.nominate(
         "n2", [("default", "a"), ("default", "gone")], now=100.0, window=20.0
     )
+    state.nominations.passed()
     assert not view.nominated("n2", 101.0)  # "a" runs on n1, "gone" does not exist
     state.nominations.nominate("n1", [("default", "a")], now=100.0, window=20.0)
     assert view.nominated("n1", 101.0)  # bound where it was nominated

@@ -203,12 +203,15 @@ class LifecycleController:
                         except NotFoundError:
                             continue
                 return Result(requeue_after=NODE_TERMINATION_WAIT)
-            try:
-                await self._cloud.delete(target)
-            except NodeClaimNotFoundError:
-                pass
-            else:
-                return Result(requeue_after=INSTANCE_TERMINATION_WAIT)
+        # Without a providerID the launch may still have happened (a process that launched it
+        # died before recording it): the provider is asked all the same, and answers
+        # NodeClaimNotFoundError when it has no instance for this NodeClaim.
+        try:
+            await self._cloud.delete(target)
+        except NodeClaimNotFoundError:
+            pass
+        else:
+            return Result(requeue_after=INSTANCE_TERMINATION_WAIT)
         await self._kube.remove_finalizer(NODECLAIMS, nodeclaim, wk.FINALIZER_TERMINATION)
         self._launched.pop(nodeclaim.metadata.uid or "", None)
         self._said.forget(nodeclaim)
