@@ -4,7 +4,9 @@ Without node leases kwok heartbeats a Node's status only every minute or two, pa
 kube-controller-manager's node-monitor grace period (50 s), so simulated nodes flapped NotReady.
 The local cluster runs kwok with leases (karpy.localcluster.cluster.KWOK_NODE_LEASE_SECONDS), so
 anything counting Ready pods or acting on node health sees what a real cluster would show. This
-watches one kwok Node for three minutes: Ready throughout, no NodeNotReady event.
+watches one kwok Node for three minutes: Ready throughout, no NodeNotReady event. It only
+watches, so it runs beside other tests rather than in the one-at-a-time group, whose chain of
+heavy tests is the suite's longest path.
 """
 
 from __future__ import annotations
@@ -15,10 +17,7 @@ from typing import Any
 
 from karpy.localcluster.cluster import KWOK_NODE_SELECTOR
 from tests.support.kubehttp import KubeHTTP
-from tests.support.marks import ONE_AT_A_TIME
 from tests.support.waiting import eventually
-
-pytestmark = ONE_AT_A_TIME
 
 WATCH_SECONDS = 180.0
 
