@@ -9,6 +9,7 @@ import logging
 import attrs
 import pytest
 
+from karpy.apis.v1 import labels as wk
 from karpy.kube.client import KubeClient
 from karpy.kube.kinds import NODECLAIMS, NODES
 from karpy.kube.resources import Item, ObjectRef
@@ -102,3 +103,26 @@ async def test_collection_waits_while_a_nodeclaim_older_than_the_grace_is_still_
     store.replace([])
     await controller.reconcile_once()
     assert await instances.list() == ()
+
+
+async def test_a_retried_launch_whose_parameters_moved_on_adopts_the_first_instance(
+    kit: ProviderKit, session: AWSSession
+) -> None:
+    """A process launched the NodeClaim and died before recording it; the next process's
+    CreateFleet carries the same client token but other parameters (here: fewer instance
+    types), which EC2 refuses with IdempotentParameterMismatch. The instance the first call
+    made is the NodeClaim's: adopted, not doubled, not left for collection."""
+    claim = make_nodeclaim(name="retried")
+    claim = attrs.evolve(claim, metadata=attrs.evolve(claim.metadata, uid="uid-retried"))
+    first = await kit.provider.create(claim)
+    narrowed = make_nodeclaim(
+        (wk.LABEL_INSTANCE_TYPE, "In", (first.metadata.labels[wk.LABEL_INSTANCE_TYPE],)),
+        name="retried",
+    )
+    narrowed = attrs.evolve(narrowed, metadata=attrs.evolve(narrowed.metadata, uid="uid-retried"))
+    second = await kit.provider.create(narrowed)
+    assert second.status.provider_id == first.status.provider_id
+    instances = Instances(await session.client("ec2"), cluster_name=kit.cluster.name)
+    (only,) = await instances.list()
+    assert only.provider_id == first.status.provider_id
+    assert only.tags["karpenter.sh/nodeclaim"] == "retried"

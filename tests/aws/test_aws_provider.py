@@ -110,6 +110,8 @@ async def test_spot_fleet_crosses_types_and_zones_on_the_roomiest_subnets(kit: P
             "karpenter.sh/nodepool": "default",
             "eks:eks-cluster-name": kit.cluster.name,
             "karpenter.k8s.aws/ec2nodeclass": "default",
+            # Set at launch too, so a retried launch can find what it made.
+            "karpenter.sh/nodeclaim": "default-abcde",
         }
     # moto takes the first override: the cheapest offering.
     first = overrides[0]

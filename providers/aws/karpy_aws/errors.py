@@ -27,6 +27,8 @@ UNFULFILLABLE_CAPACITY_CODES: Final = frozenset(
 # Spot cannot be used at all in this account until the service-linked role exists.
 SPOT_SERVICE_LINKED_ROLE_CODE: Final = "AuthFailure.ServiceLinkedRoleCreationNotPermitted"
 LAUNCH_TEMPLATE_NOT_FOUND_CODE: Final = "InvalidLaunchTemplateName.NotFoundException"
+# A client token seen before, with other parameters: the first call's instance exists.
+IDEMPOTENT_MISMATCH_CODE: Final = "IdempotentParameterMismatch"
 
 NOT_FOUND_CODES: Final = frozenset(
     {

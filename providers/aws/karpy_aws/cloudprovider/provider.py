@@ -333,6 +333,7 @@ class AWSCloudProvider:
             cluster_name=self._cluster.name,
             nodepool=nodeclaim.metadata.labels.get(wk.LABEL_NODEPOOL, ""),
             nodeclass=nodeclass.metadata.name or "",
+            nodeclaim=name or "",
             user_tags=nodeclass.spec.tags,
         )
         for attempt in (1, 2):
@@ -364,7 +365,22 @@ class AWSCloudProvider:
             except aws.ConfigurationError as e:
                 raise NodeClassNotReadyError(str(e)) from e
             except aws.AWSError as e:
-                raise _create_error(e) from e
+                if e.code != aws.IDEMPOTENT_MISMATCH_CODE or not name:
+                    raise _create_error(e) from e
+                # This NodeClaim's client token launched before (a process that crashed before
+                # recording it) and the retry's parameters differ (prices, subnets moved on):
+                # EC2 refuses it, and the first call's instance is the NodeClaim's.
+                try:
+                    earlier = await self._instances.find_launched(name)
+                except aws.AWSError as lookup:
+                    raise _create_error(lookup) from e
+                if earlier is None:
+                    raise _create_error(e) from e
+                log.info(
+                    "adopted instance launched before restart",
+                    extra={"nodeclaim": name, "instance": earlier.id},
+                )
+                return earlier.id, earlier.zone, earlier.instance_type
             break
         self._unavailable.mark_fleet_errors(launched.errors, capacity_type=plan.capacity_type)
         for error in launched.errors:

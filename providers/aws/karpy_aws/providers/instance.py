@@ -55,16 +55,25 @@ def instance_id_of(value: str | None) -> str | None:
 
 
 def launch_tags(
-    *, cluster_name: str, nodepool: str, nodeclass: str, user_tags: Mapping[str, str]
+    *,
+    cluster_name: str,
+    nodepool: str,
+    nodeclass: str,
+    nodeclaim: str,
+    user_tags: Mapping[str, str],
 ) -> dict[str, str]:
     """The tags every launched instance, volume and fleet carries: the NodeClass's tags, then
-    the ownership tags Karpenter sets (which user tags cannot override)."""
+    the ownership tags Karpenter sets (which user tags cannot override), and
+    ``karpenter.sh/nodeclaim``, which Karpenter adds only after registration: set at launch, it
+    lets a launch retried after a crash find the instance the first attempt made
+    (``Instances.find_launched``)."""
     return {
         **user_tags,
         f"{TAG_CLUSTER_PREFIX}{cluster_name}": "owned",
         wk.LABEL_NODEPOOL: nodepool,
         TAG_EKS_CLUSTER_NAME: cluster_name,
         wk.LABEL_AWS_EC2NODECLASS: nodeclass,
+        TAG_NODECLAIM: nodeclaim,
     }
 
 
@@ -228,6 +237,20 @@ class Instances:
             code="InvalidInstanceID.NotFound",
             message=f"instance {instance_id} is terminated or does not exist",
         )
+
+    async def find_launched(self, nodeclaim: str) -> Instance | None:
+        """The live instance launched for ``nodeclaim`` in this cluster, if any (the oldest)."""
+        reservations = await self.ec2.paginate(
+            "DescribeInstances",
+            result_key="Reservations",
+            Filters=[
+                {"Name": f"tag:{TAG_NODECLAIM}", "Values": [nodeclaim]},
+                {"Name": f"tag:{TAG_CLUSTER_PREFIX}{self._cluster_name}", "Values": ["owned"]},
+                {"Name": "instance-state-name", "Values": list(LIVE_STATES)},
+            ],
+        )
+        found = sorted(_instances(reservations), key=lambda i: (i.launch_time, i.id))
+        return found[0] if found else None
 
     async def list(self) -> tuple[Instance, ...]:
         """Every live instance karpy launched for this cluster (tagged with a NodePool and the
