@@ -96,9 +96,9 @@ class FaultInjector:
     * ``ice(instance_type, zone)``: CreateFleet overrides for that offering are removed from the
       request and reported in the response's ``Errors`` as InsufficientInstanceCapacity, which is
       how AWS reports capacity it does not have. If no override is left, moto is not called.
-    * With ``moto_endpoint`` set, instances CreateFleet launched get their launch template's
-      security groups, as on AWS (moto leaves them out; moto-notes "LT applied to fleet
-      instances").
+
+    Fleet instances get their launch template's security groups from the emulator itself
+    (``karpy_aws_emulator.launchtemplates``).
     """
 
     faults: list[Fault] = attrs.Factory(list)
@@ -108,8 +108,6 @@ class FaultInjector:
     sent: list[str] = attrs.Factory(list)
     requests: dict[str, list[dict[str, Any]]] = attrs.Factory(dict)
     """Parameters of every call made, by operation, as the caller passed them."""
-    moto_endpoint: str | None = None
-    _moto_ec2: Any = None
 
     def fail(
         self, operation: str, code: str, *, status: int = 400, times: int | None = None
@@ -135,7 +133,6 @@ class FaultInjector:
             EventHook("before-parameter-build.ec2.CreateFleet", self._strip_ice),
             EventHook("before-call.ec2.CreateFleet", self._short_circuit_ice),
             EventHook("after-call.ec2.CreateFleet", self._report_ice),
-            EventHook("after-call.ec2.CreateFleet", self._apply_template_groups),
         ]
 
     def _record(
@@ -221,31 +218,6 @@ class FaultInjector:
         }
         return (_StatusOnly(200), response)
 
-    def _apply_template_groups(self, parsed: dict[str, Any], **kwargs: Any) -> None:
-        if self.moto_endpoint is None:
-            return
-        if self._moto_ec2 is None:  # making a botocore client takes ~0.3 s: make one
-            self._moto_ec2 = botocore.session.get_session().create_client(
-                "ec2", region_name=REGION, endpoint_url=self.moto_endpoint
-            )
-        ec2 = self._moto_ec2
-        for entry in parsed.get("Instances", []):
-            spec = entry.get("LaunchTemplateAndOverrides", {}).get(
-                "LaunchTemplateSpecification", {}
-            )
-            lookup = (
-                {"LaunchTemplateId": spec["LaunchTemplateId"]}
-                if spec.get("LaunchTemplateId")
-                else {"LaunchTemplateName": spec.get("LaunchTemplateName", "")}
-            )
-            versions = ec2.describe_launch_template_versions(**lookup)["LaunchTemplateVersions"]
-            data = versions[-1]["LaunchTemplateData"]
-            groups = data.get("SecurityGroupIds") or [
-                g for nic in data.get("NetworkInterfaces", []) for g in nic.get("Groups", [])
-            ]
-            for instance_id in entry.get("InstanceIds", []) if groups else []:
-                ec2.modify_instance_attribute(InstanceId=instance_id, Groups=groups)
-
     def _report_ice(self, parsed: dict[str, Any], context: dict[str, Any], **kwargs: Any) -> None:
         if context.get("karpy_ice_errors") and not context.get("karpy_ice_all"):
             parsed.setdefault("Errors", []).extend(context["karpy_ice_errors"])
@@ -293,7 +265,7 @@ def spans() -> InMemorySpanExporter:
 
 @pytest.fixture
 def faults(moto: Moto) -> FaultInjector:
-    return FaultInjector(moto_endpoint=moto.endpoint)
+    return FaultInjector()
 
 
 @pytest.fixture

@@ -22,8 +22,8 @@ pytestmark = pytest.mark.aws
 
 
 async def _launch(kit: ProviderKit) -> NodeClaim:
-    """Launch one x86 instance. The fault injector gives fleet instances their launch
-    template's security groups, which moto itself leaves out."""
+    """Launch one x86 instance (the emulator gives fleet instances their launch template's
+    security groups, which moto itself leaves out)."""
     return await kit.provider.create(make_nodeclaim((wk.LABEL_ARCH, "In", ("amd64",))))
 
 

@@ -22,7 +22,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Final
 
-from karpy_aws_emulator import idempotency
+from karpy_aws_emulator import idempotency, launchtemplates
 from karpy_aws_emulator.world import AMIS, REGION
 
 INSTALL_HINT: Final = (
@@ -84,6 +84,7 @@ def moto_server(state_dir: Path, *, port: int = 0) -> Iterator[str]:
         except ImportError as error:
             raise MotoMissingError from error
         idempotency.install()
+        launchtemplates.install()
         port = port or _free_port()
         server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
         server.start()
