@@ -127,7 +127,8 @@ async def scraped(components: Components, directory: Path) -> AsyncIterator[str]
 def _over_node_gauges(expr: str) -> bool:
     """Whether `expr` reads the per-node gauges (karpenter_nodes_allocatable, ...), not the
     nodes' counters (created, terminated), which the scale-in completes."""
-    return "karpenter_nodes_" in expr and "_total" not in expr
+    counters = ("karpenter_nodes_created_total", "karpenter_nodes_terminated_total")
+    return "karpenter_nodes_" in expr and not any(name in expr for name in counters)
 
 
 async def _bound(port: int) -> bool:
