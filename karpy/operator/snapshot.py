@@ -191,8 +191,11 @@ def _daemonset(ds: DaemonSet) -> dict[str, Any]:
 
 
 async def _list_into(client: KubeClient, state: ClusterState, kind: ResourceKind[Any]) -> None:
+    """List ``kind`` into ``state``, which then counts as synced once every kind so far is
+    listed (a provider reading the view waits for that)."""
     listed = await client.list(kind)
     state.register(kind).replace(listed.items)
+    state.mark_listed()
 
 
 async def snapshot(options: Options) -> dict[str, Any]:

@@ -4,6 +4,7 @@ plane, launching on moto."""
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from typing import Any
 
@@ -13,8 +14,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from karpy.cloudprovider import CloudProvider
 from karpy.cloudprovider.registry import ProviderConfigError, ProviderContext
 from karpy.kube.client import KubeClient
+from karpy.kube.resources import Item, ObjectRef
 from karpy.runtime.clock import FakeClock
 from karpy.runtime.telemetry import Telemetry
+from karpy.state.cluster import ClusterState
+from karpy.state.view import ClusterView
 from karpy_aws import AWSProviderOptions, build
 from karpy_aws.controllers.nodeclass.status import resolve_status
 from karpy_aws.operator import EC2NODECLASSES, ViewNodeClasses
@@ -28,6 +32,7 @@ from .conftest import (
     SSM_PREFIX,
     Moto,
     make_nodeclaim,
+    make_nodeclass,
     provider_settings,
     ready_nodeclass,
 )
@@ -138,3 +143,32 @@ async def test_a_cluster_eks_does_not_know_is_a_config_error(kube: KubeClient, m
     )
     with pytest.raises(ProviderConfigError, match="'not-in-eks' could not be read from EKS"):
         await build(context)
+
+
+async def test_a_nodeclass_read_waits_for_the_views_first_listing(telemetry: Telemetry) -> None:
+    """Right after a start: a launch asking for its EC2NodeClass before the informer has listed
+    must get the class, not "not found" (which deletes the NodeClaim)."""
+    state = ClusterState(metrics=telemetry.metrics)
+    store = state.register(EC2NODECLASSES)
+    nodeclasses = ViewNodeClasses(ClusterView(state), sync_wait=30)
+    asking = asyncio.create_task(nodeclasses.get("listed-late"))
+    await asyncio.sleep(0.05)
+    assert not asking.done()
+    ref = ObjectRef(
+        kind="EC2NodeClass", namespace="", name="listed-late", uid="u1", resource_version="1"
+    )
+    store.replace([Item(ref=ref, obj=make_nodeclass("listed-late"))])
+    state.mark_listed()
+    found = await asyncio.wait_for(asking, timeout=5)
+    assert found is not None
+    assert found.metadata.name == "listed-late"
+    # Once listed, an unknown name is simply not found, at once.
+    assert await ViewNodeClasses(ClusterView(state), sync_wait=30).get("unknown") is None
+
+
+async def test_a_nodeclass_read_stops_waiting_for_a_view_that_never_lists(
+    telemetry: Telemetry,
+) -> None:
+    state = ClusterState(metrics=telemetry.metrics)
+    state.register(EC2NODECLASSES)
+    assert await ViewNodeClasses(ClusterView(state), sync_wait=0.05).get("any") is None

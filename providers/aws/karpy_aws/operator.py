@@ -13,6 +13,8 @@ runs them with its own controllers, all reading NodeClaims and EC2NodeClasses fr
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -49,15 +51,27 @@ __all__ = ["EC2NODECLASSES", "AWSProviderOptions", "ViewNodeClasses", "build"]
 
 _BOOLEANS: Final = {"true": True, "false": False}
 TELEMETRY_SERVICE: Final = "karpy-aws"
+VIEW_SYNC_WAIT: Final = 60.0  # seconds a NodeClass read waits for the view's first listing
 
 
 class ViewNodeClasses:
-    """EC2NodeClasses read from the operator's cluster view (informed; no apiserver call)."""
+    """EC2NodeClasses read from the operator's cluster view (informed; no apiserver call).
 
-    def __init__(self, view: ClusterView) -> None:
+    Right after a start the view may not have listed the EC2NodeClasses yet. "Not found" then
+    would be wrong, and costly: a launch fails NodeClassNotReady and the NodeClaim is deleted (as
+    in Karpenter), so a NodeClaim a crashed process had launched lost its instance to garbage
+    collection. ``get`` first waits, up to ``sync_wait`` seconds, for the view's first listing.
+    """
+
+    def __init__(self, view: ClusterView, *, sync_wait: float = VIEW_SYNC_WAIT) -> None:
         self._view = view
+        self._sync_wait = sync_wait
 
     async def get(self, name: str) -> EC2NodeClass | None:
+        if not self._view.informers_synced:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self._sync_wait):
+                    await self._view.wait_synced()
         return self._view.get(EC2NODECLASSES, name)
 
 
