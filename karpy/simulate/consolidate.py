@@ -23,13 +23,16 @@ import attrs
 
 from karpy.apis.v1 import labels as wk
 from karpy.core.disruption.candidates import Candidate, NodeFacts, PodFacts, PoolDisruption, Skip
-from karpy.core.disruption.consolidation import Settings, consolidation_methods
+from karpy.core.disruption.consolidation import (
+    Settings,
+    consolidation_methods,
+    consolidation_solve,
+)
 from karpy.core.disruption.decision import disrupt
 from karpy.core.disruption.methods import Command, Emptiness, Method, Offer, Simulation
 from karpy.core.instancetypes import InstanceType
 from karpy.core.pods import Pod
-from karpy.core.scheduling import SchedulerOptions, solve
-from karpy.core.scheduling.preferences import PreferencePolicy
+from karpy.core.scheduling import SchedulerOptions
 from karpy.core.scheduling.results import NodeClaimPlan, Results
 from karpy.core.snapshot import ClusterSnapshot, Node, NodeName
 
@@ -123,16 +126,7 @@ class _Fleet:
         rest = attrs.evolve(
             self.snapshot, nodes=tuple(n for n in self.snapshot.nodes if n.name not in names)
         )
-        results = solve(rest, moving, self.options)
-        if results.nodeclaims and self.options.preference_policy is PreferencePolicy.RESPECT:
-            ignoring = attrs.evolve(self.options, preference_policy=PreferencePolicy.IGNORE)
-            loose = solve(rest, moving, ignoring)
-            if (len(loose.unplaced), len(loose.nodeclaims), loose.price) < (
-                len(results.unplaced),
-                len(results.nodeclaims),
-                results.price,
-            ):
-                results = loose
+        results = consolidation_solve(rest, moving, self.options)
         return moving, results
 
     def simulate(self, candidates: Sequence[Candidate]) -> Simulation:

@@ -16,11 +16,11 @@ import attrs
 
 from karpy.apis.v1 import labels as wk
 from karpy.core.disruption.candidates import NodeFacts, PodFacts, PoolDisruption
+from karpy.core.disruption.consolidation import consolidation_solve
 from karpy.core.disruption.methods import Command, Offer, Simulation
 from karpy.core.instancetypes import InstanceType
 from karpy.core.pods import Pod
-from karpy.core.scheduling import SchedulerOptions, solve
-from karpy.core.scheduling.preferences import PreferencePolicy
+from karpy.core.scheduling import SchedulerOptions
 from karpy.core.scheduling.results import Results
 from karpy.core.snapshot import ClusterSnapshot, Node, NodeName, NodePool, NodePoolName
 
@@ -119,16 +119,7 @@ class Fleet:
         """The controller's consolidation solve: preferences relaxed when that needs fewer new
         nodes (karpy.controllers.disruption.simulation)."""
         moving, snapshot = self._solve(names)
-        results = solve(snapshot, moving, self.options)
-        if results.nodeclaims and self.options.preference_policy is PreferencePolicy.RESPECT:
-            ignoring = attrs.evolve(self.options, preference_policy=PreferencePolicy.IGNORE)
-            loose = solve(snapshot, moving, ignoring)
-            if (len(loose.unplaced), len(loose.nodeclaims), loose.price) < (
-                len(results.unplaced),
-                len(results.nodeclaims),
-                results.price,
-            ):
-                results = loose
+        results = consolidation_solve(snapshot, moving, self.options)
         return moving, results
 
     def simulate(self, candidates: Sequence[object]) -> Simulation:

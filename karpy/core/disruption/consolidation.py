@@ -50,8 +50,12 @@ from karpy.core.disruption.methods import (
     Simulation,
     consolidatable,
 )
+from karpy.core.pods import Pod
 from karpy.core.requirements import Requirement
-from karpy.core.scheduling.results import NodeClaimPlan
+from karpy.core.scheduling import SchedulerOptions, solve
+from karpy.core.scheduling.preferences import PreferencePolicy
+from karpy.core.scheduling.results import NodeClaimPlan, Results
+from karpy.core.snapshot import ClusterSnapshot
 
 SPOT = "spot"
 MIN_SPOT_TO_SPOT_TYPES = 15
@@ -520,3 +524,29 @@ def validate(
     ) & set(command.replacements[0].instance_types):
         return "the replacement's instance types changed"
     return again.command
+
+
+def looser_if_fewer(strict: Results, loose: Results) -> Results:
+    """Consolidation's rule for preferences: the plan solved with preferred terms ignored wins
+    when it leaves fewer pods unplaced, then needs fewer new NodeClaims, then costs less — a
+    preference never keeps a half-empty node alive (required terms always hold)."""
+    if (len(loose.unplaced), len(loose.nodeclaims), loose.price) < (
+        len(strict.unplaced),
+        len(strict.nodeclaims),
+        strict.price,
+    ):
+        return loose
+    return strict
+
+
+def consolidation_solve(
+    snapshot: ClusterSnapshot, pods: list[Pod], options: SchedulerOptions
+) -> Results:
+    """``pods`` over ``snapshot`` as consolidation simulates them: solved as given and, when
+    that needs new NodeClaims under the Respect policy, again with preferences ignored
+    (``looser_if_fewer``)."""
+    results = solve(snapshot, pods, options)
+    if results.nodeclaims and options.preference_policy is PreferencePolicy.RESPECT:
+        ignoring = attrs.evolve(options, preference_policy=PreferencePolicy.IGNORE)
+        results = looser_if_fewer(results, solve(snapshot, pods, ignoring))
+    return results
