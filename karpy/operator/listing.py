@@ -16,10 +16,9 @@ import attrs
 from opentelemetry.metrics import NoOpMeter
 
 from karpy.cloudprovider.protocol import CloudProvider
-from karpy.cloudprovider.registry import ProviderContext, build_provider
 from karpy.kube.client import KubeClient
 from karpy.kube.resources import ResourceKind
-from karpy.operator.wiring import _close_provider, _extension, _resource_kind
+from karpy.operator.wiring import _build_provider, _close_provider, _extension, _resource_kind
 from karpy.runtime.clock import SystemClock
 from karpy.runtime.options import Options
 from karpy.runtime.telemetry import Metrics
@@ -62,16 +61,7 @@ async def listed_cluster(
             await _list_into(client, state, kind)
         view = ClusterView(state)
         clock = SystemClock()
-        provider = await build_provider(
-            options.provider.name,
-            ProviderContext(
-                kube=client,
-                view=view,
-                clock=clock,
-                cluster_name=options.provider.cluster_name,
-                settings=options.provider.settings,
-            ),
-        )
+        provider = await _build_provider(options, kube=client, view=view, clock=clock)
         try:
             for declared in _extension(provider).kinds:
                 kind = _resource_kind(declared, provider=options.provider.name)

@@ -235,7 +235,10 @@ def _budget(node: Node) -> BudgetSpec:
     if schedule is None or duration is None:
         return BudgetSpec(nodes=nodes.text(), reasons=reasons)
     schedule.convert(lambda n: parse_schedule(n.text()))
-    length = duration.convert(lambda n: parse_duration(n.text(), field_name="duration"))
+    try:
+        length = parse_duration(duration.text(), field_name="duration")
+    except ValueError:
+        raise duration.fail(f"{duration.value!r} is not a duration (e.g. 30m, 8h)") from None
     if length is None:
         raise duration.fail("Never is not a window length")
     return BudgetSpec(

@@ -27,9 +27,13 @@ def do_not_disrupt_seconds(value: str) -> float | None:
     raises ValueError naming the annotation for anything else."""
     if value == "true":
         return None
-    parsed = parse_duration(value, field_name=f"annotations[{wk.ANNOTATION_DO_NOT_DISRUPT}]")
+    field = f"annotations[{wk.ANNOTATION_DO_NOT_DISRUPT}]"
+    try:
+        parsed = parse_duration(value, field_name=field)
+    except ValueError:
+        parsed = None
     if parsed is None:
-        msg = f'annotations[{wk.ANNOTATION_DO_NOT_DISRUPT}]: is "true" or a duration, not Never'
+        msg = f'{field}: {value!r} is neither "true" nor a duration (e.g. 5m, 1h30m)'
         raise ValueError(msg)
     return parsed.total_seconds()
 

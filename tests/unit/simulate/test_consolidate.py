@@ -273,7 +273,7 @@ def test_a_budget_schedule_limits_only_inside_its_window(
             lambda d: _web_pod(d, "web-1").update(
                 annotations={"karpenter.sh/do-not-disrupt": "yes"}
             ),
-            r"nodes\[0\]\.pods\[0\]\.annotations\.karpenter\.sh/do-not-disrupt: .*'yes'",
+            r"nodes\[0\]\.pods\[0\]\.annotations\.karpenter\.sh/do-not-disrupt: 'yes' is neither",
         ),
         (
             lambda d: _web_pod(d, "web-1").update(startTime="2030-01-01T00:00:00"),
@@ -340,7 +340,7 @@ def test_bad_protection_is_refused_naming_the_field(edit: Any, message: str) -> 
         ),
         (
             {"nodes": "1", "schedule": "@daily", "duration": "a while"},
-            r"budgets\[0\]\.duration: duration",
+            r"budgets\[0\]\.duration: 'a while' is not a duration",
         ),
         ({"nodes": "lots"}, r"budgets\[0\]\.nodes: 'lots' is not an integer or a percentage"),
     ],
@@ -352,3 +352,24 @@ def test_bad_budgets_are_refused_naming_the_field(budget: dict[str, object], mes
     pools[0]["disruption"]["budgets"] = [budget]
     with pytest.raises(ScenarioError, match=message):
         parse(data)
+
+
+PROTECTED = EXAMPLE.with_name("protected.yaml")
+
+
+def test_the_protected_example_keeps_every_node_until_the_pods_protection_runs_out(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert simulate_main([str(PROTECTED), "--consolidate", "-o", "json"]) == EXIT_OK
+    report = json.loads(capsys.readouterr().out)
+    assert report["commands"] == []
+    assert {k["node"]: k["reason"] for k in report["kept"]} == {
+        "web-1": "PodDoNotDisrupt",
+        "web-2": "PodDisruptionBudget",
+        "web-3": "PodDisruptionBudget",
+        "web-4": "DoNotDisrupt",
+    }
+    later = [str(PROTECTED), "--consolidate", "-o", "json", "--now", "2030-01-01T12:30:00Z"]
+    assert simulate_main(later) == EXIT_OK
+    report = json.loads(capsys.readouterr().out)
+    assert [(c["decision"], c["nodes"]) for c in report["commands"]] == [("delete", ["web-1"])]
