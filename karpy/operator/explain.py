@@ -155,9 +155,19 @@ def age(seconds: float) -> str:
     return f"{seconds}s"
 
 
+def _order(event: Event) -> tuple[datetime, int]:
+    """When an event was last reported; events of the same second (the apiserver keeps
+    seconds) in the order the apiserver stored them (resourceVersion, etcd's revision)."""
+    version = event.metadata.resource_version or ""
+    return (
+        event.time or datetime.min.replace(tzinfo=UTC),
+        int(version) if version.isdigit() else 0,
+    )
+
+
 def _newest(events: Sequence[Event], reason: str) -> Event | None:
     stamped = [e for e in events if e.reason == reason and e.time is not None]
-    return max(stamped, key=lambda e: e.time or datetime.min.replace(tzinfo=UTC), default=None)
+    return max(stamped, key=_order, default=None)
 
 
 def reported_lines(events: Sequence[Event], recomputed: str | None, *, now: datetime) -> list[str]:

@@ -222,9 +222,9 @@ async def test_a_do_not_disrupt_pod_holds_its_node_with_an_event(
         assert f"node {node}" in printed
         assert f"not consolidated (PodDoNotDisrupt): {found[node]}" in printed
         # Beside it, what the running controller last reported, read back from its events.
-        assert f"ago): Unconsolidatable: {found[node]}" in printed
-        assert "ago): DisruptionBlocked: Cannot disrupt" in printed
-        assert "differs" not in printed
+        assert f"ago): Unconsolidatable: {found[node]}" in printed, printed
+        assert "ago): DisruptionBlocked: Cannot disrupt" in printed, printed
+        assert "differs" not in printed, printed
 
 
 async def _all_of(probe: Any, names: set[str]) -> dict[str, str]:

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import attrs
+
 from karpy.apis.kube.event import Event
+from karpy.apis.meta import ObjectMeta
 from karpy.operator.explain import age, reported_lines
 
 NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
@@ -43,4 +46,16 @@ def test_a_different_reason_from_the_controller_is_pointed_out() -> None:
 def test_no_event_says_so() -> None:
     assert reported_lines([], "x", now=NOW) == [
         "  no Unconsolidatable or DisruptionBlocked event from the controller"
+    ]
+
+
+def test_events_of_the_same_second_are_ordered_as_the_apiserver_stored_them() -> None:
+    first = _event("Unconsolidatable", "earlier", timedelta(seconds=3))
+    second = _event("Unconsolidatable", "later", timedelta(seconds=3))
+    events = [
+        attrs.evolve(second, metadata=ObjectMeta(resource_version="120")),
+        attrs.evolve(first, metadata=ObjectMeta(resource_version="99")),
+    ]
+    assert reported_lines(events, "later", now=NOW) == [
+        "  last reported by the controller (3s ago): Unconsolidatable: later"
     ]
