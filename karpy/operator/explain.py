@@ -219,7 +219,10 @@ async def explain_node(options: Options, name: str) -> str:
         involved = [("NodeClaim", claim.metadata.name or "")]
         if claim.status.node_name:
             involved.append(("Node", claim.status.node_name))
-        events = await reported_events(cluster.client, involved)
+        try:
+            events = await reported_events(cluster.client, involved)
+        except KubeError as error:  # e.g. no RBAC to list events: the recomputation still stands
+            return text + f"  the controller's events could not be read: {error}\n"
         recomputed = decision.reason_for(claim.metadata.name or "")
         lines = reported_lines(
             events,
