@@ -12,6 +12,7 @@ from typing import Any, Final, TypeVar
 
 from karpy.apis.codec import from_dict
 from karpy.apis.kube.configmap import ConfigMap
+from karpy.apis.kube.event import Event
 from karpy.apis.kube.node import Node
 from karpy.apis.kube.pod import Pod
 from karpy.apis.kube.storage import PersistentVolume, PersistentVolumeClaim, StorageClass
@@ -69,4 +70,5 @@ PODDISRUPTIONBUDGETS: Final = kube_kind(
 PROVISIONERS: Final = cluster_kind(Provisioner)
 
 CONFIGMAPS: Final = kube_kind(ConfigMap, "configmaps", namespaced=True)
+EVENTS: Final = kube_kind(Event, "events", namespaced=True)
 DEPLOYMENTS: Final = kube_kind(Deployment, "deployments", group="apps", namespaced=True)

@@ -7,6 +7,12 @@ controller would run now, deciding and acting on nothing
 NodePool, its price, and one line: what the pass would do with it, or the one reason it is left
 alone — the reason the running controller reports in the node's `Unconsolidatable` event.
 
+The pass is a recomputation: what the running controller holds only in memory (nominations of
+pending pods, commands it is about to start) is not in it. So it also reads back what the
+controller last reported about the node: the newest `Unconsolidatable` and `DisruptionBlocked`
+Events of the Node and of its NodeClaim, printed with their age beside the recomputed reason,
+and says when the controller's last `Unconsolidatable` reason differs from the recomputed one.
+
 A process of its own (it connects and builds a provider), hence the operator layer.
 Exit codes: 0 when the answer was printed, 2 on failure (no such node, unreachable cluster).
 """
@@ -18,31 +24,35 @@ import asyncio
 import os
 import sys
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Final
 
-from opentelemetry.metrics import NoOpMeter
-
+from karpy.apis.kube.event import Event
 from karpy.apis.v1 import labels as wk
-from karpy.cloudprovider.registry import ProviderContext, ProviderError, build_provider
-from karpy.controllers.disruption.controller import explain_pass
+from karpy.apis.v1.nodeclaim import NodeClaim
+from karpy.cloudprovider.registry import ProviderError
+from karpy.controllers.disruption.controller import (
+    REASON_BLOCKED,
+    REASON_UNCONSOLIDATABLE,
+    explain_pass,
+)
 from karpy.core.disruption.candidates import NodeFacts
 from karpy.core.disruption.consolidation import Search, Settings
 from karpy.core.disruption.decision import Decision
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import KubeConfigError, KubeError
-from karpy.kube.kinds import DAEMONSETS, NODECLAIMS, NODEPOOLS, NODES, PODDISRUPTIONBUDGETS, PODS
-from karpy.operator.snapshot import _list_into
-from karpy.operator.wiring import (
-    _close_provider,
-    _extension,
-    _nomination_window,
-    _resource_kind,
-    _scheduler_options,
+from karpy.kube.kinds import (
+    DAEMONSETS,
+    EVENTS,
+    NODECLAIMS,
+    NODEPOOLS,
+    NODES,
+    PODDISRUPTIONBUDGETS,
+    PODS,
 )
-from karpy.runtime.clock import SystemClock
+from karpy.operator.listing import listed_cluster
+from karpy.operator.wiring import _nomination_window, _scheduler_options
 from karpy.runtime.options import Options, OptionsError, load
-from karpy.runtime.telemetry import Metrics
-from karpy.state.cluster import ClusterState
 from karpy.state.snapshot import SnapshotKinds
 from karpy.state.view import ClusterView
 
@@ -60,10 +70,7 @@ def describe(decision: Decision, view: ClusterView, name: str) -> str:
         (f for f in _facts(decision) if name in (f.nodeclaim, f.node)),
         None,
     )
-    claim = next(
-        (c for c in view.nodeclaims() if name in (c.metadata.name, c.status.node_name)),
-        None,
-    )
+    claim = _claim_of(view, name)
     if claim is None:
         if view.node(name) is None:
             raise NodeNotFoundError(name)
@@ -110,56 +117,119 @@ def describe(decision: Decision, view: ClusterView, name: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _claim_of(view: ClusterView, name: str) -> NodeClaim | None:
+    """The NodeClaim named `name`, or whose Node is."""
+    return next(
+        (c for c in view.nodeclaims() if name in (c.metadata.name, c.status.node_name)),
+        None,
+    )
+
+
 def _facts(decision: Decision) -> list[NodeFacts]:
     """The candidates' facts (priced); a node that is no candidate has none."""
     return [c.facts for c in decision.selection.candidates]
 
 
-async def explain_node(options: Options, name: str) -> str:
-    """Connect, list, decide and describe. Raises KubeError, KubeConfigError, ProviderError,
-    NodeNotFoundError."""
-    client = await KubeClient.connect(
-        options.kube.kubeconfig, request_timeout=options.kube.request_timeout
-    )
-    try:
-        state = ClusterState(metrics=Metrics.create(NoOpMeter("karpy.explain")))
-        for kind in (NODES, PODS, NODEPOOLS, NODECLAIMS, DAEMONSETS, PODDISRUPTIONBUDGETS):
-            await _list_into(client, state, kind)
-        view = ClusterView(state)
-        clock = SystemClock()
-        provider = await build_provider(
-            options.provider.name,
-            ProviderContext(
-                kube=client,
-                view=view,
-                clock=clock,
-                cluster_name=options.provider.cluster_name,
-                settings=options.provider.settings,
-            ),
+REPORTED: Final = (REASON_UNCONSOLIDATABLE, REASON_BLOCKED)
+"""The controller's event reasons about a node's disruption, as printed beside the pass."""
+
+
+async def reported_events(client: KubeClient, involved: Sequence[tuple[str, str]]) -> list[Event]:
+    """The `REPORTED` Events about each (kind, name) in `involved`, every namespace (a
+    cluster-scoped object's events go to `default`). One bounded request per object."""
+    found: list[Event] = []
+    for kind, name in involved:
+        listed = await client.list(
+            EVENTS, field_selector=f"involvedObject.kind={kind},involvedObject.name={name}"
         )
-        try:
-            for declared in _extension(provider).kinds:
-                kind = _resource_kind(declared, provider=options.provider.name)
-                if not state.has(kind):
-                    await _list_into(client, state, kind)
-            decision = await explain_pass(
-                view,
-                now=clock.now().timestamp(),
-                cloudprovider=provider,
-                scheduler=_scheduler_options(options),
-                consolidation=Settings(
-                    search=Search(options.consolidation.search),
-                    spot_to_spot=options.feature_gates.spot_to_spot_consolidation,
-                ),
-                min_improvement=options.consolidation.min_improvement,
-                nomination_window=_nomination_window(options),
-                snapshot_kinds=SnapshotKinds(daemonsets=DAEMONSETS),
+        found.extend(i.obj for i in listed.items if i.obj.reason in REPORTED)
+    return found
+
+
+def age(seconds: float) -> str:
+    """A duration as kubectl prints an age: 45s, 3m, 2h, 4d."""
+    seconds = max(0, int(seconds))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def _order(event: Event) -> tuple[datetime, int]:
+    """When an event was last reported; events of the same second (the apiserver keeps
+    seconds) in the order the apiserver stored them (resourceVersion, etcd's revision)."""
+    version = event.metadata.resource_version or ""
+    return (
+        event.time or datetime.min.replace(tzinfo=UTC),
+        int(version) if version.isdigit() else 0,
+    )
+
+
+def _newest(events: Sequence[Event], reason: str) -> Event | None:
+    stamped = [e for e in events if e.reason == reason and e.time is not None]
+    return max(stamped, key=_order, default=None)
+
+
+def reported_lines(events: Sequence[Event], recomputed: str | None, *, now: datetime) -> list[str]:
+    """What the controller last reported (newest event of each reason, with its age), and
+    whether its last `Unconsolidatable` reason differs from `recomputed` (the pass's reason
+    for keeping the node; None when the pass does not keep it)."""
+    lines: list[str] = []
+    for reason in REPORTED:
+        event = _newest(events, reason)
+        if event is not None and event.time is not None:
+            ago = age((now - event.time).total_seconds())
+            lines.append(
+                f"  last reported by the controller ({ago} ago): {reason}: {event.message or ''}"
             )
-        finally:
-            await _close_provider(provider)
-    finally:
-        await client.close()
-    return describe(decision, view, name)
+    if not lines:
+        lines.append(f"  no {' or '.join(REPORTED)} event from the controller")
+    last = _newest(events, REASON_UNCONSOLIDATABLE)
+    if last is not None and last.message != recomputed:
+        lines.append(
+            "  the controller's last Unconsolidatable reason differs from this recomputation"
+            " (it may know of nominations or commands held in its memory, or the cluster"
+            " changed since)"
+        )
+    return lines
+
+
+async def explain_node(options: Options, name: str) -> str:
+    """Connect, list, decide, read the controller's events and describe. Raises KubeError,
+    KubeConfigError, ProviderError, NodeNotFoundError."""
+    kinds = (NODES, PODS, NODEPOOLS, NODECLAIMS, DAEMONSETS, PODDISRUPTIONBUDGETS)
+    async with listed_cluster(options, kinds, meter="karpy.explain") as cluster:
+        decision = await explain_pass(
+            cluster.view,
+            now=cluster.clock.now().timestamp(),
+            cloudprovider=cluster.provider,
+            scheduler=_scheduler_options(options),
+            consolidation=Settings(
+                search=Search(options.consolidation.search),
+                spot_to_spot=options.feature_gates.spot_to_spot_consolidation,
+            ),
+            min_improvement=options.consolidation.min_improvement,
+            nomination_window=_nomination_window(options),
+            snapshot_kinds=SnapshotKinds(daemonsets=DAEMONSETS),
+        )
+        text = describe(decision, cluster.view, name)
+        claim = _claim_of(cluster.view, name)
+        if claim is None:
+            return text
+        involved = [("NodeClaim", claim.metadata.name or "")]
+        if claim.status.node_name:
+            involved.append(("Node", claim.status.node_name))
+        try:
+            events = await reported_events(cluster.client, involved)
+        except KubeError as error:  # e.g. no RBAC to list events: the recomputation still stands
+            return text + f"  the controller's events could not be read: {error}\n"
+        recomputed = decision.reason_for(claim.metadata.name or "")
+        lines = reported_lines(
+            events,
+            recomputed.message if recomputed is not None else None,
+            now=cluster.clock.now(),
+        )
+    return text + "\n".join(lines) + "\n"
 
 
 def main(argv: Sequence[str]) -> int:

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from opentelemetry.metrics import NoOpMeter
 
 from karpy.apis.codec import to_dict
 from karpy.apis.kube.common import Taint
@@ -30,17 +29,12 @@ from karpy.apis.kube.pod import Pod
 from karpy.apis.kube.workloads import DaemonSet
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodepool import NodePool
-from karpy.cloudprovider.registry import ProviderContext, ProviderError, build_provider
+from karpy.cloudprovider.registry import ProviderError
 from karpy.core.instancetypes import InstanceType
-from karpy.kube.client import KubeClient
 from karpy.kube.errors import KubeConfigError, KubeError
 from karpy.kube.kinds import DAEMONSETS, NODECLAIMS, NODEPOOLS, NODES, PODS
-from karpy.kube.resources import ResourceKind
-from karpy.operator.wiring import _close_provider, _extension, _resource_kind
-from karpy.runtime.clock import SystemClock
+from karpy.operator.listing import listed_cluster
 from karpy.runtime.options import Options, OptionsError, load
-from karpy.runtime.telemetry import Metrics
-from karpy.state.cluster import ClusterState
 from karpy.state.pods import is_provisionable, is_terminal
 from karpy.state.view import ClusterView
 
@@ -190,50 +184,17 @@ def _daemonset(ds: DaemonSet) -> dict[str, Any]:
     }
 
 
-async def _list_into(client: KubeClient, state: ClusterState, kind: ResourceKind[Any]) -> None:
-    """List ``kind`` into ``state``, which then counts as synced once every kind so far is
-    listed (a provider reading the view waits for that)."""
-    listed = await client.list(kind)
-    state.register(kind).replace(listed.items)
-    state.mark_listed()
-
-
 async def snapshot(options: Options) -> dict[str, Any]:
     """The live cluster as a scenario document. Raises KubeError, KubeConfigError or
     ProviderError."""
-    client = await KubeClient.connect(
-        options.kube.kubeconfig, request_timeout=options.kube.request_timeout
-    )
-    try:
-        state = ClusterState(metrics=Metrics.create(NoOpMeter("karpy.snapshot")))
-        for kind in (NODES, PODS, NODEPOOLS, NODECLAIMS, DAEMONSETS):
-            await _list_into(client, state, kind)
-        view = ClusterView(state)
-        provider = await build_provider(
-            options.provider.name,
-            ProviderContext(
-                kube=client,
-                view=view,
-                clock=SystemClock(),
-                cluster_name=options.provider.cluster_name,
-                settings=options.provider.settings,
-            ),
-        )
-        try:
-            for declared in _extension(provider).kinds:
-                kind = _resource_kind(declared, provider=options.provider.name)
-                if not state.has(kind):
-                    await _list_into(client, state, kind)
-            catalog: dict[str, dict[str, Any]] = {}
-            pools = sorted(view.nodepools(), key=lambda p: p.metadata.name or "")
-            for pool in pools:
-                for instance_type in await provider.get_instance_types(pool):
-                    catalog.setdefault(instance_type.name, scenario_instance_type(instance_type))
-        finally:
-            await _close_provider(provider)
-    finally:
-        await client.close()
-    return scenario_document(view, pools, [catalog[name] for name in sorted(catalog)])
+    kinds = (NODES, PODS, NODEPOOLS, NODECLAIMS, DAEMONSETS)
+    async with listed_cluster(options, kinds, meter="karpy.snapshot") as cluster:
+        catalog: dict[str, dict[str, Any]] = {}
+        pools = sorted(cluster.view.nodepools(), key=lambda p: p.metadata.name or "")
+        for pool in pools:
+            for instance_type in await cluster.provider.get_instance_types(pool):
+                catalog.setdefault(instance_type.name, scenario_instance_type(instance_type))
+    return scenario_document(cluster.view, pools, [catalog[name] for name in sorted(catalog)])
 
 
 def scenario_document(

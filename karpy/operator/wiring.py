@@ -177,6 +177,28 @@ def _unwrapped(provider: CloudProvider) -> object:
     return provider.inner if isinstance(provider, InstrumentedCloudProvider) else provider
 
 
+async def _build_provider(
+    options: Options,
+    *,
+    kube: KubeClient,
+    view: ClusterView,
+    clock: Clock,
+    telemetry: Telemetry | None = None,
+) -> CloudProvider:
+    """The configured cloud provider (`options.provider`) over `kube` and `view`."""
+    return await build_provider(
+        options.provider.name,
+        ProviderContext(
+            kube=kube,
+            view=view,
+            clock=clock,
+            cluster_name=options.provider.cluster_name,
+            settings=options.provider.settings,
+            telemetry=telemetry,
+        ),
+    )
+
+
 async def _close_provider(provider: CloudProvider) -> None:
     inner = _unwrapped(provider)
     if isinstance(inner, _Closes):
@@ -216,16 +238,8 @@ async def build(
     provider: CloudProvider | None = None
     try:
         provider = InstrumentedCloudProvider(
-            await build_provider(
-                options.provider.name,
-                ProviderContext(
-                    kube=client,
-                    view=view,
-                    clock=clock,
-                    cluster_name=options.provider.cluster_name,
-                    settings=options.provider.settings,
-                    telemetry=telemetry,
-                ),
+            await _build_provider(
+                options, kube=client, view=view, clock=clock, telemetry=telemetry
             ),
             telemetry,
         )

@@ -16,7 +16,7 @@ from karpy.core.disruption.consolidation import Search, Settings
 from karpy.core.scheduling import solve
 from karpy.simulate import render
 from karpy.simulate.consolidate import consolidate
-from karpy.simulate.reader import ScenarioError
+from karpy.simulate.reader import Node, ScenarioError
 from karpy.simulate.scenario import load
 
 EXIT_OK = 0
@@ -50,9 +50,16 @@ def simulate_main(argv: list[str]) -> int:
         action="store_true",
         help="allow replacing spot nodes by spot (the SpotToSpotConsolidation feature gate)",
     )
+    parser.add_argument(
+        "--now",
+        metavar="TIME",
+        help="the scenario's clock for --consolidate, an RFC 3339 time such as"
+        " 2030-01-01T09:30:00Z (default: the scenario's `now`, else 2030-01-01T00:00:00Z)",
+    )
     args = parser.parse_args(argv)
     try:
         scenario = load(args.file)
+        now = scenario.now if args.now is None else _now(args.now)
     except ScenarioError as err:
         sys.stderr.write(f"error: {err}\n")
         return EXIT_BAD_INPUT
@@ -62,6 +69,9 @@ def simulate_main(argv: list[str]) -> int:
             scenario.disruption,
             options=scenario.options,
             settings=Settings(search=Search(args.search), spot_to_spot=args.spot_to_spot),
+            now=now,
+            protection=scenario.protection,
+            pending=scenario.pods,
         )
         if args.output == "json":
             sys.stdout.write(render.to_json(render.consolidation_dict(report)))
@@ -74,6 +84,11 @@ def simulate_main(argv: list[str]) -> int:
     else:
         sys.stdout.write(render.plan_table(results, scenario.pods))
     return EXIT_UNPLACED if results.unplaced else EXIT_OK
+
+
+def _now(text: str) -> float:
+    """`--now`: an RFC 3339 time with a zone offset, as epoch seconds."""
+    return Node(text, "--now").time().timestamp()
 
 
 def explain_main(argv: list[str]) -> int:

@@ -9,18 +9,28 @@ nodes, then new NodeClaims. Each command is applied as the orchestration queue w
 solve put them) and the next pass runs on the result, until a pass has nothing to do. The last
 pass says why each remaining node is kept.
 
-Time does not pass in a scenario: every node counts as quiet for longer than any
-consolidateAfter (only `Never` holds a pool back), and budget schedules are not supported.
-Pending pods are not part of it (plain `karpy simulate` plans them). Pure, like the core.
+What protects a node is read as the controller reads it (karpy.state.protection): a
+`karpenter.sh/do-not-disrupt` node, a pod's do-not-disrupt annotation ("true", or a duration
+from its startTime), and PodDisruptionBudgets, whose allowed disruptions are computed against
+the scenario's pods as the Kubernetes disruption controller computes them
+(karpy.core.disruption.pdb) before every pass.
+
+Time stands still at the scenario's `now` (DEFAULT_NOW unless the scenario or the command line
+says): budget schedules are evaluated at it, and every node counts as quiet since long before it
+(only a consolidateAfter of `Never` holds a pool back). Pending pods are not placed (plain
+`karpy simulate` plans them); they count as expected but unhealthy pods of the PDBs covering
+them. Pure, like the core.
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 
 import attrs
 
+from karpy.apis.kube.workloads import PodDisruptionBudget, PodDisruptionBudgetStatus
 from karpy.apis.v1 import labels as wk
 from karpy.core.disruption.candidates import Candidate, NodeFacts, PodFacts, PoolDisruption, Skip
 from karpy.core.disruption.consolidation import (
@@ -30,17 +40,31 @@ from karpy.core.disruption.consolidation import (
 )
 from karpy.core.disruption.decision import disrupt
 from karpy.core.disruption.methods import Command, Emptiness, Method, Offer, Simulation
+from karpy.core.disruption.pdb import desired_healthy, disruptions_allowed
 from karpy.core.instancetypes import InstanceType
 from karpy.core.pods import Pod
 from karpy.core.scheduling import SchedulerOptions
 from karpy.core.scheduling.results import NodeClaimPlan, Results
 from karpy.core.snapshot import ClusterSnapshot, Node, NodeName
+from karpy.state.protection import Budgets
 
-NOW = 4_000_000_000.0
-"""The scenario's clock: far enough after every node's (zero) initialization that any
-consolidateAfter has passed."""
+DEFAULT_NOW = 1_893_456_000.0
+"""The scenario's clock when it names none: 2030-01-01T00:00:00Z (a Tuesday). Nodes count as
+initialized at the epoch, so any consolidateAfter has passed by then."""
 MAX_STEPS = 200
 """Passes at most (every command lowers the price, so the loop ends long before)."""
+
+
+@attrs.frozen(kw_only=True)
+class Protection:
+    """What keeps a scenario's nodes from graceful disruption: each annotated pod's
+    do-not-disrupt end (by uid, epoch seconds, `math.inf` for "true"), the nodes annotated
+    `karpenter.sh/do-not-disrupt: "true"`, and the PodDisruptionBudgets (status unset: it is
+    computed against the fleet before every pass)."""
+
+    pods: Mapping[str, float] = attrs.field(factory=dict)
+    nodes: frozenset[str] = frozenset()
+    pdbs: tuple[PodDisruptionBudget, ...] = ()
 
 
 @attrs.frozen(kw_only=True)
@@ -96,7 +120,12 @@ def fleet_price(
     return math.fsum(p for p in prices if p is not None)
 
 
-def _facts(node: Node, instance_types: Mapping[str, Sequence[InstanceType]]) -> NodeFacts:
+def _facts(
+    node: Node,
+    instance_types: Mapping[str, Sequence[InstanceType]],
+    protection: Protection,
+    budgets: Budgets,
+) -> NodeFacts:
     labels = _labels(node)
     return NodeFacts(
         nodeclaim=node.name,
@@ -108,8 +137,51 @@ def _facts(node: Node, instance_types: Mapping[str, Sequence[InstanceType]]) -> 
         capacity_type=labels.get(wk.LABEL_CAPACITY_TYPE),
         zone=labels.get(wk.LABEL_TOPOLOGY_ZONE),
         price=node_price(node, instance_types),
-        pods=tuple(PodFacts(name=p.key, uid=p.uid, priority=p.priority) for p in node.pods),
+        do_not_disrupt=node.name in protection.nodes,
+        pods=tuple(
+            PodFacts(
+                name=p.key,
+                uid=p.uid,
+                priority=p.priority,
+                do_not_disrupt_until=protection.pods.get(p.uid),
+                blocking_pdb=budgets.blocking(p.namespace, p.label_map()),
+            )
+            for p in node.pods
+        ),
     )
+
+
+def pdb_budgets(
+    pdbs: Sequence[PodDisruptionBudget], running: Sequence[Pod], pending: Sequence[Pod]
+) -> Budgets:
+    """The PDBs with the status the Kubernetes disruption controller would give them: the
+    pods they cover on nodes are healthy, the pending ones expected but not healthy."""
+    index = Budgets(pdbs)
+    healthy: Counter[tuple[str | None, str | None]] = Counter()
+    expected: Counter[tuple[str | None, str | None]] = Counter()
+    for pods, counts in ((running, (healthy, expected)), (pending, (expected,))):
+        for pod in pods:
+            for pdb in index.covering(pod.namespace, pod.label_map()):
+                for count in counts:
+                    count[(pdb.metadata.namespace, pdb.metadata.name)] += 1
+    evaluated: list[PodDisruptionBudget] = []
+    for pdb in pdbs:
+        key = (pdb.metadata.namespace, pdb.metadata.name)
+        desired = desired_healthy(
+            min_available=pdb.spec.min_available,
+            max_unavailable=pdb.spec.max_unavailable,
+            expected=expected[key],
+        )
+        status = PodDisruptionBudgetStatus(
+            disruptions_allowed=disruptions_allowed(
+                healthy=healthy[key], desired=desired, expected=expected[key]
+            ),
+            current_healthy=healthy[key],
+            desired_healthy=desired,
+            expected_pods=expected[key],
+        )
+        evaluated.append(attrs.evolve(pdb, status=status))
+    return Budgets(evaluated)
 
 
 class _Fleet:
@@ -202,8 +274,13 @@ def consolidate(
     *,
     options: SchedulerOptions,
     settings: Settings | None = None,
+    now: float = DEFAULT_NOW,
+    protection: Protection | None = None,
+    pending: Sequence[Pod] = (),
 ) -> Report:
-    """Run consolidation over `snapshot`'s nodes to a fixed point."""
+    """Run consolidation over `snapshot`'s nodes to a fixed point at `now` (epoch seconds),
+    with what `protection` protects; `pending` pods count toward the PDBs covering them."""
+    protection = protection or Protection()
     settings = settings or Settings()
     methods: tuple[Method, ...] = (Emptiness(), *consolidation_methods(settings))
     fleet = _Fleet(snapshot, options)
@@ -211,8 +288,12 @@ def consolidate(
     steps: list[Step] = []
     kept: tuple[Skip, ...] = ()
     for _ in range(MAX_STEPS):
-        facts = [_facts(n, types) for n in fleet.snapshot.nodes if not n.in_flight]
-        decision = disrupt(facts, pools, now=NOW, simulate=fleet.simulate, methods=methods)
+        running = [p for n in fleet.snapshot.nodes for p in n.pods]
+        budgets = pdb_budgets(protection.pdbs, running, pending)
+        facts = [
+            _facts(n, types, protection, budgets) for n in fleet.snapshot.nodes if not n.in_flight
+        ]
+        decision = disrupt(facts, pools, now=now, simulate=fleet.simulate, methods=methods)
         kept = decision.kept
         if not decision.outcome.commands:
             break

@@ -116,6 +116,8 @@ _POD_KEYS = {
     "hostPorts",
     "volumeTopology",
     "priority",
+    "annotations",
+    "startTime",
 }
 _CONTAINER_KEYS = {"name", "requests", "restartPolicy", "ports"}
 # The fields a scenario pod shares with a Kubernetes PodSpec, passed through as written.
@@ -225,6 +227,9 @@ def _kube_pod(node: Node, *, name: str, namespace: str, paths: _Paths) -> dict[s
     metadata: dict[str, object] = {"name": name, "namespace": namespace}
     if labels is not None:
         metadata["labels"] = labels.string_map()
+    annotations = node.get("annotations")
+    if annotations is not None:
+        metadata["annotations"] = annotations.string_map()
     containers: list[dict[str, object]] = []
     requests = node.get("requests")
     if requests is not None:
@@ -246,7 +251,11 @@ def _kube_pod(node: Node, *, name: str, namespace: str, paths: _Paths) -> dict[s
     spreads = node.get("topologySpreadConstraints")
     if spreads is not None:
         spec["topologySpreadConstraints"] = [_kube_spread(c) for c in spreads.items()]
-    return {"metadata": metadata, "spec": spec}
+    pod: dict[str, object] = {"metadata": metadata, "spec": spec}
+    started = node.get("startTime")
+    if started is not None:
+        pod["status"] = {"startTime": started.time()}
+    return pod
 
 
 def _host_port_shorthand(node: Node) -> list[HostPort]:
@@ -288,6 +297,14 @@ def parse_pod(
     """A scenario pod as the core's pod, decoded as the operator decodes a watched Pod: the
     Kubernetes Pod it stands for goes through the codec (`from_dict`) and
     `karpy.state.podview.pod_view`. Errors name the scenario's field path."""
+    return decode_pod(node, counter, name=name, owner=owner)[0]
+
+
+def decode_pod(
+    node: Node, counter: CreationCounter, *, name: str | None = None, owner: str | None = None
+) -> tuple[Pod, KubePod]:
+    """`parse_pod`, with the Kubernetes Pod the scenario pod stands for (its annotations and
+    startTime, which the core's pod does not carry)."""
     node.check_keys(_POD_KEYS)
     _refuse_negative_requests(node)
     pod_name = name or node.req("name").text()
@@ -314,9 +331,10 @@ def parse_pod(
         )
     except TranslationError as err:
         raise paths.translation_error(str(err)) from err
-    return attrs.evolve(
+    core = attrs.evolve(
         pod,
         owner=owner or (owner_node.text() if owner_node else None),
         host_ports=(*pod.host_ports, *host_ports),
         volume_requirements=volumes,
     )
+    return core, kube

@@ -7,6 +7,7 @@ Kubernetes quantity`` is what lets a person fix one quickly.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -95,6 +96,20 @@ class Node:
         if not isinstance(self.value, bool):
             raise self.fail(f"expected true or false, got {self.value!r}")
         return self.value
+
+    def time(self) -> datetime:
+        """The value as an RFC 3339 time with a zone offset ("2030-01-01T00:00:00Z"), in UTC."""
+        value = self.value
+        if isinstance(value, str):
+            try:
+                value = datetime.fromisoformat(value)
+            except ValueError:
+                raise self.fail(f"{self.value!r} is not an RFC 3339 time") from None
+        if not isinstance(value, datetime):
+            raise self.fail(f"expected an RFC 3339 time, got {self.value!r}")
+        if value.tzinfo is None:
+            raise self.fail(f"{self.value!r} has no zone offset (write e.g. ...T00:00:00Z)")
+        return value.astimezone(UTC)
 
     def string_map(self) -> dict[str, str]:
         """A mapping of strings to strings (label maps)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from importlib import metadata
 from pathlib import Path
@@ -20,11 +20,19 @@ from typing import Final
 import attrs
 import yaml
 
+from karpy.apis.codec import DecodeError, from_dict
 from karpy.apis.duration import parse_duration
-from karpy.core.disruption.budgets import BudgetSpec
+from karpy.apis.kube.node import Node as KubeNode
+from karpy.apis.kube.pod import Pod as KubePod
+from karpy.apis.kube.workloads import PodDisruptionBudget
+from karpy.apis.meta import ObjectMeta
+from karpy.apis.v1 import labels as wk
+from karpy.core.disruption.budgets import BudgetSpec, budget_limit
 from karpy.core.disruption.candidates import Policy, PoolDisruption
 from karpy.core.disruption.consolidation import parse_min_improvement
+from karpy.core.disruption.cron import parse_schedule
 from karpy.core.disruption.methods import Reason
+from karpy.core.disruption.pdb import scaled
 from karpy.core.instancetypes import InstanceType, Offering
 from karpy.core.pods import Pod
 from karpy.core.resources import PODS, Resources
@@ -32,8 +40,10 @@ from karpy.core.scheduling import SchedulerOptions
 from karpy.core.scheduling.preferences import MinValuesPolicy, PreferencePolicy
 from karpy.core.snapshot import ClusterSnapshot, DaemonSet, NodeName, NodePool, NodePoolName
 from karpy.core.snapshot import Node as ClusterNode
+from karpy.simulate.consolidate import DEFAULT_NOW, Protection
 from karpy.simulate.podspec import (
     CreationCounter,
+    decode_pod,
     entries_of,
     items_of,
     parse_pod,
@@ -42,6 +52,9 @@ from karpy.simulate.podspec import (
     parse_taint,
 )
 from karpy.simulate.reader import Node, ScenarioError
+from karpy.state.pods import do_not_disrupt
+from karpy.state.podview import label_selector
+from karpy.state.protection import do_not_disrupt_seconds, do_not_disrupt_until
 from karpy.testing.instancetypes import make_instance_types
 
 DEFAULT_MAX_PODS = 110
@@ -56,6 +69,11 @@ class Scenario:
     options: SchedulerOptions
     disruption: Mapping[str, PoolDisruption] = attrs.field(factory=dict)
     """Each NodePool's disruption settings (`karpy simulate --consolidate` reads them)."""
+    protection: Protection = attrs.field(factory=Protection)
+    """do-not-disrupt pods and nodes, and PodDisruptionBudgets (`--consolidate` reads them)."""
+    now: float = DEFAULT_NOW
+    """The scenario's clock (epoch seconds): budget schedules and do-not-disrupt durations
+    are evaluated at it."""
 
 
 def load(path: str | Path) -> Scenario:
@@ -87,6 +105,8 @@ def parse(data: object) -> Scenario:
             "deployments",
             "namespaces",
             "options",
+            "podDisruptionBudgets",
+            "now",
         }
     )
     counter = CreationCounter()
@@ -95,7 +115,8 @@ def parse(data: object) -> Scenario:
     if len(set(names)) != len(names):
         raise root.req("nodePools").fail("nodepool names must be unique")
     catalog = _catalog(root.req("instanceTypes"))
-    nodes = tuple(_node(n, counter) for n in items_of(root.get("nodes")))
+    parsed = [_node(n, counter) for n in items_of(root.get("nodes"))]
+    nodes = tuple(node for node, _, _ in parsed)
     daemonsets = tuple(_daemonset(n, counter) for n in items_of(root.get("daemonSets")))
     pods: list[Pod] = [parse_pod(n, counter) for n in items_of(root.get("pods"))]
     for dep in items_of(root.get("deployments")):
@@ -121,7 +142,20 @@ def parse(data: object) -> Scenario:
         p.name: _disruption(n.get("disruption"))
         for p, n in zip(pools, root.req("nodePools").items(), strict=True)
     }
-    return Scenario(snapshot, tuple(pods), _options(root.get("options")), disruption)
+    now = root.get("now")
+    protection = Protection(
+        pods={uid: until for _, found, _ in parsed for uid, until in found.items()},
+        nodes=frozenset(node.name for node, _, held in parsed if held),
+        pdbs=_pdbs(root.get("podDisruptionBudgets")),
+    )
+    return Scenario(
+        snapshot,
+        tuple(pods),
+        _options(root.get("options")),
+        disruption,
+        protection=protection,
+        now=now.time().timestamp() if now else DEFAULT_NOW,
+    )
 
 
 # --------------------------------------------------------------------------- nodepools and catalog
@@ -185,12 +219,110 @@ def _disruption(node: Node | None) -> PoolDisruption:
 
 
 def _budget(node: Node) -> BudgetSpec:
-    node.check_keys({"nodes", "reasons"})
+    """A budget: `nodes`, `reasons`, and `schedule` (cron, UTC) with `duration` together;
+    checked as the controller checks them, so a bad value is refused here, naming the field,
+    rather than failing closed in the pass."""
+    node.check_keys({"nodes", "reasons", "schedule", "duration"})
     reasons = frozenset(r.text() for r in items_of(node.get("reasons")))
     unknown = sorted(reasons - {r.value for r in Reason})
     if unknown:
         raise node.req("reasons").fail(f"unknown disruption reason {unknown[0]!r}")
-    return BudgetSpec(nodes=node.req("nodes").text(), reasons=reasons)
+    nodes = node.req("nodes")
+    _core(nodes, lambda n: budget_limit(BudgetSpec(nodes=n.text()), total=1))
+    schedule, duration = node.get("schedule"), node.get("duration")
+    if (schedule is None) != (duration is None):
+        raise node.fail("schedule and duration are set together (a window needs both)")
+    if schedule is None or duration is None:
+        return BudgetSpec(nodes=nodes.text(), reasons=reasons)
+    schedule.convert(lambda n: parse_schedule(n.text()))
+    try:
+        length = parse_duration(duration.text(), field_name="duration")
+    except ValueError:
+        raise duration.fail(f"{duration.value!r} is not a duration (e.g. 30m, 8h)") from None
+    if length is None:
+        raise duration.fail("Never is not a window length")
+    return BudgetSpec(
+        nodes=nodes.text(),
+        schedule=schedule.text(),
+        duration=length.total_seconds(),
+        reasons=reasons,
+    )
+
+
+def _core(node: Node, check: Callable[[Node], object]) -> None:
+    """Run a check of the core on `node`; its ValueError ("<its field>: <problem>") becomes an
+    error about the scenario's field."""
+    try:
+        check(node)
+    except ValueError as err:
+        _, sep, problem = str(err).partition(": ")
+        raise node.fail(problem if sep else str(err)) from err
+
+
+# --------------------------------------------------------------------------- protection
+def _pod_protection(node: Node, kube: KubePod) -> float | None:
+    """Until when the pod's `karpenter.sh/do-not-disrupt` protects it, as the controller
+    reads it; a value that is neither "true" nor a duration is refused."""
+    annotations = node.get("annotations")
+    value = annotations.get(wk.ANNOTATION_DO_NOT_DISRUPT) if annotations else None
+    if value is not None:
+        _core(value, lambda n: do_not_disrupt_seconds(n.text()))
+    return do_not_disrupt_until(kube)
+
+
+def _pdbs(node: Node | None) -> tuple[PodDisruptionBudget, ...]:
+    found = tuple(_pdb(n) for n in items_of(node))
+    keys = Counter((p.metadata.namespace, p.metadata.name) for p in found)
+    repeated = sorted(f"{ns}/{name}" for (ns, name), n in keys.items() if n > 1)
+    if repeated and node is not None:
+        raise node.fail(f"names must be unique per namespace: {', '.join(repeated)} repeated")
+    return found
+
+
+def _pdb_problem(node: Node, problem: str) -> str:
+    """A codec problem ("<text> @ $.spec.<path>") about the scenario PDB's own field."""
+    text, sep, path = problem.rpartition(" @ ")
+    if not sep:
+        return f"{node.path}: {problem}"
+    field = path.removeprefix("$.").removeprefix("spec.").removeprefix("metadata.")
+    return f"{node.path}.{field}: {text}"
+
+
+def _int_or_percent(node: Node) -> int | str:
+    raw = node.value
+    if not isinstance(raw, int | str) or isinstance(raw, bool):
+        raise node.fail(f"expected an integer or a percentage, got {raw!r}")
+    _core(node, lambda _: scaled(raw, 0, field=node.path))
+    return raw
+
+
+def _pdb(node: Node) -> PodDisruptionBudget:
+    """A PodDisruptionBudget: name, namespace (default), selector (matchLabels /
+    matchExpressions; none selects no pod, as in Kubernetes), and one of minAvailable and
+    maxUnavailable (an integer or a percentage)."""
+    node.check_keys({"name", "namespace", "selector", "minAvailable", "maxUnavailable"})
+    ns = node.get("namespace")
+    metadata = {"name": node.req("name").text(), "namespace": ns.text() if ns else "default"}
+    spec: dict[str, object] = {}
+    limits = {k: node.get(k) for k in ("minAvailable", "maxUnavailable")}
+    for key, value in limits.items():
+        if value is not None:
+            spec[key] = _int_or_percent(value)
+    if all(v is not None for v in limits.values()):
+        raise node.fail("minAvailable and maxUnavailable cannot both be set")
+    if all(v is None for v in limits.values()):
+        raise node.fail("set minAvailable or maxUnavailable")
+    selector = node.get("selector")
+    if selector is not None:
+        selector.check_keys({"matchLabels", "matchExpressions"})
+        spec["selector"] = selector.value
+    try:
+        pdb = from_dict(PodDisruptionBudget, {"metadata": metadata, "spec": spec})
+    except DecodeError as err:
+        raise ScenarioError("; ".join(_pdb_problem(node, p) for p in err.problems)) from err
+    if selector is not None:
+        _core(selector, lambda _: label_selector(pdb.spec.selector, field="selector"))
+    return pdb
 
 
 CATALOG_GROUP: Final = "karpy.catalogs"
@@ -275,11 +407,14 @@ def _deployment(node: Node, counter: CreationCounter) -> list[Pod]:
     ]
 
 
-def _node(node: Node, counter: CreationCounter) -> ClusterNode:
+def _node(node: Node, counter: CreationCounter) -> tuple[ClusterNode, dict[str, float], bool]:
+    """A node, its pods' do-not-disrupt ends (by uid) and whether the node itself is annotated
+    `karpenter.sh/do-not-disrupt: "true"`."""
     node.check_keys(
         {
             "name",
             "labels",
+            "annotations",
             "taints",
             "allocatable",
             "capacity",
@@ -294,17 +429,28 @@ def _node(node: Node, counter: CreationCounter) -> ClusterNode:
     allocatable = _with_pods(parse_resources(node.req("allocatable")))
     capacity = node.get("capacity")
     name = node.req("name").text()
-    return ClusterNode(
+    pods: list[Pod] = []
+    protected: dict[str, float] = {}
+    for item in items_of(node.get("pods")):
+        pod, kube = decode_pod(item, counter)
+        pods.append(pod)
+        until = _pod_protection(item, kube)
+        if until is not None:
+            protected[pod.uid] = until
+    annotations = node.get("annotations")
+    meta = ObjectMeta(annotations=annotations.string_map() if annotations else {})
+    cluster_node = ClusterNode(
         name=NodeName(name),
         labels=labels.string_map() if labels else {},
         taints=tuple(parse_taint(t) for t in items_of(node.get("taints"))),
         allocatable=allocatable,
         capacity=_with_pods(parse_resources(capacity)) if capacity else allocatable,
-        pods=tuple(parse_pod(p, counter) for p in items_of(node.get("pods"))),
+        pods=tuple(pods),
         nodepool=NodePoolName(pool.text()) if pool else None,
         initialized=init.boolean() if init else True,
         in_flight=flight.boolean() if flight else False,
     )
+    return cluster_node, protected, do_not_disrupt(KubeNode(metadata=meta))
 
 
 def _daemonset(node: Node, counter: CreationCounter) -> DaemonSet:

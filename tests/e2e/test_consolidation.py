@@ -1,9 +1,9 @@
 """Consolidation with the whole daemon on the local cluster (kwok provider): two half-empty
 nodes become one, the move validated after the validation delay and run replacement-first by
 the orchestration queue; a `karpenter.sh/do-not-disrupt` pod holds its node, says so in an
-`Unconsolidatable` event, and `karpy explain node` prints the same reason; a Deployment under a
-PodDisruptionBudget never has fewer ready pods than the budget allows while its nodes are
-consolidated.
+`Unconsolidatable` event, and `karpy explain node` prints the same reason beside the events it
+read back; a Deployment under a PodDisruptionBudget never has fewer ready pods than the budget
+allows while its nodes are consolidated.
 """
 
 from __future__ import annotations
@@ -221,6 +221,10 @@ async def test_a_do_not_disrupt_pod_holds_its_node_with_an_event(
         printed = await _karpy(cluster_info, "explain", "node", node)
         assert f"node {node}" in printed
         assert f"not consolidated (PodDoNotDisrupt): {found[node]}" in printed
+        # Beside it, what the running controller last reported, read back from its events.
+        assert f"ago): Unconsolidatable: {found[node]}" in printed, printed
+        assert "ago): DisruptionBlocked: Cannot disrupt" in printed, printed
+        assert "differs" not in printed, printed
 
 
 async def _all_of(probe: Any, names: set[str]) -> dict[str, str]:

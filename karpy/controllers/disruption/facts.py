@@ -20,7 +20,6 @@ core, which leaves that pool's nodes alone and reports why.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 import attrs
@@ -40,7 +39,7 @@ from karpy.core.disruption.consolidation import parse_min_improvement
 from karpy.core.instancetypes import InstanceType
 from karpy.state.conditions import get_condition
 from karpy.state.pods import do_not_disrupt, is_reschedulable
-from karpy.state.podview import label_selector
+from karpy.state.protection import Budgets, do_not_disrupt_until
 
 ANNOTATION_POD_DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 NODE_READY = "Ready"
@@ -74,54 +73,11 @@ def _seconds(text: str | None, *, field_name: str) -> float | None:
     return parsed.total_seconds() if parsed is not None else None
 
 
-def do_not_disrupt_until(pod: Pod) -> float | None:
-    """Until when `karpenter.sh/do-not-disrupt` protects `pod` (epoch seconds): forever for
-    "true" or a value that is not a duration (protection fails safe), start + duration for a
-    duration such as "5m"; None when the pod is not annotated."""
-    if do_not_disrupt(pod):
-        return math.inf
-    value = pod.metadata.annotations.get(wk.ANNOTATION_DO_NOT_DISRUPT)
-    if value is None:
-        return None
-    seconds = _seconds(value, field_name=f"annotations[{wk.ANNOTATION_DO_NOT_DISRUPT}]")
-    if seconds is None:
-        return math.inf
-    started = pod.status.start_time or pod.metadata.creation_timestamp
-    if started is None:
-        return math.inf
-    return started.timestamp() + seconds
-
-
 def _deletion_cost(pod: Pod) -> float:
     try:
         return float(pod.metadata.annotations.get(ANNOTATION_POD_DELETION_COST, "0"))
     except ValueError:
         return 0.0
-
-
-class Budgets:
-    """Which PodDisruptionBudget forbids evicting a pod now, if any (Karpenter's rule: a pod
-    covered by a PDB with no disruptions allowed, or by more than one PDB, cannot be evicted)."""
-
-    def __init__(self, pdbs: Iterable[PodDisruptionBudget]) -> None:
-        self._by_namespace: dict[str, list[PodDisruptionBudget]] = {}
-        for pdb in pdbs:
-            self._by_namespace.setdefault(pdb.metadata.namespace or "", []).append(pdb)
-
-    def blocking(self, pod: Pod) -> str | None:
-        """`namespace/name` of the PDB that forbids evicting `pod`, or None."""
-        matching: list[PodDisruptionBudget] = []
-        for pdb in self._by_namespace.get(pod.metadata.namespace or "", ()):
-            try:
-                selector = label_selector(pdb.spec.selector, field="spec.selector")
-            except ValueError:
-                continue
-            if selector.matches(pod.metadata.labels):
-                matching.append(pdb)
-        for pdb in matching:
-            if pdb.status.disruptions_allowed <= 0 or len(matching) > 1:
-                return f"{pdb.metadata.namespace}/{pdb.metadata.name}"
-        return None
 
 
 def pod_facts(pod: Pod, budgets: Budgets) -> PodFacts:
@@ -131,7 +87,7 @@ def pod_facts(pod: Pod, budgets: Budgets) -> PodFacts:
         deletion_cost=_deletion_cost(pod),
         priority=pod.spec.priority or 0,
         do_not_disrupt_until=do_not_disrupt_until(pod),
-        blocking_pdb=budgets.blocking(pod),
+        blocking_pdb=budgets.blocking(pod.metadata.namespace or "", pod.metadata.labels),
     )
 
 

@@ -154,10 +154,12 @@ def test_a_pdb_with_no_disruptions_allowed_or_two_pdbs_block_eviction() -> None:
             _pdb("none", None, 0),
         ]
     )
-    assert budgets.blocking(web) == "ns/web"
-    assert budgets.blocking(db) == "ns/db"
-    assert budgets.blocking(other) is None
-    assert inputs.Budgets([_pdb("web", {"app": "web"}, 1)]).blocking(web) is None
+    assert budgets.blocking("ns", web.metadata.labels) == "ns/web"
+    assert budgets.blocking("ns", db.metadata.labels) == "ns/db"
+    assert budgets.blocking("ns", other.metadata.labels) is None
+    assert (
+        inputs.Budgets([_pdb("web", {"app": "web"}, 1)]).blocking("ns", web.metadata.labels) is None
+    )
 
 
 def test_drift_and_commands_are_read_from_the_nodeclaim() -> None:
