@@ -64,6 +64,10 @@ MAX_MULTI_CANDIDATES = 100
 """Karpenter's cap on candidates multi-node consolidation considers."""
 BALANCED_K = 2.0
 """Balanced: a move must save at least 1/k of the share of disruption it causes."""
+PRICE_TOLERANCE = 1e-6
+"""Share of the candidates' price a replacement must save beyond rounding: prices are floats,
+and sums of rounded prices differ in the last digits, so "strictly cheaper" without it lets a
+price-neutral merge (five nodes into one of their combined size) pass as a saving."""
 
 
 class Search(enum.StrEnum):
@@ -159,7 +163,7 @@ def price_replacement(
             f"({unknown.facts.capacity_type}, {unknown.facts.zone}) is unknown",
         )
     improvement = max(c.pool.min_improvement for c in candidates)
-    limit = total * (1.0 - improvement)
+    limit = total * (1.0 - improvement) - total * PRICE_TOLERANCE
     same = {(c.facts.instance_type, c.facts.capacity_type) for c in candidates}
     all_spot = all(c.facts.capacity_type == SPOT for c in candidates)
     usable = [o for o in offers if not (all_spot and not spot_to_spot and o.capacity_type == SPOT)]

@@ -108,6 +108,16 @@ def test_two_half_empty_nodes_become_one(search: Search) -> None:
 
 
 @pytest.mark.parametrize("search", list(Search))
+def test_a_price_neutral_merge_is_not_a_saving(search: Search) -> None:
+    # Two full 2-vCPU nodes hold exactly what one 4-vCPU node holds, at exactly its price (the
+    # fake prices are linear): the sums differ only in the last float digits, which is no saving.
+    start = fleet((1, 3), (1, 3))
+    end, done = settle(start, search)
+    assert done == []
+    assert end == start
+
+
+@pytest.mark.parametrize("search", list(Search))
 def test_a_full_node_is_left_alone(search: Search) -> None:
     start = fleet((1, 3))  # a 2-vCPU node with 1.5 vCPU used: no smaller type holds its pods
     end, done = settle(start, search)
@@ -117,11 +127,14 @@ def test_a_full_node_is_left_alone(search: Search) -> None:
 
 @pytest.mark.parametrize("search", list(Search))
 def test_the_minimum_improvement_holds_back_a_marginal_merge(search: Search) -> None:
-    # Two full 2-vCPU nodes into one 4-vCPU node saves a fraction of a percent.
-    marginal = fleet((1, 3), (1, 3))
+    # Four full 4-vCPU nodes (3.5 vCPU used, no room for another pod) fit one 15-vCPU node:
+    # 6.25 % cheaper.
+    full = ((3, 7),) * 4
+    marginal = fleet(*full)
     _, done = settle(marginal, search)
     assert [c.decision.value for c in done] == ["replace"]
-    held = fleet((1, 3), (1, 3), disruption=attrs.evolve(OPEN, min_improvement=0.1))
+    assert [c.replacements[0].instance_types[0] for c in done] == ["fake-it-14"]
+    held = fleet(*full, disruption=attrs.evolve(OPEN, min_improvement=0.1))
     _, done = settle(held, search)
     assert done == []
 
