@@ -11,7 +11,7 @@ types (karpy.testing.instancetypes), with consolidateAfter 0s and Karpenter's de
 - ``diverse-N``: the scheduling benchmark's diverse mix (spread, affinity, anti-affinity), placed
   by the solver in batches of 50 pods onto a growing fleet (so types vary), then 40-70 % of each
   node's pods removed at random (a scale-in).
-Seeded (42): the same fleet for both searches.
+Seeded (42, or ``--seeds 1,2,3``): the same fleet for both searches.
 
 From that fleet, Emptiness, multi-node and single-node consolidation run pass after pass, each
 pass's command applied at once (karpy.testing.fleet), until a pass yields nothing (a fixed
@@ -199,6 +199,7 @@ def main() -> None:
     parser.add_argument("--fleets", default="plain-200,diverse-200")
     parser.add_argument("--max-commands", type=int, default=400)
     parser.add_argument("--searches", default="karpenter,karpy")
+    parser.add_argument("--seeds", default="42", help="comma-separated fleet seeds")
     args = parser.parse_args()
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     header = (
@@ -206,10 +207,13 @@ def main() -> None:
         "pass mean", "pass max", "LP bound", "gap",
     )  # fmt: skip
     print("{:12} {:9} {:>10} {:>9} {:>11} {:>6} {:>5} {:>9} {:>8} {:>8} {:>6}".format(*header))
-    for spec in args.fleets.split(","):
+    for spec, seed in ((f, int(s)) for f in args.fleets.split(",") for s in args.seeds.split(",")):
         kind, _, size = spec.partition("-")
-        fleet = plain_fleet(int(size)) if kind == "plain" else diverse_fleet(int(size))
+        build = plain_fleet if kind == "plain" else diverse_fleet
+        fleet = build(int(size), seed=seed)
         bound = lower_bound(list(fleet.pods), fleet.types) if kind == "plain" else None
+        if seed != 42:
+            spec = f"{kind}-{size}/s{seed}"
         for search in args.searches.split(","):
             r = consolidate(fleet, Search(search), args.max_commands)
             gap = f"{(r['after'] / bound - 1) * 100:5.1f}%" if bound else "-"

@@ -199,8 +199,8 @@ class ConsolidationOptions:
     """How consolidation searches and how much it must save (docs/consolidation.md)."""
 
     search: str = "karpy"
-    """KARPY_CONSOLIDATION_SEARCH: `karpy` (savings per unit of disruption, best of several) or
-    `karpenter` (Karpenter's disruption-cost order, largest prefix, first single node)."""
+    """KARPY_CONSOLIDATION_SEARCH: `karpy` (Karpenter's order, a prefix that grows past
+    an immovable node, the single node saving most per disruption) or `karpenter` (Karpenter's disruption-cost order, largest prefix, first single node)."""
     min_improvement: float = 0.0
     """KARPY_CONSOLIDATION_MIN_IMPROVEMENT: the least share of the replaced nodes' price a
     replacement must save (e.g. `10%`); a NodePool's `karpy.sh/consolidation-min-improvement`

@@ -18,11 +18,14 @@ Two searches pick the candidates (docs/consolidation.md argues the difference):
 - `Search.KARPENTER`, Karpenter's: multi-node sorts candidates by disruption cost, takes the
   first 100 and binary-searches the largest prefix (at least two) that consolidates;
   single-node takes the first candidate, in that order interleaved by NodePool, that does.
-- `Search.KARPY`: candidates are ordered by price saved per unit of disruption; multi-node
-  binary-searches that order's largest feasible prefix, then tries to add each further
-  candidate (one simulation each, a bounded number), keeping it only when the command then
-  saves more; single-node compares candidates (a bounded number once one works) and keeps the
-  one saving the most per unit of disruption, instead of the first that saves anything.
+- `Search.KARPY`: the same disruption-cost order (draining the nodes with the fewest pods
+  onto fuller ones is what lowers the bill: ordering by price per unit of disruption drained
+  large nodes onto small ones and settled dearer); multi-node binary-searches the largest
+  feasible prefix, then tries to add each further candidate (one simulation each, a bounded
+  number), keeping it only when the command then saves more, so one immovable node does not
+  hide those behind it; single-node compares candidates (a bounded number once one works) and
+  keeps the one with the most saving per square root of its disruption (`worth`), instead of
+  the first that saves anything.
 
 Pure: `now` and the scheduling simulation are inputs; same input, same commands.
 """
@@ -350,9 +353,13 @@ def balanced(command: Command, pool_candidates: Sequence[Candidate]) -> bool:
     return saved * BALANCED_K >= disrupted
 
 
-def value_order(candidates: Sequence[Candidate]) -> list[Candidate]:
-    """Most price per unit of disruption first (ties by name): karpy's search order."""
-    return sorted(candidates, key=lambda c: (-(c.facts.price or 0.0) / (1.0 + c.cost), c.name))
+def worth(command: Command) -> float:
+    """What karpy's single-node search maximises: price saved per square root of the disruption
+    caused (1 + the candidates' disruption cost). Per unit of disruption outright, a replacement
+    that moves twenty pods to save a size step always loses to deleting a one-pod node, and the
+    fleet settles with its large nodes oversized; the square root still prefers the quieter of two
+    equal savings."""
+    return savings(command) / math.sqrt(1.0 + math.fsum(c.cost for c in command.candidates))
 
 
 def interleave(candidates: Sequence[Candidate]) -> list[Candidate]:
@@ -414,7 +421,7 @@ class MultiNodeConsolidation:
                 ordered, given.simulate, method=self.name, spot_to_spot=spot
             )
         else:
-            ordered, blocked = within_budget(value_order(found), given.allowances)
+            ordered, blocked = within_budget(found, given.allowances)
             ordered = ordered[:MAX_MULTI_CANDIDATES]
             command, size = _prefix_search(
                 ordered, given.simulate, method=self.name, spot_to_spot=spot
@@ -451,7 +458,7 @@ class SingleNodeConsolidation:
         given = attrs.evolve(given, simulate=given.relaxed or given.simulate)
         left = {pool: grant.allowed for pool, grant in given.allowances.items()}
         karpenter = self.settings.search is Search.KARPENTER
-        ordered = interleave(found) if karpenter else value_order(found)
+        ordered = interleave(found) if karpenter else found
         best: Command | None = None
         best_score = -math.inf
         probes = 0
@@ -478,7 +485,7 @@ class SingleNodeConsolidation:
             if karpenter:
                 best = trial.command
                 break
-            score = savings(trial.command) / (1.0 + candidate.cost)
+            score = worth(trial.command)
             if score > best_score:
                 best, best_score = trial.command, score
         if best is None:
