@@ -242,3 +242,41 @@ def test_snapshot_keeps_what_protects_the_nodes(telemetry: Telemetry) -> None:
         ("20%", None, None),
         ("0", "0 9 * * mon-fri", 8 * 3600.0),
     ]
+
+
+def test_a_nodeclaims_do_not_disrupt_protects_its_node(telemetry: Telemetry) -> None:
+    claim = {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "metadata": _meta(
+            "default-abc",
+            labels={"karpenter.sh/nodepool": "default"},
+            annotations={"karpenter.sh/do-not-disrupt": "true"},
+        ),
+        "spec": {
+            "requirements": [],
+            "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "d"},
+        },
+        "status": {"nodeName": "node-1", "allocatable": {"cpu": "1930m"}},
+    }
+    pdb = {  # neither minAvailable nor maxUnavailable, no selector
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": _meta("loose", namespace="default"),
+        "spec": {},
+    }
+    view = _view(
+        telemetry,
+        {NODEPOOLS: [NODEPOOL], NODES: [NODE], NODECLAIMS: [claim], PODDISRUPTIONBUDGETS: [pdb]},
+    )
+    catalog = [scenario_instance_type(t) for t in shipped_instance_types()]
+    document = scenario_document(view, view.nodepools(), catalog, now=NOW)
+    (node,) = document["nodes"]
+    assert node["annotations"] == {"karpenter.sh/do-not-disrupt": "true"}
+    assert document["podDisruptionBudgets"] == [
+        {"name": "loose", "namespace": "default", "minAvailable": 0}
+    ]
+    scenario = parse(document)
+    assert scenario.protection.nodes == frozenset({"node-1"})
+    (loose,) = scenario.protection.pdbs
+    assert loose.spec.selector is None
