@@ -3,7 +3,10 @@
 It lists the cluster once and writes what `karpy simulate` and `karpy explain` read offline:
 NodePools, the instance types the cloud provider offers each of them (asked of the provider as
 the provisioner asks it, so a NodeClass's subnets and zones count), Nodes with the pods bound to
-them, NodeClaims still on their way (in flight), DaemonSets and the pending pods. A user can
+them, NodeClaims still on their way (in flight), DaemonSets and the pending pods — and what
+protects nodes from consolidation: the NodePools' disruption settings and budgets, the
+do-not-disrupt annotations of pods and nodes, the pods' start times and the
+PodDisruptionBudgets, with the time of the snapshot as the scenario's `now`. A user can
 attach the file to a bug report, or edit a NodePool in it and see the plan change before
 applying anything.
 
@@ -18,24 +21,41 @@ import asyncio
 import os
 import sys
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from karpy.apis.codec import to_dict
+from karpy.apis.codec import format_time, to_dict
 from karpy.apis.kube.common import Taint
 from karpy.apis.kube.pod import Pod
-from karpy.apis.kube.workloads import DaemonSet
+from karpy.apis.kube.workloads import DaemonSet, PodDisruptionBudget
+from karpy.apis.meta import HasMetadata
 from karpy.apis.v1 import labels as wk
-from karpy.apis.v1.nodepool import NodePool
+from karpy.apis.v1.nodepool import Budget, NodePool
 from karpy.cloudprovider.registry import ProviderError
+from karpy.controllers.disruption.facts import ANNOTATION_MIN_IMPROVEMENT
+from karpy.core.disruption.consolidation import parse_min_improvement
 from karpy.core.instancetypes import InstanceType
 from karpy.kube.errors import KubeConfigError, KubeError
-from karpy.kube.kinds import DAEMONSETS, NODECLAIMS, NODEPOOLS, NODES, PODS
+from karpy.kube.kinds import (
+    DAEMONSETS,
+    NODECLAIMS,
+    NODEPOOLS,
+    NODES,
+    PODDISRUPTIONBUDGETS,
+    PODS,
+)
 from karpy.operator.listing import listed_cluster
 from karpy.runtime.options import Options, OptionsError, load
-from karpy.state.pods import is_provisionable, is_terminal
+from karpy.state.pods import (
+    DO_NOT_DISRUPT_ANNOTATIONS,
+    do_not_disrupt,
+    is_provisionable,
+    is_terminal,
+)
+from karpy.state.protection import do_not_disrupt_seconds
 from karpy.state.view import ClusterView
 
 SNAPSHOT_TIMEOUT = 120.0
@@ -69,6 +89,55 @@ def scenario_nodepool(pool: NodePool) -> dict[str, Any]:
         out["startupTaints"] = [_taint(t) for t in template.spec.startup_taints]
     if pool.spec.limits:
         out["limits"] = dict(pool.spec.limits)
+    disruption = pool.spec.disruption
+    out["disruption"] = {
+        "consolidationPolicy": str(disruption.consolidation_policy),
+        "consolidateAfter": disruption.consolidate_after,
+        "budgets": [_budget(b) for b in disruption.budgets],
+    }
+    improvement = pool.metadata.annotations.get(ANNOTATION_MIN_IMPROVEMENT)
+    if improvement is not None and _valid_min_improvement(improvement):
+        out["disruption"]["minimumImprovement"] = improvement
+    return out
+
+
+def _valid_min_improvement(text: str) -> bool:
+    try:
+        parse_min_improvement(text, source=ANNOTATION_MIN_IMPROVEMENT)
+    except ValueError:
+        return False
+    return True
+
+
+def _budget(budget: Budget) -> dict[str, Any]:
+    out: dict[str, Any] = {"nodes": budget.nodes}
+    if budget.reasons:
+        out["reasons"] = [str(r) for r in budget.reasons]
+    if budget.schedule is not None:
+        out["schedule"] = budget.schedule
+    if budget.duration is not None:
+        out["duration"] = budget.duration
+    return out
+
+
+def protection_annotations(obj: HasMetadata) -> dict[str, str]:
+    """The object's annotations that protect it from disruption, and no others: the
+    `karpenter.sh/do-not-disrupt` family, as the disruption controller reads them."""
+    annotations = obj.metadata.annotations
+    return {k: annotations[k] for k in DO_NOT_DISRUPT_ANNOTATIONS if k in annotations}
+
+
+def _pod_annotations(pod: Pod) -> dict[str, str]:
+    """`protection_annotations` of a pod. A do-not-disrupt value that is neither "true" nor a
+    duration protects the pod for good in a cluster (it fails safe) and is refused in a
+    scenario, so it is written as "true", which the scenario reads alike."""
+    out = protection_annotations(pod)
+    value = out.get(wk.ANNOTATION_DO_NOT_DISRUPT)
+    if value is not None:
+        try:
+            do_not_disrupt_seconds(value)
+        except ValueError:
+            out[wk.ANNOTATION_DO_NOT_DISRUPT] = "true"
     return out
 
 
@@ -128,6 +197,29 @@ def scenario_pod(pod: Pod) -> dict[str, Any]:
             out[key] = spec[key]
     if spec.get("topologySpreadConstraints"):
         out["topologySpreadConstraints"] = spec["topologySpreadConstraints"]
+    annotations = _pod_annotations(pod)
+    if annotations:
+        out["annotations"] = annotations
+    # A do-not-disrupt duration counts from here; the controller falls back to the creation
+    # time of a pod that has not started.
+    started = pod.status.start_time or pod.metadata.creation_timestamp
+    if started is not None:
+        out["startTime"] = format_time(started)
+    return out
+
+
+def scenario_pdb(pdb: PodDisruptionBudget) -> dict[str, Any]:
+    """A PodDisruptionBudget as a scenario item. Its status is left out: the simulation
+    recomputes it from the scenario's pods, as the Kubernetes disruption controller does."""
+    spec = pdb.spec
+    out: dict[str, Any] = {"name": pdb.metadata.name, "namespace": pdb.metadata.namespace}
+    if spec.selector is not None:
+        out["selector"] = to_dict(spec.selector)
+    if spec.max_unavailable is not None:
+        out["maxUnavailable"] = spec.max_unavailable
+    else:
+        # Neither set: no pod need stay healthy, which minAvailable 0 says in the scenario.
+        out["minAvailable"] = 0 if spec.min_available is None else spec.min_available
     return out
 
 
@@ -139,6 +231,12 @@ def _node_entries(view: ClusterView) -> list[dict[str, Any]]:
         registered.add(name)
         labels = dict(node.metadata.labels)
         entry: dict[str, Any] = {"name": name, "labels": labels}
+        annotations = protection_annotations(node)
+        if not do_not_disrupt(node) and any(do_not_disrupt(c) for c in view.nodeclaims_on(name)):
+            # The node's NodeClaim protects it as well (the disruption controller reads both).
+            annotations[wk.ANNOTATION_DO_NOT_DISRUPT] = "true"
+        if annotations:
+            entry["annotations"] = annotations
         if node.spec.taints:
             entry["taints"] = [_taint(t) for t in node.spec.taints]
         entry["allocatable"] = dict(node.status.allocatable)
@@ -156,10 +254,12 @@ def _node_entries(view: ClusterView) -> list[dict[str, Any]]:
         if claim.status.node_name in registered or not claim.status.allocatable:
             continue  # registered (listed above), or not launched yet: nothing to place on
         labels = dict(claim.metadata.labels)
+        annotations = protection_annotations(claim)
         entries.append(
             {
                 "name": claim.metadata.name,
                 "labels": labels,
+                **({"annotations": annotations} if annotations else {}),
                 "allocatable": dict(claim.status.allocatable),
                 "capacity": dict(claim.status.capacity or claim.status.allocatable),
                 "nodePool": labels.get(wk.LABEL_NODEPOOL),
@@ -174,8 +274,8 @@ def _daemonset(ds: DaemonSet) -> dict[str, Any]:
     template = to_dict(ds.spec.template)
     pod = Pod(metadata=ds.metadata, spec=ds.spec.template.spec)
     entry = scenario_pod(pod)
-    entry.pop("uid", None)
-    entry.pop("owner", None)
+    for key in ("uid", "owner", "annotations", "startTime"):
+        entry.pop(key, None)  # a DaemonSet's pods are sized in, never disrupted
     entry["labels"] = template.get("metadata", {}).get("labels", {})
     return {
         "name": ds.metadata.name,
@@ -187,21 +287,29 @@ def _daemonset(ds: DaemonSet) -> dict[str, Any]:
 async def snapshot(options: Options) -> dict[str, Any]:
     """The live cluster as a scenario document. Raises KubeError, KubeConfigError or
     ProviderError."""
-    kinds = (NODES, PODS, NODEPOOLS, NODECLAIMS, DAEMONSETS)
+    kinds = (NODES, PODS, NODEPOOLS, NODECLAIMS, DAEMONSETS, PODDISRUPTIONBUDGETS)
     async with listed_cluster(options, kinds, meter="karpy.snapshot") as cluster:
+        now = cluster.clock.now()
         catalog: dict[str, dict[str, Any]] = {}
         pools = sorted(cluster.view.nodepools(), key=lambda p: p.metadata.name or "")
         for pool in pools:
             for instance_type in await cluster.provider.get_instance_types(pool):
                 catalog.setdefault(instance_type.name, scenario_instance_type(instance_type))
-    return scenario_document(cluster.view, pools, [catalog[name] for name in sorted(catalog)])
+    return scenario_document(
+        cluster.view, pools, [catalog[name] for name in sorted(catalog)], now=now
+    )
 
 
 def scenario_document(
-    view: ClusterView, pools: Sequence[NodePool], instance_types: Sequence[Mapping[str, Any]]
+    view: ClusterView,
+    pools: Sequence[NodePool],
+    instance_types: Sequence[Mapping[str, Any]],
+    *,
+    now: datetime,
 ) -> dict[str, Any]:
-    """The scenario for what `view` holds: `pools`, their `instance_types` (scenario items),
-    the nodes, in-flight NodeClaims, DaemonSets and pending pods."""
+    """The scenario for what `view` holds at `now` (the snapshot's time, which becomes the
+    scenario's clock): `pools`, their `instance_types` (scenario items), the nodes, in-flight
+    NodeClaims, DaemonSets, pending pods and PodDisruptionBudgets."""
     pending = [
         scenario_pod(p)
         for p in sorted(view.pods(), key=lambda p: (p.metadata.namespace or "", p.metadata.name))
@@ -219,6 +327,14 @@ def scenario_document(
             )
         ],
         "pods": pending,
+        "podDisruptionBudgets": [
+            scenario_pdb(pdb)
+            for pdb in sorted(
+                view.objects(PODDISRUPTIONBUDGETS),
+                key=lambda p: (p.metadata.namespace or "", p.metadata.name or ""),
+            )
+        ],
+        "now": format_time(now),
     }
 
 

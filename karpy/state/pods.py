@@ -69,14 +69,15 @@ def do_not_disrupt(obj: HasMetadata) -> bool:
     karpenter.sh/do-not-consolidate) count the same, so v0.x workloads keep their protection.
     """
     annotations = obj.metadata.annotations
-    return any(annotations.get(key) == "true" for key in _DO_NOT_DISRUPT_KEYS)
+    return any(annotations.get(key) == "true" for key in DO_NOT_DISRUPT_ANNOTATIONS)
 
 
-_DO_NOT_DISRUPT_KEYS = (
+DO_NOT_DISRUPT_ANNOTATIONS: Final = (
     wk.ANNOTATION_DO_NOT_DISRUPT,
     wk.ANNOTATION_DO_NOT_EVICT,
     wk.ANNOTATION_DO_NOT_CONSOLIDATE,
 )
+"""The annotations `do_not_disrupt` reads (a scenario carries these and no others)."""
 
 
 def is_reschedulable(pod: Pod) -> bool:

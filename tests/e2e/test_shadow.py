@@ -4,24 +4,30 @@
 NodeClaim is created and no pod moves; the NodePool gets a DryRunLaunch event naming the
 instance types and the $/h, and the decisions show in the metrics with their price.
 `simulate --from-cluster`: the same pending pods, snapshotted before karpy runs, plan the same
-number of NodeClaims for the same NodePool as the live daemon then launches.
+number of NodeClaims for the same NodePool as the live daemon then launches; the snapshot keeps
+a PodDisruptionBudget, a pod's do-not-disrupt annotation (and no other) and the snapshot time,
+and they read back.
 """
 
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime
 from typing import Any
 
 import pytest
 import yaml
 from kubernetes_asyncio import client
 
+from karpy.apis.v1 import labels as wk
 from karpy.core.scheduling import solve
 from karpy.localcluster import ClusterInfo
 from karpy.operator.snapshot import snapshot
+from karpy.runtime.clock import SystemClock
 from karpy.runtime.options import load
 from karpy.simulate.scenario import parse
 from tests.e2e.daemon import (
+    PAUSE_IMAGE,
     create_deployment,
     deployment,
     fresh_nodepool,
@@ -66,6 +72,44 @@ async def test_dry_run_decides_and_writes_nothing(
         )
 
 
+async def _protection(api: client.ApiClient, namespace: str) -> None:
+    """A PDB over `inflate`, and a pod annotated do-not-disrupt for 30 minutes (beside an
+    annotation the snapshot leaves out) that no NodePool can take."""
+    await client.PolicyV1Api(api).create_namespaced_pod_disruption_budget(
+        namespace,
+        {  # type: ignore[arg-type]
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "inflate"},
+            "spec": {"minAvailable": 4, "selector": {"matchLabels": {"app": "inflate"}}},
+        },
+    )
+    await client.CoreV1Api(api).create_namespaced_pod(
+        namespace,
+        {  # type: ignore[arg-type]
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "held",
+                "annotations": {wk.ANNOTATION_DO_NOT_DISRUPT: "30m", "team": "reports"},
+            },
+            "spec": {
+                "nodeSelector": {"karpy.test/nowhere": "true"},
+                "containers": [{"name": "pause", "image": PAUSE_IMAGE}],
+            },
+        },
+    )
+
+    async def unschedulable() -> bool:
+        pod = await client.CoreV1Api(api).read_namespaced_pod("held", namespace)
+        return any(
+            c.type == "PodScheduled" and c.reason == "Unschedulable"
+            for c in pod.status.conditions or []
+        )
+
+    await eventually(unschedulable, within=60)
+
+
 async def test_snapshot_plans_what_the_daemon_launches(
     cluster_info: ClusterInfo, api_client: client.ApiClient, namespace: str
 ) -> None:
@@ -87,12 +131,34 @@ async def test_snapshot_plans_what_the_daemon_launches(
         return unschedulable if len(unschedulable) == 6 else []
 
     await eventually(pending, within=60)
+    await _protection(api_client, namespace)
     options = load(["--kubeconfig", str(cluster_info.kubeconfig)], {})
+    clock = SystemClock()
+    before = clock.now().replace(microsecond=0)
     document = await asyncio.wait_for(snapshot(options), 120)
+    after = clock.now()
+    await client.CoreV1Api(api_client).delete_namespaced_pod("held", namespace)
     text = yaml.safe_dump(document)  # what the file holds
     scenario = parse(yaml.safe_load(text))
-    ours = [p for p in scenario.pods if p.key.startswith(f"{namespace}/")]
+    ours = [p for p in scenario.pods if p.key.startswith(f"{namespace}/inflate")]
     assert len(ours) == 6
+
+    assert before.timestamp() <= scenario.now <= after.timestamp()
+    (held,) = [p for p in document["pods"] if p["namespace"] == namespace and p["name"] == "held"]
+    assert held["annotations"] == {wk.ANNOTATION_DO_NOT_DISRUPT: "30m"}
+    assert datetime.fromisoformat(held["startTime"]) <= after
+    pdbs = [p for p in document["podDisruptionBudgets"] if p["namespace"] == namespace]
+    assert pdbs == [
+        {
+            "name": "inflate",
+            "namespace": namespace,
+            "selector": {"matchLabels": {"app": "inflate"}},
+            "minAvailable": 4,
+        }
+    ]
+    (pdb,) = [p for p in scenario.protection.pdbs if p.metadata.namespace == namespace]
+    assert pdb.metadata.name == "inflate"
+    assert pdb.spec.min_available == 4
     plan = solve(scenario.snapshot, list(scenario.pods), scenario.options)
     planned = [c for c in plan.nodeclaims if c.nodepool == name]
     assert planned

@@ -3,10 +3,21 @@ same pods onto the same pools: the pieces of `karpy simulate --from-cluster` wit
 
 from __future__ import annotations
 
+import math
+from datetime import UTC, datetime
 from typing import Any
 
+import yaml
+
 from karpy.core.scheduling import solve
-from karpy.kube.kinds import DAEMONSETS, NODECLAIMS, NODEPOOLS, NODES, PODS
+from karpy.kube.kinds import (
+    DAEMONSETS,
+    NODECLAIMS,
+    NODEPOOLS,
+    NODES,
+    PODDISRUPTIONBUDGETS,
+    PODS,
+)
 from karpy.kube.resources import ResourceKind, decode_item
 from karpy.operator.snapshot import scenario_document, scenario_instance_type
 from karpy.runtime.telemetry import Telemetry
@@ -44,7 +55,12 @@ NODEPOOL = {
 }
 
 
-def _pod(name: str, *, node: str | None = None) -> dict[str, Any]:
+NOW = datetime(2030, 1, 1, 12, tzinfo=UTC)
+
+
+def _pod(
+    name: str, *, node: str | None = None, annotations: dict[str, str] | None = None
+) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "containers": [{"name": "main", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}],
         "nodeSelector": {"intent": "apps"},
@@ -59,11 +75,14 @@ def _pod(name: str, *, node: str | None = None) -> dict[str, Any]:
         ]
     else:
         spec["nodeName"] = node
-        status = {"phase": "Running"}
+        status = {"phase": "Running", "startTime": "2030-01-01T11:45:00Z"}
+    meta = _meta(name, namespace="default", labels={"app": "inflate"})
+    if annotations:
+        meta["annotations"] = annotations
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": _meta(name, namespace="default", labels={"app": "inflate"}),
+        "metadata": meta,
         "spec": spec,
         "status": status,
     }
@@ -93,7 +112,7 @@ def _view(
     telemetry: Telemetry, objects: dict[ResourceKind[Any], list[dict[str, Any]]]
 ) -> ClusterView:
     state = ClusterState(metrics=telemetry.metrics)
-    for kind in (NODES, PODS, NODEPOOLS, NODECLAIMS, DAEMONSETS):
+    for kind in (NODES, PODS, NODEPOOLS, NODECLAIMS, DAEMONSETS, PODDISRUPTIONBUDGETS):
         state.register(kind).replace([decode_item(kind, raw) for raw in objects.get(kind, [])])
     return ClusterView(state)
 
@@ -108,7 +127,7 @@ def test_snapshot_reads_back_and_plans_the_pending_pods(telemetry: Telemetry) ->
         },
     )
     catalog = [scenario_instance_type(t) for t in shipped_instance_types()]
-    document = scenario_document(view, view.nodepools(), catalog)
+    document = scenario_document(view, view.nodepools(), catalog, now=NOW)
     assert [p["name"] for p in document["pods"]] == ["pending-1", "pending-2"]
     assert [p["name"] for p in document["nodes"][0]["pods"]] == ["running"]
 
@@ -122,3 +141,142 @@ def test_snapshot_reads_back_and_plans_the_pending_pods(telemetry: Telemetry) ->
     (claim,) = results.nodeclaims
     assert claim.nodepool == "default"
     assert results.price > 0
+
+
+def _protected_view(telemetry: Telemetry) -> ClusterView:
+    pool = {
+        **NODEPOOL,
+        "metadata": _meta("default", annotations={"karpy.sh/consolidation-min-improvement": "10%"}),
+        "spec": {
+            **NODEPOOL["spec"],
+            "disruption": {
+                "consolidationPolicy": "WhenEmpty",
+                "consolidateAfter": "30s",
+                "budgets": [
+                    {"nodes": "20%", "reasons": ["Underutilized"]},
+                    {"nodes": "0", "schedule": "0 9 * * mon-fri", "duration": "8h"},
+                ],
+            },
+        },
+    }
+    node = {
+        **NODE,
+        "metadata": {
+            **NODE["metadata"],
+            "annotations": {
+                "karpenter.sh/do-not-disrupt": "true",
+                "kubectl.kubernetes.io/last-applied-configuration": "{}",
+            },
+        },
+    }
+    pdb = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": _meta("inflate", namespace="default"),
+        "spec": {"selector": {"matchLabels": {"app": "inflate"}}, "maxUnavailable": "50%"},
+        "status": {"currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 2},
+    }
+    return _view(
+        telemetry,
+        {
+            NODEPOOLS: [pool],
+            NODES: [node],
+            PODS: [
+                _pod("held", node="node-1", annotations={"karpenter.sh/do-not-disrupt": "30m"}),
+                _pod("odd", node="node-1", annotations={"karpenter.sh/do-not-disrupt": "yes"}),
+                _pod("pending", annotations={"team": "web"}),
+            ],
+            PODDISRUPTIONBUDGETS: [pdb],
+        },
+    )
+
+
+def test_snapshot_keeps_what_protects_the_nodes(telemetry: Telemetry) -> None:
+    view = _protected_view(telemetry)
+    catalog = [scenario_instance_type(t) for t in shipped_instance_types()]
+    document = scenario_document(view, view.nodepools(), catalog, now=NOW)
+
+    assert document["now"] == "2030-01-01T12:00:00Z"
+    assert document["nodePools"][0]["disruption"] == {
+        "consolidationPolicy": "WhenEmpty",
+        "consolidateAfter": "30s",
+        "budgets": [
+            {"nodes": "20%", "reasons": ["Underutilized"]},
+            {"nodes": "0", "schedule": "0 9 * * mon-fri", "duration": "8h"},
+        ],
+        "minimumImprovement": "10%",
+    }
+    (node,) = document["nodes"]
+    # Only the annotation the scenario reads, not every annotation of the node.
+    assert node["annotations"] == {"karpenter.sh/do-not-disrupt": "true"}
+    held, odd = node["pods"]
+    assert held["annotations"] == {"karpenter.sh/do-not-disrupt": "30m"}
+    assert held["startTime"] == "2030-01-01T11:45:00Z"
+    # Not a duration: protected for good in a cluster, so "true" in the scenario.
+    assert odd["annotations"] == {"karpenter.sh/do-not-disrupt": "true"}
+    assert "annotations" not in document["pods"][0]
+    assert document["podDisruptionBudgets"] == [
+        {
+            "name": "inflate",
+            "namespace": "default",
+            "selector": {"matchLabels": {"app": "inflate"}},
+            "maxUnavailable": "50%",
+        }
+    ]
+
+    # The written file reads back with the same protection, clock and budgets.
+    scenario = parse(yaml.safe_load(yaml.safe_dump(document, sort_keys=False)))
+    assert scenario.now == NOW.timestamp()
+    assert scenario.protection.nodes == frozenset({"node-1"})
+    assert scenario.protection.pods == {
+        "uid-held": datetime(2030, 1, 1, 12, 15, tzinfo=UTC).timestamp(),
+        "uid-odd": math.inf,
+    }
+    ((pdb),) = scenario.protection.pdbs
+    assert (pdb.metadata.namespace, pdb.metadata.name) == ("default", "inflate")
+    assert pdb.spec.max_unavailable == "50%"
+    disruption = scenario.disruption["default"]
+    assert disruption.consolidate_after == 30.0
+    assert disruption.min_improvement == 0.1
+    assert [(b.nodes, b.schedule, b.duration) for b in disruption.budgets] == [
+        ("20%", None, None),
+        ("0", "0 9 * * mon-fri", 8 * 3600.0),
+    ]
+
+
+def test_a_nodeclaims_do_not_disrupt_protects_its_node(telemetry: Telemetry) -> None:
+    claim = {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "metadata": _meta(
+            "default-abc",
+            labels={"karpenter.sh/nodepool": "default"},
+            annotations={"karpenter.sh/do-not-disrupt": "true"},
+        ),
+        "spec": {
+            "requirements": [],
+            "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "d"},
+        },
+        "status": {"nodeName": "node-1", "allocatable": {"cpu": "1930m"}},
+    }
+    pdb = {  # neither minAvailable nor maxUnavailable, no selector
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": _meta("loose", namespace="default"),
+        "spec": {},
+    }
+    view = _view(
+        telemetry,
+        {NODEPOOLS: [NODEPOOL], NODES: [NODE], NODECLAIMS: [claim], PODDISRUPTIONBUDGETS: [pdb]},
+    )
+    catalog = [scenario_instance_type(t) for t in shipped_instance_types()]
+    document = scenario_document(view, view.nodepools(), catalog, now=NOW)
+    (node,) = document["nodes"]
+    assert node["annotations"] == {"karpenter.sh/do-not-disrupt": "true"}
+    assert document["podDisruptionBudgets"] == [
+        {"name": "loose", "namespace": "default", "minAvailable": 0}
+    ]
+    scenario = parse(document)
+    assert scenario.protection.nodes == frozenset({"node-1"})
+    (loose,) = scenario.protection.pdbs
+    assert loose.spec.selector is None
