@@ -166,17 +166,23 @@ def consolidate(fleet: Fleet, search: Search, max_commands: int) -> dict[str, fl
     pods_moved = commands = passes = 0
     times: list[float] = []
     now = 1_800_000_000.0
+    cleared: frozenset[str] = frozenset()  # as the controller remembers between passes
     while True:
         began = time.perf_counter()
         decision = disrupt(
-            fleet.facts(), fleet.pools(), now=now, simulate=fleet.simulate, methods=methods
-        )
+            fleet.facts(), fleet.pools(), now=now, simulate=fleet.simulate, methods=methods,
+            cleared=cleared,
+        )  # fmt: skip
         elapsed = time.perf_counter() - began
         passes += 1
         if decision.outcome.method != Emptiness.name:
-            times.append(elapsed)  # a consolidation pass (or the last, finding nothing)
+            times.append(elapsed)  # a consolidation pass (or one finding nothing)
+            if not decision.outcome.commands and not decision.outcome.complete:
+                cleared = cleared | decision.outcome.examined  # stopped at its limit: go on
+                continue
             if not decision.outcome.commands or commands >= max_commands:
                 break
+        cleared = frozenset()
         for command in decision.outcome.commands:
             pods_moved += moved(command)
             commands += command.method != Emptiness.name

@@ -200,7 +200,8 @@ class ConsolidationOptions:
 
     search: str = "karpy"
     """KARPY_CONSOLIDATION_SEARCH: `karpy` (Karpenter's order, a prefix that grows past
-    an immovable node, the single node saving most per disruption) or `karpenter` (Karpenter's disruption-cost order, largest prefix, first single node)."""
+    an immovable node, the single node saving most per disruption) or `karpenter`
+    (Karpenter's disruption-cost order, largest prefix, first single node)."""
     min_improvement: float = 0.0
     """KARPY_CONSOLIDATION_MIN_IMPROVEMENT: the least share of the replaced nodes' price a
     replacement must save (e.g. `10%`); a NodePool's `karpy.sh/consolidation-min-improvement`

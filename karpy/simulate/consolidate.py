@@ -268,6 +268,14 @@ class _Fleet:
         )
 
 
+def _merged(earlier: Sequence[Skip], later: Sequence[Skip]) -> tuple[Skip, ...]:
+    """Reasons from passes over the same fleet: a later pass's reason for a node wins, and a
+    node cleared by an earlier pass keeps the reason it got there."""
+    found = {k.nodeclaim: k for k in earlier}
+    found.update((k.nodeclaim, k) for k in later)
+    return tuple(found[n] for n in sorted(found))
+
+
 def consolidate(
     snapshot: ClusterSnapshot,
     pools: Mapping[str, PoolDisruption],
@@ -287,16 +295,23 @@ def consolidate(
     types = snapshot.instance_types
     steps: list[Step] = []
     kept: tuple[Skip, ...] = ()
+    cleared: frozenset[str] = frozenset()  # as the controller remembers between passes
     for _ in range(MAX_STEPS):
         running = [p for n in fleet.snapshot.nodes for p in n.pods]
         budgets = pdb_budgets(protection.pdbs, running, pending)
         facts = [
             _facts(n, types, protection, budgets) for n in fleet.snapshot.nodes if not n.in_flight
         ]
-        decision = disrupt(facts, pools, now=now, simulate=fleet.simulate, methods=methods)
-        kept = decision.kept
+        decision = disrupt(
+            facts, pools, now=now, simulate=fleet.simulate, methods=methods, cleared=cleared
+        )
+        kept = decision.kept if not cleared else _merged(kept, decision.kept)
         if not decision.outcome.commands:
-            break
+            if decision.outcome.complete:
+                break
+            cleared = cleared | decision.outcome.examined  # the single-node limit: go on
+            continue
+        cleared = frozenset()
         for command in decision.outcome.commands:
             launched = fleet.apply(command)
             price = fleet_price(fleet.snapshot.nodes, types)

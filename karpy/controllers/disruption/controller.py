@@ -54,8 +54,16 @@ from karpy.core.disruption.candidates import (
     select,
 )
 from karpy.core.disruption.consolidation import Settings, consolidation_methods
-from karpy.core.disruption.decision import Decision, disrupt, revalidate
-from karpy.core.disruption.methods import Command, Drift, Emptiness, Method, Reason, StaticDrift
+from karpy.core.disruption.decision import Decision, disrupt, fingerprint, revalidate
+from karpy.core.disruption.methods import (
+    Command,
+    Drift,
+    Emptiness,
+    Method,
+    Pass,
+    Reason,
+    StaticDrift,
+)
 from karpy.core.instancetypes import InstanceType
 from karpy.core.scheduling.scheduler import SchedulerOptions
 from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
@@ -135,6 +143,10 @@ class DisruptionController(SingletonController):
                 *consolidation_methods(consolidation or Settings()),
             )
         )
+        self._quiet_methods = tuple(
+            m for m in self._methods if m.reason is not Reason.UNDERUTILIZED
+        )
+        self._memo = _Memo()
         self._spot_to_spot = (consolidation or Settings()).spot_to_spot
         self._min_improvement = min_improvement
         self._validation_delay = validation_delay
@@ -170,6 +182,10 @@ class DisruptionController(SingletonController):
         node_facts = facts.priced(node_facts, types)
         simulate = simulator(objects, types, self._scheduler)
         relaxed = simulator(objects, types, self._scheduler, relax=True)
+        state = hash((fingerprint(node_facts, pools, now=now), _inputs(objects)))
+        settled = self._memo.settled(state, now)
+        if settled:
+            log.debug("skipping consolidation: cluster unchanged since it found nothing")
         with self._telemetry.tracer.start_as_current_span("disruption pass") as span:
             decision = await asyncio.to_thread(
                 disrupt,
@@ -177,13 +193,17 @@ class DisruptionController(SingletonController):
                 pools,
                 now=now,
                 simulate=simulate,
-                methods=self._methods,
+                methods=self._quiet_methods if settled else self._methods,
                 relaxed=relaxed,
+                cleared=self._memo.cleared,
             )
             outcome = decision.outcome
             span.set_attribute("karpy.candidates", len(decision.selection.candidates))
             span.set_attribute("karpy.method", outcome.method or "")
             span.set_attribute("karpy.commands", len(outcome.commands))
+            span.set_attribute("karpy.consolidation_skipped", settled)
+        if not settled:
+            self._memo.record(outcome, now)
         self._record_allowances(decision.allowances, decision.selection.candidates)
         by_name = {c.metadata.name or "": c for c in claims}
         await self._report([*decision.selection.skipped, *outcome.skipped], by_name)
@@ -334,6 +354,57 @@ class DisruptionController(SingletonController):
                 await self._recorder.publish(
                     _event(_node_ref(node), REASON_UNCONSOLIDATABLE, skip.message), now=now
                 )
+
+
+CONSOLIDATED_TTL: Final = 300.0
+"""How long a pass that found nothing to consolidate stands while the cluster is unchanged
+(Karpenter re-checks a consolidated cluster every five minutes; prices may move meanwhile)."""
+
+
+class _Memo:
+    """What consolidation already found on the current cluster state (Karpenter's
+    "consolidated" mark): candidates single-node consolidation simulated without a command
+    (`cleared`, not simulated again), and whether a whole pass found nothing (`settled`:
+    consolidation is skipped until the state changes or `CONSOLIDATED_TTL` passes). A large
+    fleet whose single-node search stops at its simulation limit clears its candidates over
+    several passes, then settles."""
+
+    def __init__(self) -> None:
+        self._state: int | None = None
+        self.cleared: frozenset[str] = frozenset()
+        self._settled_at: float | None = None
+
+    def settled(self, state: int, now: float) -> bool:
+        if state != self._state:
+            self._state, self.cleared, self._settled_at = state, frozenset(), None
+        return self._settled_at is not None and now - self._settled_at < CONSOLIDATED_TTL
+
+    def record(self, outcome: Pass, now: float) -> None:
+        if outcome.commands:
+            self._state, self.cleared, self._settled_at = None, frozenset(), None
+            return
+        self.cleared = self.cleared | outcome.examined
+        self._settled_at = now if outcome.complete else None
+
+
+def _inputs(objects: ClusterObjects) -> int:
+    """A hash of the simulation's inputs facts do not carry: where every pod is (pending pods
+    are placed first), the nodes' labels, taints and allocatable, and the NodePools' specs."""
+    pods = tuple(sorted((p.metadata.uid or "", p.spec.node_name or "") for p in objects.pods))
+    nodes = tuple(
+        sorted(
+            (
+                n.metadata.name or "",
+                tuple(sorted((n.metadata.labels or {}).items())),
+                n.spec.taints,
+                n.spec.unschedulable,
+                tuple(sorted((k, str(v)) for k, v in n.status.allocatable.items())),
+            )
+            for n in objects.nodes
+        )
+    )
+    pools = tuple(sorted((p.metadata.name or "", repr(p.spec)) for p in objects.nodepools))
+    return hash((pods, nodes, pools))
 
 
 async def instance_types(

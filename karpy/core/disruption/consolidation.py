@@ -85,13 +85,16 @@ class Settings:
     """Consolidation options shared by both methods.
 
     `extend` bounds the extra simulations karpy's multi-node search spends growing its set;
-    `single_probes` bounds the candidates karpy's single-node search compares.
+    `single_probes` bounds the candidates karpy's single-node search compares once one works;
+    `single_limit` bounds the simulations single-node spends in one pass with either search
+    (Karpenter bounds it by time, three minutes; a count keeps the core free of clocks).
     """
 
     search: Search = Search.KARPY
     spot_to_spot: bool = False
     extend: int = 12
     single_probes: int = 40
+    single_limit: int = 50
 
 
 @attrs.frozen(kw_only=True)
@@ -462,7 +465,11 @@ class SingleNodeConsolidation:
         best: Command | None = None
         best_score = -math.inf
         probes = 0
+        examined: set[str] = set()
+        complete = True
         for candidate in ordered:
+            if candidate.name in given.cleared:
+                continue  # simulated on this same cluster state by an earlier pass: no command
             if left.get(candidate.nodepool, 0) <= 0:
                 grant = given.allowances.get(candidate.nodepool)
                 skipped.append(
@@ -471,9 +478,13 @@ class SingleNodeConsolidation:
                 continue
             if not karpenter and probes >= self.settings.single_probes and best is not None:
                 break  # enough compared; with nothing found yet, keep looking
+            if probes >= self.settings.single_limit:
+                complete = best is not None
+                break
             probes += 1
             trial = evaluate([candidate], given.simulate, method=self.name, spot_to_spot=spot)
             if trial.command is None or not balanced(trial.command, found):
+                examined.add(candidate.name)
                 skipped.append(
                     _skip(
                         candidate,
@@ -488,9 +499,10 @@ class SingleNodeConsolidation:
             score = worth(trial.command)
             if score > best_score:
                 best, best_score = trial.command, score
+        done = frozenset(examined)
         if best is None:
-            return Outcome(skipped=tuple(skipped))
-        return Outcome(commands=(best,), skipped=tuple(skipped))
+            return Outcome(skipped=tuple(skipped), examined=done, complete=complete)
+        return Outcome(commands=(best,), skipped=tuple(skipped), examined=done)
 
 
 def consolidation_methods(

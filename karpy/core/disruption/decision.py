@@ -37,6 +37,7 @@ from karpy.core.disruption.methods import (
     Reason,
     Simulate,
     StaticDrift,
+    consolidatable,
     decide,
 )
 
@@ -137,8 +138,10 @@ def disrupt(
     simulate: Simulate,
     methods: Sequence[Method] = DEFAULT_METHODS,
     relaxed: Simulate | None = None,
+    cleared: frozenset[str] = frozenset(),
 ) -> Decision:
-    """One pass over `nodes` (every NodeClaim in the cluster) and the live `pools`."""
+    """One pass over `nodes` (every NodeClaim in the cluster) and the live `pools`; `cleared`
+    names candidates single-node consolidation need not simulate again (`MethodInput`)."""
     selection = select(nodes, pools, now=now)
     counts = pool_counts(nodes)
     budgets = {name: pool.budgets for name, pool in pools.items()}
@@ -152,9 +155,33 @@ def disrupt(
         now=now,
         simulate=simulate,
         relaxed=relaxed,
+        cleared=cleared,
     )
     kept = unconsolidatable(nodes, pools, selection, outcome, methods)
     return Decision(selection=selection, allowances=by_reason, outcome=outcome, kept=kept)
+
+
+def fingerprint(
+    nodes: Sequence[NodeFacts], pools: Mapping[str, PoolDisruption], *, now: float
+) -> int:
+    """A hash of what a pass decides from, as far as facts tell it: every NodeClaim's facts,
+    the pools' disruption settings, and what the time changes — which NodeClaims are candidates
+    (do-not-disrupt durations run out), which are consolidatable (consolidateAfter passes) and
+    the Underutilized allowances (budget schedules open and close). Two passes with the same
+    fingerprint, and the same simulation inputs the caller adds (pods, nodes, NodePools),
+    decide the same, so a caller may skip consolidation a pass already found nothing in."""
+    selection = select(nodes, pools, now=now)
+    ready = tuple(c.name for c in selection.candidates if consolidatable(c, now=now) is None)
+    budgets = {name: pool.budgets for name, pool in pools.items()}
+    grants = allowances(budgets, pool_counts(nodes), reason=Reason.UNDERUTILIZED.value, now=now)
+    return hash(
+        (
+            tuple(nodes),
+            tuple(sorted(pools.items())),
+            ready,
+            tuple(sorted((pool, grant.allowed, grant.error) for pool, grant in grants.items())),
+        )
+    )
 
 
 def revalidate(

@@ -98,14 +98,23 @@ class MethodInput:
     now: float
     simulate: Simulate
     relaxed: Simulate | None = None
+    cleared: frozenset[str] = frozenset()
+    """Candidates single-node consolidation already simulated, without a command, on this same
+    cluster state (an earlier pass the caller remembers): not simulated again."""
 
 
 @attrs.frozen(kw_only=True)
 class Outcome:
-    """A method's commands, and the candidates it considered but left alone (with why)."""
+    """A method's commands, and the candidates it considered but left alone (with why).
+
+    `examined` names the candidates single-node consolidation simulated without a command;
+    `complete` is False when it stopped at its simulation limit before seeing every candidate.
+    """
 
     commands: tuple[Command, ...] = ()
     skipped: tuple[Skip, ...] = ()
+    examined: frozenset[str] = frozenset()
+    complete: bool = True
 
 
 class Method(Protocol):
@@ -301,6 +310,10 @@ class Pass:
     skipped: tuple[Skip, ...]
     by_method: tuple[tuple[str, tuple[Skip, ...]], ...] = ()
     """The same skips, per method asked, in the order asked."""
+    examined: frozenset[str] = frozenset()
+    """Candidates the methods simulated without a command (`Outcome.examined`)."""
+    complete: bool = True
+    """False when a method stopped at its simulation limit (`Outcome.complete`)."""
 
 
 def decide(
@@ -311,13 +324,17 @@ def decide(
     now: float,
     simulate: Simulate,
     relaxed: Simulate | None = None,
+    cleared: frozenset[str] = frozenset(),
 ) -> Pass:
     """Ask `methods` in order; the first that yields commands wins the pass.
 
-    `allowances(reason)` gives each NodePool's budget allowance for a reason.
+    `allowances(reason)` gives each NodePool's budget allowance for a reason; `cleared` is
+    passed on (`MethodInput.cleared`).
     """
     skipped: list[Skip] = []
     by_method: list[tuple[str, tuple[Skip, ...]]] = []
+    examined: set[str] = set()
+    complete = True
     for method in methods:
         outcome = method.compute(
             MethodInput(
@@ -326,15 +343,27 @@ def decide(
                 now=now,
                 simulate=simulate,
                 relaxed=relaxed,
+                cleared=cleared,
             )
         )
         skipped.extend(outcome.skipped)
         by_method.append((method.name, outcome.skipped))
+        examined.update(outcome.examined)
+        complete = complete and outcome.complete
         if outcome.commands:
             return Pass(
                 method=method.name,
                 commands=outcome.commands,
                 skipped=tuple(skipped),
                 by_method=tuple(by_method),
+                examined=frozenset(examined),
+                complete=complete,
             )
-    return Pass(method=None, commands=(), skipped=tuple(skipped), by_method=tuple(by_method))
+    return Pass(
+        method=None,
+        commands=(),
+        skipped=tuple(skipped),
+        by_method=tuple(by_method),
+        examined=frozenset(examined),
+        complete=complete,
+    )

@@ -380,6 +380,53 @@ def test_karpys_search_takes_the_best_single_node_not_the_first() -> None:
     assert savings(karpy.outcome.commands[0]) >= savings(karpenter.outcome.commands[0])
 
 
+@pytest.mark.parametrize("search", list(Search))
+def test_single_node_stops_at_its_limit_and_skips_what_was_cleared(search: Search) -> None:
+    # Five full nodes: nothing consolidates, so every simulation is a candidate cleared.
+    start = fleet(*((1, 3),) * 5)
+    calls: list[tuple[str, ...]] = []
+
+    def counting(candidates: Sequence[Candidate]) -> Simulation:
+        calls.append(tuple(c.name for c in candidates))
+        return start.simulate(candidates)
+
+    single = (SingleNodeConsolidation(Settings(search=search, single_limit=2)),)
+    first = disrupt(start.facts(), start.pools(), now=NOW, simulate=counting, methods=single)
+    assert len(calls) == 2
+    assert not first.outcome.complete
+    assert first.outcome.examined == {name for (name,) in calls}
+    calls.clear()
+    again = disrupt(
+        start.facts(), start.pools(), now=NOW, simulate=counting, methods=single,
+        cleared=first.outcome.examined,
+    )  # fmt: skip
+    assert len(calls) == 2
+    assert not {name for (name,) in calls} & first.outcome.examined
+    calls.clear()
+    cleared = first.outcome.examined | again.outcome.examined
+    last = disrupt(
+        start.facts(), start.pools(), now=NOW, simulate=counting, methods=single, cleared=cleared
+    )
+    assert len(calls) == 1  # the fifth node; then every candidate has been seen
+    assert last.outcome.complete
+    assert last.outcome.commands == ()
+
+
+def test_the_fingerprint_moves_with_what_a_pass_decides_from() -> None:
+    from karpy.core.disruption.decision import fingerprint
+
+    start = fleet((3, 3), (3, 3))
+    waiting = attrs.evolve(OPEN, consolidate_after=300.0)
+    facts = [attrs.evolve(f, last_pod_event_time=NOW - 100) for f in start.facts()]
+    pools = {start.pool.name: waiting}
+    same = fingerprint(facts, pools, now=NOW)
+    assert fingerprint(list(facts), dict(pools), now=NOW) == same
+    assert fingerprint(facts, pools, now=NOW + 10) == same  # nothing became consolidatable
+    assert fingerprint(facts, pools, now=NOW + 250) != same  # consolidateAfter has passed
+    fewer = [facts[0], attrs.evolve(facts[1], pods=facts[1].pods[1:])]
+    assert fingerprint(fewer, pools, now=NOW) != same
+
+
 def test_validation_keeps_a_command_whose_result_is_unchanged_and_drops_a_changed_one() -> None:
     start = fleet((3, 3), (3, 3))
     decision = disrupt(start.facts(), start.pools(), now=NOW, simulate=start.simulate)
