@@ -24,6 +24,7 @@ from tests.e2e.daemon import (
     nodeclaims,
     running,
     running_daemon,
+    scale,
     steadily,
 )
 from tests.support.marks import ONE_AT_A_TIME
@@ -321,3 +322,58 @@ async def test_a_pdb_is_never_broken_while_its_pods_are_consolidated(
         assert lowest, "the watch ran"
         assert min(lowest) >= minimum, f"ready pods fell to {min(lowest)}"
         assert all(healthy >= desired for healthy, desired in low_pdb), low_pdb
+
+
+async def test_a_scaled_down_deployment_settles_on_fewer_nodes(
+    cluster_info: ClusterInfo, api_client: client.ApiClient, namespace: str
+) -> None:
+    """Karpenter's consolidation performance scenario, scaled to the suite (the full 1,000 ->
+    700 pods is benchmarks/consolidation_cluster.py): a Deployment scales out, then to two
+    thirds; consolidation removes nodes until it settles — no NodeClaim created or deleted for
+    20 s — with every pod running, and says why it keeps each node that is left."""
+    pool, labels = await _underutilized_pool(api_client, "settle")
+    app = "settle"
+    async with running_daemon(cluster_info, flags=FLAGS):
+        await create_deployment(
+            api_client,
+            namespace,
+            deployment(app, node_selector=labels, replicas=60, cpu="250m", memory="256Mi"),
+        )
+        await eventually(running(api_client, namespace, app, 60), within=240, interval=1.0)
+        scaled_out = {c["metadata"]["name"] for c in await _live_claims(api_client, pool)}
+        await scale(api_client, namespace, app, 40)
+
+        changes: list[float] = []
+        seen: list[frozenset[str]] = []
+        loop = asyncio.get_running_loop()
+
+        async def settled() -> list[Any]:
+            claims = await nodeclaims(api_client, pool)
+            state = frozenset(
+                f"{c['metadata']['name']}{'-' if c['metadata'].get('deletionTimestamp') else ''}"
+                for c in claims
+            )
+            if not seen or state != seen[-1]:
+                seen.append(state)
+                changes.append(loop.time())
+                return []
+            quiet = loop.time() - changes[-1] >= 20 and not any(s.endswith("-") for s in state)
+            return await running(api_client, namespace, app, 40)() if quiet else []
+
+        pods = await eventually(settled, within=600, interval=1.0, what="consolidation settled")
+        left = {c["metadata"]["name"] for c in await _live_claims(api_client, pool)}
+        assert len(left) < len(scaled_out), f"{len(scaled_out)} nodes before, {len(left)} after"
+        assert {p.spec.node_name for p in pods} <= {
+            c["status"]["nodeName"] for c in await _live_claims(api_client, pool)
+        }
+
+        # Every node left has its reason, as `karpy explain node` would print it.
+        async def reasons() -> dict[str, str]:
+            events = await client.CoreV1Api(api_client).list_event_for_all_namespaces(
+                field_selector="reason=Unconsolidatable,involvedObject.kind=NodeClaim"
+            )
+            found = {e.involved_object.name: e.message for e in events.items}
+            return found if left <= set(found) else {}
+
+        why = await eventually(reasons, within=60, interval=1.0, what="a reason per node")
+        assert all(why[name] for name in left)
