@@ -417,22 +417,13 @@ class MultiNodeConsolidation:
         found, skipped = eligible(given)
         spot = self.settings.spot_to_spot
         given = attrs.evolve(given, simulate=given.relaxed or given.simulate)
-        if self.settings.search is Search.KARPENTER:
-            ordered, blocked = within_budget(found, given.allowances)
-            ordered = ordered[:MAX_MULTI_CANDIDATES]
-            command, _ = _prefix_search(
-                ordered, given.simulate, method=self.name, spot_to_spot=spot
-            )
-        else:
-            ordered, blocked = within_budget(found, given.allowances)
-            ordered = ordered[:MAX_MULTI_CANDIDATES]
-            command, size = _prefix_search(
-                ordered, given.simulate, method=self.name, spot_to_spot=spot
-            )
+        ordered, blocked = within_budget(found, given.allowances)
+        ordered = ordered[:MAX_MULTI_CANDIDATES]
+        command, size = _prefix_search(ordered, given.simulate, method=self.name, spot_to_spot=spot)
+        if self.settings.search is Search.KARPY and size:
+            # Grow the set past the prefix: one immovable node no longer hides those behind it.
             chosen = list(ordered[:size])
             for candidate in ordered[size : size + self.settings.extend]:
-                if not chosen:
-                    break
                 trial = evaluate(
                     [*chosen, candidate], given.simulate, method=self.name, spot_to_spot=spot
                 )
