@@ -177,12 +177,12 @@ class DisruptionController(SingletonController):
             return Result(requeue_after=NOT_SYNCED_REQUEUE)
         await self._queue.tidy()
         now, objects, claims, node_facts, pools, live = self._read()
-        prospects = select(node_facts, pools, now=now).candidates
-        types = await self._instance_types(prospects, live)
+        selection = select(node_facts, pools, now=now)
+        types = await self._instance_types(selection.candidates, live)
         node_facts = facts.priced(node_facts, types)
         simulate = simulator(objects, types, self._scheduler)
         relaxed = simulator(objects, types, self._scheduler, relax=True)
-        state = hash((fingerprint(node_facts, pools, now=now), _inputs(objects)))
+        state = hash((fingerprint(node_facts, pools, selection, now=now), _inputs(objects)))
         settled = self._memo.settled(state, now)
         if settled:
             log.debug("skipping consolidation: cluster unchanged since it found nothing")
@@ -375,11 +375,18 @@ class _Memo:
         self._settled_at: float | None = None
 
     def settled(self, state: int, now: float) -> bool:
-        if state != self._state:
+        """Whether this pass may skip consolidation: a complete pass found nothing on this same
+        `state` less than `CONSOLIDATED_TTL` ago. A new state forgets everything; so does the
+        TTL running out, so that the pass after it simulates every candidate again."""
+        expired = self._settled_at is not None and now - self._settled_at >= CONSOLIDATED_TTL
+        if state != self._state or expired:
             self._state, self.cleared, self._settled_at = state, frozenset(), None
-        return self._settled_at is not None and now - self._settled_at < CONSOLIDATED_TTL
+        return self._settled_at is not None
 
     def record(self, outcome: Pass, now: float) -> None:
+        """What a pass that ran consolidation found: a command forgets everything (the cluster
+        is about to change); nothing adds the candidates it simulated to `cleared`, and settles
+        when the pass saw every candidate."""
         if outcome.commands:
             self._state, self.cleared, self._settled_at = None, frozenset(), None
             return

@@ -162,15 +162,19 @@ def disrupt(
 
 
 def fingerprint(
-    nodes: Sequence[NodeFacts], pools: Mapping[str, PoolDisruption], *, now: float
+    nodes: Sequence[NodeFacts],
+    pools: Mapping[str, PoolDisruption],
+    selection: Selection,
+    *,
+    now: float,
 ) -> int:
     """A hash of what a pass decides from, as far as facts tell it: every NodeClaim's facts,
     the pools' disruption settings, and what the time changes — which NodeClaims are candidates
     (do-not-disrupt durations run out), which are consolidatable (consolidateAfter passes) and
     the Underutilized allowances (budget schedules open and close). Two passes with the same
     fingerprint, and the same simulation inputs the caller adds (pods, nodes, NodePools),
-    decide the same, so a caller may skip consolidation a pass already found nothing in."""
-    selection = select(nodes, pools, now=now)
+    decide the same, so a caller may skip consolidation a pass already found nothing in.
+    `selection` is `select(nodes, pools, now=now)`, which the caller has made already."""
     ready = tuple(c.name for c in selection.candidates if consolidatable(c, now=now) is None)
     budgets = {name: pool.budgets for name, pool in pools.items()}
     grants = allowances(budgets, pool_counts(nodes), reason=Reason.UNDERUTILIZED.value, now=now)

@@ -44,3 +44,12 @@ def test_a_command_forgets_everything() -> None:
     memo.record(Pass(method="emptiness", commands=(command,), skipped=(), complete=True), NOW + 10)
     assert memo.cleared == frozenset()
     assert not memo.settled(3, NOW + 20)
+
+
+def test_the_five_minute_recheck_simulates_every_candidate_again() -> None:
+    memo = _Memo()
+    memo.settled(5, NOW)
+    memo.record(_nothing(examined=frozenset({"a", "b"}), complete=True), NOW)
+    assert memo.settled(5, NOW + 60)
+    assert not memo.settled(5, NOW + CONSOLIDATED_TTL)
+    assert memo.cleared == frozenset()  # prices may have moved: nothing is taken as cleared

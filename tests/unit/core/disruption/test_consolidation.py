@@ -413,7 +413,11 @@ def test_single_node_stops_at_its_limit_and_skips_what_was_cleared(search: Searc
 
 
 def test_the_fingerprint_moves_with_what_a_pass_decides_from() -> None:
-    from karpy.core.disruption.decision import fingerprint
+    from karpy.core.disruption.candidates import select
+    from karpy.core.disruption.decision import fingerprint as pass_fingerprint
+
+    def fingerprint(facts: list[NodeFacts], pools: dict[str, PoolDisruption], *, now: float) -> int:
+        return pass_fingerprint(facts, pools, select(facts, pools, now=now), now=now)
 
     start = fleet((3, 3), (3, 3))
     waiting = attrs.evolve(OPEN, consolidate_after=300.0)
