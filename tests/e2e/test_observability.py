@@ -37,6 +37,7 @@ from tests.e2e.daemon import (
     scale,
 )
 from tests.support.marks import ONE_AT_A_TIME
+from tests.support.processes import stop
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.usefixtures("karpy_crds"), ONE_AT_A_TIME]
@@ -91,12 +92,7 @@ def prometheus(target_port: int, directory: Path) -> Iterator[str]:
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=30)
+        stop(process)
         log.close()
 
 

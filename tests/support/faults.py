@@ -44,6 +44,7 @@ from karpy.kube.errors import KubeError, NotFoundError
 from karpy.kube.install import apply, scale
 from karpy.kube.kinds import NODECLAIMS, NODES, PODS
 from karpy.localcluster import LocalCluster, PortInUseError
+from tests.support.processes import stop as stop_process
 from tests.support.waiting import eventually
 
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
@@ -237,12 +238,7 @@ class Karpy:
 
     def stop(self) -> None:
         if self._process is not None:
-            self._process.terminate()
-            try:
-                self._process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait(timeout=30)
+            stop_process(self._process, grace=60)
             self._process = None
 
 

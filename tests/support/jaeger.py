@@ -25,6 +25,7 @@ import attrs
 
 from karpy.localcluster import ensure_jaeger
 from karpy.localcluster.process import free_port
+from tests.support.processes import stop
 
 CONFIG = """\
 service:
@@ -116,12 +117,7 @@ def jaeger(directory: Path) -> Iterator[Jaeger]:
                 log=log_path,
             )
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=30)
+            stop(process)
 
 
 def _environment() -> dict[str, str]:
