@@ -46,20 +46,30 @@ class Allowance:
     error: str | None = None
 
 
+def count_or_percent(text: str, total: int) -> int:
+    """Kubernetes' int-or-percent against `total`: "3" is 3, "25%" is a quarter of `total`
+    rounded up (budgets' `nodes`, a PDB's `minAvailable`/`maxUnavailable`). Raises ValueError
+    for anything but digits or a percentage 0%-100%; callers name the field."""
+    value = text.strip()
+    if value.endswith("%"):
+        number = value[:-1]
+        if not number.isdigit() or int(number) > PERCENT_MAX:
+            msg = f"{text!r} is not a percentage 0%-100%"
+            raise ValueError(msg)
+        return math.ceil(int(number) * total / PERCENT_MAX)
+    if not value.isdigit():
+        msg = f"{text!r} is not an integer or a percentage"
+        raise ValueError(msg)
+    return int(value)
+
+
 def budget_limit(budget: BudgetSpec, *, total: int) -> int:
     """The NodeClaims `budget` lets be disrupting in a pool of `total`; raises ValueError naming
     the field when `nodes` is neither an integer nor a percentage."""
-    nodes = budget.nodes.strip()
-    if nodes.endswith("%"):
-        number = nodes[:-1]
-        if not number.isdigit() or int(number) > PERCENT_MAX:
-            msg = f"budgets[].nodes: {budget.nodes!r} is not a percentage 0%-100%"
-            raise ValueError(msg)
-        return math.ceil(int(number) * total / PERCENT_MAX)
-    if not nodes.isdigit():
-        msg = f"budgets[].nodes: {budget.nodes!r} is not an integer or a percentage"
-        raise ValueError(msg)
-    return int(nodes)
+    try:
+        return count_or_percent(budget.nodes, total)
+    except ValueError as error:
+        raise ValueError(f"budgets[].nodes: {error}") from None
 
 
 def budget_active(budget: BudgetSpec, *, reason: str, now: float) -> bool:

@@ -11,10 +11,10 @@ or by more than one PDB (the eviction API refuses those), cannot be evicted.
 
 from __future__ import annotations
 
-import math
+import contextlib
 from collections.abc import Sequence
 
-PERCENT_MAX = 100
+from karpy.core.disruption.budgets import count_or_percent
 
 
 def scaled(value: int | str, total: int, *, field: str) -> int:
@@ -29,11 +29,11 @@ def scaled(value: int | str, total: int, *, field: str) -> int:
             msg = f"{field}: must not be negative, got {value}"
             raise ValueError(msg)
         return value
-    number = value.strip().removesuffix("%")
-    if not value.strip().endswith("%") or not number.isdigit() or int(number) > PERCENT_MAX:
-        msg = f"{field}: {value!r} is not an integer or a percentage 0%-100%"
-        raise ValueError(msg)
-    return math.ceil(int(number) * total / PERCENT_MAX)
+    if value.strip().endswith("%"):
+        with contextlib.suppress(ValueError):
+            return count_or_percent(value, total)
+    msg = f"{field}: {value!r} is not an integer or a percentage 0%-100%"
+    raise ValueError(msg)
 
 
 def desired_healthy(
