@@ -191,6 +191,19 @@ async def create_deployment(api: client.ApiClient, namespace: str, body: dict[st
     await client.AppsV1Api(api).create_namespaced_deployment(namespace, body)  # type: ignore[arg-type]
 
 
+async def create_pdb(api: client.ApiClient, namespace: str, app: str, min_available: int) -> None:
+    """A PodDisruptionBudget named `app` keeping `min_available` pods labelled app=`app`."""
+    await client.PolicyV1Api(api).create_namespaced_pod_disruption_budget(
+        namespace,
+        {  # type: ignore[arg-type]
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": app},
+            "spec": {"minAvailable": min_available, "selector": {"matchLabels": {"app": app}}},
+        },
+    )
+
+
 async def scale(api: client.ApiClient, namespace: str, name: str, replicas: int) -> None:
     await client.AppsV1Api(api).patch_namespaced_deployment_scale(
         name, namespace, {"spec": {"replicas": replicas}}

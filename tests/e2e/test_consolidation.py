@@ -20,6 +20,7 @@ from karpy.apis.v1 import labels as wk
 from karpy.localcluster import ClusterInfo
 from tests.e2e.daemon import (
     create_deployment,
+    create_pdb,
     deployment,
     fresh_nodepool,
     nodeclaims,
@@ -271,15 +272,7 @@ async def test_a_pdb_is_never_broken_while_its_pods_are_consolidated(
     to the end; the PDB's own status is checked as well."""
     pool, labels = await _underutilized_pool(api_client, "guarded")
     minimum = 3
-    await client.PolicyV1Api(api_client).create_namespaced_pod_disruption_budget(
-        namespace,
-        {  # type: ignore[arg-type]
-            "apiVersion": "policy/v1",
-            "kind": "PodDisruptionBudget",
-            "metadata": {"name": "guarded"},
-            "spec": {"minAvailable": minimum, "selector": {"matchLabels": {"app": "guarded"}}},
-        },
-    )
+    await create_pdb(api_client, namespace, "guarded", minimum)
     async with running_daemon(cluster_info, flags=FLAGS):
         first = await _two_half_empty_nodes(api_client, namespace, labels, "guarded", replicas=4)
         before = {p.metadata.name for p in await running(api_client, namespace, "guarded", 4)()}

@@ -29,6 +29,7 @@ from karpy.simulate.scenario import parse
 from tests.e2e.daemon import (
     PAUSE_IMAGE,
     create_deployment,
+    create_pdb,
     deployment,
     fresh_nodepool,
     live_pods,
@@ -75,15 +76,7 @@ async def test_dry_run_decides_and_writes_nothing(
 async def _protection(api: client.ApiClient, namespace: str) -> None:
     """A PDB over `inflate`, and a pod annotated do-not-disrupt for 30 minutes (beside an
     annotation the snapshot leaves out) that no NodePool can take."""
-    await client.PolicyV1Api(api).create_namespaced_pod_disruption_budget(
-        namespace,
-        {  # type: ignore[arg-type]
-            "apiVersion": "policy/v1",
-            "kind": "PodDisruptionBudget",
-            "metadata": {"name": "inflate"},
-            "spec": {"minAvailable": 4, "selector": {"matchLabels": {"app": "inflate"}}},
-        },
-    )
+    await create_pdb(api, namespace, "inflate", 4)
     await client.CoreV1Api(api).create_namespaced_pod(
         namespace,
         {  # type: ignore[arg-type]
