@@ -191,16 +191,29 @@ async def create_deployment(api: client.ApiClient, namespace: str, body: dict[st
     await client.AppsV1Api(api).create_namespaced_deployment(namespace, body)  # type: ignore[arg-type]
 
 
-async def create_pdb(api: client.ApiClient, namespace: str, app: str, min_available: int) -> None:
-    """A PodDisruptionBudget named `app` keeping `min_available` pods labelled app=`app`."""
+async def create_pdb(
+    api: client.ApiClient,
+    namespace: str,
+    app: str,
+    *,
+    min_available: int | None = None,
+    max_unavailable: int | None = None,
+) -> None:
+    """A PodDisruptionBudget named `app` over the pods labelled app=`app`, with whichever of
+    `min_available` and `max_unavailable` is given."""
+    spec: dict[str, Any] = {"selector": {"matchLabels": {"app": app}}}
+    if min_available is not None:
+        spec["minAvailable"] = min_available
+    if max_unavailable is not None:
+        spec["maxUnavailable"] = max_unavailable
     await client.PolicyV1Api(api).create_namespaced_pod_disruption_budget(
         namespace,
-        {  # type: ignore[arg-type]
+        {
             "apiVersion": "policy/v1",
             "kind": "PodDisruptionBudget",
             "metadata": {"name": app},
-            "spec": {"minAvailable": min_available, "selector": {"matchLabels": {"app": app}}},
-        },
+            "spec": spec,
+        },  # type: ignore[arg-type]
     )
 
 

@@ -272,7 +272,7 @@ async def test_a_pdb_is_never_broken_while_its_pods_are_consolidated(
     to the end; the PDB's own status is checked as well."""
     pool, labels = await _underutilized_pool(api_client, "guarded")
     minimum = 3
-    await create_pdb(api_client, namespace, "guarded", minimum)
+    await create_pdb(api_client, namespace, "guarded", min_available=minimum)
     async with running_daemon(cluster_info, flags=FLAGS):
         first = await _two_half_empty_nodes(api_client, namespace, labels, "guarded", replicas=4)
         before = {p.metadata.name for p in await running(api_client, namespace, "guarded", 4)()}

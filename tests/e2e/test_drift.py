@@ -21,6 +21,7 @@ from karpy.apis.v1 import labels as wk
 from karpy.localcluster import ClusterInfo
 from tests.e2e.daemon import (
     create_deployment,
+    create_pdb,
     deployment,
     fresh_nodepool,
     live_pods,
@@ -46,15 +47,6 @@ def _spread(app: str) -> dict[str, Any]:
                 }
             ]
         }
-    }
-
-
-def _pdb(app: str, max_unavailable: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "policy/v1",
-        "kind": "PodDisruptionBudget",
-        "metadata": {"name": app},
-        "spec": {"maxUnavailable": max_unavailable, "selector": {"matchLabels": {"app": app}}},
     }
 
 
@@ -188,10 +180,7 @@ async def test_a_template_change_replaces_every_node_replacement_first_within_th
             memory="256Mi",
         ),
     )
-    await client.PolicyV1Api(api_client).create_namespaced_pod_disruption_budget(
-        namespace,
-        _pdb("web", 1),  # type: ignore[arg-type]
-    )
+    await create_pdb(api_client, namespace, "web", max_unavailable=1)
     async with running_daemon(cluster_info):
         pods = await eventually(running(api_client, namespace, "web", replicas), within=120)
         old = {p.spec.node_name for p in pods}

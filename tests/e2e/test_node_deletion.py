@@ -9,8 +9,6 @@ replacement runs elsewhere, and the instance, the NodeClaim and the Node are all
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from kubernetes_asyncio import client
 
@@ -19,6 +17,7 @@ from karpy.cloudprovider import NodeClaimNotFoundError
 from karpy.localcluster import ClusterInfo
 from tests.e2e.daemon import (
     create_deployment,
+    create_pdb,
     deployment,
     fresh_nodepool,
     live_pods,
@@ -36,15 +35,6 @@ BLOCKED = 5.0
 """Seconds the drain is watched while the PDB refuses every eviction."""
 
 
-def _pdb(name: str, max_unavailable: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "policy/v1",
-        "kind": "PodDisruptionBudget",
-        "metadata": {"name": name},
-        "spec": {"maxUnavailable": max_unavailable, "selector": {"matchLabels": {"app": name}}},
-    }
-
-
 async def test_deleting_a_node_drains_it_within_its_pdb_and_removes_the_instance(
     cluster_info: ClusterInfo, api_client: client.ApiClient, namespace: str
 ) -> None:
@@ -54,7 +44,7 @@ async def test_deleting_a_node_drains_it_within_its_pdb_and_removes_the_instance
     await create_deployment(
         api_client, namespace, deployment("guarded", node_selector=labels, replicas=1)
     )
-    await policy.create_namespaced_pod_disruption_budget(namespace, _pdb("guarded", 0))  # type: ignore[arg-type]
+    await create_pdb(api_client, namespace, "guarded", max_unavailable=0)
 
     async with running_daemon(cluster_info) as components:
         provider = components.cloudprovider

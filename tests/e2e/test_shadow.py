@@ -76,7 +76,7 @@ async def test_dry_run_decides_and_writes_nothing(
 async def _protection(api: client.ApiClient, namespace: str) -> None:
     """A PDB over `inflate`, and a pod annotated do-not-disrupt for 30 minutes (beside an
     annotation the snapshot leaves out) that no NodePool can take."""
-    await create_pdb(api, namespace, "inflate", 4)
+    await create_pdb(api, namespace, "inflate", min_available=4)
     await client.CoreV1Api(api).create_namespaced_pod(
         namespace,
         {  # type: ignore[arg-type]
