@@ -110,7 +110,13 @@ async def test_a_pods_trace_runs_from_batch_to_registration(
             await scale(api_client, namespace, "inflate", 1)
             (pod,) = await eventually(running(api_client, namespace, "inflate", 1), within=90)
             pod_name = f"{namespace}/{pod.metadata.name}"
-            (claim,) = await nodeclaims(api_client, pool)
+
+            async def launched_claims() -> list[dict[str, Any]]:
+                # The pod may run on the Node before the launch's providerID is recorded.
+                claims = await nodeclaims(api_client, pool)
+                return claims if all(c.get("status", {}).get("providerID") for c in claims) else []
+
+            (claim,) = await eventually(launched_claims, within=30, what="the launch recorded")
             claim_name = claim["metadata"]["name"]
 
             # batch -> solve -> create nodeclaim -> launch -> cloudprovider.Create, one trace.
