@@ -10,6 +10,7 @@ tested, benchmarked and reasoned about without a cluster.
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Iterable, Mapping
 from typing import Final, NewType
 
@@ -185,6 +186,12 @@ class Pod:
 
     def requests(self) -> Resources:
         """Effective requests (see ``effective_requests``)."""
+        return self._requests
+
+    @functools.cached_property
+    def _requests(self) -> Resources:
+        # Computed once per pod: every scheduling simulation sums the requests of every pod
+        # bound to every node, and a consolidation pass runs dozens of simulations.
         return effective_requests(self)
 
 

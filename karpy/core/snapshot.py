@@ -7,6 +7,7 @@ same plan.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import NewType
 
@@ -69,6 +70,14 @@ class Node:
         out = dict(self.labels)
         out.setdefault(wk.LABEL_HOSTNAME, self.name)
         return out
+
+    @functools.cached_property
+    def requested(self) -> Resources:
+        """What its pods request together (summed once: every simulation reads it)."""
+        used = EMPTY
+        for pod in self.pods:
+            used = used + pod.requests()
+        return used
 
 
 @attrs.frozen

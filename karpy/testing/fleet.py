@@ -10,6 +10,7 @@ benchmark can run consolidation to a fixed point without a cluster.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 
 import attrs
@@ -106,12 +107,17 @@ class Fleet:
             nodepool=self.pool.name,
         )
 
+    @functools.cached_property
+    def _core_nodes(self) -> dict[str, Node]:
+        # Built once per fleet: a pass simulates dozens of times over the same nodes.
+        return {n.name: self._node(n) for n in self.nodes}
+
     def _solve(self, names: set[str]) -> tuple[list[Pod], ClusterSnapshot]:
         moving = [p for n in self.nodes if n.name in names for p in n.pods]
         snapshot = ClusterSnapshot(
             nodepools=(self.pool,),
             instance_types={self.pool.name: self.types},
-            nodes=tuple(self._node(n) for n in self.nodes if n.name not in names),
+            nodes=tuple(node for name, node in self._core_nodes.items() if name not in names),
         )
         return moving, snapshot
 

@@ -12,7 +12,6 @@ import attrs
 from karpy.apis.v1 import labels as wk
 from karpy.core.pods import HostPort, Pod
 from karpy.core.requirements import Requirements
-from karpy.core.resources import Resources
 from karpy.core.scheduling.pool import ResourceSpace, Vector
 from karpy.core.scheduling.queue import ShapeContext
 from karpy.core.scheduling.results import ReasonKind, Reject
@@ -58,9 +57,7 @@ class ExistingNode:
             taints = tuple(t for t in taints if t not in startup_taints)
         self.taints = taints
         self.topology = topology
-        used = Resources()
-        for pod in node.pods:
-            used = used + pod.requests()
+        used = node.requested
         self.names = space.names
         self.allocatable = space.vector(node.allocatable)
         self.used: Vector = space.vector(used)
