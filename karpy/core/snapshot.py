@@ -72,6 +72,17 @@ class Node:
         return out
 
     @functools.cached_property
+    def labels_dict(self) -> Mapping[str, str]:
+        """``label_map()`` computed once, shared: read it, never change it (every simulation
+        builds a bin per node from it)."""
+        return self.label_map()
+
+    @functools.cached_property
+    def label_requirements(self) -> Requirements:
+        """The node's labels as requirements (each one a single value), computed once."""
+        return Requirements.from_labels(self.labels_dict)
+
+    @functools.cached_property
     def requested(self) -> Resources:
         """What its pods request together (summed once: every simulation reads it)."""
         used = EMPTY

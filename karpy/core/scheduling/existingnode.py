@@ -50,7 +50,7 @@ class ExistingNode:
     ) -> None:
         self.node = node
         self.name: str = node.name
-        self.labels = node.label_map()
+        self.labels = node.labels_dict
         self.hostname = self.labels[wk.LABEL_HOSTNAME]
         taints = schedulable_taints(node.taints, initialized=node.initialized)
         if not node.initialized:
@@ -63,7 +63,7 @@ class ExistingNode:
         self.used: Vector = space.vector(used)
         self.ports: list[HostPort] = [hp for p in node.pods for hp in p.host_ports]
         self.pods: list[Pod] = []
-        self.requirements = Requirements.from_labels(self.labels)
+        self.requirements = node.label_requirements
 
     def try_add(self, ctx: ShapeContext) -> Placement | Reject:
         """Would one pod of ``ctx`` fit here now?"""

@@ -172,8 +172,9 @@ class Solver:
             for pod in node.pods:
                 self.topology.register_existing(pod)
         for node in nodes:
+            node_labels = node.labels_dict
             for pod in node.pods:
-                self.topology.seed(pod, node.label_map())
+                self.topology.seed(pod, node_labels)
             self.existing.append(
                 ExistingNode(
                     node,

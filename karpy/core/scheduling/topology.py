@@ -192,6 +192,8 @@ class Topology:
 
     def seed(self, pod: Pod, node_labels: Mapping[str, str]) -> None:
         """Count an existing pod on an existing node (after every group is registered)."""
+        if not self._groups:
+            return  # nothing pending is constrained by what runs where (the common case)
         labels = pod.label_map()
         for grp in self._groups.values():
             domain = node_labels.get(grp.id.key)
