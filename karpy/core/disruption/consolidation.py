@@ -24,8 +24,9 @@ Two searches pick the candidates (docs/consolidation.md argues the difference):
   feasible prefix, then tries to add each further candidate (one simulation each, a bounded
   number), keeping it only when the command then saves more, so one immovable node does not
   hide those behind it; single-node compares candidates (a bounded number once one works) and
-  keeps the one with the most saving per square root of its disruption (`worth`), instead of
-  the first that saves anything.
+  deletes before it replaces: of the commands it compared, a deletion if there is one, and
+  of those the one with the most saving per square root of its disruption (`worth`), instead
+  of the first that saves anything.
 
 Pure: `now` and the scheduling simulation are inputs; same input, same commands.
 """
@@ -357,12 +358,24 @@ def balanced(command: Command, pool_candidates: Sequence[Candidate]) -> bool:
 
 
 def worth(command: Command) -> float:
-    """What karpy's single-node search maximises: price saved per square root of the disruption
-    caused (1 + the candidates' disruption cost). Per unit of disruption outright, a replacement
-    that moves twenty pods to save a size step always loses to deleting a one-pod node, and the
-    fleet settles with its large nodes oversized; the square root still prefers the quieter of two
-    equal savings."""
+    """How karpy's single-node search ranks two commands of a kind: price saved per square root
+    of the disruption caused (1 + the candidates' disruption cost). Per unit of disruption
+    outright, a replacement that moves twenty pods to save a size step always loses to deleting
+    a one-pod node, and the fleet settles with its large nodes oversized; the square root still
+    prefers the quieter of two equal savings."""
     return savings(command) / math.sqrt(1.0 + math.fsum(c.cost for c in command.candidates))
+
+
+def _preferred(command: Command, best: Command | None) -> bool:
+    """karpy's single-node choice: does `command` beat `best`? A deletion beats any
+    replacement, whatever they save; between two of a kind the greater `worth` wins. A deletion
+    packs pods into room the fleet already pays for; a replacement buys a node sized for the
+    pods it moves, and taken before the deletions it uses up room they would have filled."""
+    if best is None:
+        return True
+    if bool(command.replacements) != bool(best.replacements):
+        return not command.replacements
+    return worth(command) > worth(best)
 
 
 def interleave(candidates: Sequence[Candidate]) -> list[Candidate]:
@@ -454,7 +467,6 @@ class SingleNodeConsolidation:
         karpenter = self.settings.search is Search.KARPENTER
         ordered = interleave(found) if karpenter else found
         best: Command | None = None
-        best_score = -math.inf
         probes = 0
         examined: set[str] = set()
         complete = True
@@ -487,9 +499,8 @@ class SingleNodeConsolidation:
             if karpenter:
                 best = trial.command
                 break
-            score = worth(trial.command)
-            if score > best_score:
-                best, best_score = trial.command, score
+            if _preferred(trial.command, best):
+                best = trial.command
         done = frozenset(examined)
         if best is None:
             return Outcome(skipped=tuple(skipped), examined=done, complete=complete)

@@ -30,6 +30,7 @@ from karpy.core.disruption.consolidation import (
     SingleNodeConsolidation,
     consolidation_methods,
     price_replacement,
+    savings,
 )
 from karpy.core.disruption.decision import disrupt, revalidate
 from karpy.core.disruption.methods import Command, Emptiness, Method, Offer, Simulation
@@ -373,11 +374,26 @@ def test_karpys_search_takes_the_best_single_node_not_the_first() -> None:
         facts, start.pools(), now=NOW, simulate=start.simulate,
         methods=(SingleNodeConsolidation(Settings(search=Search.KARPENTER)),),
     )  # fmt: skip
-    from karpy.core.disruption.consolidation import savings
-
     assert karpy.outcome.commands
     assert karpenter.outcome.commands
     assert savings(karpy.outcome.commands[0]) >= savings(karpenter.outcome.commands[0])
+
+
+def test_karpys_single_node_search_deletes_before_it_replaces() -> None:
+    # node-2 (one pod on a 3-CPU type) is first in disruption-cost order and can only be
+    # replaced by a smaller type; node-0's three pods fit on node-2, so node-0 can be deleted.
+    start = fleet((1, 3), (1, 3), (2, 1))
+    chosen = {}
+    for search in Search:
+        decision = disrupt(
+            start.facts(), start.pools(), now=NOW, simulate=start.simulate,
+            methods=(SingleNodeConsolidation(Settings(search=search)),),
+        )  # fmt: skip
+        (chosen[search],) = decision.outcome.commands
+    assert chosen[Search.KARPENTER].names == ("node-2",)
+    assert chosen[Search.KARPENTER].replacements
+    assert chosen[Search.KARPY].names == ("node-0",)
+    assert not chosen[Search.KARPY].replacements
 
 
 @pytest.mark.parametrize("search", list(Search))
