@@ -200,7 +200,7 @@ class ConsolidationOptions:
 
     search: str = "karpy"
     """KARPY_CONSOLIDATION_SEARCH: `karpy` (Karpenter's order, a prefix that grows past
-    an immovable node, the single node saving most per disruption) or `karpenter`
+    an immovable node, a single node deleted before one replaced) or `karpenter`
     (Karpenter's disruption-cost order, largest prefix, first single node)."""
     min_improvement: float = 0.0
     """KARPY_CONSOLIDATION_MIN_IMPROVEMENT: the least share of the replaced nodes' price a
