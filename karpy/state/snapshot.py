@@ -6,7 +6,10 @@ have no Node yet (in flight: launched ones by their allocatable, launching ones 
 their instance-type options), NodePools as templates, DaemonSets as per-node overhead. Pods
 the provisioner wants placed are translated here too, each on its own: a pod the core cannot
 represent (a bad quantity, an unresolvable volume) becomes an `ObjectError` naming the pod and
-the field, and the rest of the batch goes on. The reading side (`read_cluster`) reads through a
+the field, and the rest of the batch goes on. A read is translated once (`translate_cluster`)
+and any number of snapshots are built from that translation, some Nodes and NodeClaims left out
+of each (the disruption controller's simulations, each without its candidates); `build_snapshot`
+is both steps at once. The reading side (`read_cluster`) reads through a
 `ClusterView` and is synchronous, so it sees every store at the same instant: stores change only
 between awaits on the event loop.
 The translation side is pure.
@@ -14,7 +17,7 @@ The translation side is pure.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TypeVar
 
@@ -266,6 +269,201 @@ def _error(kind: str, meta_namespace: str | None, name: str | None, message: str
     return ObjectError(kind, meta_namespace or "", name or "", "", message)
 
 
+@attrs.frozen(kw_only=True)
+class ClaimPart:
+    """A NodeClaim not being deleted, as an in-flight node (or the error translating it).
+
+    `node` is None while the NodeClaim's Node is registered (it is then no in-flight node);
+    translated only when that Node is left out of a build."""
+
+    claim: NodeClaim
+    node: Node | ObjectError | None
+
+
+@attrs.frozen(kw_only=True)
+class TranslatedCluster:
+    """ClusterObjects translated once for the core, from which snapshots are built.
+
+    Every snapshot of one read is built from here (`build`), with some nodes and NodeClaims
+    left out if asked: translating every bound pod and node is the costly part, and a
+    disruption pass builds dozens of snapshots of the same read, each without its candidates.
+    The core Nodes (and their pods) are shared by every build, so what the core caches on
+    them (requests, label requirements) is computed once per read.
+    """
+
+    nodepools: tuple[NodePool, ...]
+    instance_types: Mapping[str, tuple[InstanceType, ...]]
+    daemonsets: tuple[DaemonSet, ...]
+    # Registered Nodes by name, in name order: the core Node, the error translating it, or None
+    # for a Node being deleted (registered, so its NodeClaim is no in-flight node, but no target).
+    nodes: tuple[tuple[str, Node | ObjectError | None], ...]
+    claims: tuple[ClaimPart, ...]
+    # The namespaces of the pods bound to each node name (registered or not).
+    bound_namespaces: Mapping[str, frozenset[str]]
+    namespace_labels: Mapping[str, Mapping[str, str]]
+    volumes: VolumeIndex
+    # Errors in the order build_snapshot reports them: NodePools, bound pods (with the node
+    # they are bound to), DaemonSets.
+    pool_errors: tuple[ObjectError, ...]
+    pod_errors: tuple[tuple[str, ObjectError], ...]
+    daemonset_errors: tuple[ObjectError, ...]
+
+    def build(
+        self,
+        pending: Iterable[KubePod],
+        *,
+        without_nodes: Collection[str] = (),
+        without_claims: Collection[str] = (),
+    ) -> SnapshotBuild:
+        """The snapshot of the translated objects less the Nodes named `without_nodes` (and
+        the pods bound to them) and the NodeClaims named `without_claims`, with `pending`
+        translated as the pods to place (in their own creation order).
+
+        The same as `build_snapshot` over the objects with those left out: a NodeClaim whose
+        Node is left out becomes in flight, as it would be were that Node never registered."""
+        errors = [*self.pool_errors]
+        errors.extend(e for node, e in self.pod_errors if node not in without_nodes)
+        nodes: list[Node] = []
+        for name, part in self.nodes:
+            if name in without_nodes or part is None:
+                continue
+            if isinstance(part, ObjectError):
+                errors.append(part)
+            else:
+                nodes.append(part)
+        for claim in self.claims:
+            if claim.claim.metadata.name in without_claims:
+                continue
+            flight = claim.node
+            if flight is None:
+                if claim.claim.status.node_name not in without_nodes:
+                    continue  # its Node is registered
+                flight = _in_flight(claim.claim, self.instance_types)
+            if isinstance(flight, ObjectError):
+                errors.append(flight)
+            else:
+                nodes.append(flight)
+        errors.extend(self.daemonset_errors)
+
+        views: list[cp.Pod] = []
+        for i, pod in enumerate(_creation_order(pending)):
+            view = translate_pod(pod, creation=i, volumes=self.volumes)
+            if isinstance(view, ObjectError):
+                errors.append(view)
+            else:
+                views.append(view)
+
+        # Every namespace carries its own name as a label (set by the apiserver), so selectors
+        # on it work for the namespaces pods live in even when Namespace objects are not watched.
+        present = {p.namespace for p in views}
+        for node, names in self.bound_namespaces.items():
+            if node not in without_nodes:
+                present.update(names)
+        namespaces: dict[str, Mapping[str, str]] = {
+            ns: {wk.LABEL_NAMESPACE_NAME: ns} for ns in present
+        }
+        for ns, labels in self.namespace_labels.items():
+            namespaces[ns] = {wk.LABEL_NAMESPACE_NAME: ns, **labels}
+        snapshot = ClusterSnapshot(
+            nodepools=self.nodepools,
+            instance_types=self.instance_types,
+            nodes=tuple(nodes),
+            daemonsets=self.daemonsets,
+            namespaces={ns: cp.freeze_labels(labels) for ns, labels in namespaces.items()},
+        )
+        return SnapshotBuild(snapshot=snapshot, pods=tuple(views), errors=tuple(errors))
+
+
+def _in_flight(
+    claim: NodeClaim, instance_types: Mapping[str, Sequence[InstanceType]]
+) -> Node | ObjectError:
+    pool_types = instance_types.get(claim.metadata.labels.get(wk.LABEL_NODEPOOL, ""), ())
+    try:
+        return in_flight_node(claim, pool_types)
+    except TranslationError as e:
+        return _error("NodeClaim", None, claim.metadata.name, str(e))
+
+
+def translate_cluster(
+    objects: ClusterObjects, instance_types: Mapping[str, Sequence[InstanceType]]
+) -> TranslatedCluster:
+    """Translate `objects` once (see TranslatedCluster); `instance_types` maps a NodePool name
+    to what the provider offers it.
+
+    Nodes and NodePools being deleted are left out (nothing new may land on them); NodePools,
+    nodes, NodeClaims or DaemonSets the core cannot represent are left out with an error, and
+    so is each bound pod it cannot represent.
+    """
+    pools: list[NodePool] = []
+    pool_errors: list[ObjectError] = []
+    for pool in sorted(objects.nodepools, key=lambda p: p.metadata.name or ""):
+        if pool.metadata.deletion_timestamp is not None:
+            continue
+        try:
+            pools.append(nodepool_template(pool))
+        except TranslationError as e:
+            pool_errors.append(_error("NodePool", None, pool.metadata.name, str(e)))
+
+    bound: dict[str, list[cp.Pod]] = {}
+    namespaces: dict[str, set[str]] = {}
+    pod_errors: list[tuple[str, ObjectError]] = []
+    for i, pod in enumerate(_creation_order(objects.pods)):
+        if not pod.spec.node_name or is_terminal(pod):
+            continue
+        view = translate_pod(pod, creation=i)
+        if isinstance(view, ObjectError):
+            pod_errors.append((pod.spec.node_name, view))
+        else:
+            bound.setdefault(pod.spec.node_name, []).append(view)
+            namespaces.setdefault(pod.spec.node_name, set()).add(view.namespace)
+
+    nodes: list[tuple[str, Node | ObjectError | None]] = []
+    for node in sorted(objects.nodes, key=lambda n: n.metadata.name or ""):
+        name = node.metadata.name or ""
+        if node.metadata.deletion_timestamp is not None:
+            nodes.append((name, None))
+            continue
+        try:
+            nodes.append((name, existing_node(node, bound.get(name, ()))))
+        except TranslationError as e:
+            nodes.append((name, _error("Node", None, name, str(e))))
+    registered = {name for name, _ in nodes}
+    claims = tuple(
+        ClaimPart(
+            claim=claim,
+            node=None
+            if claim.status.node_name in registered
+            else _in_flight(claim, instance_types),
+        )
+        for claim in sorted(objects.nodeclaims, key=lambda c: c.metadata.name or "")
+        if claim.metadata.deletion_timestamp is None
+    )
+
+    daemonsets: list[DaemonSet] = []
+    daemonset_errors: list[ObjectError] = []
+    for ds in objects.daemonsets:
+        try:
+            daemonsets.append(daemonset(ds))
+        except TranslationError as e:
+            daemonset_errors.append(
+                _error("DaemonSet", ds.metadata.namespace, ds.metadata.name, str(e))
+            )
+
+    return TranslatedCluster(
+        nodepools=tuple(pools),
+        instance_types={name: tuple(types) for name, types in instance_types.items()},
+        daemonsets=tuple(daemonsets),
+        nodes=tuple(nodes),
+        claims=claims,
+        bound_namespaces={node: frozenset(names) for node, names in namespaces.items()},
+        namespace_labels=objects.namespaces,
+        volumes=objects.volumes,
+        pool_errors=tuple(pool_errors),
+        pod_errors=tuple(pod_errors),
+        daemonset_errors=tuple(daemonset_errors),
+    )
+
+
 def build_snapshot(
     objects: ClusterObjects,
     *,
@@ -277,75 +475,6 @@ def build_snapshot(
     Nodes and NodePools being deleted are left out (nothing new may land on them); NodePools,
     nodes or DaemonSets the core cannot represent are left out with an error, and so is each
     pending pod it cannot represent. `instance_types` maps a NodePool name to what the provider
-    offers it.
+    offers it. (`translate_cluster` and `TranslatedCluster.build` in one step.)
     """
-    errors: list[ObjectError] = []
-    pools: list[NodePool] = []
-    for pool in sorted(objects.nodepools, key=lambda p: p.metadata.name or ""):
-        if pool.metadata.deletion_timestamp is not None:
-            continue
-        try:
-            pools.append(nodepool_template(pool))
-        except TranslationError as e:
-            errors.append(_error("NodePool", None, pool.metadata.name, str(e)))
-
-    bound: dict[str, list[cp.Pod]] = {}
-    for i, pod in enumerate(_creation_order(objects.pods)):
-        if not pod.spec.node_name or is_terminal(pod):
-            continue
-        view = translate_pod(pod, creation=i)
-        if isinstance(view, ObjectError):
-            errors.append(view)
-        else:
-            bound.setdefault(pod.spec.node_name, []).append(view)
-
-    nodes: list[Node] = []
-    registered: set[str] = set()
-    for node in sorted(objects.nodes, key=lambda n: n.metadata.name or ""):
-        name = node.metadata.name or ""
-        registered.add(name)
-        if node.metadata.deletion_timestamp is not None:
-            continue
-        try:
-            nodes.append(existing_node(node, bound.get(name, ())))
-        except TranslationError as e:
-            errors.append(_error("Node", None, name, str(e)))
-    for claim in sorted(objects.nodeclaims, key=lambda c: c.metadata.name or ""):
-        if claim.metadata.deletion_timestamp is not None or claim.status.node_name in registered:
-            continue
-        pool_types = instance_types.get(claim.metadata.labels.get(wk.LABEL_NODEPOOL, ""), ())
-        try:
-            nodes.append(in_flight_node(claim, pool_types))
-        except TranslationError as e:
-            errors.append(_error("NodeClaim", None, claim.metadata.name, str(e)))
-
-    daemonsets: list[DaemonSet] = []
-    for ds in objects.daemonsets:
-        try:
-            daemonsets.append(daemonset(ds))
-        except TranslationError as e:
-            errors.append(_error("DaemonSet", ds.metadata.namespace, ds.metadata.name, str(e)))
-
-    views: list[cp.Pod] = []
-    for i, pod in enumerate(_creation_order(pending)):
-        view = translate_pod(pod, creation=i, volumes=objects.volumes)
-        if isinstance(view, ObjectError):
-            errors.append(view)
-        else:
-            views.append(view)
-
-    # Every namespace carries its own name as a label (set by the apiserver), so selectors on
-    # it work for the namespaces pods live in even when Namespace objects are not watched.
-    namespaces = {ns: {wk.LABEL_NAMESPACE_NAME: ns} for ns in {p.namespace for p in views}}
-    for node_pods in bound.values():
-        namespaces.update({p.namespace: {wk.LABEL_NAMESPACE_NAME: p.namespace} for p in node_pods})
-    for ns, labels in objects.namespaces.items():
-        namespaces[ns] = {wk.LABEL_NAMESPACE_NAME: ns, **labels}
-    snapshot = ClusterSnapshot(
-        nodepools=tuple(pools),
-        instance_types={name: tuple(types) for name, types in instance_types.items()},
-        nodes=tuple(nodes),
-        daemonsets=tuple(daemonsets),
-        namespaces={ns: cp.freeze_labels(labels) for ns, labels in namespaces.items()},
-    )
-    return SnapshotBuild(snapshot=snapshot, pods=tuple(views), errors=tuple(errors))
+    return translate_cluster(objects, instance_types).build(pending)

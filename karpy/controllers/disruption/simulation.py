@@ -21,13 +21,19 @@ pods are solved first; the room they take on existing and in-flight nodes is the
 the candidates' pods are solved with the waiting pods that still need new NodeClaims (so those
 NodeClaims may be shared, and are not promised twice either).
 
-The closure built here is pure (a snapshot and instance types captured once per pass), so the
-core's methods can call it as often as they need, off the event loop.
+The closure built here is pure (one read of the cluster and the instance types captured once per
+pass), so the core's methods can call it as often as they need, off the event loop. A pass
+simulates dozens of candidate sets against the same read, so the read is translated for the
+core once, on the first call (`karpy.state.snapshot.TranslatedCluster`), and each simulation
+builds its snapshot from that translation without the candidates' Nodes, pods and NodeClaims;
+only the pods to place are translated per call. The answer is the one a snapshot built afresh
+from the read less the candidates would give.
 """
 
 from __future__ import annotations
 
 import datetime
+import functools
 from collections.abc import Collection, Iterable, Mapping, Sequence
 
 import attrs
@@ -46,7 +52,7 @@ from karpy.core.scheduling.results import NodeClaimPlan, Results
 from karpy.core.scheduling.scheduler import SchedulerOptions, solve
 from karpy.core.snapshot import ClusterSnapshot
 from karpy.state.pods import is_daemon_owned, is_reschedulable, is_static, is_terminal
-from karpy.state.snapshot import ClusterObjects, build_snapshot
+from karpy.state.snapshot import ClusterObjects, translate_cluster
 
 
 def _as_pending(pod: Pod) -> Pod:
@@ -175,6 +181,16 @@ def _solve(
     return solve(reserved, [*moving, *(p for p in waiting if p.uid not in placed)], options)
 
 
+def _reschedulable_by_node(pods: Sequence[Pod]) -> dict[str, list[tuple[int, Pod]]]:
+    """Every node's reschedulable pods, each with its place in `pods` (the order a candidate's
+    pods are moved in)."""
+    by_node: dict[str, list[tuple[int, Pod]]] = {}
+    for i, pod in enumerate(pods):
+        if pod.spec.node_name and is_reschedulable(pod):
+            by_node.setdefault(pod.spec.node_name, []).append((i, pod))
+    return by_node
+
+
 def simulator(
     objects: ClusterObjects,
     instance_types: Mapping[str, Sequence[InstanceType]],
@@ -200,23 +216,24 @@ def simulator(
         pods=[p for p in objects.pods if p.spec.node_name not in leaving],
     )
 
+    # Translated on the first call, then shared by every call: each simulation is the same
+    # read without its candidates (TranslatedCluster.build leaves their Nodes, their pods and
+    # their NodeClaims out), so only the pods to place are translated per call.
+    translated = functools.cache(lambda: translate_cluster(staying, instance_types))
+    by_node = functools.cache(lambda: _reschedulable_by_node(objects.pods))
+
     def simulate(candidates: Sequence[Candidate]) -> Simulation:
         nodes = {c.facts.node for c in candidates if c.facts.node}
         claims = {c.name for c in candidates}
         # The candidates' own pods, read from every pod: a candidate is never left without them.
-        moving = [p for p in objects.pods if p.spec.node_name in nodes and is_reschedulable(p)]
+        mine_in_order = sorted((x for n in nodes for x in by_node().get(n, ())), key=lambda x: x[0])
+        moving = [p for _, p in mine_in_order]
         ours = {p.metadata.uid for p in moving}
         others = [p for p in waiting if p.metadata.uid not in ours]
-        rest = attrs.evolve(
-            staying,
-            nodes=[n for n in staying.nodes if n.metadata.name not in nodes],
-            nodeclaims=[c for c in staying.nodeclaims if c.metadata.name not in claims],
-            pods=[p for p in staying.pods if p.spec.node_name not in nodes],
-        )
-        build = build_snapshot(
-            rest,
-            pending=[_as_pending(p) for p in (*moving, *others)],
-            instance_types=instance_types,
+        build = translated().build(
+            [_as_pending(p) for p in (*moving, *others)],
+            without_nodes=nodes,
+            without_claims=claims,
         )
         unplaced = [
             f"pod {e.namespace}/{e.name} cannot be placed: {e.message}"

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from karpy.apis.codec import from_dict
 from karpy.apis.kube.common import Taint as KubeTaint
 from karpy.apis.kube.node import Node as KubeNode
+from karpy.apis.kube.pod import Pod as KubePod
 from karpy.apis.kube.storage import PersistentVolumeClaim
 from karpy.apis.kube.workloads import DaemonSet
 from karpy.apis.meta import Quantity
@@ -27,10 +28,12 @@ from karpy.runtime.telemetry import Telemetry
 from karpy.state.cluster import ClusterState
 from karpy.state.snapshot import (
     ClusterObjects,
+    SnapshotBuild,
     SnapshotKinds,
     build_snapshot,
     nodepool_template,
     read_cluster,
+    translate_cluster,
 )
 from karpy.state.view import ClusterView
 from karpy.testing.instancetypes import make_instance_types
@@ -364,3 +367,117 @@ def test_namespaces_carry_their_name_label_and_any_labels_given() -> None:
         "data": ((name, "data"),),
         "team": ((name, "team"), ("tier", "a")),
     }
+
+
+def _bound_to(p: KubePod, node_name: str, namespace: str | None = None) -> KubePod:
+    meta = p.metadata if namespace is None else attrs.evolve(p.metadata, namespace=namespace)
+    return attrs.evolve(p, metadata=meta, spec=attrs.evolve(p.spec, node_name=node_name))
+
+
+def _claim(name: str, node_name: str | None, **extra: object) -> NodeClaim:
+    status: dict[str, object] = {"allocatable": {"cpu": "2", "memory": "4Gi", "pods": "10"}}
+    if node_name is not None:
+        status["nodeName"] = node_name
+    return from_dict(
+        NodeClaim,
+        {
+            "metadata": {"name": name, "labels": {wk.LABEL_NODEPOOL: "apps"}, **extra},
+            "spec": {
+                "requirements": [],
+                "nodeClassRef": {"group": "g", "kind": "K", "name": "d"},
+            },
+            "status": status,
+        },
+    )
+
+
+def _without_creation(build: SnapshotBuild) -> SnapshotBuild:
+    """`build` with its bound pods' creation indexes cleared (their order in each node kept)."""
+    nodes = []
+    for n in build.snapshot.nodes:
+        creations = [p.creation for p in n.pods]
+        assert creations == sorted(creations)  # tuple order is creation order
+        nodes.append(attrs.evolve(n, pods=tuple(attrs.evolve(p, creation=0) for p in n.pods)))
+    return attrs.evolve(build, snapshot=attrs.evolve(build.snapshot, nodes=tuple(nodes)))
+
+
+def test_a_translation_built_without_some_nodes_is_the_snapshot_of_the_read_without_them() -> None:
+    """One translation serves every build of a read: leaving Nodes, their pods and NodeClaims
+    out of a build gives the snapshot built afresh from the read without them (bound pods are
+    numbered over the whole read, so only their creation indexes differ, in the same order)."""
+    apps = {wk.LABEL_NODEPOOL: "apps", "intent": "apps", wk.LABEL_NODE_INITIALIZED: "true"}
+    a, b, c, d, e, f = inflate(6)
+    bad = pod(
+        "bad",
+        {"nodeName": "n2", "containers": [{"name": "x", "resources": {"requests": {"cpu": "x"}}}]},
+    )
+    done = from_dict(
+        KubePod,
+        {
+            "metadata": {"name": "job", "namespace": "batch", "uid": "uid-job"},
+            "spec": {"nodeName": "n1", "containers": []},
+            "status": {"phase": "Succeeded"},
+        },
+    )
+    gone = node("n3", labels=apps)
+    objects = ClusterObjects(
+        nodepools=[apps_nodepool()],
+        nodes=[
+            node("n1", labels=apps),
+            node("n2", labels=apps),
+            attrs.evolve(gone, metadata=attrs.evolve(gone.metadata, deletion_timestamp=DELETING)),
+            node("n4", labels=apps, allocatable={"cpu": "lots"}),
+        ],
+        nodeclaims=[
+            _claim("c1", "n1"),
+            _claim("c2", "n2"),
+            _claim("c2-twin", "n2"),  # a second NodeClaim naming n2: in flight once n2 is out
+            _claim("c3", "n3"),
+            _claim("flying", None),
+            _claim("leaving", None, deletionTimestamp=DELETING.isoformat()),
+        ],
+        pods=[
+            _bound_to(a, "n1"),
+            _bound_to(b, "n2", "data"),
+            _bound_to(c, "n2"),
+            _bound_to(d, "n3"),
+            _bound_to(e, "ghost", "elsewhere"),  # bound to a node not (yet) registered
+            bad,
+            done,
+        ],
+        namespaces={"team": {"tier": "a"}},
+    )
+    pending = [
+        f,
+        pod("worse", {"containers": [{"name": "x", "resources": {"requests": {"cpu": "y"}}}]}),
+    ]
+    translated = translate_cluster(objects, TYPES)
+    cases: list[tuple[set[str], set[str]]] = [
+        (set(), set()),
+        ({"n2"}, {"c2"}),
+        ({"n1"}, {"c1"}),
+        ({"n2", "n3", "ghost"}, {"c2", "c3", "flying"}),
+        ({"n4"}, set()),
+        ({"n1", "n2"}, {"c1", "c2", "c2-twin"}),
+        ({"n2"}, {"c2"}),  # again: a build leaves nothing behind for the next one
+    ]
+    for nodes, claims in cases:
+        rest = attrs.evolve(
+            objects,
+            nodes=[n for n in objects.nodes if n.metadata.name not in nodes],
+            nodeclaims=[c for c in objects.nodeclaims if c.metadata.name not in claims],
+            pods=[p for p in objects.pods if p.spec.node_name not in nodes],
+        )
+        fresh = build_snapshot(rest, pending=pending, instance_types=TYPES)
+        reused = translated.build(pending, without_nodes=nodes, without_claims=claims)
+        assert _without_creation(reused) == _without_creation(fresh), (nodes, claims)
+    # The case that made a second NodeClaim of n2 in flight, and the errors kept throughout.
+    built = translated.build(pending, without_nodes={"n2"}, without_claims={"c2"})
+    assert [(n.name, n.in_flight) for n in built.snapshot.nodes] == [
+        ("n1", False),
+        ("n2", True),
+        ("flying", True),
+    ]
+    assert [(x.kind, x.name) for x in built.errors] == [("Node", "n4"), ("Pod", "worse")]
+    assert "data" not in built.snapshot.namespaces
+    assert "elsewhere" in built.snapshot.namespaces

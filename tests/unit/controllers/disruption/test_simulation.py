@@ -9,16 +9,28 @@ from datetime import timedelta
 
 import attrs
 
+from karpy.apis.codec import from_dict
 from karpy.apis.kube.node import Node
 from karpy.apis.kube.pod import Pod
-from karpy.apis.meta import ObjectMeta
+from karpy.apis.meta import ObjectMeta, Quantity
 from karpy.apis.v1.nodeclaim import NodeClaim, NodeClaimSpec, NodeClaimStatus, NodeClassReference
 from karpy.apis.v1.taints import DISRUPTED_TAINT
 from karpy.controllers.disruption import commands
-from karpy.controllers.disruption.simulation import simulator
+from karpy.controllers.disruption.simulation import (
+    _as_pending,
+    _solve,
+    leaving_nodes,
+    offers,
+    simulator,
+    waiting_pods,
+)
 from karpy.core.disruption.candidates import Candidate, NodeFacts, PoolDisruption
+from karpy.core.disruption.consolidation import looser_if_fewer
+from karpy.core.disruption.methods import Simulation
+from karpy.core.scheduling.preferences import PreferencePolicy
 from karpy.core.scheduling.scheduler import SchedulerOptions
-from karpy.state.snapshot import ClusterObjects
+from karpy.state.pods import is_reschedulable
+from karpy.state.snapshot import ClusterObjects, build_snapshot
 from karpy.testing.instancetypes import make_instance_types
 from tests.unit.state.support import T0, apps_nodepool, inflate, node
 
@@ -246,3 +258,167 @@ def test_an_evicted_pod_keeps_its_room_until_its_controller_recreates_it() -> No
         _evicted(a), metadata=attrs.evolve(_evicted(a).metadata, owner_references=())
     )
     assert not _b_is_replaced(_race(old1, _bound(bare, "old1")))
+
+
+# One simulator answers every candidate set of a pass from one translation of the read; it must
+# answer as a snapshot built afresh for each call from the read less the candidates does.
+
+
+def _fresh(
+    objects: ClusterObjects, candidates: list[Candidate], *, relax: bool = False
+) -> Simulation:
+    """The simulation with a snapshot built for this call alone: every object of the read but
+    the leaving nodes' and the candidates' translated again."""
+    options = SchedulerOptions()
+    leaving = leaving_nodes(objects.nodes, objects.nodeclaims)
+    waiting = waiting_pods(objects, leaving)
+    nodes = {c.facts.node for c in candidates if c.facts.node}
+    claims = {c.name for c in candidates}
+    moving = [p for p in objects.pods if p.spec.node_name in nodes and is_reschedulable(p)]
+    ours = {p.metadata.uid for p in moving}
+    rest = attrs.evolve(
+        objects,
+        nodes=[n for n in objects.nodes if n.metadata.name not in leaving | nodes],
+        nodeclaims=[
+            c
+            for c in objects.nodeclaims
+            if c.status.node_name not in leaving and c.metadata.name not in claims
+        ],
+        pods=[p for p in objects.pods if p.spec.node_name not in leaving | nodes],
+    )
+    pending = [
+        _as_pending(p) for p in (*moving, *(p for p in waiting if p.metadata.uid not in ours))
+    ]
+    build = build_snapshot(rest, pending=pending, instance_types=TYPES)
+    unplaced = [
+        f"pod {e.namespace}/{e.name} cannot be placed: {e.message}"
+        for e in build.errors
+        if e.kind == "Pod" and e.uid in ours
+    ]
+    mine = [p for p in build.pods if p.uid in ours]
+    theirs = [p for p in build.pods if p.uid not in ours]
+    results = _solve(build.snapshot, theirs, mine, options)
+    if relax and results.nodeclaims:
+        ignoring = attrs.evolve(options, preference_policy=PreferencePolicy.IGNORE)
+        results = looser_if_fewer(results, _solve(build.snapshot, theirs, mine, ignoring))
+    unplaced.extend(e.message for e in results.unplaced if e.uid in ours)
+    plans = tuple(p for p in results.nodeclaims if ours.intersection(p.pods))
+    return Simulation(
+        plans=plans,
+        unplaced=tuple(unplaced),
+        offers=tuple(offers(p, TYPES) for p in plans),
+    )
+
+
+def _launched(claim: NodeClaim) -> NodeClaim:
+    """`claim` launched (its allocatable known), of the apps NodePool."""
+    room = {"cpu": Quantity("2"), "memory": Quantity("4Gi"), "pods": Quantity("10")}
+    return attrs.evolve(
+        claim,
+        metadata=attrs.evolve(claim.metadata, labels=APPS),
+        status=attrs.evolve(claim.status, allocatable=room),
+    )
+
+
+def _busy_cluster() -> ClusterObjects:
+    """Nodes with room and without, a node leaving in a command (its pods waiting), an unbound
+    pod, a launched NodeClaim without a Node (in flight), a pod that cannot be translated and a
+    DaemonSet pod on candidates, pods in two namespaces with a required spread."""
+    from karpy.apis.kube.common import LabelSelector
+    from karpy.apis.kube.pod import TopologySpreadConstraint
+
+    spread = TopologySpreadConstraint(
+        max_skew=1,
+        topology_key="kubernetes.io/hostname",
+        when_unsatisfiable="DoNotSchedule",
+        label_selector=LabelSelector(match_labels={"app": "inflate"}),
+    )
+    pods = inflate(9)
+    pods[4] = attrs.evolve(pods[4], metadata=attrs.evolve(pods[4].metadata, namespace="data"))
+    pods[5] = attrs.evolve(
+        pods[5], spec=attrs.evolve(pods[5].spec, topology_spread_constraints=(spread,))
+    )
+    broken = attrs.evolve(
+        pods[6],
+        spec=attrs.evolve(
+            pods[6].spec,
+            containers=(
+                attrs.evolve(
+                    pods[6].spec.containers[0],
+                    resources=attrs.evolve(
+                        pods[6].spec.containers[0].resources,
+                        requests={"cpu": Quantity("lots")},
+                    ),
+                ),
+            ),
+        ),
+    )
+    daemon = from_dict(
+        Pod,
+        {
+            "metadata": {
+                "name": "logs-1",
+                "namespace": "kube-system",
+                "uid": "uid-logs-1",
+                "ownerReferences": [
+                    {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "logs", "uid": "ds"}
+                ],
+            },
+            "spec": {"nodeName": "n3", "containers": []},
+        },
+    )
+    return ClusterObjects(
+        nodepools=[apps_nodepool()],
+        nodes=[
+            node("n1", labels=APPS, **SMALL),
+            node("n2", labels=APPS),
+            node("n3", labels=APPS, **SMALL),
+            node("n4", labels=APPS),
+            node("old", labels=APPS, **SMALL),
+        ],
+        nodeclaims=[
+            _launched(_claim("n1")),
+            _launched(_claim("n2")),
+            _launched(_claim("n3")),
+            _launched(_claim("n4")),
+            _launched(_claim("old", command="c1")),
+            _launched(_claim("flying")),  # no Node registered yet
+        ],
+        pods=[
+            _bound(pods[0], "n1"),
+            _bound(pods[1], "n2"),
+            _bound(pods[2], "n2"),
+            _bound(pods[3], "n3"),
+            _bound(pods[4], "n3"),
+            _bound(pods[5], "n4"),
+            _bound(broken, "n4"),
+            _bound(pods[7], "old"),
+            pods[8],  # unbound
+            daemon,
+        ],
+    )
+
+
+def test_one_simulator_answers_every_candidate_set_as_a_fresh_snapshot_would() -> None:
+    objects = _busy_cluster()
+    sets = [
+        ["n1"],
+        ["n2"],
+        ["n3"],
+        ["n4"],
+        ["n1", "n3"],
+        ["n2", "n4"],
+        ["n1", "n2", "n3", "n4"],
+        ["n3"],
+    ]
+    for relax in (False, True):
+        simulate = simulator(objects, TYPES, SchedulerOptions(), relax=relax)
+        answers = []
+        for names in sets:
+            candidates = [_candidate(n) for n in names]
+            got = simulate(candidates)
+            assert got == _fresh(objects, candidates, relax=relax), (names, relax)
+            answers.append(got)
+        # Not only empty answers: replacements, and the untranslatable pod blocking its node.
+        assert any(a.plans for a in answers)
+        assert any("lots" in u for a in answers for u in a.unplaced)
