@@ -42,7 +42,7 @@ from karpy.cloudprovider.errors import CloudProviderError
 from karpy.cloudprovider.protocol import CloudProvider
 from karpy.controllers.disruption import facts
 from karpy.controllers.disruption.queue import CommandFailedError, OrchestrationQueue
-from karpy.controllers.disruption.simulation import simulator
+from karpy.controllers.disruption.simulation import simulator, simulators
 from karpy.core.disruption.budgets import Allowance
 from karpy.core.disruption.candidates import (
     Candidate,
@@ -180,8 +180,7 @@ class DisruptionController(SingletonController):
         selection = select(node_facts, pools, now=now)
         types = await self._instance_types(selection.candidates, live)
         node_facts = facts.priced(node_facts, types)
-        simulate = simulator(objects, types, self._scheduler)
-        relaxed = simulator(objects, types, self._scheduler, relax=True)
+        simulate, relaxed = simulators(objects, types, self._scheduler)
         state = hash((fingerprint(node_facts, pools, selection, now=now), _inputs(objects)))
         settled = self._memo.settled(state, now)
         if settled:
@@ -479,14 +478,15 @@ async def explain_pass(
         Drift(),
         *consolidation_methods(consolidation or Settings()),
     )
+    simulate, relaxed = simulators(objects, types, options)
     return await asyncio.to_thread(
         disrupt,
         node_facts,
         pools,
         now=now,
-        simulate=simulator(objects, types, options),
+        simulate=simulate,
         methods=methods,
-        relaxed=simulator(objects, types, options, relax=True),
+        relaxed=relaxed,
     )
 
 

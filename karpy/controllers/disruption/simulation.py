@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import datetime
 import functools
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 import attrs
 
@@ -52,7 +52,7 @@ from karpy.core.scheduling.results import NodeClaimPlan, Results
 from karpy.core.scheduling.scheduler import SchedulerOptions, solve
 from karpy.core.snapshot import ClusterSnapshot
 from karpy.state.pods import is_daemon_owned, is_reschedulable, is_static, is_terminal
-from karpy.state.snapshot import ClusterObjects, translate_cluster
+from karpy.state.snapshot import ClusterObjects, TranslatedCluster, translate_cluster
 
 
 def _as_pending(pod: Pod) -> Pod:
@@ -191,6 +191,38 @@ def _reschedulable_by_node(pods: Sequence[Pod]) -> dict[str, list[tuple[int, Pod
     return by_node
 
 
+@attrs.frozen
+class _Read:
+    """What every simulation of one read shares: the waiting pods, and the read translated for
+    the core and each node's reschedulable pods, both made on first use."""
+
+    waiting: list[Pod]
+    translated: Callable[[], TranslatedCluster]
+    by_node: Callable[[], dict[str, list[tuple[int, Pod]]]]
+
+
+def _prepare(
+    objects: ClusterObjects, instance_types: Mapping[str, Sequence[InstanceType]]
+) -> _Read:
+    leaving = leaving_nodes(objects.nodes, objects.nodeclaims)
+    # Leaving nodes take no part but through their pods (Karpenter's: nodes marked for deletion
+    # are not scheduling targets, their pods are pending).
+    staying = attrs.evolve(
+        objects,
+        nodes=[n for n in objects.nodes if n.metadata.name not in leaving],
+        nodeclaims=[c for c in objects.nodeclaims if c.status.node_name not in leaving],
+        pods=[p for p in objects.pods if p.spec.node_name not in leaving],
+    )
+    # Translated on the first call, then shared by every call: each simulation is the same
+    # read without its candidates (TranslatedCluster.build leaves their Nodes, their pods and
+    # their NodeClaims out), so only the pods to place are translated per call.
+    return _Read(
+        waiting=waiting_pods(objects, leaving),
+        translated=functools.cache(lambda: translate_cluster(staying, instance_types)),
+        by_node=functools.cache(lambda: _reschedulable_by_node(objects.pods)),
+    )
+
+
 def simulator(
     objects: ClusterObjects,
     instance_types: Mapping[str, Sequence[InstanceType]],
@@ -204,23 +236,31 @@ def simulator(
     preferred affinities, spreads and PreferNoSchedule taints ignored, and the relaxed result
     is kept when it places more pods or needs fewer new NodeClaims: a preference never keeps a
     half-empty node alive (the pods' required terms always hold)."""
-    ignoring = attrs.evolve(options, preference_policy=PreferencePolicy.IGNORE)
-    leaving = leaving_nodes(objects.nodes, objects.nodeclaims)
-    waiting = waiting_pods(objects, leaving)
-    # Leaving nodes take no part but through their pods (Karpenter's: nodes marked for deletion
-    # are not scheduling targets, their pods are pending).
-    staying = attrs.evolve(
-        objects,
-        nodes=[n for n in objects.nodes if n.metadata.name not in leaving],
-        nodeclaims=[c for c in objects.nodeclaims if c.status.node_name not in leaving],
-        pods=[p for p in objects.pods if p.spec.node_name not in leaving],
+    return _simulator(_prepare(objects, instance_types), instance_types, options, relax=relax)
+
+
+def simulators(
+    objects: ClusterObjects,
+    instance_types: Mapping[str, Sequence[InstanceType]],
+    options: SchedulerOptions,
+) -> tuple[Simulate, Simulate]:
+    """`simulator` without and with `relax` over the same read, translated once for both."""
+    read = _prepare(objects, instance_types)
+    return (
+        _simulator(read, instance_types, options, relax=False),
+        _simulator(read, instance_types, options, relax=True),
     )
 
-    # Translated on the first call, then shared by every call: each simulation is the same
-    # read without its candidates (TranslatedCluster.build leaves their Nodes, their pods and
-    # their NodeClaims out), so only the pods to place are translated per call.
-    translated = functools.cache(lambda: translate_cluster(staying, instance_types))
-    by_node = functools.cache(lambda: _reschedulable_by_node(objects.pods))
+
+def _simulator(
+    read: _Read,
+    instance_types: Mapping[str, Sequence[InstanceType]],
+    options: SchedulerOptions,
+    *,
+    relax: bool,
+) -> Simulate:
+    ignoring = attrs.evolve(options, preference_policy=PreferencePolicy.IGNORE)
+    waiting, translated, by_node = read.waiting, read.translated, read.by_node
 
     def simulate(candidates: Sequence[Candidate]) -> Simulation:
         nodes = {c.facts.node for c in candidates if c.facts.node}

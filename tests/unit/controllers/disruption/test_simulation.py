@@ -22,6 +22,7 @@ from karpy.controllers.disruption.simulation import (
     leaving_nodes,
     offers,
     simulator,
+    simulators,
     waiting_pods,
 )
 from karpy.core.disruption.candidates import Candidate, NodeFacts, PoolDisruption
@@ -422,3 +423,12 @@ def test_one_simulator_answers_every_candidate_set_as_a_fresh_snapshot_would() -
         # Not only empty answers: replacements, and the untranslatable pod blocking its node.
         assert any(a.plans for a in answers)
         assert any("lots" in u for a in answers for u in a.unplaced)
+
+
+def test_the_strict_and_relaxed_simulators_of_one_read_answer_as_separate_ones() -> None:
+    objects = _busy_cluster()
+    strict, relaxed = simulators(objects, TYPES, SchedulerOptions())
+    for names in (["n1"], ["n2", "n4"], ["n1", "n2", "n3", "n4"]):
+        candidates = [_candidate(n) for n in names]
+        assert relaxed(candidates) == _fresh(objects, candidates, relax=True), names
+        assert strict(candidates) == _fresh(objects, candidates, relax=False), names
