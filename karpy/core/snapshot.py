@@ -15,7 +15,7 @@ import attrs
 
 from karpy.apis.v1 import labels as wk
 from karpy.core.instancetypes import InstanceType
-from karpy.core.pods import LabelPairs, Pod, freeze_labels
+from karpy.core.pods import HostPort, LabelPairs, Pod, freeze_labels
 from karpy.core.requirements import ANY, Requirement, Requirements
 from karpy.core.resources import EMPTY, Resources
 from karpy.core.taints import Taint
@@ -81,6 +81,27 @@ class Node:
     def label_requirements(self) -> Requirements:
         """The node's labels as requirements (each one a single value), computed once."""
         return Requirements.from_labels(self.labels_dict)
+
+    def amounts(self, names: tuple[str, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """Allocatable and requested amounts of `names`, in that order (kept per order of
+        names: every simulation of a pass asks again with the same one)."""
+        found = self._amounts.get(names)
+        if found is None:
+            found = (
+                tuple(self.allocatable.get_amount(n) for n in names),
+                tuple(self.requested.get_amount(n) for n in names),
+            )
+            self._amounts[names] = found
+        return found
+
+    @functools.cached_property
+    def host_ports(self) -> tuple[HostPort, ...]:
+        """Host ports its pods hold."""
+        return tuple(hp for p in self.pods for hp in p.host_ports)
+
+    @functools.cached_property
+    def _amounts(self) -> dict[tuple[str, ...], tuple[tuple[int, ...], tuple[int, ...]]]:
+        return {}
 
     @functools.cached_property
     def requested(self) -> Resources:

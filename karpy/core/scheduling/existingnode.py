@@ -57,11 +57,11 @@ class ExistingNode:
             taints = tuple(t for t in taints if t not in startup_taints)
         self.taints = taints
         self.topology = topology
-        used = node.requested
         self.names = space.names
-        self.allocatable = space.vector(node.allocatable)
-        self.used: Vector = space.vector(used)
-        self.ports: list[HostPort] = [hp for p in node.pods for hp in p.host_ports]
+        self.allocatable: Vector
+        self.used: Vector
+        self.allocatable, self.used = node.amounts(space.names)
+        self.ports: list[HostPort] = list(node.host_ports)
         self.pods: list[Pod] = []
         self.requirements = node.label_requirements
 
