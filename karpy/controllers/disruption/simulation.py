@@ -43,7 +43,7 @@ from karpy.apis.kube.pod import Pod
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.controllers.disruption import commands
 from karpy.core.disruption.candidates import Candidate
-from karpy.core.disruption.consolidation import looser_if_fewer
+from karpy.core.disruption.consolidation import looser_if_fewer, relaxing_matters
 from karpy.core.disruption.methods import Offer, Simulate, Simulation
 from karpy.core.instancetypes import InstanceType
 from karpy.core.pods import Pod as CorePod
@@ -283,7 +283,12 @@ def _simulator(
         mine = [p for p in build.pods if p.uid in ours]
         theirs = [p for p in build.pods if p.uid not in ours]
         results = _solve(build.snapshot, theirs, mine, options)
-        if relax and options.preference_policy is PreferencePolicy.RESPECT and results.nodeclaims:
+        if (
+            relax
+            and options.preference_policy is PreferencePolicy.RESPECT
+            and results.nodeclaims
+            and relaxing_matters(build.snapshot, build.pods)
+        ):
             results = looser_if_fewer(results, _solve(build.snapshot, theirs, mine, ignoring))
         # The scheduler's own explanation: which pod, and what refused it on every nodepool
         # and existing node (the line `karpy explain` prints first).

@@ -57,9 +57,10 @@ from karpy.core.disruption.methods import (
 from karpy.core.pods import Pod
 from karpy.core.requirements import Requirement
 from karpy.core.scheduling import SchedulerOptions, solve
-from karpy.core.scheduling.preferences import PreferencePolicy
+from karpy.core.scheduling.preferences import PreferencePolicy, has_preferences
 from karpy.core.scheduling.results import NodeClaimPlan, Results
 from karpy.core.snapshot import ClusterSnapshot
+from karpy.core.taints import Effect
 
 SPOT = "spot"
 MIN_SPOT_TO_SPOT_TYPES = 15
@@ -564,14 +565,30 @@ def looser_if_fewer(strict: Results, loose: Results) -> Results:
     return strict
 
 
+def relaxing_matters(snapshot: ClusterSnapshot, pods: Iterable[Pod]) -> bool:
+    """Could `pods` be placed otherwise with preferences ignored? Only when one of them has a
+    preference or a NodePool or node carries a PreferNoSchedule taint; otherwise the second
+    solve would repeat the first."""
+    soft = Effect.PREFER_NO_SCHEDULE
+    return (
+        any(has_preferences(p) for p in pods)
+        or any(t.effect is soft for p in snapshot.nodepools for t in p.taints)
+        or any(t.effect is soft for n in snapshot.nodes for t in n.taints)
+    )
+
+
 def consolidation_solve(
     snapshot: ClusterSnapshot, pods: list[Pod], options: SchedulerOptions
 ) -> Results:
     """``pods`` over ``snapshot`` as consolidation simulates them: solved as given and, when
     that needs new NodeClaims under the Respect policy, again with preferences ignored
-    (``looser_if_fewer``)."""
+    (``looser_if_fewer``) if that could place them otherwise (``relaxing_matters``)."""
     results = solve(snapshot, pods, options)
-    if results.nodeclaims and options.preference_policy is PreferencePolicy.RESPECT:
+    if (
+        results.nodeclaims
+        and options.preference_policy is PreferencePolicy.RESPECT
+        and relaxing_matters(snapshot, pods)
+    ):
         ignoring = attrs.evolve(options, preference_policy=PreferencePolicy.IGNORE)
         results = looser_if_fewer(results, solve(snapshot, pods, ignoring))
     return results

@@ -93,6 +93,20 @@ def start(pod: Pod, policy: PreferencePolicy) -> Relaxation:
     )
 
 
+def has_preferences(pod: Pod) -> bool:
+    """Would the Ignore policy place `pod` under other terms than Respect, PreferNoSchedule
+    taints aside: a preferred pod affinity or anti-affinity, a preferred node affinity, or a
+    ScheduleAnyway spread."""
+    return bool(
+        pod.preferred_pod_affinity
+        or pod.preferred_pod_anti_affinity
+        or pod.preferred_node_affinity
+        or any(
+            s.when_unsatisfiable is WhenUnsatisfiable.SCHEDULE_ANYWAY for s in pod.topology_spread
+        )
+    )
+
+
 def relax(
     pod: Pod,
     state: Relaxation,

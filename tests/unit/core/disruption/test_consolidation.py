@@ -30,14 +30,26 @@ from karpy.core.disruption.consolidation import (
     SingleNodeConsolidation,
     consolidation_methods,
     price_replacement,
+    relaxing_matters,
     savings,
 )
 from karpy.core.disruption.decision import disrupt, revalidate
 from karpy.core.disruption.methods import Command, Emptiness, Method, Offer, Simulation
-from karpy.core.pods import Container, Pod, PodUID
+from karpy.core.pods import (
+    Container,
+    LabelSelector,
+    Pod,
+    PodUID,
+    TopologySpreadConstraint,
+    WhenUnsatisfiable,
+)
 from karpy.core.requirements import Requirement, Requirements
 from karpy.core.resources import Resources
+from karpy.core.scheduling import SchedulerOptions, solve
+from karpy.core.scheduling.preferences import PreferencePolicy
 from karpy.core.scheduling.results import NodeClaimPlan
+from karpy.core.snapshot import ClusterSnapshot
+from karpy.core.taints import Effect, Taint
 from karpy.testing.fleet import Fleet, FleetNode, pool
 from karpy.testing.instancetypes import make_instance_types
 
@@ -514,3 +526,28 @@ def test_properties(nodes: list[tuple[int, int]], search: Search, budget: str) -
             # can bring a former fleet back.
             assert sorted(p.uid for p in f.pods) == pods_before
             assert f.price < before - 1e-9
+
+
+def test_preferences_are_relaxed_only_when_that_could_place_pods_otherwise() -> None:
+    start = fleet((2, 5), (2, 1))
+    plain = list(start.pods)
+    bare = ClusterSnapshot(nodepools=(ON_DEMAND_POOL,), instance_types={ON_DEMAND_POOL.name: TYPES})
+    assert not relaxing_matters(bare, plain)
+    spread = TopologySpreadConstraint(
+        wk.LABEL_TOPOLOGY_ZONE,
+        1,
+        LabelSelector(),
+        when_unsatisfiable=WhenUnsatisfiable.SCHEDULE_ANYWAY,
+    )
+    assert relaxing_matters(bare, [*plain, attrs.evolve(plain[0], topology_spread=(spread,))])
+    soft = Taint("dedicated", Effect.PREFER_NO_SCHEDULE)
+    tainted = attrs.evolve(ON_DEMAND_POOL, taints=(soft,))
+    assert relaxing_matters(attrs.evolve(bare, nodepools=(tainted,)), plain)
+    # Without either, the solve with preferences ignored is the solve with them respected.
+    respected = solve(bare, plain, SchedulerOptions())
+    ignored = solve(bare, plain, SchedulerOptions(preference_policy=PreferencePolicy.IGNORE))
+    assert respected.nodeclaims
+    assert respected.price == ignored.price
+    assert [sorted(c.pods) for c in respected.nodeclaims] == [
+        sorted(c.pods) for c in ignored.nodeclaims
+    ]
