@@ -760,6 +760,8 @@ def _solve_balanced(
         score = (len(results.unplaced), round(results.price, 6))
         if best is None or score < best[0]:
             best = (score, results, solver)
+        if score == (0, 0.0):
+            break  # every pod on existing capacity: no variant can do better (ties keep the first)
     if best is None:
         raise ValueError("no packing variant ran")
     return best[1], best[2]
