@@ -18,7 +18,7 @@ from karpy.core.instancetypes import InstanceType
 from karpy.core.pods import HostPort, LabelPairs, Pod, freeze_labels
 from karpy.core.requirements import ANY, Requirement, Requirements
 from karpy.core.resources import EMPTY, Resources
-from karpy.core.taints import Taint
+from karpy.core.taints import Effect, Taint
 
 NodePoolName = NewType("NodePoolName", str)
 NodeName = NewType("NodeName", str)
@@ -143,3 +143,11 @@ class ClusterSnapshot:
     def ordered_nodepools(self) -> tuple[NodePool, ...]:
         """NodePools by weight (highest first), then name."""
         return tuple(sorted(self.nodepools, key=lambda p: (-p.weight, p.name)))
+
+    def prefer_no_schedule(self) -> bool:
+        """Does any NodePool or node carry a PreferNoSchedule taint (the one preference that
+        lives on nodes rather than pods)?"""
+        soft = Effect.PREFER_NO_SCHEDULE
+        return any(t.effect is soft for p in self.nodepools for t in p.taints) or any(
+            t.effect is soft for n in self.nodes for t in n.taints
+        )

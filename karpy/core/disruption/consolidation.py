@@ -60,7 +60,6 @@ from karpy.core.scheduling import SchedulerOptions, solve
 from karpy.core.scheduling.preferences import PreferencePolicy, has_preferences
 from karpy.core.scheduling.results import NodeClaimPlan, Results
 from karpy.core.snapshot import ClusterSnapshot
-from karpy.core.taints import Effect
 
 SPOT = "spot"
 MIN_SPOT_TO_SPOT_TYPES = 15
@@ -361,9 +360,9 @@ def balanced(command: Command, pool_candidates: Sequence[Candidate]) -> bool:
 def worth(command: Command) -> float:
     """How karpy's single-node search ranks two commands of a kind: price saved per square root
     of the disruption caused (1 + the candidates' disruption cost). Per unit of disruption
-    outright, a replacement that moves twenty pods to save a size step always loses to deleting
-    a one-pod node, and the fleet settles with its large nodes oversized; the square root still
-    prefers the quieter of two equal savings."""
+    outright, a command that moves twenty pods to save much always loses to one that moves a
+    single pod to save little, and the fleet settles with its large nodes oversized; the square
+    root still prefers the quieter of two equal savings."""
     return savings(command) / math.sqrt(1.0 + math.fsum(c.cost for c in command.candidates))
 
 
@@ -569,12 +568,7 @@ def relaxing_matters(snapshot: ClusterSnapshot, pods: Iterable[Pod]) -> bool:
     """Could `pods` be placed otherwise with preferences ignored? Only when one of them has a
     preference or a NodePool or node carries a PreferNoSchedule taint; otherwise the second
     solve would repeat the first."""
-    soft = Effect.PREFER_NO_SCHEDULE
-    return (
-        any(has_preferences(p) for p in pods)
-        or any(t.effect is soft for p in snapshot.nodepools for t in p.taints)
-        or any(t.effect is soft for n in snapshot.nodes for t in n.taints)
-    )
+    return snapshot.prefer_no_schedule() or any(has_preferences(p) for p in pods)
 
 
 def consolidation_solve(

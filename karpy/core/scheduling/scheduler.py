@@ -45,7 +45,7 @@ from karpy.core.scheduling.topology import (
     domain_universe,
 )
 from karpy.core.snapshot import ClusterSnapshot
-from karpy.core.taints import Effect, Taint
+from karpy.core.taints import Taint
 
 # How much more than the LP's unit prices say a type is worth for a NodeClaim's mix of pods it
 # may charge before the claim stops growing onto it (see ``Solver.efficient``).
@@ -184,10 +184,7 @@ class Solver:
                 )
             )
         self.bins: list[Bin] = list(self.existing)
-        soft = Effect.PREFER_NO_SCHEDULE
-        self.prefer_no_schedule = any(
-            t.effect is soft for p in snapshot.nodepools for t in p.taints
-        ) or any(t.effect is soft for n in snapshot.nodes for t in n.taints)
+        self.prefer_no_schedule = snapshot.prefer_no_schedule()
         self.claims: list[NodeClaim] = []
         self.contexts: dict[preferences.Shape, ShapeContext] = {}
         self.pool_nodes: dict[str, int] = {}
