@@ -35,6 +35,7 @@ from __future__ import annotations
 import datetime
 import functools
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 
 import attrs
 
@@ -52,7 +53,12 @@ from karpy.core.scheduling.results import NodeClaimPlan, Results
 from karpy.core.scheduling.scheduler import SchedulerOptions, solve
 from karpy.core.snapshot import ClusterSnapshot
 from karpy.state.pods import is_daemon_owned, is_reschedulable, is_static, is_terminal
-from karpy.state.snapshot import ClusterObjects, TranslatedCluster, translate_cluster
+from karpy.state.snapshot import (
+    ClusterObjects,
+    SnapshotBuild,
+    TranslatedCluster,
+    translate_cluster,
+)
 
 
 def _as_pending(pod: Pod) -> Pod:
@@ -259,7 +265,6 @@ def _simulator(
     *,
     relax: bool,
 ) -> Simulate:
-    ignoring = attrs.evolve(options, preference_policy=PreferencePolicy.IGNORE)
     waiting, translated, by_node = read.waiting, read.translated, read.by_node
 
     def simulate(candidates: Sequence[Candidate]) -> Simulation:
@@ -275,29 +280,44 @@ def _simulator(
             without_nodes=nodes,
             without_claims=claims,
         )
-        unplaced = [
-            f"pod {e.namespace}/{e.name} cannot be placed: {e.message}"
-            for e in build.errors
-            if e.kind == "Pod" and e.uid in ours
-        ]
-        mine = [p for p in build.pods if p.uid in ours]
-        theirs = [p for p in build.pods if p.uid not in ours]
-        results = _solve(build.snapshot, theirs, mine, options)
-        if (
-            relax
-            and options.preference_policy is PreferencePolicy.RESPECT
-            and results.nodeclaims
-            and relaxing_matters(build.snapshot, build.pods)
-        ):
-            results = looser_if_fewer(results, _solve(build.snapshot, theirs, mine, ignoring))
-        # The scheduler's own explanation: which pod, and what refused it on every nodepool
-        # and existing node (the line `karpy explain` prints first).
-        unplaced.extend(e.message for e in results.unplaced if e.uid in ours)
-        plans = tuple(p for p in results.nodeclaims if ours.intersection(p.pods))
-        return Simulation(
-            plans=plans,
-            unplaced=tuple(unplaced),
-            offers=tuple(offers(p, instance_types) for p in plans),
-        )
+        return answer(build, ours, options, relax=relax, instance_types=instance_types)
 
     return simulate
+
+
+def answer(
+    build: SnapshotBuild,
+    ours: AbstractSet[str | None],
+    options: SchedulerOptions,
+    *,
+    relax: bool,
+    instance_types: Mapping[str, Sequence[InstanceType]],
+) -> Simulation:
+    """The simulation from one snapshot `build` whose pending pods are the candidates' (uids
+    `ours`) and the waiting ones: the waiting pods first, then the candidates' (`_solve`);
+    with `relax`, again with preferences ignored when that could place them otherwise."""
+    unplaced = [
+        f"pod {e.namespace}/{e.name} cannot be placed: {e.message}"
+        for e in build.errors
+        if e.kind == "Pod" and e.uid in ours
+    ]
+    mine = [p for p in build.pods if p.uid in ours]
+    theirs = [p for p in build.pods if p.uid not in ours]
+    results = _solve(build.snapshot, theirs, mine, options)
+    if (
+        relax
+        and options.preference_policy is PreferencePolicy.RESPECT
+        and results.nodeclaims
+        and relaxing_matters(build.snapshot, build.pods)
+    ):
+        ignoring = attrs.evolve(options, preference_policy=PreferencePolicy.IGNORE)
+        results = looser_if_fewer(results, _solve(build.snapshot, theirs, mine, ignoring))
+    # The scheduler's own explanation: which pod, and what refused it on every nodepool
+    # and existing node (the line `karpy explain` prints first).
+    unplaced.extend(e.message for e in results.unplaced if e.uid in ours)
+    plans = tuple(p for p in results.nodeclaims if not ours.isdisjoint(p.pods))
+    return Simulation(
+        plans=plans,
+        unplaced=tuple(unplaced),
+        offers=tuple(offers(p, instance_types) for p in plans),
+    )

@@ -18,17 +18,14 @@ from karpy.apis.v1.taints import DISRUPTED_TAINT
 from karpy.controllers.disruption import commands
 from karpy.controllers.disruption.simulation import (
     _as_pending,
-    _solve,
+    answer,
     leaving_nodes,
-    offers,
     simulator,
     simulators,
     waiting_pods,
 )
 from karpy.core.disruption.candidates import Candidate, NodeFacts, PoolDisruption
-from karpy.core.disruption.consolidation import looser_if_fewer
 from karpy.core.disruption.methods import Simulation
-from karpy.core.scheduling.preferences import PreferencePolicy
 from karpy.core.scheduling.scheduler import SchedulerOptions
 from karpy.state.pods import is_reschedulable
 from karpy.state.snapshot import ClusterObjects, build_snapshot
@@ -291,24 +288,7 @@ def _fresh(
         _as_pending(p) for p in (*moving, *(p for p in waiting if p.metadata.uid not in ours))
     ]
     build = build_snapshot(rest, pending=pending, instance_types=TYPES)
-    unplaced = [
-        f"pod {e.namespace}/{e.name} cannot be placed: {e.message}"
-        for e in build.errors
-        if e.kind == "Pod" and e.uid in ours
-    ]
-    mine = [p for p in build.pods if p.uid in ours]
-    theirs = [p for p in build.pods if p.uid not in ours]
-    results = _solve(build.snapshot, theirs, mine, options)
-    if relax and results.nodeclaims:
-        ignoring = attrs.evolve(options, preference_policy=PreferencePolicy.IGNORE)
-        results = looser_if_fewer(results, _solve(build.snapshot, theirs, mine, ignoring))
-    unplaced.extend(e.message for e in results.unplaced if e.uid in ours)
-    plans = tuple(p for p in results.nodeclaims if ours.intersection(p.pods))
-    return Simulation(
-        plans=plans,
-        unplaced=tuple(unplaced),
-        offers=tuple(offers(p, TYPES) for p in plans),
-    )
+    return answer(build, ours, options, relax=relax, instance_types=TYPES)
 
 
 def _launched(claim: NodeClaim) -> NodeClaim:
