@@ -74,6 +74,10 @@ class ExistingNode:
         self.pods: list[Pod] = []
         self.requirements = node.label_requirements
 
+    def too_full(self, vector: Vector) -> bool:
+        """Would a pod of `vector` exceed the room left here (try_add's last check, alone)?"""
+        return any(map(operator.gt, map(operator.add, self.used, vector), self.allocatable))
+
     def try_add(self, ctx: ShapeContext) -> Placement | Reject:
         """Would one pod of ``ctx`` fit here now?"""
         shape = ctx.shape

@@ -12,7 +12,6 @@ yes is remembered, so a class never rechecks a bin that is full for it.
 from __future__ import annotations
 
 import enum
-import operator
 from collections import deque
 
 import attrs
@@ -238,9 +237,7 @@ class Solver:
         steer = bool(self.weights)
         vector = ctx.vector
         for pos, bin_ in enumerate(alive):
-            if isinstance(bin_, ExistingNode) and any(
-                map(operator.gt, map(operator.add, bin_.used, vector), bin_.allocatable)
-            ):
+            if isinstance(bin_, ExistingNode) and bin_.too_full(vector):
                 # Too full for this shape: try_add would refuse it for good, after its other
                 # checks; over thousands of nodes those checks are most of a solve's time.
                 verdict: Placement | Reject = _TOO_FULL
