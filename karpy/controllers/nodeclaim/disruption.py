@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import ClassVar, Final
 
 import attrs
@@ -44,7 +44,7 @@ from karpy.apis.v1.nodepool import NodePool
 from karpy.cloudprovider import NodeClaimNotFoundError, NodeClassNotReadyError
 from karpy.cloudprovider.protocol import CloudProvider
 from karpy.cloudprovider.requirements import nodepool_requirements
-from karpy.core.drift import DriftReason, requirements_drift, static_drift
+from karpy.core.drift import HASH_VERSION, DriftReason, requirements_drift, static_drift
 from karpy.kube.client import KubeClient
 from karpy.kube.kinds import NODECLAIMS
 from karpy.runtime.clock import Clock
@@ -52,6 +52,7 @@ from karpy.runtime.logging import bind
 from karpy.runtime.reconciler import Result
 from karpy.runtime.telemetry import Telemetry
 from karpy.state.conditions import find, is_true, with_condition, without_condition
+from karpy.state.nodepools import nodepool_hash
 from karpy.state.view import ClusterView
 
 log = logging.getLogger(__name__)
@@ -143,7 +144,7 @@ class NodeClaimDisruptionController:
     async def _drift_reason(
         self, nodepool: NodePool, claim: NodeClaim, now: datetime.datetime
     ) -> str | None:
-        reason: str | None = static_drift(nodepool.metadata.annotations, claim.metadata.annotations)
+        reason: str | None = static_drift(_current_hash(nodepool), claim.metadata.annotations)
         if reason is None:
             reason = requirements_drift(nodepool_requirements(nodepool), claim.metadata.labels)
         if reason is None and await self._instance_type_gone(nodepool, claim, now):
@@ -214,3 +215,14 @@ def _consolidatable(
         now=now,
     )  # fmt: skip
     return _with_conditions(claim, updated), None
+
+
+def _current_hash(nodepool: NodePool) -> Mapping[str, str]:
+    """The NodePool's hash annotations with the hash of its template as it is now, when they are
+    of karpy's hash version: a template change is NodePoolDrifted from the first read of it, not
+    from when the nodepool.hash controller has written the new hash (until then, a label the
+    template added would be the first difference found, as RequirementsDrifted)."""
+    annotations = nodepool.metadata.annotations
+    if annotations.get(wk.ANNOTATION_NODEPOOL_HASH_VERSION) != HASH_VERSION:
+        return annotations
+    return {**annotations, wk.ANNOTATION_NODEPOOL_HASH: nodepool_hash(nodepool)}

@@ -173,6 +173,19 @@ async def test_a_template_label_change_drifts_the_nodeclaims_made_from_the_old_t
     await live.caught_up()
     assert ConditionType.DRIFTED not in _conditions(live.view.nodeclaim(kept))
 
+    # A template change read before the nodepool.hash controller has written the new hash is
+    # already NodePoolDrifted (the label it adds is not taken for a requirement first).
+    await kube.merge_patch(
+        NODEPOOLS,
+        pool_name,
+        {"spec": {"template": {"metadata": {"labels": {"example.com/team": "red"}}}}},
+    )
+    await live.caught_up()
+    await conditions(kept)
+    await live.caught_up()
+    early = _conditions(live.view.nodeclaim(kept))[ConditionType.DRIFTED]
+    assert (early.status, early.reason) == (ConditionStatus.TRUE, "NodePoolDrifted")
+
 
 async def test_a_nodeclaim_whose_labels_leave_the_pool_requirements_is_requirements_drifted(
     kube: KubeClient, pool_live: LiveView, telemetry: Telemetry
