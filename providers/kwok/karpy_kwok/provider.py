@@ -42,7 +42,7 @@ import asyncio
 import logging
 from collections.abc import Iterable, Sequence
 from datetime import timedelta
-from typing import Any, Final
+from typing import Final
 
 import attrs
 
@@ -59,19 +59,13 @@ from karpy.cloudprovider import (
     NodeClaimNotFoundError,
     NodeClassNotReadyError,
 )
-from karpy.cloudprovider.protocol import (
-    DriftReason,
-    NodeClassKind,
-    PeriodicController,
-    ProviderExtension,
-    RepairPolicy,
-)
+from karpy.cloudprovider.protocol import DriftReason, NodeClassKind, RepairPolicy
 from karpy.cloudprovider.selection import cheapest_launch, launched_nodeclaim
 from karpy.core.instancetypes import InstanceType
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import ConflictError, KubeError, NotFoundError
 from karpy.kube.kinds import NODECLAIMS, NODES
-from karpy.kube.resources import ResourceKind
+from karpy.manager import Keys, ProviderExtension, Singleton
 from karpy.runtime.clock import Clock, SystemClock
 from karpy.runtime.reconciler import Result
 from karpy.state.view import ClusterView
@@ -165,7 +159,7 @@ class KwokCloudProvider:
         # Built once per availability change, not per call: the scheduler asks for every batch.
         self._types = instance_types(self._catalog, unavailable=options.unavailable)
         self._pending: dict[str, _Pending] = {}
-        self._wakeup = asyncio.Event()
+        self._launches = Keys(LAUNCHES)
 
     @property
     def name(self) -> str:
@@ -206,7 +200,7 @@ class KwokCloudProvider:
         if delay > 0:
             due = asyncio.get_running_loop().time() + delay
             self._pending[name] = _Pending(node, launched, due)
-            self._wakeup.set()
+            self._launches.send(name)
         else:
             existing = await self._create_node(node)
             if existing is not None:
@@ -326,16 +320,16 @@ class KwokCloudProvider:
     def supported_node_classes(self) -> tuple[NodeClassKind, ...]:
         return (KWOK_NODE_CLASS,)
 
-    def extension(self) -> ProviderExtension[ResourceKind[Any]]:
+    def extension(self) -> ProviderExtension:
         """The KWOKNodeClass kind, and the pass that creates pending launches' Nodes (run at
         start, when a launch is recorded, and when the next one falls due)."""
         return ProviderExtension(
             kinds=(KWOK_NODECLASSES,),
             controllers=(
-                PeriodicController(
-                    name=LAUNCHES, reconcile_once=self.create_due_nodes, wake=self._woken
+                Singleton(
+                    name=LAUNCHES, reconcile=self.create_due_nodes, sources=(self._launches,)
                 ),
-                PeriodicController(name=GARBAGE_COLLECTION, reconcile_once=self.collect_leaked),
+                Singleton(name=GARBAGE_COLLECTION, reconcile=self.collect_leaked),
             ),
         )
 
@@ -397,10 +391,6 @@ class KwokCloudProvider:
         except NotFoundError:
             return False
         return claim.status.provider_id == node.spec.provider_id or _owns(claim.metadata.uid, node)
-
-    async def _woken(self) -> None:
-        await self._wakeup.wait()
-        self._wakeup.clear()
 
     async def create_due_nodes(self) -> Result:
         """Create the Nodes of pending launches that have fallen due; ask to run again when the
