@@ -561,7 +561,8 @@ def build_parser(prog: str = "karpy run") -> argparse.ArgumentParser:
         help=f"a cloud provider setting; repeatable [env {PROVIDER_SETTING_ENV_PREFIX}<KEY>]",
     )
     for spec in _SPECS:
-        helptext = f"{spec.help} [env {spec.env}]"
+        # argparse %-formats help text (for %(default)s); a literal % must reach it doubled.
+        helptext = f"{spec.help} [env {spec.env}]".replace("%", "%%")
         if spec.takes_value:
             parser.add_argument(spec.flag, dest=_dest(spec), default=None, help=helptext)
         else:
