@@ -107,10 +107,9 @@ def given(
     Raises OptionsError naming the flag or variable whose text its parser refuses."""
     values: dict[str, object] = {}
     for setting in settings:
-        flag_text: str | None = getattr(namespace, setting.dest)
-        source, text = (setting.flag, flag_text) if flag_text is not None else (setting.env, None)
+        source, text = setting.flag, getattr(namespace, setting.dest)
         if text is None:
-            text = environ.get(setting.env)
+            source, text = setting.env, environ.get(setting.env)
         if text is None:
             continue
         try:
@@ -132,8 +131,8 @@ def assemble(cls: type[A], values: Mapping[str, object]) -> A:
             continue
         parts = {s.part or s.env: values[s.env] for s in settings if s.env in values}
         build: Callable[[Any, Mapping[str, Any]], Any] | None = field.metadata.get(_BUILD)
-        if build is not None and parts:
-            fields[field.name] = build(field.default, parts)
-        elif parts:
-            fields[field.name] = values[settings[0].env]
+        if parts:
+            fields[field.name] = (
+                parts[settings[0].env] if build is None else build(field.default, parts)
+            )
     return cls(**fields)
