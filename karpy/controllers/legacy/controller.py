@@ -31,7 +31,6 @@ from karpy.apis.v1alpha5.translate import (
 from karpy.kube.client import KubeClient
 from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
 from karpy.kube.kinds import NODEPOOLS, PROVISIONERS, cluster_kind
-from karpy.kube.patch import replace_patch
 from karpy.kube.resources import ResourceKind
 from karpy.runtime.clock import Clock
 from karpy.runtime.reconciler import Result
@@ -219,11 +218,9 @@ class LegacyController:
                 extra={"kind": kind.kind, "name": name, "owner": owner.name},
             )
             return
-        patch = replace_patch(to_dict(current.spec), to_dict(obj.spec))
-        if patch:
-            await self._client.merge_patch(
-                kind, name, {"spec": patch}, resource_version=current.metadata.resource_version
-            )
+        wanted = attrs.evolve(current, spec=obj.spec)
+        if to_dict(wanted.spec) != to_dict(current.spec):
+            await self._client.patch(kind, current, wanted, optimistic=True)
             logger.info("updated", extra={"kind": kind.kind, "name": name, "owner": owner.name})
 
     async def _refused(

@@ -23,7 +23,10 @@ import logging
 from collections.abc import Sequence
 from typing import ClassVar, Final
 
+import attrs
+
 from karpy.apis.kube.node import Node
+from karpy.apis.meta import with_annotations
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import API_VERSION as NODECLAIM_API_VERSION
 from karpy.apis.v1.nodeclaim import NodeClaim
@@ -165,9 +168,10 @@ class NodeHealthController:
         try:
             if wk.ANNOTATION_NODECLAIM_TERMINATION_TIMESTAMP not in claim.metadata.annotations:
                 annotations = {wk.ANNOTATION_NODECLAIM_TERMINATION_TIMESTAMP: stamp}
-                await self._client.merge_patch(
-                    NODECLAIMS, name, {"metadata": {"annotations": annotations}}
+                stamped = attrs.evolve(
+                    claim, metadata=with_annotations(claim.metadata, annotations)
                 )
+                await self._client.patch(NODECLAIMS, claim, stamped)
             await self._client.delete(NODECLAIMS, name)
         except NotFoundError:
             return

@@ -26,13 +26,13 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
-from typing import Any, ClassVar, Final
+from typing import ClassVar, Final
 
 import attrs
 
 from karpy.apis.kube.node import Node
 from karpy.apis.kube.pod import Pod
-from karpy.apis.meta import ConditionStatus
+from karpy.apis.meta import ConditionStatus, with_labels
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim
 from karpy.apis.v1.taints import DISRUPTED_TAINT
@@ -47,7 +47,6 @@ from karpy.kube.client import KubeClient
 from karpy.kube.errors import ConflictError, NotFoundError
 from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
 from karpy.kube.kinds import NODECLAIMS, NODES, PODS
-from karpy.kube.patch import taint_patch
 from karpy.runtime.backoff import Backoff
 from karpy.runtime.clock import Clock
 from karpy.runtime.logging import bind
@@ -193,14 +192,16 @@ class TerminationController:
     async def _taint(self, node: Node) -> Node:
         """The Node with karpenter.sh/disrupted:NoSchedule on and excluded from external load
         balancers (one optimistic patch when the taint is missing)."""
-        patch: dict[str, Any] = taint_patch(node.spec.taints, DISRUPTED_TAINT, present=True)
-        if not patch:
+        disrupted = (DISRUPTED_TAINT.key, DISRUPTED_TAINT.effect)
+        if any((t.key, t.effect) == disrupted for t in node.spec.taints):
             return node
         # Load balancers stop sending new connections to a Node that is going away.
-        patch["metadata"] = {"labels": {wk.LABEL_EXCLUDE_FROM_LB: "true"}}
-        tainted = await self._kube.merge_patch(
-            NODES, node.metadata.name or "", patch, resource_version=node.metadata.resource_version
+        wanted = attrs.evolve(
+            node,
+            metadata=with_labels(node.metadata, {wk.LABEL_EXCLUDE_FROM_LB: "true"}),
+            spec=attrs.evolve(node.spec, taints=(*node.spec.taints, DISRUPTED_TAINT)),
         )
+        tainted = await self._kube.patch(NODES, node, wanted, optimistic=True)
         log.info("tainted node", extra={"taint": wk.TAINT_DISRUPTED_KEY})
         return tainted
 
