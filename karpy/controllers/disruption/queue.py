@@ -41,16 +41,15 @@ from opentelemetry.trace import Span
 from karpy.apis.kube.node import Node
 from karpy.apis.meta import ConditionStatus, with_annotations
 from karpy.apis.v1 import labels as wk
-from karpy.apis.v1.nodeclaim import API_VERSION as NODECLAIM_API_VERSION
 from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim
 from karpy.apis.v1.nodepool import NodePool
 from karpy.apis.v1.taints import DISRUPTED_TAINT
-from karpy.controllers.disruption import commands
+from karpy.controllers.disruption import commands, events
 from karpy.core.disruption.consolidation import candidates_price
 from karpy.core.disruption.methods import Command
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import ConflictError, KubeError, NotFoundError
-from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
+from karpy.kube.events import Recorder
 from karpy.kube.kinds import NODECLAIMS, NODES
 from karpy.kube.patch import taint_patch
 from karpy.runtime.clock import Clock
@@ -541,33 +540,10 @@ class OrchestrationQueue:
 
     async def _event(self, claim: NodeClaim, reason: str, message: str) -> None:
         now = asyncio.get_running_loop().time()
-        involved = InvolvedObject(
-            api_version=NODECLAIM_API_VERSION,
-            kind=NodeClaim.KIND,
-            name=claim.metadata.name or "",
-            uid=claim.metadata.uid or "",
-        )
-        await self._recorder.publish(
-            Event(involved=involved, type=EventType.NORMAL, reason=reason, message=message),
-            now=now,
-        )
+        await self._recorder.publish(events.on_nodeclaim(claim, reason, message), now=now)
         node = self._view.node(claim.status.node_name) if claim.status.node_name else None
         if node is not None:
-            node_ref = InvolvedObject(
-                api_version=Node.API_VERSION,
-                kind=Node.KIND,
-                name=node.metadata.name or "",
-                uid=node.metadata.uid or "",
-            )
-            await self._recorder.publish(
-                Event(
-                    involved=node_ref,
-                    type=EventType.NORMAL,
-                    reason=reason,
-                    message=message.replace("NodeClaim", "Node"),
-                ),
-                now=now,
-            )
+            await self._recorder.publish(events.on_node(node, reason, message), now=now)
 
     # ------------------------------------------------------------------ tidying
 

@@ -37,15 +37,15 @@ from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim
 from karpy.apis.v1.taints import DISRUPTED_TAINT
 from karpy.cloudprovider import CloudProvider, NodeClaimNotFoundError
+from karpy.controllers.node.termination import events
 from karpy.controllers.node.termination.eviction import (
     EVICTION_BACKOFF,
     Evictor,
-    involved_pod,
     next_to_evict,
 )
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import ConflictError, NotFoundError
-from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
+from karpy.kube.events import Recorder
 from karpy.kube.kinds import NODECLAIMS, NODES, PODS
 from karpy.runtime.backoff import Backoff
 from karpy.runtime.clock import Clock
@@ -223,15 +223,7 @@ class TerminationController:
                         extra={"pod": f"{pod.metadata.namespace}/{pod.metadata.name}"},
                     )
                     await self._recorder.publish(
-                        Event(
-                            involved=involved_pod(pod),
-                            type=EventType.WARNING,
-                            reason="TerminationGracePeriodExpiring",
-                            message=(
-                                f"Deleting the pod to accommodate the terminationTime"
-                                f" {deadline.isoformat()} of the node"
-                            ),
-                        ),
+                        events.grace_period_expiring(pod, deadline),
                         now=asyncio.get_running_loop().time(),
                     )
             return Result(requeue_after=DRAIN_RECHECK)
@@ -253,13 +245,7 @@ class TerminationController:
         log.debug("draining node", extra={"pods": len(pods), "do-not-disrupt": blocked})
         if wait is not None or blocked:
             await self._recorder.publish(
-                Event(
-                    involved=_involved_node(node),
-                    type=EventType.WARNING,
-                    reason="FailedDraining",
-                    message=f"Failed to drain node, {len(pods)} pods are waiting to be evicted",
-                ),
-                now=asyncio.get_running_loop().time(),
+                events.failed_draining(node, len(pods)), now=asyncio.get_running_loop().time()
             )
         delay = DRAIN_RECHECK if wait is None else min(wait, DRAIN_RECHECK * 10)
         if deadline is not None:
@@ -300,15 +286,6 @@ class TerminationController:
         if not provider_id:
             return None
         return next(iter(self._view.nodeclaims_with_provider_id(provider_id)), None)
-
-
-def _involved_node(node: Node) -> InvolvedObject:
-    return InvolvedObject(
-        api_version=node.api_version,
-        kind=node.kind,
-        name=node.metadata.name or "",
-        uid=node.metadata.uid or "",
-    )
 
 
 def _stuck(pod: Pod, *, now: datetime.datetime) -> bool:
