@@ -9,11 +9,13 @@ from karpy.apis.kube.pod import Pod
 from karpy.apis.meta import ObjectMeta
 from karpy.apis.v1.common import NodeClassReference
 from karpy.apis.v1.nodeclaim import NodeClaim, NodeClaimSpec
+from karpy.apis.v1alpha5.provisioner import Provisioner
 from karpy.controllers.disruption import events as disruption
+from karpy.controllers.legacy import events as legacy
 from karpy.controllers.node.termination import events as termination
 from karpy.controllers.nodeclaim import events as nodeclaim
 from karpy.kube.events import EventType, InvolvedObject, involved
-from karpy.kube.kinds import NODECLAIMS, NODES, PODS
+from karpy.kube.kinds import NODECLAIMS, NODES, PODS, PROVISIONERS
 
 POD = Pod(metadata=ObjectMeta(name="p", namespace="apps", uid="u-pod"))
 NODE = Node(metadata=ObjectMeta(name="n", uid="u-node"))
@@ -53,3 +55,16 @@ def test_constructors_keep_the_words_users_read() -> None:
     )
     on_node = disruption.on_node(NODE, "DisruptionTerminating", "Disrupting NodeClaim: Empty")
     assert (on_node.involved.kind, on_node.message) == ("Node", "Disrupting Node: Empty")
+
+
+def test_a_legacy_translation_event_names_the_v1alpha5_object_and_keeps_1024_characters() -> None:
+    provisioner = Provisioner(metadata=ObjectMeta(name="default", uid="u-prov"))
+    failed = legacy.translation_failed(PROVISIONERS, provisioner, "x" * 2000)
+    assert failed.involved == InvolvedObject(
+        api_version="karpenter.sh/v1alpha5", kind="Provisioner", name="default", uid="u-prov"
+    )
+    assert (failed.type, failed.reason, len(failed.message)) == (
+        EventType.WARNING,
+        "TranslationFailed",
+        1024,
+    )
