@@ -4,13 +4,13 @@ Pure: it replays, for one unplaced pod at the rung it ended on, the filters a ne
 each NodePool applies — NodePool requirements, taints, requirement keys, offerings, volume
 topology, resources, limits, topology, minValues — counting how many instance types each one
 removed, and it tallies why every existing node and in-flight NodeClaim refused. Karpenter prints
-one long line; this keeps the same facts as data and adds the line.
+one long line; this keeps the same facts as data and adds the line. It reads the solve's final
+``Fleet`` (its bins, and what the NodePools' limits still allow) and changes nothing.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING
 
 import attrs
 
@@ -19,6 +19,7 @@ from karpy.core.pods import Pod
 from karpy.core.requirements import Requirements
 from karpy.core.resources import format_quantity
 from karpy.core.scheduling.existingnode import Placement
+from karpy.core.scheduling.fleet import Fleet
 from karpy.core.scheduling.nodeclaim import NodeClaim, pool_verdict
 from karpy.core.scheduling.pool import PoolIndex, bits, popcount
 from karpy.core.scheduling.queue import ShapeContext
@@ -31,17 +32,12 @@ from karpy.core.scheduling.results import (
     Reject,
 )
 
-if TYPE_CHECKING:
-    from karpy.core.scheduling.scheduler import Solver
 
-
-def explain(
-    solver: Solver, pod: Pod, ctx: ShapeContext, relaxations: tuple[str, ...]
-) -> Explanation:
-    """The explanation for ``pod`` given the solver's final state."""
-    pools = tuple(_explain_pool(solver, index, ctx) for index in solver.pools)
-    existing = _summarize([node.try_add(ctx) for node in solver.existing])
-    claims = _summarize([claim.try_add(ctx) for claim in solver.claims if claim.pods])
+def explain(fleet: Fleet, pod: Pod, ctx: ShapeContext, relaxations: tuple[str, ...]) -> Explanation:
+    """The explanation for ``pod`` given the solve's final fleet."""
+    pools = tuple(_explain_pool(fleet, index, ctx) for index in fleet.pools)
+    existing = _summarize([node.try_add(ctx) for node in fleet.existing])
+    claims = _summarize([claim.try_add(ctx) for claim in fleet.claims if claim.pods])
     return Explanation(
         pod=pod.key,
         uid=pod.uid,
@@ -116,7 +112,7 @@ def _pool_steps(index: PoolIndex) -> list[FilterStep]:
     return steps
 
 
-def _explain_pool(solver: Solver, index: PoolIndex, ctx: ShapeContext) -> PoolExplanation:
+def _explain_pool(fleet: Fleet, index: PoolIndex, ctx: ShapeContext) -> PoolExplanation:
     steps = _pool_steps(index)
     offered = index.filter.offered
     start = remaining = len(index.types)
@@ -133,7 +129,7 @@ def _explain_pool(solver: Solver, index: PoolIndex, ctx: ShapeContext) -> PoolEx
         steps.append(FilterStep(verdict.kind, verdict.detail, remaining, 0))
         return PoolExplanation(index.pool.name, offered, tuple(steps))
     shape = ctx.shape
-    reqs = solver.merges.merge(index.template, shape.requirements)
+    reqs = fleet.merges.merge(index.template, shape.requirements)
     if reqs is None:
         bad = index.template.conflict(shape.requirements)
         detail = bad.message() if bad else "requirements conflict"
@@ -151,7 +147,7 @@ def _explain_pool(solver: Solver, index: PoolIndex, ctx: ShapeContext) -> PoolEx
     _step(steps, ReasonKind.OFFERING, _offering_detail(reqs), mask, start=start)
     if shape.volume_requirements and mask:
         for alt in shape.volume_requirements:
-            merged = solver.merges.merge(reqs, alt)
+            merged = fleet.merges.merge(reqs, alt)
             if merged is not None and mask & index.req_mask(merged):
                 mask &= index.req_mask(merged)
                 break
@@ -163,12 +159,12 @@ def _explain_pool(solver: Solver, index: PoolIndex, ctx: ShapeContext) -> PoolEx
     if mask:
         short: Counter[str] = Counter()
         for i in bits(mask):
-            for r, name in enumerate(solver.space.names):
+            for r, name in enumerate(fleet.space.names):
                 if index.alloc[i][r] < need[r]:
                     short[name] += 1
         mask &= index.fits_mask(need)
         lacking = ", ".join(
-            f"{name} (needs {format_quantity(name, need[solver.space.names.index(name)])},"
+            f"{name} (needs {format_quantity(name, need[fleet.space.names.index(name)])},"
             f" {count} types too small)"
             for name, count in sorted(short.items())
         )
@@ -176,16 +172,16 @@ def _explain_pool(solver: Solver, index: PoolIndex, ctx: ShapeContext) -> PoolEx
         detail = f"insufficient {lacking or 'resources'}{overhead}"
         _step(steps, ReasonKind.RESOURCES, detail, mask, start=start)
     if mask:
-        mask &= solver.limit_mask(index)
-        _step(steps, ReasonKind.LIMIT, _limit_detail(solver, index), mask, start=start)
+        mask &= fleet.limit_mask(index)
+        _step(steps, ReasonKind.LIMIT, _limit_detail(fleet, index), mask, start=start)
     if mask:
         probe = NodeClaim(
             index,
-            max_types=solver.options.max_instance_types,
+            max_types=fleet.max_types,
             name="(new)",
             mask=mask,
-            topology=solver.topology,
-            merges=solver.merges,
+            topology=fleet.topology,
+            merges=fleet.merges,
         )
         verdict2 = probe.try_add(ctx)
         if isinstance(verdict2, Reject):
@@ -224,13 +220,13 @@ def _offering_detail(reqs: Requirements) -> str:
     return "no available offering for " + ("; ".join(parts) if parts else "these requirements")
 
 
-def _limit_detail(solver: Solver, index: PoolIndex) -> str:
+def _limit_detail(fleet: Fleet, index: PoolIndex) -> str:
     name = index.pool.name
-    if index.node_limit is not None and solver.pool_nodes[name] >= index.node_limit:
+    if index.node_limit is not None and fleet.nodes_in(name) >= index.node_limit:
         return f"nodepool limit nodes={index.node_limit} reached"
-    charged = solver.pool_charged[name]
+    charged = fleet.charged(name)
     parts = []
-    for r, resource in enumerate(solver.space.names):
+    for r, resource in enumerate(fleet.space.names):
         if resource in index.limit_names:
             limit = index.pool.limits.get_amount(resource)
             left = max(limit - charged[r], 0)

@@ -1,9 +1,9 @@
 """After the greedy pass: lower the plan's price without breaking any constraint.
 
-Pure and deterministic. Two steps, both moving pods only through the solver's own ``try_add``
+Pure and deterministic. Two steps, both moving pods only through the bins' own ``try_add``
 checks, so no constraint can break, and both bounded by a fixed budget of checks:
 
-* ``improve`` dissolves NodeClaims whose pods all fit elsewhere (existing nodes, other
+* ``dissolve`` dissolves NodeClaims whose pods all fit elsewhere (existing nodes, other
   NodeClaims), emptiest first, keeping a move only when the total price drops and otherwise
   restoring every touched bin exactly;
 * ``peel`` takes single pods off NodeClaims they tipped onto a bigger instance type and puts them
@@ -12,19 +12,23 @@ checks, so no constraint can break, and both bounded by a fixed budget of checks
 Dissolving moves only "simple" pods (no topology count, no host port), which makes every undo
 exact; peeling also moves pods with zonal (non-hostname) topology, but only into the same
 domains, so no count changes.
+
+Both work on the solve's ``Fleet`` (its bins, and the NodePool accounting that opening and
+retiring NodeClaims keeps) and read, per placed pod, the ``ShapeContext`` it was placed with.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
 
 from karpy.core.pods import Pod
 from karpy.core.scheduling.existingnode import ExistingNode, Placement, SavedState
+from karpy.core.scheduling.fleet import Fleet
 from karpy.core.scheduling.nodeclaim import NodeClaim
 from karpy.core.scheduling.queue import ShapeContext
 
-if TYPE_CHECKING:
-    from karpy.core.scheduling.scheduler import Solver
+Contexts = Mapping[str, ShapeContext]
+"""Per placed pod's uid, the context it was placed with."""
 
 _EPSILON = 1e-6  # prices are quoted to six decimals; smaller "gains" are rounding
 # NodeClaims fully checked as a new home for one peeled pod at a price, and NodeClaims cheaply
@@ -35,24 +39,24 @@ PEEL_SCAN = 512
 PEEL_BATCH = 8
 
 
-def improve(solver: Solver) -> int:
-    """Dissolve NodeClaims where that lowers the total price; returns how many were removed."""
-    budget = solver.improve_budget
+def dissolve(fleet: Fleet, contexts: Contexts, budget: int) -> int:
+    """Dissolve NodeClaims where that lowers the total price, spending at most ``budget``
+    checks; returns how many were removed."""
     removed = 0
     order = sorted(
-        (c for c in solver.claims if c.pods), key=lambda c: (len(c.pods), c.price(), c.name)
+        (c for c in fleet.claims if c.pods), key=lambda c: (len(c.pods), c.price(), c.name)
     )
     for source in order:
         if budget <= 0:
             break
-        contexts = [solver.pod_context[p.uid] for p in source.pods if p.uid in solver.pod_context]
-        if len(contexts) != len(source.pods) or not all(ctx.simple for ctx in contexts):
+        found = [contexts[p.uid] for p in source.pods if p.uid in contexts]
+        if len(found) != len(source.pods) or not all(ctx.simple for ctx in found):
             continue
         old_price = source.price()
         touched: dict[int, tuple[ExistingNode | NodeClaim, SavedState, float]] = {}
-        targets = [b for b in solver.bins if b is not source and (b.pods or b.kind == "node")]
+        targets = [b for b in fleet.bins if b is not source and (b.pods or b.kind == "node")]
         moved = True
-        for pod, ctx in zip(source.pods, contexts, strict=True):
+        for pod, ctx in zip(source.pods, found, strict=True):
             for target in targets:
                 budget -= 1
                 verdict = target.try_add(ctx)
@@ -71,10 +75,7 @@ def improve(solver: Solver) -> int:
         before = old_price + sum(p for _, _, p in touched.values())
         after = sum(t.price() for t, _, _ in touched.values() if isinstance(t, NodeClaim))
         if moved and after < before - _EPSILON:
-            for pod in source.pods:
-                owner = next(t for t, _, _ in touched.values() if pod in t.pods)
-                solver.placed_on[pod.uid] = owner
-            solver.retire(source)
+            fleet.retire(source)
             removed += 1
             continue
         for target, saved, _ in touched.values():
@@ -82,7 +83,7 @@ def improve(solver: Solver) -> int:
     return removed
 
 
-def peel(solver: Solver) -> int:
+def peel(fleet: Fleet, contexts: Contexts, budget: int) -> int:
     """Move pods off NodeClaims they tipped onto a bigger, pricier instance type.
 
     Greedy NodeClaims grow one pod at a time, so the last few pods often push a NodeClaim past a
@@ -92,15 +93,15 @@ def peel(solver: Solver) -> int:
     they cost less in total than that saving — NodeClaims with room in their cheapest type
     first, else other NodeClaims, else a new NodeClaim chosen as the solver would (NodePool
     weight first). Pods with zonal topology only move within the domains they leave, so no count
-    changes. A batch that does not pay is undone exactly. Returns the number of pods moved.
+    changes. A batch that does not pay is undone exactly. Spends at most ``budget`` checks;
+    returns the number of pods moved.
     """
-    budget = solver.improve_budget
     moved = 0
-    for claim in sorted(solver.claims, key=lambda c: (-c.price(), c.name)):
+    for claim in sorted(fleet.claims, key=lambda c: (-c.price(), c.name)):
         progress = True
         while progress and budget > 0 and claim.pods:
             progress = False
-            for ctx, pods in _movable_groups(solver, claim):
+            for ctx, pods in _movable_groups(contexts, claim):
                 found = {k: claim.requirements.single_value(k) for k in ctx.topology.keys}
                 home = {k: v for k, v in found.items() if v is not None}
                 budget -= 1
@@ -110,7 +111,7 @@ def peel(solver: Solver) -> int:
                 if batch is None:
                     continue
                 count, gain = batch
-                ok, spent = _move(solver, claim, ctx, home, pods[:count], gain)
+                ok, spent = _move(fleet, claim, ctx, home, pods[:count], gain)
                 budget -= spent
                 if ok:
                     moved += count
@@ -119,11 +120,11 @@ def peel(solver: Solver) -> int:
     return moved
 
 
-def _movable_groups(solver: Solver, claim: NodeClaim) -> list[tuple[ShapeContext, list[Pod]]]:
+def _movable_groups(contexts: Contexts, claim: NodeClaim) -> list[tuple[ShapeContext, list[Pod]]]:
     """The claim's movable pods grouped by shape, newest first (deterministic order)."""
     groups: dict[int, tuple[ShapeContext, list[Pod]]] = {}
     for pod in reversed(claim.pods):
-        ctx = solver.pod_context.get(pod.uid)
+        ctx = contexts.get(pod.uid)
         if ctx is None or not ctx.movable:
             continue
         groups.setdefault(id(ctx), (ctx, []))[1].append(pod)
@@ -146,7 +147,7 @@ def _batch_to_shed(claim: NodeClaim, ctx: ShapeContext, available: int) -> tuple
 
 
 def _move(
-    solver: Solver,
+    fleet: Fleet,
     source: NodeClaim,
     ctx: ShapeContext,
     home: dict[str, str],
@@ -158,23 +159,23 @@ def _move(
     source_pods = list(source.pods)  # pods leave from the middle; save() only undoes appends
     saved: dict[int, tuple[NodeClaim, SavedState]] = {}
     opened: list[NodeClaim] = []
-    done: list[tuple[Pod, NodeClaim]] = []
+    done = 0
     spent = 0
     total = 0.0
     for pod in pods:
         # Each moving pod leaves its domains' counts and re-enters the same ones at its new
         # home, so counts end where they started (and need no undo).
-        solver.topology.record(ctx.topology, hostname=source.hostname, domains=home, weight=-1)
+        fleet.topology.record(ctx.topology, hostname=source.hostname, domains=home, weight=-1)
         used, mask = source.without(pod, ctx)
         source.remove(pod, used, mask)
-        best, cost = _best_home(solver, source, ctx, home)
+        best, cost = _best_home(fleet, source, ctx, home)
         spent += cost
         if best is None:
-            solver.topology.record(ctx.topology, hostname=source.hostname, domains=home)
+            fleet.topology.record(ctx.topology, hostname=source.hostname, domains=home)
             break
         delta, target, placement, is_new = best
         if is_new:
-            solver.open(target, placement)
+            fleet.open(target, placement)
             ctx.alive.append(target)
             opened.append(target)
         elif id(target) not in saved:
@@ -182,31 +183,29 @@ def _move(
         placement.domains = dict(home)
         target.commit(placement, pod, ctx)
         total += delta
-        done.append((pod, target))
-    if len(done) == len(pods) and total < gain - _EPSILON:
-        for pod, target in done:
-            solver.placed_on[pod.uid] = target
+        done += 1
+    if done == len(pods) and total < gain - _EPSILON:
         return True, spent
     for target, state in saved.values():
         target.restore(state)
     for target in opened:
-        solver.retire(target)
+        fleet.retire(target)
     source.restore(source_state)
     source.pods[:] = source_pods
     return False, spent
 
 
 def _best_home(
-    solver: Solver, source: NodeClaim, ctx: ShapeContext, home: dict[str, str]
+    fleet: Fleet, source: NodeClaim, ctx: ShapeContext, home: dict[str, str]
 ) -> tuple[tuple[float, NodeClaim, Placement, bool] | None, int]:
     """Where one peeled pod would cost least, in exactly the domains it leaves: a NodeClaim with
     room in its cheapest type (found by a cheap scan of up to ``PEEL_SCAN`` candidates), else
     one of the first ``PEEL_TARGETS`` that take it at a price, else a new NodeClaim. Returns
     (delta price, target, placement, is new) and the budget spent."""
-    check = solver.pinned_context(ctx, home) if home else ctx
+    check = fleet.pinned_context(ctx, home) if home else ctx
     best: tuple[float, NodeClaim, Placement, bool] | None = None
     tried = scanned = 0
-    for target in solver.refresh(ctx):
+    for target in fleet.refresh(ctx):
         if target is source or not isinstance(target, NodeClaim) or not target.pods:
             continue
         scanned += 1
@@ -224,7 +223,7 @@ def _best_home(
             if delta <= _EPSILON:
                 break  # a free home: nothing can beat it
     if best is None or best[0] > _EPSILON:
-        probe = solver.probe_claim(check)
+        probe = fleet.probe_claim(check)
         if probe is not None and _same_domains(probe[1], home):
             fresh, placement = probe
             delta = fresh.index.cheapest_price(placement.mask, placement.requirements)

@@ -6,7 +6,7 @@ returns its dual prices y_r: what one more unit of resource r costs in that opti
 cost less than the LP optimum, and the duals say which types are worth buying: a type t with
 price_t = alloc_t · y is one a fractional optimum may buy; price_t / (alloc_t · y) - 1 is how
 much more t charges for what it holds. The solver steers NodeClaims onto types near 1 (see
-``Solver.efficient``).
+``Steering.efficient``).
 
 The program has one row per resource (a handful) and one column per instance type (hundreds),
 so a revised simplex whose basis is only as wide as the row count is exact enough and fast:

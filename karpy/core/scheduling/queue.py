@@ -3,7 +3,9 @@
 Pure: identical pending pods (same owner and the same scheduling shape — everything but uid, name
 and creation order) form one class, placed together, which is what keeps throughput flat at tens of
 thousands of pods. Classes are ordered as Karpenter orders pods: CPU request descending, then
-memory descending, then creation order, then UID, so the result is deterministic.
+memory descending, then creation order, then UID, so the result is deterministic. The first
+pass then takes pods from the classes in one of two orders: interleaved in proportion to class
+size (``interleaved_order``), or balancing memory against CPU (``balanced_order``).
 """
 
 from __future__ import annotations
@@ -95,3 +97,65 @@ def classify(pods: Iterable[Pod]) -> list[tuple[Pod, list[Pod]]]:
         )
     )
     return [(rep, members) for rep, members, _ in out]
+
+
+def interleaved_order(classes: list[PodClass]) -> list[int]:
+    """Classes interleaved in proportion to their size, queue order within each round."""
+    keyed: list[tuple[float, int]] = []
+    for ci, cls in enumerate(classes):
+        n = len(cls.pods)
+        keyed.extend(((k + 0.5) / n, ci) for k in range(n))
+    keyed.sort()
+    return [ci for _, ci in keyed]
+
+
+def balanced_order(classes: list[PodClass]) -> list[int]:
+    """The first pass's order of pods, as class indices: large pods first, and CPU-heavy and
+    memory-heavy pods interleaved so that every prefix of the order asks for memory and CPU in
+    about the ratio of the whole batch.
+
+    Pods whose memory:CPU ratio is at most the batch's go on one pile and the rest on the other,
+    each pile largest first (size: the larger of CPU and memory over the batch ratio); the order
+    takes from the memory pile while what it has taken so far leans to CPU, and from the CPU pile
+    otherwise. A NodeClaim filled from this stream ends with its requests in the batch's shape,
+    the shape the LP's cheapest types are chosen for, instead of holding only CPU-heavy pods
+    (a compute-optimised type with idle memory) or only memory-heavy ones. Classes interleave
+    pod by pod, so identical pods spread over NodeClaims too. Pure and deterministic.
+    """
+    cpu_total = mem_total = 0
+    shapes: list[tuple[int, int, int]] = []
+    for ci, cls in enumerate(classes):
+        cpu, mem = cls.requests.get_amount(CPU), cls.requests.get_amount(MEMORY)
+        cpu_total += cpu * len(cls.pods)
+        mem_total += mem * len(cls.pods)
+        shapes.append((cpu, mem, ci))
+    if cpu_total == 0 or mem_total == 0:
+        return [ci for ci, cls in enumerate(classes) for _ in cls.pods]
+    tau = mem_total / cpu_total
+
+    def size(shape: tuple[int, int, int]) -> tuple[float, int]:
+        return (-max(shape[0] * tau, shape[1]), shape[2])
+
+    cpu_pile = sorted((s for s in shapes if s[1] <= s[0] * tau), key=size)
+    mem_pile = sorted((s for s in shapes if s[1] > s[0] * tau), key=size)
+    left = [len(c.pods) for c in classes]
+    order: list[int] = []
+    lean = 0.0  # memory taken minus tau times CPU taken
+    i = j = 0
+    while i < len(cpu_pile) or j < len(mem_pile):
+        if i >= len(cpu_pile) or j >= len(mem_pile):
+            take_mem = i >= len(cpu_pile)
+        elif lean == 0:  # at the start (or exactly balanced) the larger pod goes first
+            take_mem = size(mem_pile[j]) < size(cpu_pile[i])
+        else:
+            take_mem = lean < 0
+        cpu, mem, ci = mem_pile[j] if take_mem else cpu_pile[i]
+        order.append(ci)
+        lean += mem - tau * cpu
+        left[ci] -= 1
+        if not left[ci]:
+            if take_mem:
+                j += 1
+            else:
+                i += 1
+    return order

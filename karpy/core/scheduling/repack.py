@@ -7,7 +7,7 @@ order. Solved on their own, the pods of those NodeClaims form a new, small batch
 shape, and the solver often packs them onto fewer or cheaper types.
 
 ``repack`` ranks the plan's NodeClaims by waste — one minus what their pods are worth at the
-LP's unit prices (``Solver.weights``) over the NodeClaim's price — takes a window of the worst,
+LP's unit prices (``Steering.weights``) over the NodeClaim's price — takes a window of the worst,
 solves their pods alone (new NodeClaims only, the NodePools' limits less what the rest of the
 plan and the existing nodes already hold) and keeps the result when it is strictly cheaper and
 places every pod. A window that does not pay slides on by half its width. Only NodeClaims whose

@@ -7,6 +7,10 @@ else an in-flight NodeClaim of this solve, else a new NodeClaim from the first N
 that can hold it; a pod that fits nowhere is relaxed one preference and queued again, and the
 loop ends when a full pass makes no progress. Each (shape, bin) refusal that can never turn into a
 yes is remembered, so a class never rechecks a bin that is full for it.
+
+The solve's bins and the NodePool accounting live in ``fleet``, the LP's guidance of growing
+NodeClaims in ``steering``, the pod order in ``queue``; the improvement steps (``improve``)
+and the explanations of unplaced pods (``explain``) work on the same ``Fleet``.
 """
 
 from __future__ import annotations
@@ -18,17 +22,22 @@ import attrs
 
 from karpy.apis.v1 import labels as wk
 from karpy.core.pods import Pod, PodUID
-from karpy.core.requirements import Requirement, Requirements
-from karpy.core.resources import CPU, MEMORY, Resources
+from karpy.core.resources import Resources
 from karpy.core.scheduling import explain as explain_mod
+from karpy.core.scheduling import improve as improve_mod
 from karpy.core.scheduling import preferences
 from karpy.core.scheduling import repack as repack_mod
 from karpy.core.scheduling.existingnode import ExistingNode, Placement
-from karpy.core.scheduling.improve import improve, peel
-from karpy.core.scheduling.lp import covering_lp
-from karpy.core.scheduling.nodeclaim import MergeCache, NodeClaim, finalize, pool_verdict
+from karpy.core.scheduling.fleet import Bin, Fleet
+from karpy.core.scheduling.nodeclaim import NodeClaim, finalize
 from karpy.core.scheduling.pool import PoolIndex, ResourceSpace, build_space
-from karpy.core.scheduling.queue import PodClass, ShapeContext, classify
+from karpy.core.scheduling.queue import (
+    PodClass,
+    ShapeContext,
+    balanced_order,
+    classify,
+    interleaved_order,
+)
 from karpy.core.scheduling.results import (
     Explanation,
     NodeClaimPlan,
@@ -38,21 +47,15 @@ from karpy.core.scheduling.results import (
     RelaxedPod,
     Results,
 )
-from karpy.core.scheduling.topology import (
-    HOSTNAME,
-    DomainSource,
-    ShapeTopology,
-    Topology,
-    domain_universe,
-)
+from karpy.core.scheduling.steering import Steering, unit_weights
+from karpy.core.scheduling.topology import DomainSource, Topology, domain_universe
 from karpy.core.snapshot import ClusterSnapshot
-from karpy.core.taints import Taint
 
 # How much more than the LP's unit prices say a type is worth for a NodeClaim's mix of pods it
-# may charge before the claim stops growing onto it (see ``Solver.efficient``).
+# may charge before the claim stops growing onto it (see ``Steering.efficient``).
 EFFICIENCY_SLACK = 0.2
 # How close to a type the LP buys a larger type must be for a claim to grow towards it through
-# a poorly fitting cheaper one (``Solver.efficient``).
+# a poorly fitting cheaper one (``Steering.efficient``).
 REACH_SLACK = 0.02
 ALLOW_UNDEFINED = frozenset(wk.WELL_KNOWN_LABELS | wk.AWS_WELL_KNOWN_LABELS)
 _EPSILON = 1e-9
@@ -111,11 +114,10 @@ class SchedulerOptions:
     packing: Packing = attrs.field(default=Packing.BALANCED, converter=Packing)
 
 
-Bin = ExistingNode | NodeClaim
-
-
 class Solver:
-    """One solve's mutable working state (never shared, never reused)."""
+    """One solve's mutable working state (never shared, never reused): the pending pods in
+    classes, the greedy pass that places them on the ``fleet`` (guided by ``steering``), the
+    improvement steps after it, and the ``Results`` it freezes into."""
 
     def __init__(
         self,
@@ -127,7 +129,6 @@ class Solver:
     ):
         """``base``: a solver over the same NodePools and instance types (limits may differ)
         whose resource space, indexes and domains this one reuses — a repack window."""
-        self.snapshot = snapshot
         self.options = options
         karpenter = options.packing is Packing.KARPENTER
         self.variant = variant or Variant(ordered=not karpenter, balanced=False, steer=False)
@@ -152,75 +153,34 @@ class Solver:
             self.space = base.space
             indexes = {index.pool.name: index for index in base.pools}
             self.pools = [indexes[p.name].with_limits(p) for p in snapshot.ordered_nodepools()]
-        self.weights: dict[str, list[list[float]]] = {}
-        if self.variant.steer:
-            self.weights = unit_weights(self.pools, self.classes)
+        weights = unit_weights(self.pools, self.classes) if self.variant.steer else {}
+        self.steering = Steering(weights, slack=EFFICIENCY_SLACK, reach_slack=REACH_SLACK)
         self.universe: dict[str, tuple[DomainSource, ...]] = (
             base.universe if base else domain_universe(snapshot, self.pools)
         )
-        self.topology = Topology(universe=self.universe, namespaces=snapshot.namespaces)
-        self.merges = MergeCache()
+        topology = Topology(universe=self.universe, namespaces=snapshot.namespaces)
         # Register every constraint group the pending pods may use, at any relaxation rung.
         for cls in self.classes:
             full = preferences.shape(cls.representative, preferences.Relaxation(), cls.requests)
-            self.topology.register(full)
-        startup: dict[str, tuple[Taint, ...]] = {
-            p.name: p.startup_taints for p in snapshot.nodepools
-        }
-        self.existing: list[ExistingNode] = []
-        nodes = sorted(snapshot.nodes, key=lambda n: (not n.initialized, n.in_flight, n.name))
-        for node in nodes:
-            for pod in node.pods:
-                self.topology.register_existing(pod)
-        for node in nodes:
-            node_labels = node.labels_dict
-            for pod in node.pods:
-                self.topology.seed(pod, node_labels)
-            self.existing.append(
-                ExistingNode(
-                    node,
-                    space=self.space,
-                    topology=self.topology,
-                    startup_taints=startup.get(node.nodepool or "", ()),
-                )
-            )
-        self.bins: list[Bin] = list(self.existing)
+            topology.register(full)
+        self.fleet = Fleet(
+            snapshot,
+            space=self.space,
+            pools=self.pools,
+            topology=topology,
+            max_types=options.max_instance_types,
+        )
         self.prefer_no_schedule = snapshot.prefer_no_schedule()
-        self.claims: list[NodeClaim] = []
-        self.contexts: dict[preferences.Shape, ShapeContext] = {}
-        self.pool_nodes: dict[str, int] = {}
-        self.pool_charged: dict[str, list[int]] = {}
-        for index in self.pools:
-            self.pool_nodes[index.pool.name] = 0
-            self.pool_charged[index.pool.name] = [0] * len(self.space.names)
-        for node in snapshot.nodes:
-            if node.nodepool in self.pool_nodes:
-                self.pool_nodes[node.nodepool] += 1
-                charged = self.pool_charged[node.nodepool]
-                for r, amount in enumerate(self.space.vector(node.capacity)):
-                    charged[r] += amount
-        self.placed_on: dict[str, Bin] = {}
+        # Per placed pod, the context it was placed with; per pod placed after relaxing, how.
         self.pod_context: dict[str, ShapeContext] = {}
         self.relaxed: dict[PodUID, tuple[str, ...]] = {}
-        self.pinned: dict[tuple[preferences.Shape, tuple[tuple[str, str], ...]], ShapeContext] = {}
-        self.reach: dict[tuple[int, int], bool] = {}
 
-    # ------------------------------------------------------------------ contexts
     def context(self, cls: PodClass) -> ShapeContext:
         """The cached context of ``cls`` at its current rung."""
         if cls.context is not None and cls.context_state == cls.state:
             return cls.context
         shape = preferences.shape(cls.representative, cls.state, cls.requests)
-        ctx = self.contexts.get(shape)
-        if ctx is None:
-            st = self.topology.for_shape(shape)
-            ctx = ShapeContext(
-                shape=shape,
-                vector=self.space.vector(cls.requests),
-                topology=st,
-                host_blockers=host_blockers(st),
-            )
-            self.contexts[shape] = ctx
+        ctx = self.fleet.context(shape, cls.requests)
         cls.context, cls.context_state = ctx, cls.state
         return ctx
 
@@ -229,12 +189,13 @@ class Solver:
         """Place ``pod`` on the first bin that takes it for free (an existing node, or a
         NodeClaim whose cheapest type still holds it), looking at most ``lookahead`` bins past
         the first that takes it at a price; else on that first one; else on a new NodeClaim."""
-        alive = self.refresh(ctx)
+        alive = self.fleet.refresh(ctx)
         dead: set[int] | None = None
         chosen: tuple[Bin, Placement] | None = None
         first: tuple[Bin, Placement] | None = None
         lookahead = self.lookahead
-        steer = bool(self.weights)
+        steering = self.steering
+        steer = bool(steering.weights)
         vector = ctx.vector
         for pos, bin_ in enumerate(alive):
             if isinstance(bin_, ExistingNode) and bin_.too_full(vector):
@@ -247,7 +208,7 @@ class Solver:
                 if isinstance(bin_, ExistingNode) or _free(bin_, verdict):
                     chosen = (bin_, verdict)
                     break
-                if not steer or self.efficient(bin_, verdict):
+                if not steer or steering.efficient(bin_, verdict):
                     if first is None:
                         first = (bin_, verdict)
                 else:
@@ -269,186 +230,12 @@ class Solver:
             for pos in sorted(dead, reverse=True):
                 del alive[pos]
         if chosen is None:
-            chosen = self.new_claim(ctx)
+            chosen = self.fleet.new_claim(ctx)
             if chosen is None:
                 return False
         bin_, placement = chosen
         bin_.commit(placement, pod, ctx)
-        self.placed_on[pod.uid] = bin_
         return True
-
-    def efficient(self, claim: NodeClaim, placement: Placement) -> bool:
-        """May ``claim`` take a pod at a price (onto the type ``placement`` leaves cheapest)?
-
-        The LP's unit prices (``unit_weights``) give the claim's pods a worth, and every type a
-        *shape ratio* for them: its price over the worth of the largest scaled copy of those
-        pods it holds (``shape_ratio``; 1 is a type the LP would buy for that mix). The claim
-        may move onto the new type when its ratio is at most 1 + ``EFFICIENCY_SLACK`` or no
-        worse than the ratio of the type it is on now. The slack absorbs how spot prices differ
-        between sizes of one family; a dearer family is further off: a CPU-shaped claim does not
-        grow onto a memory-optimised type when its compute-optimised one runs out of memory,
-        nor onto amd64 because arm64 has no type that large. The pod opens a new NodeClaim
-        instead, which can land on a cheap type again.
-        """
-        weights = self.weights.get(claim.index.pool.name)
-        if weights is None:
-            return True
-        index = claim.index
-        base = index.overhead_vec
-        content = [u - o for u, o in zip(placement.used, base, strict=True)]
-        worth = _worth(weights, content)
-        if worth <= 0:
-            return True
-        after = index.cheapest_index(placement.mask, placement.requirements)
-        if after is None:
-            return True
-        ratio = self.shape_ratio(index, after, placement.requirements, content, worth)
-        if ratio <= 1 + EFFICIENCY_SLACK:
-            return True
-        now = index.cheapest_index(claim.mask, claim.requirements)
-        if now is None:
-            return True
-        if ratio <= self.shape_ratio(index, now, claim.requirements, content, worth):
-            return True
-        # The cheapest type that holds the pods now may be a poor fit while a larger one the
-        # LP would buy still holds them (a CPU-shaped claim past the largest general-purpose
-        # size, on its way to the compute-optimised one twice as large): grow towards it.
-        # Only frontier types can score best (``PoolIndex.frontier``).
-        # Answers are kept per claim and type set: a claim's mask changes only when it grows,
-        # and its shape barely moves with one more pod.
-        key = (id(claim), placement.mask)
-        found = self.reach.get(key)
-        if found is None:
-            limit = 1 + REACH_SLACK
-            reqs = placement.requirements
-            found = any(
-                placement.mask >> i & 1
-                and self.shape_ratio(index, i, reqs, content, worth) <= limit
-                for i in index.frontier()
-            )
-            self.reach[key] = found
-        return found
-
-    @staticmethod
-    def shape_ratio(
-        index: PoolIndex, i: int, reqs: Requirements, content: list[int], worth: float
-    ) -> float:
-        """Type ``i``'s price over what it is worth for pods shaped like ``content``: the
-        largest scaled copy of ``content`` it holds, at the LP's prices (``worth`` is
-        ``content``'s). 1 is a type the LP would buy for that mix; a memory-optimised type
-        holding a CPU-shaped mix scores its whole idle memory against it."""
-        base = index.overhead_vec
-        copies = min(
-            ((a - o) / c for a, o, c in zip(index.alloc[i], base, content, strict=True) if c > 0),
-            default=0.0,
-        )
-        if copies <= 0:
-            return float("inf")
-        return index.cheapest_price(1 << i, reqs) / (copies * worth)
-
-    def pinned_context(self, ctx: ShapeContext, home: dict[str, str]) -> ShapeContext:
-        """``ctx``'s shape pinned to the domains in ``home``, without topology rules.
-
-        For the improvement step: a pod moving to another bin in exactly the domains it leaves
-        changes no topology count, so every spread, affinity and anti-affinity rule that held
-        still holds; only requirements, taints, ports and room need checking.
-        """
-        key = (ctx.shape, tuple(sorted(home.items())))
-        found = self.pinned.get(key)
-        if found is None:
-            pins = tuple(Requirement(k, False, frozenset({v})) for k, v in sorted(home.items()))
-            shape = attrs.evolve(
-                ctx.shape,
-                requirements=ctx.shape.requirements.add(*pins),
-                spreads=(),
-                affinity=(),
-                anti_affinity=(),
-                required_anti_affinity=0,
-            )
-            found = ShapeContext(
-                shape=shape, vector=ctx.vector, topology=self.topology.for_shape(shape)
-            )
-            self.pinned[key] = found
-        return found
-
-    def refresh(self, ctx: ShapeContext) -> list[Bin]:
-        """``ctx``'s candidate bins, with the bins opened since it last looked appended."""
-        if ctx.scanned < len(self.bins):
-            fresh = self.bins[ctx.scanned :]
-            for counts, level in ctx.host_blockers:
-                fresh = [b for b in fresh if counts.get(b.hostname, 0) < level]
-            ctx.alive.extend(fresh)
-            ctx.scanned = len(self.bins)
-        return ctx.alive
-
-    def new_claim(self, ctx: ShapeContext) -> tuple[Bin, Placement] | None:
-        """Open a NodeClaim from the first NodePool (by weight) that can take the shape."""
-        found = self.probe_claim(ctx)
-        if found is None:
-            return None
-        claim, placement = found
-        self.open(claim, placement)
-        return claim, placement
-
-    def probe_claim(self, ctx: ShapeContext) -> tuple[NodeClaim, Placement] | None:
-        """The NodeClaim ``new_claim`` would open for ``ctx``, without opening it."""
-        for index in self.pools:
-            if not index.types or pool_verdict(index, ctx) is not None:
-                continue
-            mask = self.limit_mask(index)
-            if not mask:
-                continue
-            claim = NodeClaim(
-                index,
-                max_types=self.options.max_instance_types,
-                name=f"{index.pool.name}-{len(self.claims) + 1:05d}",
-                mask=mask,
-                topology=self.topology,
-                merges=self.merges,
-            )
-            verdict = claim.try_add(ctx)
-            if isinstance(verdict, Placement):
-                return claim, verdict
-        return None
-
-    def limit_mask(self, index: PoolIndex) -> int:
-        """Types a new NodeClaim of ``index`` may use without breaking the pool's limits."""
-        name = index.pool.name
-        if index.node_limit is not None and self.pool_nodes[name] >= index.node_limit:
-            return 0
-        if index.limit_vec is None:
-            return index.full
-        charged = self.pool_charged[name]
-        remaining = tuple(
-            limit - used for limit, used in zip(index.limit_vec, charged, strict=True)
-        )
-        return index.within_mask(remaining)
-
-    def open(self, claim: NodeClaim, placement: Placement) -> None:
-        """Count a new NodeClaim against its pool, about to take its first pod (``placement``).
-
-        Resource limits are charged the largest capacity among the instance types that pod
-        leaves it (Karpenter subtracts the largest of the narrowed options), and the charge then
-        follows the NodeClaim as later pods narrow it (``NodeClaim.track_limits``).
-        """
-        self.claims.append(claim)
-        self.bins.append(claim)
-        name = claim.index.pool.name
-        self.pool_nodes[name] += 1
-        if claim.index.limit_vec is not None:
-            claim.track_limits(self.pool_charged[name], placement.mask)
-
-    @property
-    def improve_budget(self) -> int:
-        """Checks each improvement step may spend."""
-        pods = sum(len(c.pods) for c in self.claims) + sum(len(n.pods) for n in self.existing)
-        return max(10_000, self.options.improve_budget_per_pod * pods)
-
-    def retire(self, claim: NodeClaim) -> None:
-        """Drop an emptied NodeClaim (its pods moved elsewhere) and refund its pool."""
-        claim.pods.clear()
-        self.pool_nodes[claim.index.pool.name] -= 1
-        claim.release()
 
     def run(self) -> None:
         """Interleaved first pass, then the queue loop for whatever failed (Karpenter's
@@ -525,12 +312,28 @@ class Solver:
             stalled = 0 if placed or relaxed else stalled + 1
             queue.append(cls)
 
+    # ------------------------------------------------------------------ improvement
+    @property
+    def improve_budget(self) -> int:
+        """Checks each improvement step may spend."""
+        return max(10_000, self.options.improve_budget_per_pod * self.fleet.pod_count())
+
+    def improve(self) -> None:
+        """Lower the greedy plan's price: dissolve NodeClaims, then peel pods off NodeClaims
+        they tipped onto a bigger type (``improve``)."""
+        improve_mod.dissolve(self.fleet, self.pod_context, self.improve_budget)
+        improve_mod.peel(self.fleet, self.pod_context, self.improve_budget)
+
     # ------------------------------------------------------------------ output
+    def price(self) -> float:
+        """The plan's price now: its NodeClaims that hold pods."""
+        return sum(c.price() for c in self.fleet.claims if c.pods)
+
     def results(self, greedy_price: float) -> Results:
         """Freeze the working state into ``Results``."""
         plans: list[NodeClaimPlan] = []
         failed: list[tuple[Pod, NodeClaim, Reject]] = []
-        for claim in self.claims:
+        for claim in self.fleet.claims:
             if not claim.pods:
                 continue
             plan = finalize(
@@ -546,7 +349,7 @@ class Solver:
                 plans.append(plan)
         nominations = tuple(
             Nomination(pod.uid, node.name)
-            for node in self.existing
+            for node in self.fleet.existing
             for pod in sorted(node.pods, key=lambda p: (p.creation, p.uid))
         )
         unplaced: list[Explanation] = []
@@ -554,7 +357,7 @@ class Solver:
             if not cls.pods:
                 continue
             ctx = self.context(cls)
-            first = explain_mod.explain(self, cls.pods[0], ctx, tuple(cls.relaxations))
+            first = explain_mod.explain(self.fleet, cls.pods[0], ctx, tuple(cls.relaxations))
             unplaced.append(first)
             # Identical pods share the explanation; only the names differ.
             unplaced.extend(explain_mod.rename(first, pod) for pod in cls.pods[1:])
@@ -571,141 +374,11 @@ class Solver:
         return Results(tuple(plans), nominations, tuple(unplaced), greedy_price, relaxed)
 
 
-def interleaved_order(classes: list[PodClass]) -> list[int]:
-    """Classes interleaved in proportion to their size, queue order within each round."""
-    keyed: list[tuple[float, int]] = []
-    for ci, cls in enumerate(classes):
-        n = len(cls.pods)
-        keyed.extend(((k + 0.5) / n, ci) for k in range(n))
-    keyed.sort()
-    return [ci for _, ci in keyed]
-
-
-def balanced_order(classes: list[PodClass]) -> list[int]:
-    """The first pass's order of pods, as class indices: large pods first, and CPU-heavy and
-    memory-heavy pods interleaved so that every prefix of the order asks for memory and CPU in
-    about the ratio of the whole batch.
-
-    Pods whose memory:CPU ratio is at most the batch's go on one pile and the rest on the other,
-    each pile largest first (size: the larger of CPU and memory over the batch ratio); the order
-    takes from the memory pile while what it has taken so far leans to CPU, and from the CPU pile
-    otherwise. A NodeClaim filled from this stream ends with its requests in the batch's shape,
-    the shape the LP's cheapest types are chosen for, instead of holding only CPU-heavy pods
-    (a compute-optimised type with idle memory) or only memory-heavy ones. Classes interleave
-    pod by pod, so identical pods spread over NodeClaims too. Pure and deterministic.
-    """
-    cpu_total = mem_total = 0
-    shapes: list[tuple[int, int, int]] = []
-    for ci, cls in enumerate(classes):
-        cpu, mem = cls.requests.get_amount(CPU), cls.requests.get_amount(MEMORY)
-        cpu_total += cpu * len(cls.pods)
-        mem_total += mem * len(cls.pods)
-        shapes.append((cpu, mem, ci))
-    if cpu_total == 0 or mem_total == 0:
-        return [ci for ci, cls in enumerate(classes) for _ in cls.pods]
-    tau = mem_total / cpu_total
-
-    def size(shape: tuple[int, int, int]) -> tuple[float, int]:
-        return (-max(shape[0] * tau, shape[1]), shape[2])
-
-    cpu_pile = sorted((s for s in shapes if s[1] <= s[0] * tau), key=size)
-    mem_pile = sorted((s for s in shapes if s[1] > s[0] * tau), key=size)
-    left = [len(c.pods) for c in classes]
-    order: list[int] = []
-    lean = 0.0  # memory taken minus tau times CPU taken
-    i = j = 0
-    while i < len(cpu_pile) or j < len(mem_pile):
-        if i >= len(cpu_pile) or j >= len(mem_pile):
-            take_mem = i >= len(cpu_pile)
-        elif lean == 0:  # at the start (or exactly balanced) the larger pod goes first
-            take_mem = size(mem_pile[j]) < size(cpu_pile[i])
-        else:
-            take_mem = lean < 0
-        cpu, mem, ci = mem_pile[j] if take_mem else cpu_pile[i]
-        order.append(ci)
-        lean += mem - tau * cpu
-        left[ci] -= 1
-        if not left[ci]:
-            if take_mem:
-                j += 1
-            else:
-                i += 1
-    return order
-
-
-def unit_weights(pools: list[PoolIndex], classes: list[PodClass]) -> dict[str, list[list[float]]]:
-    """Per NodePool, the LP's prices per unit of each resource (``lp.covering_lp``: buy
-    fractional nodes of the pool's types, each less its DaemonSet overhead, to hold every
-    pending pod's requests); pools whose LP has no solution are left out (no steering there).
-
-    When the optimum fills its types in CPU and memory at once, the dual prices are not
-    unique: any split of a type's price between its CPU and its memory is optimal, and one that
-    puts it all on memory would call a memory-optimised type as cheap as the compute-optimised
-    one the LP buys. So the LP is solved once with CPU and once with memory demand raised by
-    1 %, which makes each dual unique, and a type is worth the *smaller* of its two valuations
-    (``Solver.excess``): what it is surely worth, whichever resource turns out scarce."""
-    if not classes or not pools:
-        return {}
-    space = pools[0].space
-    size = len(space.names)
-    demand = [0] * size
-    for cls in classes:
-        vec = space.vector(cls.requests)
-        for r in range(size):
-            demand[r] += vec[r] * len(cls.pods)
-    rows = [r for r in range(size) if demand[r] > 0]
-    bumps = [k for k, r in enumerate(rows) if space.names[r] in (CPU, MEMORY)] or [-1]
-    out: dict[str, list[list[float]]] = {}
-    for index in pools:
-        if not index.types:
-            continue
-        frontier = index.frontier()
-        columns = [
-            [max(0, index.alloc[i][r] - index.overhead_vec[r]) / demand[r] for r in rows]
-            for i in frontier
-        ]
-        prices = [index.cheapest_price(1 << i, index.template) for i in frontier]
-        found_all: list[list[float]] = []
-        for bump in bumps:
-            want = [1.01 if k == bump else 1.0 for k in range(len(rows))]
-            found = covering_lp(columns, prices, want)
-            if found is None:
-                break
-            weights = [0.0] * size
-            for k, r in enumerate(rows):
-                weights[r] = found.duals[k] / demand[r]
-            found_all.append(weights)
-        else:
-            out[index.pool.name] = found_all
-    return out
-
-
-def _worth(weights: list[list[float]], content: list[int]) -> float:
-    """What ``content`` is surely worth at the LP's prices (the smaller valuation)."""
-    return min(sum(w * c for w, c in zip(ws, content, strict=True)) for ws in weights)
-
-
 def _free(claim: NodeClaim, placement: Placement) -> bool:
     """Does adding the pod leave the NodeClaim's price unchanged (it fits in the slack)?"""
     index = claim.index
     after = index.cheapest_price(placement.mask, placement.requirements)
     return after <= claim.price() + _EPSILON
-
-
-def host_blockers(st: ShapeTopology) -> tuple[tuple[dict[str, int], int], ...]:
-    """Hostname counts that, once at the level given, close a bin to a shape for good."""
-    out: list[tuple[dict[str, int], int]] = []
-    for rule in st.rules:
-        grp = rule.group
-        if grp.id.key != HOSTNAME:
-            continue
-        if rule.role == "anti-affinity":
-            out.append((grp.counts, 1))
-        elif rule.role == "inverse-anti-affinity":
-            out.append((grp.owners, 1))
-        elif rule.role == "spread":
-            out.append((grp.counts, grp.id.max_skew))
-    return tuple(out)
 
 
 def _space(snapshot: ClusterSnapshot, requests: list[Resources]) -> ResourceSpace:
@@ -730,16 +403,16 @@ def solve(
     if opts.packing is Packing.KARPENTER:
         solver = Solver(snapshot, pods, opts)
         solver.run()
-        return solver.results(sum(c.price() for c in solver.claims if c.pods))
+        return solver.results(solver.price())
     results, solver = _solve_balanced(snapshot, pods, opts)
-    if not opts.improve or not solver.weights:
+    if not opts.improve or not solver.steering.weights:
         return results
     movable = frozenset(
         PodUID(uid)
         for uid, ctx in solver.pod_context.items()
         if ctx.simple and PodUID(uid) not in solver.relaxed
     )
-    shape = repack_mod.Shape(solver.space, solver.weights, movable)
+    shape = repack_mod.Shape(solver.space, solver.steering.weights, movable)
 
     def window(sub: ClusterSnapshot, moving: list[Pod]) -> Results:
         return _solve_balanced(sub, moving, opts, base=solver)[0]
@@ -756,10 +429,9 @@ def _solve_balanced(
     for variant in variants:
         solver = Solver(snapshot, pods, opts, variant, base)
         solver.run()
-        greedy = sum(c.price() for c in solver.claims if c.pods)
+        greedy = solver.price()
         if opts.improve:
-            improve(solver)
-            peel(solver)
+            solver.improve()
         results = solver.results(greedy)
         score = (len(results.unplaced), round(results.price, 6))
         if best is None or score < best[0]:

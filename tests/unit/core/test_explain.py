@@ -169,7 +169,7 @@ def test_min_values_broken_at_the_final_cut_is_explained_per_nodepool() -> None:
     pod = b.pod(cpu="3")
     solver = Solver(b.snapshot([pool]), [pod], SchedulerOptions())
     solver.run()
-    assert [len(c.pods) for c in solver.claims] == [1]
+    assert [len(c.pods) for c in solver.fleet.claims] == [1]
     solver.options = attrs.evolve(solver.options, max_instance_types=1)
     results = solver.results(0.0)
     assert not results.nodeclaims

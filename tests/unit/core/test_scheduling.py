@@ -19,7 +19,7 @@ from karpy.core.pods import (
 )
 from karpy.core.resources import Resources
 from karpy.core.scheduling import Results, SchedulerOptions, solve
-from karpy.core.scheduling.improve import improve
+from karpy.core.scheduling.improve import dissolve
 from karpy.core.scheduling.scheduler import Solver
 from karpy.core.snapshot import DaemonSet
 from karpy.core.taints import Effect, Taint, Toleration, TolerationOperator
@@ -605,22 +605,25 @@ def _one_claim_per_pod(pending: list[Pod]) -> Solver:
     for cls in solver.classes:
         ctx = solver.context(cls)
         for pod in cls.pods:
-            opened = solver.new_claim(ctx)
+            opened = solver.fleet.new_claim(ctx)
             assert opened is not None
             claim, placement = opened
             claim.commit(placement, pod, ctx)
-            solver.placed_on[pod.uid] = claim
             solver.pod_context[pod.uid] = ctx
         cls.pods.clear()
     return solver
+
+
+def _dissolve(solver: Solver) -> int:
+    return dissolve(solver.fleet, solver.pod_context, solver.improve_budget)
 
 
 def test_improvement_dissolves_a_nodeclaim_whose_pods_fit_elsewhere_for_less() -> None:
     # Two it-1 NodeClaims holding 400m each: one it-1 holds both for half the price.
     pending = b.pods(2, cpu="400m")
     solver = _one_claim_per_pod(pending)
-    greedy = sum(c.price() for c in solver.claims)
-    assert improve(solver) == 1
+    greedy = sum(c.price() for c in solver.fleet.claims)
+    assert _dissolve(solver) == 1
     results = solver.results(greedy)
     (claim,) = results.nodeclaims
     assert set(claim.pods) == {p.uid for p in pending}
@@ -631,13 +634,13 @@ def test_improvement_dissolves_a_nodeclaim_whose_pods_fit_elsewhere_for_less() -
 def test_improvement_keeps_nodeclaims_when_dissolving_saves_nothing() -> None:
     # 600m twice needs it-2, which costs as much as two it-1: every touched bin is restored.
     solver = _one_claim_per_pod(b.pods(2, cpu="600m"))
-    before = [(c.mask, c.used, list(c.pods), c.requirements) for c in solver.claims]
-    assert improve(solver) == 0
-    assert [(c.mask, c.used, list(c.pods), c.requirements) for c in solver.claims] == before
+    before = [(c.mask, c.used, list(c.pods), c.requirements) for c in solver.fleet.claims]
+    assert _dissolve(solver) == 0
+    assert [(c.mask, c.used, list(c.pods), c.requirements) for c in solver.fleet.claims] == before
 
 
 def test_improvement_never_dissolves_pods_with_host_ports() -> None:
     pending = [b.pod(f"p{i}", cpu="400m", host_ports=(HostPort(8000 + i),)) for i in range(2)]
     solver = _one_claim_per_pod(pending)
-    assert improve(solver) == 0
-    assert all(len(c.pods) == 1 for c in solver.claims)
+    assert _dissolve(solver) == 0
+    assert all(len(c.pods) == 1 for c in solver.fleet.claims)
