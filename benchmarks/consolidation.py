@@ -34,9 +34,9 @@ from pathlib import Path
 from karpy.apis.v1 import labels as wk
 from karpy.core.disruption.budgets import BudgetSpec
 from karpy.core.disruption.candidates import PoolDisruption
-from karpy.core.disruption.consolidation import Search, Settings, consolidation_methods, moved
-from karpy.core.disruption.decision import disrupt
-from karpy.core.disruption.methods import Emptiness, Method
+from karpy.core.disruption.consolidation import Search, Settings, moved
+from karpy.core.disruption.decision import disrupt, disruption_methods
+from karpy.core.disruption.methods import Emptiness
 from karpy.core.pods import Pod
 from karpy.core.requirements import Requirement, Requirements
 from karpy.core.resources import CPU
@@ -161,7 +161,7 @@ def diverse_fleet(count: int, seed: int = 42) -> Fleet:
 
 
 def consolidate(fleet: Fleet, search: Search, max_commands: int) -> dict[str, float]:
-    methods: tuple[Method, ...] = (Emptiness(), *consolidation_methods(Settings(search=search)))
+    methods = disruption_methods(Settings(search=search))
     start_price, start_nodes = fleet.price, len(fleet.nodes)
     pods_moved = commands = passes = 0
     times: list[float] = []

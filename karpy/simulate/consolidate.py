@@ -1,9 +1,10 @@
 """`karpy simulate --consolidate`: what consolidation would do to a scenario's existing nodes.
 
 The scenario's nodes with their pods are the fleet. Each step runs the disruption controller's
-pure pass (karpy.core.disruption.decision.disrupt: Emptiness, then multi-node and single-node
-consolidation, with the NodePools' `disruption` settings and budgets) against a simulation that
-answers as the controller's does: the candidates' pods re-placed by the scheduler over the other
+pure pass (karpy.core.disruption.decision.disrupt with the controller's methods: nothing in a
+scenario is drifted, so Emptiness, then multi-node and single-node consolidation act, with the
+NodePools' `disruption` settings and budgets) against a simulation that answers as the
+controller's does: the candidates' pods re-placed by the scheduler over the other
 nodes, then new NodeClaims. Each command is applied as the orchestration queue would run it
 (replacement launched as its cheapest allowed offering, candidates removed, their pods where the
 solve put them) and the next pass runs on the result, until a pass has nothing to do. The last
@@ -33,13 +34,9 @@ import attrs
 from karpy.apis.kube.workloads import PodDisruptionBudget, PodDisruptionBudgetStatus
 from karpy.apis.v1 import labels as wk
 from karpy.core.disruption.candidates import Candidate, NodeFacts, PodFacts, PoolDisruption, Skip
-from karpy.core.disruption.consolidation import (
-    Settings,
-    consolidation_methods,
-    consolidation_solve,
-)
-from karpy.core.disruption.decision import disrupt
-from karpy.core.disruption.methods import Command, Emptiness, Method, Offer, Simulation
+from karpy.core.disruption.consolidation import Settings, consolidation_solve
+from karpy.core.disruption.decision import disrupt, disruption_methods
+from karpy.core.disruption.methods import Command, Offer, Simulation
 from karpy.core.disruption.pdb import desired_healthy, disruptions_allowed
 from karpy.core.instancetypes import InstanceType
 from karpy.core.pods import Pod
@@ -290,7 +287,7 @@ def consolidate(
     with what `protection` protects; `pending` pods count toward the PDBs covering them."""
     protection = protection or Protection()
     settings = settings or Settings()
-    methods: tuple[Method, ...] = (Emptiness(), *consolidation_methods(settings))
+    methods = disruption_methods(settings)
     fleet = _Fleet(snapshot, options)
     types = snapshot.instance_types
     steps: list[Step] = []

@@ -103,8 +103,8 @@ class OrchestrationQueue:
     """Start commands (`submit`), finish or roll back every command recorded on the API server.
 
     `run()` works until `stop()`; on start it adopts the commands a previous process left.
-    `busy` names the NodeClaims of commands being started right now (the view may not show
-    their annotations yet), so the disruption pass leaves them alone.
+    `starting()` names the NodeClaims of commands being started right now (the view may not
+    show their annotations yet), so the disruption pass leaves them alone.
     """
 
     name: ClassVar[str] = "disruption.queue"
@@ -132,7 +132,7 @@ class OrchestrationQueue:
         self._started: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
         self._waited: dict[str, float] = {}
         self._starting: set[str] = set()
-        self.busy: set[str] = set()
+        self._busy: set[str] = set()
         self._queue: WorkQueue[str] = WorkQueue(self.name, telemetry=telemetry)
         self._runner: Runner[str] = Runner(
             self.name,
@@ -176,6 +176,11 @@ class OrchestrationQueue:
         """Re-check a command now (a NodeClaim of it changed)."""
         self._queue.add(command_id)
 
+    def starting(self) -> frozenset[str]:
+        """The NodeClaims of commands being started right now: the view may not show their
+        annotations yet, so the disruption pass must not pick them again."""
+        return frozenset(self._busy)
+
     def in_flight(self) -> int:
         return len(commands.in_flight(self._view.nodeclaims()))
 
@@ -212,7 +217,7 @@ class OrchestrationQueue:
             savings=_savings(command),
         )
         self._meta[command_id] = meta
-        self.busy.update(names)
+        self._busy.update(names)
         # Until its last replacement is created, the command's own writes wake its key; the
         # reconcile must not judge a command that is still being written.
         self._starting.add(command_id)
@@ -259,7 +264,7 @@ class OrchestrationQueue:
                 extra={"command-id": command_id, "error": str(error)},
             )
             await self._rollback(command_id, why=str(error), candidates=names, replacements=created)
-            self.busy.difference_update(names)
+            self._busy.difference_update(names)
             self._starting.discard(command_id)
             msg = f"disruption command {command_id}: {error}"
             raise CommandFailedError(msg) from error
@@ -272,7 +277,7 @@ class OrchestrationQueue:
                     REASON_LAUNCHING,
                     f"Launching NodeClaim: {meta.reason}/{meta.decision.capitalize()}",
                 )
-        self.busy.difference_update(names)
+        self._busy.difference_update(names)
         self._queue.add(command_id)
         return command_id
 
@@ -575,7 +580,7 @@ class OrchestrationQueue:
         """Remove stale disrupted taints and finished replacement annotations, and adopt any
         recorded command that is not queued. Runs before every disruption pass."""
         claims = self._view.nodeclaims()
-        for node in commands.stale_taints(self._view.nodes(), claims, self.busy):
+        for node in commands.stale_taints(self._view.nodes(), claims, self._busy):
             log.info("removing stale disrupted taint", extra={"node": node.metadata.name})
             await _write_taint(self._client, self._view, node, present=False)
         for claim in commands.finished_replacements(claims):

@@ -24,6 +24,7 @@ from karpy.core.disruption.candidates import (
 )
 from karpy.core.disruption.consolidation import (
     MultiNodeConsolidation,
+    Settings,
     SingleNodeConsolidation,
     validate,
 )
@@ -41,18 +42,23 @@ from karpy.core.disruption.methods import (
     decide,
 )
 
-DEFAULT_METHODS: tuple[Method, ...] = (
-    Emptiness(),
-    StaticDrift(),
-    Drift(),
-    MultiNodeConsolidation(),
-    SingleNodeConsolidation(),
-)
-"""Karpenter's order; the first method that yields commands wins a pass."""
+
+def disruption_methods(settings: Settings | None = None) -> tuple[Method, ...]:
+    """The disruption methods in Karpenter's order (the first that yields commands wins a
+    pass), consolidation with `settings`: the one list the controller, `karpy explain`,
+    `karpy simulate --consolidate` and the benchmarks ask."""
+    settings = settings or Settings()
+    return (
+        Emptiness(),
+        StaticDrift(),
+        Drift(),
+        MultiNodeConsolidation(settings),
+        SingleNodeConsolidation(settings),
+    )
 
 
 @attrs.frozen(kw_only=True)
-class Decision:
+class PassResult:
     """A pass: the candidates and who was left out, the allowances it decided within, and the
     method's commands."""
 
@@ -136,12 +142,14 @@ def disrupt(
     *,
     now: float,
     simulate: Simulate,
-    methods: Sequence[Method] = DEFAULT_METHODS,
+    methods: Sequence[Method] | None = None,
     relaxed: Simulate | None = None,
     cleared: frozenset[str] = frozenset(),
-) -> Decision:
+) -> PassResult:
     """One pass over `nodes` (every NodeClaim in the cluster) and the live `pools`; `cleared`
-    names candidates single-node consolidation need not simulate again (`MethodInput`)."""
+    names candidates single-node consolidation need not simulate again (`MethodInput`);
+    `methods` defaults to `disruption_methods()`."""
+    methods = disruption_methods() if methods is None else methods
     selection = select(nodes, pools, now=now)
     counts = pool_counts(nodes)
     budgets = {name: pool.budgets for name, pool in pools.items()}
@@ -158,7 +166,7 @@ def disrupt(
         cleared=cleared,
     )
     kept = unconsolidatable(nodes, pools, selection, outcome, methods)
-    return Decision(selection=selection, allowances=by_reason, outcome=outcome, kept=kept)
+    return PassResult(selection=selection, allowances=by_reason, outcome=outcome, kept=kept)
 
 
 def fingerprint(

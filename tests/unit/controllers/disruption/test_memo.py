@@ -4,7 +4,7 @@ nothing, for at most five minutes; candidates already simulated are not simulate
 
 from __future__ import annotations
 
-from karpy.controllers.disruption.controller import CONSOLIDATED_TTL, _Memo
+from karpy.controllers.disruption.passes import CONSOLIDATED_TTL, Memo
 from karpy.core.disruption.methods import Command, Pass, Reason
 
 NOW = 1_800_000_000.0
@@ -15,7 +15,7 @@ def _nothing(*, examined: frozenset[str], complete: bool) -> Pass:
 
 
 def test_a_complete_pass_that_found_nothing_settles_until_the_state_changes() -> None:
-    memo = _Memo()
+    memo = Memo()
     assert not memo.settled(1, NOW)
     memo.record(_nothing(examined=frozenset({"a", "b"}), complete=True), NOW)
     assert memo.settled(1, NOW + 10)
@@ -26,7 +26,7 @@ def test_a_complete_pass_that_found_nothing_settles_until_the_state_changes() ->
 
 
 def test_an_incomplete_pass_clears_its_candidates_without_settling() -> None:
-    memo = _Memo()
+    memo = Memo()
     assert not memo.settled(7, NOW)
     memo.record(_nothing(examined=frozenset({"a"}), complete=False), NOW)
     assert not memo.settled(7, NOW + 10)
@@ -37,7 +37,7 @@ def test_an_incomplete_pass_clears_its_candidates_without_settling() -> None:
 
 
 def test_a_command_forgets_everything() -> None:
-    memo = _Memo()
+    memo = Memo()
     memo.settled(3, NOW)
     memo.record(_nothing(examined=frozenset({"a"}), complete=False), NOW)
     command = Command(method="emptiness", reason=Reason.EMPTY, candidates=())
@@ -47,7 +47,7 @@ def test_a_command_forgets_everything() -> None:
 
 
 def test_the_five_minute_recheck_simulates_every_candidate_again() -> None:
-    memo = _Memo()
+    memo = Memo()
     memo.settled(5, NOW)
     memo.record(_nothing(examined=frozenset({"a", "b"}), complete=True), NOW)
     assert memo.settled(5, NOW + 60)

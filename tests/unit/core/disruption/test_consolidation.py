@@ -28,13 +28,12 @@ from karpy.core.disruption.consolidation import (
     Search,
     Settings,
     SingleNodeConsolidation,
-    consolidation_methods,
     price_replacement,
     relaxing_matters,
     savings,
 )
-from karpy.core.disruption.decision import disrupt, revalidate
-from karpy.core.disruption.methods import Command, Emptiness, Method, Offer, Simulation
+from karpy.core.disruption.decision import disrupt, disruption_methods, revalidate
+from karpy.core.disruption.methods import Command, Method, Offer, Simulation
 from karpy.core.pods import (
     Container,
     LabelSelector,
@@ -92,7 +91,7 @@ def fleet(*nodes: tuple[int, int], disruption: PoolDisruption = OPEN) -> Fleet:
 
 
 def methods(search: Search, **kw: object) -> tuple[Method, ...]:
-    return (Emptiness(), *consolidation_methods(Settings(search=search, **kw)))  # type: ignore[arg-type]
+    return disruption_methods(Settings(search=search, **kw))  # type: ignore[arg-type]
 
 
 def settle(f: Fleet, search: Search, limit: int = 20) -> tuple[Fleet, list[Command]]:
