@@ -75,8 +75,6 @@ VISIBILITY_TIMEOUT: Final = 30.0
 """Seconds a command this process started waits for its own writes to show in cluster state
 before it is judged on what the state shows."""
 WORKERS: Final = 10
-TAINT_ATTEMPTS: Final = 5
-TAINT_RETRY_DELAY: Final = 0.2
 REASON_LAUNCHING: Final = "DisruptionLaunching"
 REASON_WAITING: Final = "DisruptionWaitingReadiness"
 REASON_TERMINATING: Final = "DisruptionTerminating"
@@ -132,6 +130,9 @@ class OrchestrationQueue:
         self._started: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
         self._waited: dict[str, float] = {}
         self._starting: set[str] = set()
+        # Commands whose start failed and whose rollback the runner finishes: why, and the
+        # candidates and replacements this process wrote (the view may not show them yet).
+        self._abandoned: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {}
         self._busy: set[str] = set()
         self._queue: WorkQueue[str] = WorkQueue(self.name, telemetry=telemetry)
         self._runner: Runner[str] = Runner(
@@ -256,16 +257,29 @@ class OrchestrationQueue:
                 for claim in live:
                     await self._mark(claim, command_id, len(replacements), meta, started, parent)
                 for claim in live:
-                    await self._taint(claim)
+                    try:
+                        await self._taint(claim)
+                    except ConflictError:
+                        # The Node changed since the view's copy; the command's reconcile taints
+                        # it before anything else, retried by the runner until it holds.
+                        log.debug("disrupted taint conflicted", extra={"command-id": command_id})
                 await self._create([with_origin(c, span) for c in replacements], created)
         except KubeError as error:
             log.error(
                 "failed to start disruption command",
                 extra={"command-id": command_id, "error": str(error)},
             )
-            await self._rollback(command_id, why=str(error), candidates=names, replacements=created)
-            self._busy.difference_update(names)
-            self._starting.discard(command_id)
+            self._abandoned[command_id] = (str(error), names, tuple(created))
+            try:
+                await self._rollback(
+                    command_id, why=str(error), candidates=names, replacements=created
+                )
+            except ConflictError:
+                # A Node changed under the untaint: the runner finishes the rollback.
+                self._queue.add(command_id)
+            finally:
+                self._busy.difference_update(names)
+                self._starting.discard(command_id)
             msg = f"disruption command {command_id}: {error}"
             raise CommandFailedError(msg) from error
         self._started[command_id] = (frozenset(names), frozenset(created))
@@ -344,7 +358,7 @@ class OrchestrationQueue:
         node = self._view.node(claim.status.node_name or "") if claim.status.node_name else None
         if node is None:
             return
-        await _write_taint(self._client, self._view, node, present=True)
+        await _write_taint(self._client, node, present=True)
 
     async def _create(self, replacements: Sequence[NodeClaim], created: list[str]) -> None:
         """Create `replacements`, appending each name to `created` as soon as it exists."""
@@ -364,6 +378,13 @@ class OrchestrationQueue:
         """Finish, wait on, or roll back the command `command_id` as the API server shows it."""
         if command_id in self._starting:
             return Result(requeue_after=VISIBILITY_RECHECK)
+        abandoned = self._abandoned.get(command_id)
+        if abandoned is not None:
+            why, candidates, replacements = abandoned
+            await self._rollback(
+                command_id, why=why, candidates=candidates, replacements=replacements
+            )
+            return Result()
         found = commands.in_flight(self._view.nodeclaims()).get(command_id)
         if not self._visible(command_id, found):
             return Result(requeue_after=VISIBILITY_RECHECK)
@@ -475,6 +496,7 @@ class OrchestrationQueue:
 
     def _forget(self, command_id: str) -> None:
         self._meta.pop(command_id, None)
+        self._abandoned.pop(command_id, None)
         self._started.pop(command_id, None)
         self._waited.pop(command_id, None)
 
@@ -517,7 +539,7 @@ class OrchestrationQueue:
         if claim.status.node_name:
             node = self._view.node(claim.status.node_name)
             if node is not None and node.metadata.deletion_timestamp is None:
-                await _write_taint(self._client, self._view, node, present=False)
+                await _write_taint(self._client, node, present=False)
         if commands.command_of(claim) not in (None, command_id):
             return
         # Annotations are a map: a merge patch removes exactly these keys, no version needed.
@@ -582,7 +604,7 @@ class OrchestrationQueue:
         claims = self._view.nodeclaims()
         for node in commands.stale_taints(self._view.nodes(), claims, self._busy):
             log.info("removing stale disrupted taint", extra={"node": node.metadata.name})
-            await _write_taint(self._client, self._view, node, present=False)
+            await _write_taint(self._client, node, present=False)
         for claim in commands.finished_replacements(claims):
             patch = {"metadata": {"annotations": {wk.ANNOTATION_REPLACEMENT_FOR: None}}}
             try:
@@ -612,30 +634,17 @@ def _reason(claim: NodeClaim) -> str | None:
     return condition.reason if condition is not None else None
 
 
-async def _write_taint(client: KubeClient, view: ClusterView, node: Node, *, present: bool) -> None:
+async def _write_taint(client: KubeClient, node: Node, *, present: bool) -> None:
     """Put karpenter.sh/disrupted on (or take it off) `node`, optimistic on the version read.
 
-    A Node's status changes often (heartbeats), so a conflict is likely now and then: the
-    write is retried against the view's newer copy a few times before the conflict is raised.
+    A Node's status changes often (heartbeats), so a conflict is likely now and then: it is
+    raised, and the orchestration queue's runner reconciles the command again (`requeue_on`),
+    against the view's newer copy; what the command wrote so far stays on the API server.
     """
-    name = node.metadata.name or ""
-    for attempt in range(TAINT_ATTEMPTS):
-        patch = taint_patch(node.spec.taints, DISRUPTED_TAINT, present=present)
-        if not patch:
-            return
-        try:
-            await client.merge_patch(
-                NODES, name, patch, resource_version=node.metadata.resource_version
-            )
-        except NotFoundError:
-            return
-        except ConflictError:
-            if attempt == TAINT_ATTEMPTS - 1:
-                raise
-            await asyncio.sleep(TAINT_RETRY_DELAY)
-            newer = view.node(name)
-            if newer is None:
-                return
-            node = newer
-            continue
+    patch = taint_patch(node.spec.taints, DISRUPTED_TAINT, present=present)
+    if not patch:
         return
+    with contextlib.suppress(NotFoundError):
+        await client.merge_patch(
+            NODES, node.metadata.name or "", patch, resource_version=node.metadata.resource_version
+        )
