@@ -35,8 +35,8 @@ from karpy.apis.kube.workloads import PodDisruptionBudget, PodDisruptionBudgetSt
 from karpy.apis.v1 import labels as wk
 from karpy.core.disruption.candidates import Candidate, NodeFacts, PodFacts, PoolDisruption, Skip
 from karpy.core.disruption.consolidation import Settings, consolidation_solve
-from karpy.core.disruption.decision import disrupt, disruption_methods
-from karpy.core.disruption.methods import Command, Offer, Simulation
+from karpy.core.disruption.decision import Memo, disrupt, disruption_methods
+from karpy.core.disruption.methods import Command, Simulation, offers
 from karpy.core.disruption.pdb import desired_healthy, disruptions_allowed
 from karpy.core.instancetypes import InstanceType
 from karpy.core.pods import Pod
@@ -201,20 +201,10 @@ class _Fleet:
     def simulate(self, candidates: Sequence[Candidate]) -> Simulation:
         _, results = self.results({c.name for c in candidates})
         types = self.snapshot.instance_types
-        offers = tuple(
-            tuple(
-                Offer(it.name, o.capacity_type, o.zone, o.price)
-                for it in types.get(plan.nodepool, ())
-                if it.name in plan.instance_types
-                for o in it.offerings
-                if o.available and o.matches(plan.requirements)
-            )
-            for plan in results.nodeclaims
-        )
         return Simulation(
             plans=results.nodeclaims,
             unplaced=tuple(e.message for e in results.unplaced),
-            offers=offers,
+            offers=tuple(offers(plan, types) for plan in results.nodeclaims),
         )
 
     def apply(self, command: Command) -> tuple[str, ...]:
@@ -292,7 +282,7 @@ def consolidate(
     types = snapshot.instance_types
     steps: list[Step] = []
     kept: tuple[Skip, ...] = ()
-    cleared: frozenset[str] = frozenset()  # as the controller remembers between passes
+    memo = Memo()  # what the controller remembers between passes
     for _ in range(MAX_STEPS):
         running = [p for n in fleet.snapshot.nodes for p in n.pods]
         budgets = pdb_budgets(protection.pdbs, running, pending)
@@ -300,15 +290,14 @@ def consolidate(
             _facts(n, types, protection, budgets) for n in fleet.snapshot.nodes if not n.in_flight
         ]
         decision = disrupt(
-            facts, pools, now=now, simulate=fleet.simulate, methods=methods, cleared=cleared
+            facts, pools, now=now, simulate=fleet.simulate, methods=methods, cleared=memo.cleared
         )
-        kept = decision.kept if not cleared else _merged(kept, decision.kept)
+        kept = decision.kept if not memo.cleared else _merged(kept, decision.kept)
+        memo.record(decision.outcome, now)
         if not decision.outcome.commands:
             if decision.outcome.complete:
                 break
-            cleared = cleared | decision.outcome.examined  # the single-node limit: go on
-            continue
-        cleared = frozenset()
+            continue  # stopped at the single-node limit: go on past what it cleared
         for command in decision.outcome.commands:
             launched = fleet.apply(command)
             price = fleet_price(fleet.snapshot.nodes, types)

@@ -44,7 +44,7 @@ from karpy.controllers.disruption.simulation import simulator
 from karpy.core.disruption.budgets import Allowance
 from karpy.core.disruption.candidates import Candidate, Policy, Skip, SkipReason
 from karpy.core.disruption.consolidation import Settings
-from karpy.core.disruption.decision import PassResult, disruption_methods, revalidate
+from karpy.core.disruption.decision import Memo, PassResult, disruption_methods, revalidate
 from karpy.core.disruption.methods import Command, Method, Reason
 from karpy.core.instancetypes import InstanceType
 from karpy.core.scheduling.scheduler import SchedulerOptions
@@ -114,7 +114,7 @@ class DisruptionController(SingletonController):
         self._scheduler = scheduler or SchedulerOptions()
         self._kinds = snapshot_kinds
         self._methods = tuple(methods) if methods is not None else disruption_methods(consolidation)
-        self._memo = passes.Memo()
+        self._memo = Memo()
         self._spot_to_spot = (consolidation or Settings()).spot_to_spot
         self._min_improvement = min_improvement
         self._validation_delay = validation_delay

@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Final
 
 import attrs
 from opentelemetry.trace import Tracer
@@ -31,8 +30,8 @@ from karpy.cloudprovider.protocol import CloudProvider
 from karpy.controllers.disruption import facts
 from karpy.controllers.disruption.simulation import simulators
 from karpy.core.disruption.candidates import Candidate, NodeFacts, PoolDisruption, select
-from karpy.core.disruption.decision import PassResult, disrupt, fingerprint
-from karpy.core.disruption.methods import Method, Pass, Reason
+from karpy.core.disruption.decision import Memo, PassResult, disrupt, fingerprint
+from karpy.core.disruption.methods import Method, Reason
 from karpy.core.instancetypes import InstanceType
 from karpy.core.scheduling.scheduler import SchedulerOptions
 from karpy.kube.kinds import PODDISRUPTIONBUDGETS
@@ -40,10 +39,6 @@ from karpy.state.snapshot import ClusterObjects, SnapshotKinds, read_cluster
 from karpy.state.view import ClusterView
 
 log = logging.getLogger(__name__)
-
-CONSOLIDATED_TTL: Final = 300.0
-"""How long a pass that found nothing to consolidate stands while the cluster is unchanged
-(Karpenter re-checks a consolidated cluster every five minutes; prices may move meanwhile)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -188,39 +183,6 @@ async def instance_types(
             )
             found[name] = ()
     return found
-
-
-class Memo:
-    """What consolidation already found on the current cluster state (Karpenter's
-    "consolidated" mark): candidates single-node consolidation simulated without a command
-    (`cleared`, not simulated again), and whether a whole pass found nothing (`settled`:
-    consolidation is skipped until the state changes or `CONSOLIDATED_TTL` passes). A large
-    fleet whose single-node search stops at its simulation limit clears its candidates over
-    several passes, then settles."""
-
-    def __init__(self) -> None:
-        self._state: int | None = None
-        self.cleared: frozenset[str] = frozenset()
-        self._settled_at: float | None = None
-
-    def settled(self, state: int, now: float) -> bool:
-        """Whether this pass may skip consolidation: a complete pass found nothing on this same
-        `state` less than `CONSOLIDATED_TTL` ago. A new state forgets everything; so does the
-        TTL running out, so that the pass after it simulates every candidate again."""
-        expired = self._settled_at is not None and now - self._settled_at >= CONSOLIDATED_TTL
-        if state != self._state or expired:
-            self._state, self.cleared, self._settled_at = state, frozenset(), None
-        return self._settled_at is not None
-
-    def record(self, outcome: Pass, now: float) -> None:
-        """What a pass that ran consolidation found: a command forgets everything (the cluster
-        is about to change); nothing adds the candidates it simulated to `cleared`, and settles
-        when the pass saw every candidate."""
-        if outcome.commands:
-            self._state, self.cleared, self._settled_at = None, frozenset(), None
-            return
-        self.cleared = self.cleared | outcome.examined
-        self._settled_at = now if outcome.complete else None
 
 
 def _inputs(objects: ClusterObjects) -> int:

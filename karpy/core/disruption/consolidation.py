@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import ClassVar
 
 import attrs
@@ -534,18 +534,29 @@ def relaxing_matters(snapshot: ClusterSnapshot, pods: Iterable[Pod]) -> bool:
     return snapshot.prefer_no_schedule() or any(has_preferences(p) for p in pods)
 
 
-def consolidation_solve(
-    snapshot: ClusterSnapshot, pods: list[Pod], options: SchedulerOptions
+def relaxed_solve(
+    solved: Callable[[SchedulerOptions], Results],
+    snapshot: ClusterSnapshot,
+    pods: Iterable[Pod],
+    options: SchedulerOptions,
 ) -> Results:
-    """``pods`` over ``snapshot`` as consolidation simulates them: solved as given and, when
-    that needs new NodeClaims under the Respect policy, again with preferences ignored
-    (``looser_if_fewer``) if that could place them otherwise (``relaxing_matters``)."""
-    results = solve(snapshot, pods, options)
+    """Consolidation's solve, `solved(options)` over `snapshot` placing `pods`: when that needs
+    new NodeClaims under the Respect policy, solved again with preferences ignored
+    (`looser_if_fewer`) if that could place them otherwise (`relaxing_matters`). The one rule
+    the controller's simulation, `karpy simulate --consolidate` and the test fleets apply."""
+    results = solved(options)
     if (
         results.nodeclaims
         and options.preference_policy is PreferencePolicy.RESPECT
         and relaxing_matters(snapshot, pods)
     ):
         ignoring = attrs.evolve(options, preference_policy=PreferencePolicy.IGNORE)
-        results = looser_if_fewer(results, solve(snapshot, pods, ignoring))
+        results = looser_if_fewer(results, solved(ignoring))
     return results
+
+
+def consolidation_solve(
+    snapshot: ClusterSnapshot, pods: list[Pod], options: SchedulerOptions
+) -> Results:
+    """``pods`` over ``snapshot`` as consolidation simulates them (`relaxed_solve`)."""
+    return relaxed_solve(lambda given: solve(snapshot, pods, given), snapshot, pods, options)

@@ -9,6 +9,7 @@ function, so what they check is what runs.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Final
 
 import attrs
 
@@ -214,3 +215,42 @@ def revalidate(
         candidates=selection.candidates, allowances=grants, now=now, simulate=simulate
     )
     return validate(command, given, spot_to_spot=spot_to_spot)
+
+
+CONSOLIDATED_TTL: Final = 300.0
+"""How long a pass that found nothing to consolidate stands while the cluster is unchanged
+(Karpenter re-checks a consolidated cluster every five minutes; prices may move meanwhile)."""
+
+
+class Memo:
+    """What consolidation already found on the current cluster state (Karpenter's
+    "consolidated" mark): candidates single-node consolidation simulated without a command
+    (`cleared`, not simulated again), and whether a whole pass found nothing (`settled`:
+    consolidation is skipped until the state changes or `CONSOLIDATED_TTL` passes). A large
+    fleet whose single-node search stops at its simulation limit clears its candidates over
+    several passes, then settles. The controller keeps one across passes; `karpy simulate
+    --consolidate` and the consolidation benchmark keep one across the passes of their loop."""
+
+    def __init__(self) -> None:
+        self._state: int | None = None
+        self.cleared: frozenset[str] = frozenset()
+        self._settled_at: float | None = None
+
+    def settled(self, state: int, now: float) -> bool:
+        """Whether this pass may skip consolidation: a complete pass found nothing on this same
+        `state` less than `CONSOLIDATED_TTL` ago. A new state forgets everything; so does the
+        TTL running out, so that the pass after it simulates every candidate again."""
+        expired = self._settled_at is not None and now - self._settled_at >= CONSOLIDATED_TTL
+        if state != self._state or expired:
+            self._state, self.cleared, self._settled_at = state, frozenset(), None
+        return self._settled_at is not None
+
+    def record(self, outcome: Pass, now: float) -> None:
+        """What a pass that ran consolidation found: a command forgets everything (the cluster
+        is about to change); nothing adds the candidates it simulated to `cleared`, and settles
+        when the pass saw every candidate."""
+        if outcome.commands:
+            self._state, self.cleared, self._settled_at = None, frozenset(), None
+            return
+        self.cleared = self.cleared | outcome.examined
+        self._settled_at = now if outcome.complete else None

@@ -23,6 +23,7 @@ import attrs
 
 from karpy.core.disruption.budgets import Allowance
 from karpy.core.disruption.candidates import Candidate, Skip, SkipReason
+from karpy.core.instancetypes import InstanceType
 from karpy.core.scheduling.results import NodeClaimPlan
 
 
@@ -85,6 +86,20 @@ class Simulation:
 
 
 Simulate = Callable[[Sequence[Candidate]], Simulation]
+
+
+def offers(
+    plan: NodeClaimPlan, instance_types: Mapping[str, Sequence[InstanceType]]
+) -> tuple[Offer, ...]:
+    """Every available offering of `plan`'s instance types (its NodePool's, by name in
+    `instance_types`) its requirements allow: what a simulation answers for each plan."""
+    by_name = {it.name: it for it in instance_types.get(plan.nodepool, ())}
+    return tuple(
+        Offer(it.name, o.capacity_type, o.zone, o.price)
+        for it in (by_name[n] for n in plan.instance_types if n in by_name)
+        for o in it.offerings
+        if o.available and o.matches(plan.requirements)
+    )
 
 
 @attrs.frozen(kw_only=True)

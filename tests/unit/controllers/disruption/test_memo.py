@@ -4,7 +4,7 @@ nothing, for at most five minutes; candidates already simulated are not simulate
 
 from __future__ import annotations
 
-from karpy.controllers.disruption.passes import CONSOLIDATED_TTL, Memo
+from karpy.core.disruption.decision import CONSOLIDATED_TTL, Memo
 from karpy.core.disruption.methods import Command, Pass, Reason
 
 NOW = 1_800_000_000.0
