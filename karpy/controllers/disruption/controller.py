@@ -14,6 +14,9 @@ start when pods are pending (nominations are rebuilt by that pass), one pass:
    first: after `validation_delay` (Karpenter's 15 s) the cluster is read again and the command
    re-decided (karpy.core.disruption.decision.revalidate); a different result drops it.
 
+Steps 2-4 (less the acting) are `karpy.controllers.disruption.passes`, which `karpy explain node`
+runs too (`explain_pass`): the explanation is the controller's own pass over the same read.
+
 Methods that need to know where pods would go get a scheduling simulation over the same read
 (karpy.controllers.disruption.simulation); instance types (which also price each NodeClaim) are
 asked of the provider only when a drifted node with pods or a consolidation candidate makes them
