@@ -92,6 +92,19 @@ def pool_counts(nodes: Iterable[NodeFacts]) -> dict[str, PoolCount]:
     }
 
 
+def pool_allowances(
+    counts: Mapping[str, PoolCount],
+    pools: Mapping[str, PoolDisruption],
+    reason: Reason,
+    *,
+    now: float,
+) -> dict[str, Allowance]:
+    """Each NodePool's allowance for `reason` at `now`, from its budgets and its `counts`
+    (`pool_counts`): what a pass, its fingerprint and a validation all decide within."""
+    budgets = {name: pool.budgets for name, pool in pools.items()}
+    return allowances(budgets, counts, reason=reason.value, now=now)
+
+
 SELECTION_BLOCKS = frozenset(
     {SkipReason.DO_NOT_DISRUPT, SkipReason.POD_DO_NOT_DISRUPT, SkipReason.PDB}
 )
@@ -153,10 +166,7 @@ def disrupt(
     methods = disruption_methods() if methods is None else methods
     selection = select(nodes, pools, now=now)
     counts = pool_counts(nodes)
-    budgets = {name: pool.budgets for name, pool in pools.items()}
-    by_reason = {
-        reason: allowances(budgets, counts, reason=reason.value, now=now) for reason in Reason
-    }
+    by_reason = {reason: pool_allowances(counts, pools, reason, now=now) for reason in Reason}
     outcome = decide(
         methods,
         selection.candidates,
@@ -185,8 +195,7 @@ def fingerprint(
     decide the same, so a caller may skip consolidation a pass already found nothing in.
     `selection` is `select(nodes, pools, now=now)`, which the caller has made already."""
     ready = tuple(c.name for c in selection.candidates if consolidatable(c, now=now) is None)
-    budgets = {name: pool.budgets for name, pool in pools.items()}
-    grants = allowances(budgets, pool_counts(nodes), reason=Reason.UNDERUTILIZED.value, now=now)
+    grants = pool_allowances(pool_counts(nodes), pools, Reason.UNDERUTILIZED, now=now)
     return hash(
         (
             tuple(nodes),
@@ -209,8 +218,7 @@ def revalidate(
     """A consolidation command re-checked against a fresh read of the cluster (after the
     validation delay): the command to run, or why it is dropped."""
     selection = select(nodes, pools, now=now)
-    budgets = {name: pool.budgets for name, pool in pools.items()}
-    grants = allowances(budgets, pool_counts(nodes), reason=command.reason.value, now=now)
+    grants = pool_allowances(pool_counts(nodes), pools, command.reason, now=now)
     given = MethodInput(
         candidates=selection.candidates, allowances=grants, now=now, simulate=simulate
     )
