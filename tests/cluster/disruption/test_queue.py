@@ -21,7 +21,7 @@ from karpy.apis.v1.nodepool import Budget, Disruption, NodePool
 from karpy.controllers.disruption import commands
 from karpy.controllers.disruption.queue import OrchestrationQueue
 from karpy.core.disruption.candidates import Candidate, NodeFacts, PoolDisruption
-from karpy.core.disruption.methods import Command, Reason
+from karpy.core.disruption.methods import Command, Kind, Reason
 from karpy.core.requirements import Operator, Requirement, Requirements
 from karpy.core.resources import Resources
 from karpy.core.scheduling.results import NodeClaimPlan
@@ -61,7 +61,7 @@ def _command(env: Env, claim: str, pool: str, *, replacements: int = 1) -> Comma
     facts = NodeFacts(nodeclaim=claim, node=stored.status.node_name, nodepool=pool, created_at=0)
     candidate = Candidate(facts=facts, pool=PoolDisruption(consolidate_after=None), cost=1.0)
     return Command(
-        method="drift",
+        method=Kind.DRIFT,
         reason=Reason.DRIFTED,
         candidates=(candidate,),
         replacements=tuple(_plan(pool) for _ in range(replacements)),

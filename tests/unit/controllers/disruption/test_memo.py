@@ -5,7 +5,7 @@ nothing, for at most five minutes; candidates already simulated are not simulate
 from __future__ import annotations
 
 from karpy.core.disruption.decision import CONSOLIDATED_TTL, Memo
-from karpy.core.disruption.methods import Command, Pass, Reason
+from karpy.core.disruption.methods import Command, Kind, Pass, Reason
 
 NOW = 1_800_000_000.0
 
@@ -40,8 +40,10 @@ def test_a_command_forgets_everything() -> None:
     memo = Memo()
     memo.settled(3, NOW)
     memo.record(_nothing(examined=frozenset({"a"}), complete=False), NOW)
-    command = Command(method="emptiness", reason=Reason.EMPTY, candidates=())
-    memo.record(Pass(method="emptiness", commands=(command,), skipped=(), complete=True), NOW + 10)
+    command = Command(method=Kind.EMPTINESS, reason=Reason.EMPTY, candidates=())
+    memo.record(
+        Pass(method=Kind.EMPTINESS, commands=(command,), skipped=(), complete=True), NOW + 10
+    )
     assert memo.cleared == frozenset()
     assert not memo.settled(3, NOW + 20)
 
