@@ -130,6 +130,7 @@ def _facts(
         nodepool=node.nodepool,
         created_at=0.0,
         initialized_at=0.0 if node.initialized else None,
+        consolidatable=node.initialized,  # quiet since long before `now`
         instance_type=labels.get(wk.LABEL_INSTANCE_TYPE),
         capacity_type=labels.get(wk.LABEL_CAPACITY_TYPE),
         zone=labels.get(wk.LABEL_TOPOLOGY_ZONE),

@@ -67,7 +67,8 @@ class Fleet:
         return tuple(p for n in self.nodes for p in n.pods)
 
     def facts(self) -> list[NodeFacts]:
-        """NodeFacts as the controller would read them: all initialized long ago, priced."""
+        """NodeFacts as the controller would read them: all initialized long ago (so
+        Consolidatable), priced."""
         return [
             NodeFacts(
                 nodeclaim=n.name,
@@ -75,6 +76,7 @@ class Fleet:
                 nodepool=self.pool.name,
                 created_at=0.0,
                 initialized_at=0.0,
+                consolidatable=True,
                 instance_type=n.instance_type,
                 capacity_type=n.capacity_type,
                 zone=n.zone,

@@ -37,7 +37,7 @@ from karpy.core.disruption.budgets import BudgetSpec
 from karpy.core.disruption.candidates import NodeFacts, PodFacts, Policy, PoolDisruption
 from karpy.core.disruption.consolidation import parse_min_improvement
 from karpy.core.instancetypes import InstanceType
-from karpy.state.conditions import get_condition
+from karpy.state.conditions import claim_is_true, get_condition
 from karpy.state.pods import do_not_disrupt, is_reschedulable
 from karpy.state.protection import Budgets, do_not_disrupt_until
 
@@ -163,6 +163,7 @@ def node_facts(
                 or _nominated(initialized, last, now=now, window=nomination_window)
                 or (protecting is not None and protecting in live_commands),
                 drifted=drifted(claim),
+                consolidatable=claim_is_true(claim, ConditionType.CONSOLIDATABLE),
                 pods=tuple(pod_facts(p, budgets) for p in on_node.get(node_name or "", ())),
             )
         )

@@ -79,7 +79,10 @@ class NodeFacts:
 
     `disrupting` marks a NodeClaim already in an orchestration command; `ready` is the Node's
     Ready condition (a NotReady node counts against budgets, as in Karpenter); `drifted` is the
-    reason of a True `Drifted` condition. `pods` are the node's reschedulable pods.
+    reason of a True `Drifted` condition; `consolidatable` is a True `Consolidatable` condition
+    (the nodeclaim.disruption controller sets it once the NodePool's consolidateAfter has
+    passed since `quiet_since`; the core reads it and never recomputes it). `pods` are the
+    node's reschedulable pods.
     """
 
     nodeclaim: str
@@ -99,6 +102,7 @@ class NodeFacts:
     do_not_disrupt: bool = False
     nominated: bool = False
     drifted: str | None = None
+    consolidatable: bool = False
     pods: tuple[PodFacts, ...] = ()
 
     @property
@@ -113,9 +117,9 @@ class NodeFacts:
 
     @property
     def quiet_since(self) -> float | None:
-        """When consolidateAfter starts counting: lastPodEventTime, or Initialized when no pod
-        event came yet (the rule of the NodeClaim's `Consolidatable` condition, so the core and
-        the condition agree on when a node is consolidatable)."""
+        """When the node was last busy: lastPodEventTime, or Initialized when no pod event came
+        yet (where the `Consolidatable` condition's consolidateAfter counts from; Emptiness
+        deletes the longest quiet first)."""
         if self.initialized_at is None:
             return None
         if self.last_pod_event_time is not None:

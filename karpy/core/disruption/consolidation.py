@@ -4,7 +4,7 @@ Two methods run after Emptiness and Drift, as in Karpenter: multi-node consolida
 candidates deleted, or replaced by one cheaper node) then single-node consolidation (one
 candidate deleted, or replaced by one strictly cheaper node). Both spend the `Underutilized`
 budgets and consider only NodePools whose consolidationPolicy is WhenEmptyOrUnderutilized or
-Balanced, and nodes that have been quiet for consolidateAfter (`consolidatable`).
+Balanced, and nodes whose NodeClaim is Consolidatable (`consolidatable`).
 
 No churn, by construction (`price_replacement`): a replacement keeps only offerings strictly
 cheaper than the candidates together (less the NodePool's minimum improvement), never the
@@ -307,7 +307,7 @@ def eligible(given: MethodInput) -> tuple[list[Candidate], list[Skip]]:
                 )
             )
             continue
-        skip = consolidatable(candidate, now=given.now)
+        skip = consolidatable(candidate)
         if skip is not None:
             skipped.append(skip)
             continue

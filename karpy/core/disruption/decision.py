@@ -188,13 +188,14 @@ def fingerprint(
     now: float,
 ) -> int:
     """A hash of what a pass decides from, as far as facts tell it: every NodeClaim's facts,
-    the pools' disruption settings, and what the time changes — which NodeClaims are candidates
-    (do-not-disrupt durations run out), which are consolidatable (consolidateAfter passes) and
-    the Underutilized allowances (budget schedules open and close). Two passes with the same
-    fingerprint, and the same simulation inputs the caller adds (pods, nodes, NodePools),
-    decide the same, so a caller may skip consolidation a pass already found nothing in.
+    the pools' disruption settings (whether a NodeClaim is Consolidatable is a fact, its
+    condition), and what the time changes — which NodeClaims are candidates (do-not-disrupt
+    durations run out) and the Underutilized allowances (budget schedules open and close).
+    Two passes with the same fingerprint, and the same simulation inputs the caller adds (pods,
+    nodes, NodePools), decide the same, so a caller may skip consolidation a pass already found
+    nothing in.
     `selection` is `select(nodes, pools, now=now)`, which the caller has made already."""
-    ready = tuple(c.name for c in selection.candidates if consolidatable(c, now=now) is None)
+    ready = tuple(c.name for c in selection.candidates if consolidatable(c) is None)
     grants = pool_allowances(pool_counts(nodes), pools, Reason.UNDERUTILIZED, now=now)
     return hash(
         (

@@ -215,17 +215,16 @@ class Budget:
         return kept, skipped
 
 
-def consolidatable(candidate: Candidate, *, now: float) -> Skip | None:
-    """Why `candidate` is not Consolidatable now, if it is not: consolidateAfter must be set,
-    valid, and have passed since lastPodEventTime (Initialized without one), as for the
-    NodeClaim's Consolidatable condition."""
+def consolidatable(candidate: Candidate) -> Skip | None:
+    """Why `candidate` is not Consolidatable now, if it is not: its NodePool's consolidateAfter
+    must be set and valid, and its NodeClaim's `Consolidatable` condition True (read, not
+    recomputed: the condition says consolidateAfter has passed since its last pod event)."""
     pool = candidate.pool
     if pool.error is not None:
         return _skip(candidate, SkipReason.INVALID_CONSOLIDATE_AFTER, pool.error)
     if pool.consolidate_after is None:
         return _skip(candidate, SkipReason.CONSOLIDATION_DISABLED, "consolidateAfter is Never")
-    since = candidate.facts.quiet_since
-    if since is None or now - since < pool.consolidate_after:
+    if not candidate.facts.consolidatable:
         return _skip(
             candidate,
             SkipReason.NOT_CONSOLIDATABLE,
@@ -249,7 +248,7 @@ class Emptiness:
         for candidate in given.candidates:
             if not candidate.facts.empty or candidate.pool.static:
                 continue
-            skip = consolidatable(candidate, now=given.now)
+            skip = consolidatable(candidate)
             if skip is not None:
                 skipped.append(skip)
             else:

@@ -16,6 +16,7 @@ from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodepool import Disruption
 from karpy.controllers.disruption.controller import DisruptionController
 from karpy.controllers.disruption.queue import OrchestrationQueue
+from karpy.controllers.nodeclaim.disruption import NodeClaimDisruptionController
 from karpy.controllers.nodeclaim.podevents import PodEventsController, pod_subscriber
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError
@@ -29,7 +30,7 @@ from karpy.runtime.telemetry import Telemetry
 from karpy.state.cluster import ClusterState
 from karpy.state.informers import Informer
 from karpy.state.view import ClusterView
-from karpy.testing.fake_cloudprovider import TEST_NODE_CLASS
+from karpy.testing.fake_cloudprovider import TEST_NODE_CLASS, FakeCloudProvider
 from tests.cluster.provisioning.harness import make_nodepool
 from tests.support.waiting import eventually
 
@@ -45,6 +46,27 @@ class Env:
     moved: list[str]
     trigger: Trigger
     telemetry: Telemetry
+    conditions: NodeClaimDisruptionController
+
+    async def mark(self) -> None:
+        """Reconcile every NodeClaim's Consolidatable condition at the clock's time, as the
+        nodeclaim.disruption controller does (disruption reads the condition), and wait until
+        cluster state shows what it wrote."""
+        for claim in self.state.store(NODECLAIMS).objects():
+            name = claim.metadata.name or ""
+            await self.conditions.reconcile(name)
+            try:
+                stored = await self.kube.get(NODECLAIMS, name)
+            except NotFoundError:
+                continue
+
+            async def shown(
+                name: str = name, version: str | None = stored.metadata.resource_version
+            ) -> bool:
+                seen = self.state.store(NODECLAIMS).get(name)
+                return seen is not None and seen.metadata.resource_version == version
+
+            await eventually(shown, within=30, interval=0.05)
 
     async def node_with_claim(
         self,
@@ -197,6 +219,9 @@ async def environment(
             await_provisioning=await_provisioning,
         )
         podevents = PodEventsController(kube, view, clock=clock)
+        conditions = NodeClaimDisruptionController(
+            kube, view, FakeCloudProvider(), clock=clock, telemetry=telemetry
+        )
         async with asyncio.TaskGroup() as group:
             tasks = [group.create_task(i.run(), name=f"informer-{k}") for k, i in informers.items()]
             queue_task = group.create_task(queue.run(), name="queue")
@@ -205,7 +230,16 @@ async def environment(
                     await state.wait_synced()
                     await queue.wait_ready()
                 yield Env(
-                    kube, state, clock, controller, queue, podevents, moved, trigger, telemetry
+                    kube,
+                    state,
+                    clock,
+                    controller,
+                    queue,
+                    podevents,
+                    moved,
+                    trigger,
+                    telemetry,
+                    conditions,
                 )
             finally:
                 queue.stop()

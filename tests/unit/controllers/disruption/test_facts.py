@@ -101,6 +101,32 @@ def test_candidates_count_only_reschedulable_pods_and_read_annotations() -> None
     assert found["b"].do_not_disrupt
 
 
+def test_consolidatable_is_the_nodeclaims_condition_as_written() -> None:
+    plain = _claim("a", "n1")
+    marked = attrs.evolve(
+        plain,
+        status=attrs.evolve(
+            plain.status,
+            conditions=(
+                *plain.status.conditions,
+                Condition(
+                    type=ConditionType.CONSOLIDATABLE,
+                    status=ConditionStatus.TRUE,
+                    reason="Consolidatable",
+                    last_transition_time=WHEN,
+                ),
+            ),
+        ),
+    )
+    marked = attrs.evolve(marked, metadata=attrs.evolve(marked.metadata, name="b"))
+    nodes = [Node(metadata=ObjectMeta(name="n1"))]
+    # A day after Initialized: only the condition says whether consolidateAfter has passed.
+    found = inputs.node_facts(
+        [plain, marked], nodes, [], now=WHEN.timestamp() + 86400, nomination_window=20.0
+    )
+    assert [(f.nodeclaim, f.consolidatable) for f in found] == [("a", False), ("b", True)]
+
+
 def test_a_fresh_node_no_pod_reached_yet_counts_as_nominated() -> None:
     claim = _claim("a", "n1")
     nodes = [Node(metadata=ObjectMeta(name="n1"))]
