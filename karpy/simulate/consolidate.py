@@ -33,7 +33,15 @@ import attrs
 
 from karpy.apis.kube.workloads import PodDisruptionBudget, PodDisruptionBudgetStatus
 from karpy.apis.v1 import labels as wk
-from karpy.core.disruption.candidates import Candidate, NodeFacts, PodFacts, PoolDisruption, Skip
+from karpy.core.disruption.candidates import (
+    Candidate,
+    NodeFacts,
+    PodFacts,
+    PoolDisruption,
+    Skip,
+    offering_price,
+    priced,
+)
 from karpy.core.disruption.consolidation import Settings, consolidation_solve
 from karpy.core.disruption.decision import Memo, disrupt, disruption_methods
 from karpy.core.disruption.methods import Command, Simulation, offers
@@ -93,18 +101,15 @@ def _labels(node: Node) -> dict[str, str]:
 
 def node_price(node: Node, instance_types: Mapping[str, Sequence[InstanceType]]) -> float | None:
     """The node's price per hour: its NodePool's offering of its instance type, zone and
-    capacity type (labels); None when any is unknown."""
+    capacity type (labels, `offering_price`); None when any is unknown."""
     labels = _labels(node)
-    name = labels.get(wk.LABEL_INSTANCE_TYPE)
-    zone = labels.get(wk.LABEL_TOPOLOGY_ZONE)
-    capacity = labels.get(wk.LABEL_CAPACITY_TYPE)
-    for it in instance_types.get(node.nodepool or "", ()):
-        if it.name != name:
-            continue
-        for o in it.offerings:
-            if o.zone == zone and o.capacity_type == capacity:
-                return o.price
-    return None
+    return offering_price(
+        instance_types,
+        node.nodepool,
+        labels.get(wk.LABEL_INSTANCE_TYPE),
+        labels.get(wk.LABEL_TOPOLOGY_ZONE),
+        labels.get(wk.LABEL_CAPACITY_TYPE),
+    )
 
 
 def fleet_price(
@@ -117,12 +122,8 @@ def fleet_price(
     return math.fsum(p for p in prices if p is not None)
 
 
-def _facts(
-    node: Node,
-    instance_types: Mapping[str, Sequence[InstanceType]],
-    protection: Protection,
-    budgets: Budgets,
-) -> NodeFacts:
+def _facts(node: Node, protection: Protection, budgets: Budgets) -> NodeFacts:
+    """The node as the controller's facts describe a NodeClaim (priced afterwards, `priced`)."""
     labels = _labels(node)
     return NodeFacts(
         nodeclaim=node.name,
@@ -134,7 +135,6 @@ def _facts(
         instance_type=labels.get(wk.LABEL_INSTANCE_TYPE),
         capacity_type=labels.get(wk.LABEL_CAPACITY_TYPE),
         zone=labels.get(wk.LABEL_TOPOLOGY_ZONE),
-        price=node_price(node, instance_types),
         do_not_disrupt=node.name in protection.nodes,
         pods=tuple(
             PodFacts(
@@ -287,9 +287,10 @@ def consolidate(
     for _ in range(MAX_STEPS):
         running = [p for n in fleet.snapshot.nodes for p in n.pods]
         budgets = pdb_budgets(protection.pdbs, running, pending)
-        facts = [
-            _facts(n, types, protection, budgets) for n in fleet.snapshot.nodes if not n.in_flight
-        ]
+        facts = priced(
+            (_facts(n, protection, budgets) for n in fleet.snapshot.nodes if not n.in_flight),
+            types,
+        )
         decision = disrupt(
             facts, pools, now=now, simulate=fleet.simulate, methods=methods, cleared=memo.cleared
         )

@@ -41,11 +41,11 @@ from karpy.apis.kube.node import Node
 from karpy.apis.v1.nodeclaim import API_VERSION as NODECLAIM_API_VERSION
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.cloudprovider.protocol import CloudProvider
-from karpy.controllers.disruption import facts, passes
+from karpy.controllers.disruption import passes
 from karpy.controllers.disruption.queue import CommandFailedError, OrchestrationQueue
 from karpy.controllers.disruption.simulation import simulator
 from karpy.core.disruption.budgets import Allowance
-from karpy.core.disruption.candidates import Candidate, Policy, Skip, SkipReason
+from karpy.core.disruption.candidates import Candidate, Policy, Skip, SkipReason, priced
 from karpy.core.disruption.consolidation import Settings
 from karpy.core.disruption.decision import Memo, PassResult, disruption_methods, revalidate
 from karpy.core.disruption.methods import Command, Method, Reason
@@ -204,7 +204,7 @@ class DisruptionController(SingletonController):
         when the cluster changed under it."""
         await asyncio.sleep(self._validation_delay)
         state = self._read()
-        node_facts = facts.priced(state.facts, types)
+        node_facts = priced(state.facts, types)
         simulate = simulator(state.objects, types, self._scheduler, relax=True)
         with self._telemetry.tracer.start_as_current_span("disruption validation"):
             checked = await asyncio.to_thread(

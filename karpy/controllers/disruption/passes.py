@@ -29,7 +29,7 @@ from karpy.cloudprovider.errors import CloudProviderError
 from karpy.cloudprovider.protocol import CloudProvider
 from karpy.controllers.disruption import facts
 from karpy.controllers.disruption.simulation import simulators
-from karpy.core.disruption.candidates import Candidate, NodeFacts, PoolDisruption, select
+from karpy.core.disruption.candidates import Candidate, NodeFacts, PoolDisruption, priced, select
 from karpy.core.disruption.decision import Memo, PassResult, disrupt, fingerprint
 from karpy.core.disruption.methods import Method, Reason
 from karpy.core.instancetypes import InstanceType
@@ -122,7 +122,7 @@ async def decide(
     types = await instance_types(
         cloudprovider, selection.candidates, state.live, per_call=provider_timeout
     )
-    node_facts = facts.priced(state.facts, types)
+    node_facts = priced(state.facts, types)
     simulate, relaxed = simulators(state.objects, types, scheduler)
     settled = False
     if memo is not None:

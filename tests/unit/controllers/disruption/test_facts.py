@@ -28,6 +28,7 @@ from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim, NodeClaimSpec, Nod
 from karpy.apis.v1.nodepool import Budget, Disruption, DisruptionReason, NodePool
 from karpy.controllers.disruption import facts as inputs
 from karpy.controllers.nodeclaim.podevents import pod_subscriber
+from karpy.core.disruption import candidates
 from karpy.kube.kinds import PODS
 from karpy.kube.resources import Item, ObjectRef
 from karpy.kube.watch import Event, EventType
@@ -318,7 +319,7 @@ def test_nodeclaims_are_priced_from_their_pools_offerings() -> None:
     claim = attrs.evolve(claim, metadata=attrs.evolve(claim.metadata, labels=labels))
     other = _claim("b", "node-b")
     found = inputs.node_facts([claim, other], [], [], now=WHEN.timestamp(), nomination_window=0)
-    priced = inputs.priced(found, {"p": [it]})
+    priced = candidates.priced(found, {"p": [it]})
     expected = next(
         o.price
         for o in it.offerings
