@@ -96,13 +96,11 @@ def read(
 
 @attrs.frozen(kw_only=True)
 class Decided:
-    """A pass decided over a read: the core's result, the instance types it was priced and
-    simulated with (validation reuses them), and whether consolidation was skipped because the
-    memo says the cluster is unchanged since it found nothing."""
+    """A pass decided over a read: the core's result, and the instance types it was priced and
+    simulated with (validation reuses them)."""
 
     result: PassResult
     instance_types: Mapping[str, Sequence[InstanceType]]
-    settled: bool = False
 
 
 async def decide(
@@ -155,7 +153,7 @@ async def decide(
             traced.set_attribute("karpy.consolidation_skipped", settled)
     if memo is not None and not settled:
         memo.record(outcome, state.now)
-    return Decided(result=result, instance_types=types, settled=settled)
+    return Decided(result=result, instance_types=types)
 
 
 async def instance_types(
