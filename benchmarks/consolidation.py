@@ -34,9 +34,9 @@ from pathlib import Path
 from karpy.apis.v1 import labels as wk
 from karpy.core.disruption.budgets import BudgetSpec
 from karpy.core.disruption.candidates import PoolDisruption
-from karpy.core.disruption.consolidation import Search, Settings, consolidation_methods, moved
-from karpy.core.disruption.decision import disrupt
-from karpy.core.disruption.methods import Emptiness, Method
+from karpy.core.disruption.consolidation import Search, Settings, moved
+from karpy.core.disruption.decision import Memo, disrupt, disruption_methods
+from karpy.core.disruption.methods import Emptiness
 from karpy.core.pods import Pod
 from karpy.core.requirements import Requirement, Requirements
 from karpy.core.resources import CPU
@@ -161,28 +161,27 @@ def diverse_fleet(count: int, seed: int = 42) -> Fleet:
 
 
 def consolidate(fleet: Fleet, search: Search, max_commands: int) -> dict[str, float]:
-    methods: tuple[Method, ...] = (Emptiness(), *consolidation_methods(Settings(search=search)))
+    methods = disruption_methods(Settings(search=search))
     start_price, start_nodes = fleet.price, len(fleet.nodes)
     pods_moved = commands = passes = 0
     times: list[float] = []
     now = 1_800_000_000.0
-    cleared: frozenset[str] = frozenset()  # as the controller remembers between passes
+    memo = Memo()  # as the controller remembers between passes
     while True:
         began = time.perf_counter()
         decision = disrupt(
             fleet.facts(), fleet.pools(), now=now, simulate=fleet.simulate, methods=methods,
-            cleared=cleared,
+            cleared=memo.cleared,
         )  # fmt: skip
         elapsed = time.perf_counter() - began
         passes += 1
+        memo.record(decision.outcome, now)
         if decision.outcome.method != Emptiness.name:
             times.append(elapsed)  # a consolidation pass (or one finding nothing)
             if not decision.outcome.commands and not decision.outcome.complete:
-                cleared = cleared | decision.outcome.examined  # stopped at its limit: go on
-                continue
+                continue  # stopped at its limit: go on past what it cleared
             if not decision.outcome.commands or commands >= max_commands:
                 break
-        cleared = frozenset()
         for command in decision.outcome.commands:
             pods_moved += moved(command)
             commands += command.method != Emptiness.name

@@ -38,7 +38,7 @@ from karpy.controllers.disruption.controller import (
 )
 from karpy.core.disruption.candidates import NodeFacts
 from karpy.core.disruption.consolidation import Search, Settings
-from karpy.core.disruption.decision import Decision
+from karpy.core.disruption.decision import PassResult
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import KubeConfigError, KubeError
 from karpy.kube.kinds import (
@@ -64,7 +64,7 @@ class NodeNotFoundError(LookupError):
     """The node asked about is neither a Node nor a NodeClaim of the cluster."""
 
 
-def describe(decision: Decision, view: ClusterView, name: str) -> str:
+def describe(decision: PassResult, view: ClusterView, name: str) -> str:
     """What the pass does with node (or NodeClaim) `name`, for a terminal."""
     facts = next(
         (f for f in _facts(decision) if name in (f.nodeclaim, f.node)),
@@ -125,7 +125,7 @@ def _claim_of(view: ClusterView, name: str) -> NodeClaim | None:
     )
 
 
-def _facts(decision: Decision) -> list[NodeFacts]:
+def _facts(decision: PassResult) -> list[NodeFacts]:
     """The candidates' facts (priced); a node that is no candidate has none."""
     return [c.facts for c in decision.selection.candidates]
 

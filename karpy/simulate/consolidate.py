@@ -1,9 +1,10 @@
 """`karpy simulate --consolidate`: what consolidation would do to a scenario's existing nodes.
 
 The scenario's nodes with their pods are the fleet. Each step runs the disruption controller's
-pure pass (karpy.core.disruption.decision.disrupt: Emptiness, then multi-node and single-node
-consolidation, with the NodePools' `disruption` settings and budgets) against a simulation that
-answers as the controller's does: the candidates' pods re-placed by the scheduler over the other
+pure pass (karpy.core.disruption.decision.disrupt with the controller's methods: nothing in a
+scenario is drifted, so Emptiness, then multi-node and single-node consolidation act, with the
+NodePools' `disruption` settings and budgets) against a simulation that answers as the
+controller's does: the candidates' pods re-placed by the scheduler over the other
 nodes, then new NodeClaims. Each command is applied as the orchestration queue would run it
 (replacement launched as its cheapest allowed offering, candidates removed, their pods where the
 solve put them) and the next pass runs on the result, until a pass has nothing to do. The last
@@ -32,14 +33,18 @@ import attrs
 
 from karpy.apis.kube.workloads import PodDisruptionBudget, PodDisruptionBudgetStatus
 from karpy.apis.v1 import labels as wk
-from karpy.core.disruption.candidates import Candidate, NodeFacts, PodFacts, PoolDisruption, Skip
-from karpy.core.disruption.consolidation import (
-    Settings,
-    consolidation_methods,
-    consolidation_solve,
+from karpy.core.disruption.candidates import (
+    Candidate,
+    NodeFacts,
+    PodFacts,
+    PoolDisruption,
+    Skip,
+    offering_price,
+    priced,
 )
-from karpy.core.disruption.decision import disrupt
-from karpy.core.disruption.methods import Command, Emptiness, Method, Offer, Simulation
+from karpy.core.disruption.consolidation import Settings, consolidation_solve
+from karpy.core.disruption.decision import Memo, disrupt, disruption_methods
+from karpy.core.disruption.methods import Command, Simulation, offers
 from karpy.core.disruption.pdb import desired_healthy, disruptions_allowed
 from karpy.core.instancetypes import InstanceType
 from karpy.core.pods import Pod
@@ -96,18 +101,15 @@ def _labels(node: Node) -> dict[str, str]:
 
 def node_price(node: Node, instance_types: Mapping[str, Sequence[InstanceType]]) -> float | None:
     """The node's price per hour: its NodePool's offering of its instance type, zone and
-    capacity type (labels); None when any is unknown."""
+    capacity type (labels, `offering_price`); None when any is unknown."""
     labels = _labels(node)
-    name = labels.get(wk.LABEL_INSTANCE_TYPE)
-    zone = labels.get(wk.LABEL_TOPOLOGY_ZONE)
-    capacity = labels.get(wk.LABEL_CAPACITY_TYPE)
-    for it in instance_types.get(node.nodepool or "", ()):
-        if it.name != name:
-            continue
-        for o in it.offerings:
-            if o.zone == zone and o.capacity_type == capacity:
-                return o.price
-    return None
+    return offering_price(
+        instance_types,
+        node.nodepool,
+        labels.get(wk.LABEL_INSTANCE_TYPE),
+        labels.get(wk.LABEL_TOPOLOGY_ZONE),
+        labels.get(wk.LABEL_CAPACITY_TYPE),
+    )
 
 
 def fleet_price(
@@ -120,12 +122,8 @@ def fleet_price(
     return math.fsum(p for p in prices if p is not None)
 
 
-def _facts(
-    node: Node,
-    instance_types: Mapping[str, Sequence[InstanceType]],
-    protection: Protection,
-    budgets: Budgets,
-) -> NodeFacts:
+def _facts(node: Node, protection: Protection, budgets: Budgets) -> NodeFacts:
+    """The node as the controller's facts describe a NodeClaim (priced afterwards, `priced`)."""
     labels = _labels(node)
     return NodeFacts(
         nodeclaim=node.name,
@@ -133,10 +131,10 @@ def _facts(
         nodepool=node.nodepool,
         created_at=0.0,
         initialized_at=0.0 if node.initialized else None,
+        consolidatable=node.initialized,  # quiet since long before `now`
         instance_type=labels.get(wk.LABEL_INSTANCE_TYPE),
         capacity_type=labels.get(wk.LABEL_CAPACITY_TYPE),
         zone=labels.get(wk.LABEL_TOPOLOGY_ZONE),
-        price=node_price(node, instance_types),
         do_not_disrupt=node.name in protection.nodes,
         pods=tuple(
             PodFacts(
@@ -204,20 +202,10 @@ class _Fleet:
     def simulate(self, candidates: Sequence[Candidate]) -> Simulation:
         _, results = self.results({c.name for c in candidates})
         types = self.snapshot.instance_types
-        offers = tuple(
-            tuple(
-                Offer(it.name, o.capacity_type, o.zone, o.price)
-                for it in types.get(plan.nodepool, ())
-                if it.name in plan.instance_types
-                for o in it.offerings
-                if o.available and o.matches(plan.requirements)
-            )
-            for plan in results.nodeclaims
-        )
         return Simulation(
             plans=results.nodeclaims,
             unplaced=tuple(e.message for e in results.unplaced),
-            offers=offers,
+            offers=tuple(offers(plan, types) for plan in results.nodeclaims),
         )
 
     def apply(self, command: Command) -> tuple[str, ...]:
@@ -290,28 +278,28 @@ def consolidate(
     with what `protection` protects; `pending` pods count toward the PDBs covering them."""
     protection = protection or Protection()
     settings = settings or Settings()
-    methods: tuple[Method, ...] = (Emptiness(), *consolidation_methods(settings))
+    methods = disruption_methods(settings)
     fleet = _Fleet(snapshot, options)
     types = snapshot.instance_types
     steps: list[Step] = []
     kept: tuple[Skip, ...] = ()
-    cleared: frozenset[str] = frozenset()  # as the controller remembers between passes
+    memo = Memo()  # what the controller remembers between passes
     for _ in range(MAX_STEPS):
         running = [p for n in fleet.snapshot.nodes for p in n.pods]
         budgets = pdb_budgets(protection.pdbs, running, pending)
-        facts = [
-            _facts(n, types, protection, budgets) for n in fleet.snapshot.nodes if not n.in_flight
-        ]
-        decision = disrupt(
-            facts, pools, now=now, simulate=fleet.simulate, methods=methods, cleared=cleared
+        facts = priced(
+            (_facts(n, protection, budgets) for n in fleet.snapshot.nodes if not n.in_flight),
+            types,
         )
-        kept = decision.kept if not cleared else _merged(kept, decision.kept)
+        decision = disrupt(
+            facts, pools, now=now, simulate=fleet.simulate, methods=methods, cleared=memo.cleared
+        )
+        kept = decision.kept if not memo.cleared else _merged(kept, decision.kept)
+        memo.record(decision.outcome, now)
         if not decision.outcome.commands:
             if decision.outcome.complete:
                 break
-            cleared = cleared | decision.outcome.examined  # the single-node limit: go on
-            continue
-        cleared = frozenset()
+            continue  # stopped at the single-node limit: go on past what it cleared
         for command in decision.outcome.commands:
             launched = fleet.apply(command)
             price = fleet_price(fleet.snapshot.nodes, types)

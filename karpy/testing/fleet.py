@@ -18,7 +18,7 @@ import attrs
 from karpy.apis.v1 import labels as wk
 from karpy.core.disruption.candidates import NodeFacts, PodFacts, PoolDisruption
 from karpy.core.disruption.consolidation import consolidation_solve
-from karpy.core.disruption.methods import Command, Offer, Simulation
+from karpy.core.disruption.methods import Command, Simulation, offers
 from karpy.core.instancetypes import InstanceType
 from karpy.core.pods import Pod
 from karpy.core.scheduling import SchedulerOptions
@@ -67,7 +67,8 @@ class Fleet:
         return tuple(p for n in self.nodes for p in n.pods)
 
     def facts(self) -> list[NodeFacts]:
-        """NodeFacts as the controller would read them: all initialized long ago, priced."""
+        """NodeFacts as the controller would read them: all initialized long ago (so
+        Consolidatable), priced."""
         return [
             NodeFacts(
                 nodeclaim=n.name,
@@ -75,6 +76,7 @@ class Fleet:
                 nodepool=self.pool.name,
                 created_at=0.0,
                 initialized_at=0.0,
+                consolidatable=True,
                 instance_type=n.instance_type,
                 capacity_type=n.capacity_type,
                 zone=n.zone,
@@ -133,18 +135,11 @@ class Fleet:
         names = {getattr(c, "name", "") for c in candidates}
         _, results = self._results(names)
         plans = results.nodeclaims
-        by_name = {t.name: t for t in self.types}
-        offers = tuple(
-            tuple(
-                Offer(name, o.capacity_type, o.zone, o.price)
-                for name in plan.instance_types
-                for o in by_name[name].offerings
-                if o.available and o.matches(plan.requirements)
-            )
-            for plan in plans
-        )
+        types: dict[str, Sequence[InstanceType]] = {self.pool.name: self.types}
         unplaced = tuple(f"{e.pod}: {e.message}" for e in results.unplaced)
-        return Simulation(plans=plans, unplaced=unplaced, offers=offers)
+        return Simulation(
+            plans=plans, unplaced=unplaced, offers=tuple(offers(p, types) for p in plans)
+        )
 
     def apply(self, command: Command) -> Fleet:
         """The fleet after `command`: candidates gone, their pods re-placed as planned (the

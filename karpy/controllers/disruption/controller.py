@@ -14,6 +14,9 @@ at least once since start when pods are pending (nominations are rebuilt by that
    first: after `validation_delay` (Karpenter's 15 s) the cluster is read again and the command
    re-decided (karpy.core.disruption.decision.revalidate); a different result drops it.
 
+Steps 2-4 (less the acting) are `karpy.controllers.disruption.passes`, which `karpy explain node`
+runs too (`explain_pass`): the explanation is the controller's own pass over the same read.
+
 Methods that need to know where pods would go get a scheduling simulation over the same read
 (karpy.controllers.disruption.simulation); instance types (which also price each NodeClaim) are
 asked of the provider only when a drifted node with pods or a consolidation candidate makes them
@@ -21,7 +24,7 @@ necessary. The decision runs off the event loop: it is pure.
 Candidates a user can unblock (a budget, do-not-disrupt, a PDB, pods that would not fit) get a
 `DisruptionBlocked` event on their Node and NodeClaim, deduplicated by the recorder. Every node
 consolidation looked at and left alone gets an `Unconsolidatable` event on its Node and NodeClaim
-with the one reason the core gave (`Decision.kept`), repeated at most every 15 minutes while the
+with the one reason the core gave (`PassResult.kept`), repeated at most every 15 minutes while the
 reason stays the same (Karpenter's dedupe timeout) and at once when it changes. Two reasons are
 not evented, as in Karpenter: a NodePool whose policy is WhenEmpty, and a node whose
 consolidateAfter has not passed yet (its `Consolidatable` condition says so).
@@ -37,43 +40,25 @@ from typing import ClassVar, Final
 from karpy.apis.kube.node import Node
 from karpy.apis.v1.nodeclaim import API_VERSION as NODECLAIM_API_VERSION
 from karpy.apis.v1.nodeclaim import NodeClaim
-from karpy.apis.v1.nodepool import NodePool
-from karpy.cloudprovider.errors import CloudProviderError
 from karpy.cloudprovider.protocol import CloudProvider
-from karpy.controllers.disruption import facts
+from karpy.controllers.disruption import passes
 from karpy.controllers.disruption.queue import CommandFailedError, OrchestrationQueue
-from karpy.controllers.disruption.simulation import simulator, simulators
+from karpy.controllers.disruption.simulation import simulator
 from karpy.core.disruption.budgets import Allowance
-from karpy.core.disruption.candidates import (
-    Candidate,
-    NodeFacts,
-    Policy,
-    PoolDisruption,
-    Skip,
-    SkipReason,
-    select,
-)
-from karpy.core.disruption.consolidation import Settings, consolidation_methods
-from karpy.core.disruption.decision import Decision, disrupt, fingerprint, revalidate
-from karpy.core.disruption.methods import (
-    Command,
-    Drift,
-    Emptiness,
-    Method,
-    Pass,
-    Reason,
-    StaticDrift,
-)
+from karpy.core.disruption.candidates import Candidate, Policy, Skip, SkipReason, priced
+from karpy.core.disruption.consolidation import Settings
+from karpy.core.disruption.decision import Memo, PassResult, disruption_methods, revalidate
+from karpy.core.disruption.methods import Command, Method, Reason
 from karpy.core.instancetypes import InstanceType
 from karpy.core.scheduling.scheduler import SchedulerOptions
 from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
-from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, NODES, PODDISRUPTIONBUDGETS, PODS
+from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, NODES, PODS
 from karpy.manager import Singleton, Watch
 from karpy.runtime.clock import Clock
 from karpy.runtime.reconciler import Result
 from karpy.runtime.telemetry import Telemetry
 from karpy.state.podmoves import pod_moves
-from karpy.state.snapshot import ClusterObjects, SnapshotKinds, read_cluster
+from karpy.state.snapshot import SnapshotKinds
 from karpy.state.view import ClusterView
 
 log = logging.getLogger(__name__)
@@ -92,7 +77,6 @@ SILENT: Final = frozenset({SkipReason.POLICY, SkipReason.NOT_CONSOLIDATABLE})
 """Reasons consolidation keeps a node that get no Unconsolidatable event."""
 VALIDATION_DELAY: Final = 15.0
 """Seconds a consolidation command waits before it is re-checked (Karpenter's)."""
-CONSOLIDATION: Final = frozenset({"multi-node-consolidation", "single-node-consolidation"})
 
 
 class DisruptionController:
@@ -131,20 +115,8 @@ class DisruptionController:
         self._provider = cloudprovider
         self._scheduler = scheduler or SchedulerOptions()
         self._kinds = snapshot_kinds
-        self._methods = (
-            tuple(methods)
-            if methods is not None
-            else (
-                Emptiness(),
-                StaticDrift(),
-                Drift(),
-                *consolidation_methods(consolidation or Settings()),
-            )
-        )
-        self._quiet_methods = tuple(
-            m for m in self._methods if m.reason is not Reason.UNDERUTILIZED
-        )
-        self._memo = _Memo()
+        self._methods = tuple(methods) if methods is not None else disruption_methods(consolidation)
+        self._memo = Memo()
         self._spot_to_spot = (consolidation or Settings()).spot_to_spot
         self._min_improvement = min_improvement
         self._validation_delay = validation_delay
@@ -177,39 +149,24 @@ class DisruptionController:
             log.debug("waiting on the first provisioning pass")
             return Result(requeue_after=NOT_SYNCED_REQUEUE)
         await self._queue.tidy()
-        now, objects, claims, node_facts, pools, live = self._read()
-        selection = select(node_facts, pools, now=now)
-        types = await self._instance_types(selection.candidates, live)
-        node_facts = facts.priced(node_facts, types)
-        simulate, relaxed = simulators(objects, types, self._scheduler)
-        state = hash((fingerprint(node_facts, pools, selection, now=now), _inputs(objects)))
-        settled = self._memo.settled(state, now)
-        if settled:
-            log.debug("skipping consolidation: cluster unchanged since it found nothing")
-        with self._telemetry.tracer.start_as_current_span("disruption pass") as span:
-            decision = await asyncio.to_thread(
-                disrupt,
-                node_facts,
-                pools,
-                now=now,
-                simulate=simulate,
-                methods=self._quiet_methods if settled else self._methods,
-                relaxed=relaxed,
-                cleared=self._memo.cleared,
-            )
-            outcome = decision.outcome
-            span.set_attribute("karpy.candidates", len(decision.selection.candidates))
-            span.set_attribute("karpy.method", outcome.method or "")
-            span.set_attribute("karpy.commands", len(outcome.commands))
-            span.set_attribute("karpy.consolidation_skipped", settled)
-        if not settled:
-            self._memo.record(outcome, now)
+        state = self._read()
+        decided = await passes.decide(
+            state,
+            cloudprovider=self._provider,
+            methods=self._methods,
+            scheduler=self._scheduler,
+            provider_timeout=self._provider_timeout,
+            memo=self._memo,
+            tracer=self._telemetry.tracer,
+        )
+        decision, types = decided.result, decided.instance_types
+        outcome = decision.outcome
         self._record_allowances(decision.allowances, decision.selection.candidates)
-        by_name = {c.metadata.name or "": c for c in claims}
+        by_name = {c.metadata.name or "": c for c in state.claims}
         await self._report([*decision.selection.skipped, *outcome.skipped], by_name)
         await self._report_kept(decision.kept, by_name)
         for command in outcome.commands:
-            if command.method in CONSOLIDATION:
+            if command.method.consolidation:
                 checked = await self._validate(command, types)
                 if checked is None:
                     continue
@@ -219,47 +176,28 @@ class DisruptionController:
                 {
                     "decision": command.decision.value,
                     "reason": command.reason.value.lower(),
-                    "consolidation_type": _consolidation_type(command.method),
+                    "consolidation_type": command.method.consolidation_type,
                 },
             )
             try:
-                await self._queue.submit(command, live)
+                await self._queue.submit(command, state.live)
             except CommandFailedError as error:
                 log.error("failed to disrupt nodes", extra={"error": str(error)})
         return Result(requeue_after=self._period)
 
-    def _read(
-        self,
-    ) -> tuple[
-        float,
-        ClusterObjects,
-        list[NodeClaim],
-        list[NodeFacts],
-        dict[str, PoolDisruption],
-        dict[str, NodePool],
-    ]:
-        """One read of cluster state through the view, translated for the core."""
-        objects = read_cluster(self._view, optional=self._kinds)
-        pdbs = (
-            self._view.objects(PODDISRUPTIONBUDGETS)
-            if self._view.informs(PODDISRUPTIONBUDGETS)
-            else []
-        )
+    def _read(self) -> passes.Read:
+        """One read of cluster state through the view, with what this process knows: the
+        NodeClaims the queue is starting a command for and the provisioner's nominations."""
         now = self._clock.now().timestamp()
-        claims = list(objects.nodeclaims)
-        node_facts = facts.node_facts(
-            claims,
-            objects.nodes,
-            objects.pods,
-            pdbs,
+        return passes.read(
+            self._view,
             now=now,
             nomination_window=self._nomination_window,
-            busy=self._queue.busy,
+            min_improvement=self._min_improvement,
+            snapshot_kinds=self._kinds,
+            busy=self._queue.starting(),
             nominated=lambda name: self._view.nominated(name, now),
         )
-        pools = facts.pools(objects.nodepools, min_improvement=self._min_improvement)
-        live = {p.metadata.name or "": p for p in objects.nodepools}
-        return now, objects, claims, node_facts, pools, live
 
     async def _validate(
         self, command: Command, types: Mapping[str, Sequence[InstanceType]]
@@ -267,16 +205,16 @@ class DisruptionController:
         """The consolidation command re-decided after the validation delay, or None (logged)
         when the cluster changed under it."""
         await asyncio.sleep(self._validation_delay)
-        now, objects, _, node_facts, pools, _ = self._read()
-        node_facts = facts.priced(node_facts, types)
-        simulate = simulator(objects, types, self._scheduler, relax=True)
+        state = self._read()
+        node_facts = priced(state.facts, types)
+        simulate = simulator(state.objects, types, self._scheduler, relax=True)
         with self._telemetry.tracer.start_as_current_span("disruption validation"):
             checked = await asyncio.to_thread(
                 revalidate,
                 command,
                 node_facts,
-                pools,
-                now=now,
+                state.pools,
+                now=state.now,
                 simulate=simulate,
                 spot_to_spot=self._spot_to_spot,
             )
@@ -287,13 +225,6 @@ class DisruptionController:
             )
             return None
         return checked
-
-    async def _instance_types(
-        self, candidates: Sequence[Candidate], pools: Mapping[str, NodePool]
-    ) -> dict[str, Sequence[InstanceType]]:
-        return await instance_types(
-            self._provider, candidates, pools, per_call=self._provider_timeout
-        )
 
     def _record_allowances(
         self, by_reason: Mapping[Reason, Mapping[str, Allowance]], candidates: Sequence[Candidate]
@@ -356,91 +287,6 @@ class DisruptionController:
                 )
 
 
-CONSOLIDATED_TTL: Final = 300.0
-"""How long a pass that found nothing to consolidate stands while the cluster is unchanged
-(Karpenter re-checks a consolidated cluster every five minutes; prices may move meanwhile)."""
-
-
-class _Memo:
-    """What consolidation already found on the current cluster state (Karpenter's
-    "consolidated" mark): candidates single-node consolidation simulated without a command
-    (`cleared`, not simulated again), and whether a whole pass found nothing (`settled`:
-    consolidation is skipped until the state changes or `CONSOLIDATED_TTL` passes). A large
-    fleet whose single-node search stops at its simulation limit clears its candidates over
-    several passes, then settles."""
-
-    def __init__(self) -> None:
-        self._state: int | None = None
-        self.cleared: frozenset[str] = frozenset()
-        self._settled_at: float | None = None
-
-    def settled(self, state: int, now: float) -> bool:
-        """Whether this pass may skip consolidation: a complete pass found nothing on this same
-        `state` less than `CONSOLIDATED_TTL` ago. A new state forgets everything; so does the
-        TTL running out, so that the pass after it simulates every candidate again."""
-        expired = self._settled_at is not None and now - self._settled_at >= CONSOLIDATED_TTL
-        if state != self._state or expired:
-            self._state, self.cleared, self._settled_at = state, frozenset(), None
-        return self._settled_at is not None
-
-    def record(self, outcome: Pass, now: float) -> None:
-        """What a pass that ran consolidation found: a command forgets everything (the cluster
-        is about to change); nothing adds the candidates it simulated to `cleared`, and settles
-        when the pass saw every candidate."""
-        if outcome.commands:
-            self._state, self.cleared, self._settled_at = None, frozenset(), None
-            return
-        self.cleared = self.cleared | outcome.examined
-        self._settled_at = now if outcome.complete else None
-
-
-def _inputs(objects: ClusterObjects) -> int:
-    """A hash of the simulation's inputs facts do not carry: where every pod is (pending pods
-    are placed first), the nodes' labels, taints and allocatable, and the NodePools' specs."""
-    pods = tuple(sorted((p.metadata.uid or "", p.spec.node_name or "") for p in objects.pods))
-    nodes = tuple(
-        sorted(
-            (
-                n.metadata.name or "",
-                tuple(sorted((n.metadata.labels or {}).items())),
-                n.spec.taints,
-                n.spec.unschedulable,
-                tuple(sorted((k, str(v)) for k, v in n.status.allocatable.items())),
-            )
-            for n in objects.nodes
-        )
-    )
-    pools = tuple(sorted((p.metadata.name or "", repr(p.spec)) for p in objects.nodepools))
-    return hash((pods, nodes, pools))
-
-
-async def instance_types(
-    provider: CloudProvider | None,
-    candidates: Sequence[Candidate],
-    pools: Mapping[str, NodePool],
-    *,
-    per_call: float,
-) -> dict[str, Sequence[InstanceType]]:
-    """Instance types per live NodePool, asked of the provider only when there is a candidate:
-    a replacement must be planned and priced for one with pods, and an empty one's price is what
-    removing it saves (karpy_voluntary_disruption_savings_per_hour)."""
-    if provider is None or not candidates:
-        return {}
-    found: dict[str, Sequence[InstanceType]] = {}
-    for name, pool in sorted(pools.items()):
-        if pool.metadata.deletion_timestamp is not None:
-            continue
-        try:
-            async with asyncio.timeout(per_call):
-                found[name] = await provider.get_instance_types(pool)
-        except (CloudProviderError, TimeoutError) as error:
-            log.warning(
-                "failed to get instance types", extra={"nodepool": name, "error": str(error)}
-            )
-            found[name] = ()
-    return found
-
-
 async def explain_pass(
     view: ClusterView,
     *,
@@ -452,50 +298,26 @@ async def explain_pass(
     nomination_window: float = NOMINATION_WINDOW,
     provider_timeout: float = 60.0,
     snapshot_kinds: SnapshotKinds | None = None,
-) -> Decision:
+) -> PassResult:
     """The pass the controller would run now over `view`, decided and not acted on: what
     `karpy explain node` prints from a running cluster. Commands in flight are known from their
     NodeClaims' annotations; nominations only from the nomination window (the provisioner's
     live nominations are in the running controller's memory)."""
-    objects = read_cluster(view, optional=snapshot_kinds)
-    pdbs = view.objects(PODDISRUPTIONBUDGETS) if view.informs(PODDISRUPTIONBUDGETS) else []
-    node_facts = facts.node_facts(
-        list(objects.nodeclaims),
-        objects.nodes,
-        objects.pods,
-        pdbs,
+    state = passes.read(
+        view,
         now=now,
         nomination_window=nomination_window,
+        min_improvement=min_improvement,
+        snapshot_kinds=snapshot_kinds,
     )
-    pools = facts.pools(objects.nodepools, min_improvement=min_improvement)
-    live = {p.metadata.name or "": p for p in objects.nodepools}
-    prospects = select(node_facts, pools, now=now).candidates
-    types = await instance_types(cloudprovider, prospects, live, per_call=provider_timeout)
-    node_facts = facts.priced(node_facts, types)
-    options = scheduler or SchedulerOptions()
-    methods = (
-        Emptiness(),
-        StaticDrift(),
-        Drift(),
-        *consolidation_methods(consolidation or Settings()),
+    decided = await passes.decide(
+        state,
+        cloudprovider=cloudprovider,
+        methods=disruption_methods(consolidation),
+        scheduler=scheduler or SchedulerOptions(),
+        provider_timeout=provider_timeout,
     )
-    simulate, relaxed = simulators(objects, types, options)
-    return await asyncio.to_thread(
-        disrupt,
-        node_facts,
-        pools,
-        now=now,
-        simulate=simulate,
-        methods=methods,
-        relaxed=relaxed,
-    )
-
-
-def _consolidation_type(method: str) -> str:
-    """Karpenter's consolidation_type label: "multi", "single" or "" for other methods."""
-    if method in CONSOLIDATION:
-        return method.split("-", 1)[0]
-    return ""
+    return decided.result
 
 
 def _claim_ref(claim: NodeClaim) -> InvolvedObject:

@@ -20,9 +20,7 @@ core, which leaves that pool's nodes alone and reports why.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-
-import attrs
+from collections.abc import Callable, Collection, Iterable, Sequence
 
 from karpy.apis.duration import parse_duration
 from karpy.apis.kube.node import Node
@@ -36,8 +34,7 @@ from karpy.controllers.disruption import commands
 from karpy.core.disruption.budgets import BudgetSpec
 from karpy.core.disruption.candidates import NodeFacts, PodFacts, Policy, PoolDisruption
 from karpy.core.disruption.consolidation import parse_min_improvement
-from karpy.core.instancetypes import InstanceType
-from karpy.state.conditions import get_condition
+from karpy.state.conditions import claim_is_true, get_condition
 from karpy.state.pods import do_not_disrupt, is_reschedulable
 from karpy.state.protection import Budgets, do_not_disrupt_until
 
@@ -163,6 +160,7 @@ def node_facts(
                 or _nominated(initialized, last, now=now, window=nomination_window)
                 or (protecting is not None and protecting in live_commands),
                 drifted=drifted(claim),
+                consolidatable=claim_is_true(claim, ConditionType.CONSOLIDATABLE),
                 pods=tuple(pod_facts(p, budgets) for p in on_node.get(node_name or "", ())),
             )
         )
@@ -241,20 +239,3 @@ def pools(
         for p in nodepools
         if p.metadata.deletion_timestamp is None
     }
-
-
-def priced(
-    found: Sequence[NodeFacts], instance_types: Mapping[str, Sequence[InstanceType]]
-) -> list[NodeFacts]:
-    """`found` with each NodeClaim's price: its NodePool's offering of its instance type in its
-    zone and capacity type (available or not: the node is already bought); None when unknown."""
-    prices: dict[tuple[str, str, str, str], float] = {}
-    for pool, types in instance_types.items():
-        for it in types:
-            for o in it.offerings:
-                prices[(pool, it.name, o.zone, o.capacity_type)] = o.price
-    out: list[NodeFacts] = []
-    for f in found:
-        key = (f.nodepool or "", f.instance_type or "", f.zone or "", f.capacity_type or "")
-        out.append(attrs.evolve(f, price=prices.get(key)) if key in prices else f)
-    return out

@@ -75,8 +75,6 @@ VISIBILITY_TIMEOUT: Final = 30.0
 """Seconds a command this process started waits for its own writes to show in cluster state
 before it is judged on what the state shows."""
 WORKERS: Final = 10
-TAINT_ATTEMPTS: Final = 5
-TAINT_RETRY_DELAY: Final = 0.2
 REASON_LAUNCHING: Final = "DisruptionLaunching"
 REASON_WAITING: Final = "DisruptionWaitingReadiness"
 REASON_TERMINATING: Final = "DisruptionTerminating"
@@ -103,8 +101,8 @@ class OrchestrationQueue:
     """Start commands (`submit`), finish or roll back every command recorded on the API server.
 
     `run()` works until `stop()`; on start it adopts the commands a previous process left.
-    `busy` names the NodeClaims of commands being started right now (the view may not show
-    their annotations yet), so the disruption pass leaves them alone.
+    `starting()` names the NodeClaims of commands being started right now (the view may not
+    show their annotations yet), so the disruption pass leaves them alone.
     """
 
     name: ClassVar[str] = "disruption.queue"
@@ -131,7 +129,10 @@ class OrchestrationQueue:
         self._started: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
         self._waited: dict[str, float] = {}
         self._starting: set[str] = set()
-        self.busy: set[str] = set()
+        # Commands whose start failed and whose rollback the runner finishes: why, and the
+        # candidates and replacements this process wrote (the view may not show them yet).
+        self._abandoned: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {}
+        self._busy: set[str] = set()
         self._keys = Keys(self.name)
         self._adopted = asyncio.Event()
 
@@ -167,6 +168,11 @@ class OrchestrationQueue:
         found = list(commands.in_flight(self._view.nodeclaims()))
         self._adopted.set()
         return found
+
+    def starting(self) -> frozenset[str]:
+        """The NodeClaims of commands being started right now: the view may not show their
+        annotations yet, so the disruption pass must not pick them again."""
+        return frozenset(self._busy)
 
     def in_flight(self) -> int:
         return len(commands.in_flight(self._view.nodeclaims()))
@@ -204,7 +210,7 @@ class OrchestrationQueue:
             savings=_savings(command),
         )
         self._meta[command_id] = meta
-        self.busy.update(names)
+        self._busy.update(names)
         # Until its last replacement is created, the command's own writes wake its key; the
         # reconcile must not judge a command that is still being written.
         self._starting.add(command_id)
@@ -243,16 +249,29 @@ class OrchestrationQueue:
                 for claim in live:
                     await self._mark(claim, command_id, len(replacements), meta, started, parent)
                 for claim in live:
-                    await self._taint(claim)
+                    try:
+                        await self._taint(claim)
+                    except ConflictError:
+                        # The Node changed since the view's copy; the command's reconcile taints
+                        # it before anything else, retried by the runner until it holds.
+                        log.debug("disrupted taint conflicted", extra={"command-id": command_id})
                 await self._create([with_origin(c, span) for c in replacements], created)
         except KubeError as error:
             log.error(
                 "failed to start disruption command",
                 extra={"command-id": command_id, "error": str(error)},
             )
-            await self._rollback(command_id, why=str(error), candidates=names, replacements=created)
-            self.busy.difference_update(names)
-            self._starting.discard(command_id)
+            self._abandoned[command_id] = (str(error), names, tuple(created))
+            try:
+                await self._rollback(
+                    command_id, why=str(error), candidates=names, replacements=created
+                )
+            except ConflictError:
+                # A Node changed under the untaint: the runner finishes the rollback.
+                self._keys.send(command_id)
+            finally:
+                self._busy.difference_update(names)
+                self._starting.discard(command_id)
             msg = f"disruption command {command_id}: {error}"
             raise CommandFailedError(msg) from error
         self._started[command_id] = (frozenset(names), frozenset(created))
@@ -264,7 +283,7 @@ class OrchestrationQueue:
                     REASON_LAUNCHING,
                     f"Launching NodeClaim: {meta.reason}/{meta.decision.capitalize()}",
                 )
-        self.busy.difference_update(names)
+        self._busy.difference_update(names)
         self._keys.send(command_id)
         return command_id
 
@@ -326,7 +345,7 @@ class OrchestrationQueue:
         node = self._view.node(claim.status.node_name or "") if claim.status.node_name else None
         if node is None:
             return
-        await _write_taint(self._client, self._view, node, present=True)
+        await _write_taint(self._client, node, present=True)
 
     async def _create(self, replacements: Sequence[NodeClaim], created: list[str]) -> None:
         """Create `replacements`, appending each name to `created` as soon as it exists."""
@@ -346,6 +365,13 @@ class OrchestrationQueue:
         """Finish, wait on, or roll back the command `command_id` as the API server shows it."""
         if command_id in self._starting:
             return Result(requeue_after=VISIBILITY_RECHECK)
+        abandoned = self._abandoned.get(command_id)
+        if abandoned is not None:
+            why, candidates, replacements = abandoned
+            await self._rollback(
+                command_id, why=why, candidates=candidates, replacements=replacements
+            )
+            return Result()
         found = commands.in_flight(self._view.nodeclaims()).get(command_id)
         if not self._visible(command_id, found):
             return Result(requeue_after=VISIBILITY_RECHECK)
@@ -457,6 +483,7 @@ class OrchestrationQueue:
 
     def _forget(self, command_id: str) -> None:
         self._meta.pop(command_id, None)
+        self._abandoned.pop(command_id, None)
         self._started.pop(command_id, None)
         self._waited.pop(command_id, None)
 
@@ -499,7 +526,7 @@ class OrchestrationQueue:
         if claim.status.node_name:
             node = self._view.node(claim.status.node_name)
             if node is not None and node.metadata.deletion_timestamp is None:
-                await _write_taint(self._client, self._view, node, present=False)
+                await _write_taint(self._client, node, present=False)
         if commands.command_of(claim) not in (None, command_id):
             return
         # Annotations are a map: a merge patch removes exactly these keys, no version needed.
@@ -544,9 +571,9 @@ class OrchestrationQueue:
         """Remove stale disrupted taints and finished replacement annotations, and adopt any
         recorded command that is not queued. Runs before every disruption pass."""
         claims = self._view.nodeclaims()
-        for node in commands.stale_taints(self._view.nodes(), claims, self.busy):
+        for node in commands.stale_taints(self._view.nodes(), claims, self._busy):
             log.info("removing stale disrupted taint", extra={"node": node.metadata.name})
-            await _write_taint(self._client, self._view, node, present=False)
+            await _write_taint(self._client, node, present=False)
         for claim in commands.finished_replacements(claims):
             finished = {wk.ANNOTATION_REPLACEMENT_FOR: None}
             done = attrs.evolve(claim, metadata=with_annotations(claim.metadata, finished))
@@ -577,33 +604,20 @@ def _reason(claim: NodeClaim) -> str | None:
     return condition.reason if condition is not None else None
 
 
-async def _write_taint(client: KubeClient, view: ClusterView, node: Node, *, present: bool) -> None:
+async def _write_taint(client: KubeClient, node: Node, *, present: bool) -> None:
     """Put karpenter.sh/disrupted on (or take it off) `node`, optimistic on the version read.
 
-    A Node's status changes often (heartbeats), so a conflict is likely now and then: the
-    write is retried against the view's newer copy a few times before the conflict is raised.
+    A Node's status changes often (heartbeats), so a conflict is likely now and then: it is
+    raised, and the orchestration queue's runner reconciles the command again (`requeue_on`),
+    against the view's newer copy; what the command wrote so far stays on the API server.
     """
-    name = node.metadata.name or ""
-    for attempt in range(TAINT_ATTEMPTS):
-        patch = taint_patch(node.spec.taints, DISRUPTED_TAINT, present=present)
-        if not patch:
-            return
-        try:
-            await client.merge_patch(
-                NODES, name, patch, resource_version=node.metadata.resource_version
-            )
-        except NotFoundError:
-            return
-        except ConflictError:
-            if attempt == TAINT_ATTEMPTS - 1:
-                raise
-            await asyncio.sleep(TAINT_RETRY_DELAY)
-            newer = view.node(name)
-            if newer is None:
-                return
-            node = newer
-            continue
+    patch = taint_patch(node.spec.taints, DISRUPTED_TAINT, present=present)
+    if not patch:
         return
+    with contextlib.suppress(NotFoundError):
+        await client.merge_patch(
+            NODES, node.metadata.name or "", patch, resource_version=node.metadata.resource_version
+        )
 
 
 def _commands_of_claim(event: WatchEvent[NodeClaim]) -> Iterable[str]:

@@ -44,12 +44,11 @@ from karpy.apis.kube.pod import Pod
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.controllers.disruption import commands
 from karpy.core.disruption.candidates import Candidate
-from karpy.core.disruption.consolidation import looser_if_fewer, relaxing_matters
-from karpy.core.disruption.methods import Offer, Simulate, Simulation
+from karpy.core.disruption.consolidation import relaxed_solve
+from karpy.core.disruption.methods import Simulate, Simulation, offers
 from karpy.core.instancetypes import InstanceType
 from karpy.core.pods import Pod as CorePod
-from karpy.core.scheduling.preferences import PreferencePolicy
-from karpy.core.scheduling.results import NodeClaimPlan, Results
+from karpy.core.scheduling.results import Results
 from karpy.core.scheduling.scheduler import SchedulerOptions, solve
 from karpy.core.snapshot import ClusterSnapshot
 from karpy.state.pods import is_daemon_owned, is_reschedulable, is_static, is_terminal
@@ -64,19 +63,6 @@ from karpy.state.snapshot import (
 def _as_pending(pod: Pod) -> Pod:
     """The pod as it will be once evicted and recreated: unbound."""
     return attrs.evolve(pod, spec=attrs.evolve(pod.spec, node_name=None))
-
-
-def offers(
-    plan: NodeClaimPlan, instance_types: Mapping[str, Sequence[InstanceType]]
-) -> tuple[Offer, ...]:
-    """Every available offering of `plan`'s instance types its requirements allow."""
-    by_name = {it.name: it for it in instance_types.get(plan.nodepool, ())}
-    return tuple(
-        Offer(it.name, o.capacity_type, o.zone, o.price)
-        for it in (by_name[n] for n in plan.instance_types if n in by_name)
-        for o in it.offerings
-        if o.available and o.matches(plan.requirements)
-    )
 
 
 def leaving_nodes(nodes: Iterable[Node], claims: Iterable[NodeClaim]) -> set[str]:
@@ -303,15 +289,13 @@ def answer(
     ]
     mine = [p for p in build.pods if p.uid in ours]
     theirs = [p for p in build.pods if p.uid not in ours]
-    results = _solve(build.snapshot, theirs, mine, options)
-    if (
-        relax
-        and options.preference_policy is PreferencePolicy.RESPECT
-        and results.nodeclaims
-        and relaxing_matters(build.snapshot, build.pods)
-    ):
-        ignoring = attrs.evolve(options, preference_policy=PreferencePolicy.IGNORE)
-        results = looser_if_fewer(results, _solve(build.snapshot, theirs, mine, ignoring))
+
+    def solved(given: SchedulerOptions) -> Results:
+        return _solve(build.snapshot, theirs, mine, given)
+
+    results = (
+        relaxed_solve(solved, build.snapshot, build.pods, options) if relax else solved(options)
+    )
     # The scheduler's own explanation: which pod, and what refused it on every nodepool
     # and existing node (the line `karpy explain` prints first).
     unplaced.extend(e.message for e in results.unplaced if e.uid in ours)

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 import attrs
 
 from karpy.core.disruption.budgets import BudgetSpec
+from karpy.core.instancetypes import InstanceType
 
 DELETION_COST_SCALE = 2.0**27
 PRIORITY_SCALE = 2.0**25
@@ -79,7 +80,10 @@ class NodeFacts:
 
     `disrupting` marks a NodeClaim already in an orchestration command; `ready` is the Node's
     Ready condition (a NotReady node counts against budgets, as in Karpenter); `drifted` is the
-    reason of a True `Drifted` condition. `pods` are the node's reschedulable pods.
+    reason of a True `Drifted` condition; `consolidatable` is a True `Consolidatable` condition
+    (the nodeclaim.disruption controller sets it once the NodePool's consolidateAfter has
+    passed since `quiet_since`; the core reads it and never recomputes it). `pods` are the
+    node's reschedulable pods.
     """
 
     nodeclaim: str
@@ -99,6 +103,7 @@ class NodeFacts:
     do_not_disrupt: bool = False
     nominated: bool = False
     drifted: str | None = None
+    consolidatable: bool = False
     pods: tuple[PodFacts, ...] = ()
 
     @property
@@ -113,9 +118,9 @@ class NodeFacts:
 
     @property
     def quiet_since(self) -> float | None:
-        """When consolidateAfter starts counting: lastPodEventTime, or Initialized when no pod
-        event came yet (the rule of the NodeClaim's `Consolidatable` condition, so the core and
-        the condition agree on when a node is consolidatable)."""
+        """When the node was last busy: lastPodEventTime, or Initialized when no pod event came
+        yet (where the `Consolidatable` condition's consolidateAfter counts from; Emptiness
+        deletes the longest quiet first)."""
         if self.initialized_at is None:
             return None
         if self.last_pod_event_time is not None:
@@ -287,3 +292,39 @@ def select(
         found.append(Candidate(facts=facts, pool=pool, cost=disruption_cost(facts, now=now)))
     found.sort(key=lambda c: (c.cost, c.name))
     return Selection(candidates=tuple(found), skipped=tuple(skipped))
+
+
+def offering_price(
+    instance_types: Mapping[str, Sequence[InstanceType]],
+    nodepool: str | None,
+    instance_type: str | None,
+    zone: str | None,
+    capacity_type: str | None,
+) -> float | None:
+    """The price per hour of `nodepool`'s offering of `instance_type` in `zone` and
+    `capacity_type` (available or not: a node already bought is priced at what it runs on);
+    None when any is unknown."""
+    for it in instance_types.get(nodepool or "", ()):
+        if it.name == instance_type:
+            for o in it.offerings:
+                if o.zone == zone and o.capacity_type == capacity_type:
+                    return o.price
+    return None
+
+
+def priced(
+    found: Iterable[NodeFacts], instance_types: Mapping[str, Sequence[InstanceType]]
+) -> list[NodeFacts]:
+    """`found` with each NodeClaim's price (`offering_price`), where it is known: how the
+    controller, `karpy explain` and `karpy simulate --consolidate` price the nodes they decide
+    on."""
+    prices: dict[tuple[str, str, str, str], float] = {}
+    for pool, types in instance_types.items():
+        for it in types:
+            for o in it.offerings:
+                prices.setdefault((pool, it.name, o.zone, o.capacity_type), o.price)
+    out: list[NodeFacts] = []
+    for f in found:
+        key = (f.nodepool or "", f.instance_type or "", f.zone or "", f.capacity_type or "")
+        out.append(attrs.evolve(f, price=prices[key]) if key in prices else f)
+    return out

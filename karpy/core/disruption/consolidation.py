@@ -4,7 +4,7 @@ Two methods run after Emptiness and Drift, as in Karpenter: multi-node consolida
 candidates deleted, or replaced by one cheaper node) then single-node consolidation (one
 candidate deleted, or replaced by one strictly cheaper node). Both spend the `Underutilized`
 budgets and consider only NodePools whose consolidationPolicy is WhenEmptyOrUnderutilized or
-Balanced, and nodes that have been quiet for consolidateAfter (`consolidatable`).
+Balanced, and nodes whose NodeClaim is Consolidatable (`consolidatable`).
 
 No churn, by construction (`price_replacement`): a replacement keeps only offerings strictly
 cheaper than the candidates together (less the NodePool's minimum improvement), never the
@@ -35,17 +35,18 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import ClassVar
 
 import attrs
 
 from karpy.apis.v1 import labels as wk
-from karpy.core.disruption.budgets import Allowance
 from karpy.core.disruption.candidates import Candidate, Policy, Skip, SkipReason
 from karpy.core.disruption.methods import (
+    Budget,
     Command,
     Decision,
+    Kind,
     MethodInput,
     Offer,
     Outcome,
@@ -254,7 +255,7 @@ def evaluate(
     candidates: Sequence[Candidate],
     simulate: Simulate,
     *,
-    method: str,
+    method: Kind,
     spot_to_spot: bool,
 ) -> Evaluation:
     """Would removing `candidates` together consolidate? Delete when their pods fit on the rest
@@ -289,15 +290,6 @@ def _skip(candidate: Candidate, reason: SkipReason, message: str) -> Skip:
     return Skip(nodeclaim=candidate.name, node=candidate.facts.node, reason=reason, message=message)
 
 
-def _budget_message(candidate: Candidate, grant: Allowance | None) -> str:
-    if grant is not None and grant.error is not None:
-        return f"nodepool {candidate.nodepool} has an invalid disruption budget: {grant.error}"
-    return (
-        "no allowed disruptions for disruption reason Underutilized due to blocking budget in "
-        f"nodepool {candidate.nodepool}"
-    )
-
-
 def eligible(given: MethodInput) -> tuple[list[Candidate], list[Skip]]:
     """Candidates consolidation may act on: a dynamic NodePool that consolidates when
     underutilized, consolidatable now, not empty (Emptiness's business); with why not."""
@@ -315,30 +307,12 @@ def eligible(given: MethodInput) -> tuple[list[Candidate], list[Skip]]:
                 )
             )
             continue
-        skip = consolidatable(candidate, now=given.now)
+        skip = consolidatable(candidate)
         if skip is not None:
             skipped.append(skip)
             continue
         found.append(candidate)
     return found, skipped
-
-
-def within_budget(
-    candidates: Sequence[Candidate], allowances: Mapping[str, Allowance]
-) -> tuple[list[Candidate], list[Skip]]:
-    """Each NodePool's first `allowed` candidates (Karpenter filters by budget before it
-    searches), and a budget skip for the rest."""
-    left = {pool: grant.allowed for pool, grant in allowances.items()}
-    kept: list[Candidate] = []
-    skipped: list[Skip] = []
-    for candidate in candidates:
-        if left.get(candidate.nodepool, 0) > 0:
-            left[candidate.nodepool] -= 1
-            kept.append(candidate)
-        else:
-            grant = allowances.get(candidate.nodepool)
-            skipped.append(_skip(candidate, SkipReason.BUDGET, _budget_message(candidate, grant)))
-    return kept, skipped
 
 
 def balanced(command: Command, pool_candidates: Sequence[Candidate]) -> bool:
@@ -398,7 +372,7 @@ def _better(a: Command, b: Command | None) -> bool:
 
 
 def _prefix_search(
-    ordered: Sequence[Candidate], simulate: Simulate, *, method: str, spot_to_spot: bool
+    ordered: Sequence[Candidate], simulate: Simulate, *, method: Kind, spot_to_spot: bool
 ) -> tuple[Command | None, int]:
     """Karpenter's binary search for the largest prefix (at least two) that consolidates;
     returns the command and the prefix length it covers (0 for none)."""
@@ -423,14 +397,14 @@ class MultiNodeConsolidation:
     """Delete several candidates at once, or replace them with one cheaper node."""
 
     settings: Settings = Settings()
-    name: ClassVar[str] = "multi-node-consolidation"
+    name: ClassVar[Kind] = Kind.MULTI_NODE_CONSOLIDATION
     reason: ClassVar[Reason] = Reason.UNDERUTILIZED
 
     def compute(self, given: MethodInput) -> Outcome:
         found, skipped = eligible(given)
         spot = self.settings.spot_to_spot
         given = attrs.evolve(given, simulate=given.relaxed or given.simulate)
-        ordered, blocked = within_budget(found, given.allowances)
+        ordered, blocked = Budget(given.allowances, self.reason).within(found)
         ordered = ordered[:MAX_MULTI_CANDIDATES]
         command, size = _prefix_search(ordered, given.simulate, method=self.name, spot_to_spot=spot)
         if self.settings.search is Search.KARPY and size:
@@ -456,14 +430,14 @@ class SingleNodeConsolidation:
     """Delete one candidate, or replace it with one strictly cheaper node."""
 
     settings: Settings = Settings()
-    name: ClassVar[str] = "single-node-consolidation"
+    name: ClassVar[Kind] = Kind.SINGLE_NODE_CONSOLIDATION
     reason: ClassVar[Reason] = Reason.UNDERUTILIZED
 
     def compute(self, given: MethodInput) -> Outcome:
         found, skipped = eligible(given)
         spot = self.settings.spot_to_spot
         given = attrs.evolve(given, simulate=given.relaxed or given.simulate)
-        left = {pool: grant.allowed for pool, grant in given.allowances.items()}
+        budget = Budget(given.allowances, self.reason)
         karpenter = self.settings.search is Search.KARPENTER
         ordered = interleave(found) if karpenter else found
         best: Command | None = None
@@ -473,11 +447,9 @@ class SingleNodeConsolidation:
         for candidate in ordered:
             if candidate.name in given.cleared:
                 continue  # simulated on this same cluster state by an earlier pass: no command
-            if left.get(candidate.nodepool, 0) <= 0:
-                grant = given.allowances.get(candidate.nodepool)
-                skipped.append(
-                    _skip(candidate, SkipReason.BUDGET, _budget_message(candidate, grant))
-                )
+            blocked = budget.blocked(candidate)  # one command a pass: nothing is spent
+            if blocked is not None:
+                skipped.append(blocked)
                 continue
             if not karpenter and probes >= self.settings.single_probes and best is not None:
                 break  # enough compared; with nothing found yet, keep looking
@@ -507,13 +479,6 @@ class SingleNodeConsolidation:
         return Outcome(commands=(best,), skipped=tuple(skipped), examined=done)
 
 
-def consolidation_methods(
-    settings: Settings = Settings(),
-) -> tuple[MultiNodeConsolidation, SingleNodeConsolidation]:
-    """Both consolidation methods with the same settings, in Karpenter's order."""
-    return MultiNodeConsolidation(settings), SingleNodeConsolidation(settings)
-
-
 def validate(
     command: Command,
     given: MethodInput,
@@ -530,13 +495,11 @@ def validate(
     if missing:
         return f"candidate {missing[0]} is no longer a consolidation candidate"
     candidates = [fresh[name] for name in command.names]
-    counts: dict[str, int] = {}
-    for candidate in candidates:
-        counts[candidate.nodepool] = counts.get(candidate.nodepool, 0) + 1
-    for pool, count in sorted(counts.items()):
-        grant = given.allowances.get(pool)
-        if grant is None or grant.allowed < count:
-            return f"budget of nodepool {pool} no longer allows {count} disruption(s)"
+    budget = Budget(given.allowances, command.reason)
+    for pool in sorted({c.nodepool for c in candidates}):
+        ours = [c for c in candidates if c.nodepool == pool]
+        if budget.within(ours)[1]:
+            return f"budget of nodepool {pool} no longer allows {len(ours)} disruption(s)"
     again = evaluate(candidates, given.simulate, method=command.method, spot_to_spot=spot_to_spot)
     if again.command is None:
         return f"consolidation is no longer possible: {again.message}"
@@ -571,18 +534,29 @@ def relaxing_matters(snapshot: ClusterSnapshot, pods: Iterable[Pod]) -> bool:
     return snapshot.prefer_no_schedule() or any(has_preferences(p) for p in pods)
 
 
-def consolidation_solve(
-    snapshot: ClusterSnapshot, pods: list[Pod], options: SchedulerOptions
+def relaxed_solve(
+    solved: Callable[[SchedulerOptions], Results],
+    snapshot: ClusterSnapshot,
+    pods: Iterable[Pod],
+    options: SchedulerOptions,
 ) -> Results:
-    """``pods`` over ``snapshot`` as consolidation simulates them: solved as given and, when
-    that needs new NodeClaims under the Respect policy, again with preferences ignored
-    (``looser_if_fewer``) if that could place them otherwise (``relaxing_matters``)."""
-    results = solve(snapshot, pods, options)
+    """Consolidation's solve, `solved(options)` over `snapshot` placing `pods`: when that needs
+    new NodeClaims under the Respect policy, solved again with preferences ignored
+    (`looser_if_fewer`) if that could place them otherwise (`relaxing_matters`). The one rule
+    the controller's simulation, `karpy simulate --consolidate` and the test fleets apply."""
+    results = solved(options)
     if (
         results.nodeclaims
         and options.preference_policy is PreferencePolicy.RESPECT
         and relaxing_matters(snapshot, pods)
     ):
         ignoring = attrs.evolve(options, preference_policy=PreferencePolicy.IGNORE)
-        results = looser_if_fewer(results, solve(snapshot, pods, ignoring))
+        results = looser_if_fewer(results, solved(ignoring))
     return results
+
+
+def consolidation_solve(
+    snapshot: ClusterSnapshot, pods: list[Pod], options: SchedulerOptions
+) -> Results:
+    """``pods`` over ``snapshot`` as consolidation simulates them (`relaxed_solve`)."""
+    return relaxed_solve(lambda given: solve(snapshot, pods, given), snapshot, pods, options)

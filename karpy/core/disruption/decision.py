@@ -9,6 +9,7 @@ function, so what they check is what runs.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Final
 
 import attrs
 
@@ -24,6 +25,7 @@ from karpy.core.disruption.candidates import (
 )
 from karpy.core.disruption.consolidation import (
     MultiNodeConsolidation,
+    Settings,
     SingleNodeConsolidation,
     validate,
 )
@@ -41,18 +43,23 @@ from karpy.core.disruption.methods import (
     decide,
 )
 
-DEFAULT_METHODS: tuple[Method, ...] = (
-    Emptiness(),
-    StaticDrift(),
-    Drift(),
-    MultiNodeConsolidation(),
-    SingleNodeConsolidation(),
-)
-"""Karpenter's order; the first method that yields commands wins a pass."""
+
+def disruption_methods(settings: Settings | None = None) -> tuple[Method, ...]:
+    """The disruption methods in Karpenter's order (the first that yields commands wins a
+    pass), consolidation with `settings`: the one list the controller, `karpy explain`,
+    `karpy simulate --consolidate` and the benchmarks ask."""
+    settings = settings or Settings()
+    return (
+        Emptiness(),
+        StaticDrift(),
+        Drift(),
+        MultiNodeConsolidation(settings),
+        SingleNodeConsolidation(settings),
+    )
 
 
 @attrs.frozen(kw_only=True)
-class Decision:
+class PassResult:
     """A pass: the candidates and who was left out, the allowances it decided within, and the
     method's commands."""
 
@@ -83,6 +90,19 @@ def pool_counts(nodes: Iterable[NodeFacts]) -> dict[str, PoolCount]:
         pool: PoolCount(total=total, disrupting=disrupting.get(pool, 0))
         for pool, total in totals.items()
     }
+
+
+def pool_allowances(
+    counts: Mapping[str, PoolCount],
+    pools: Mapping[str, PoolDisruption],
+    reason: Reason,
+    *,
+    now: float,
+) -> dict[str, Allowance]:
+    """Each NodePool's allowance for `reason` at `now`, from its budgets and its `counts`
+    (`pool_counts`): what a pass, its fingerprint and a validation all decide within."""
+    budgets = {name: pool.budgets for name, pool in pools.items()}
+    return allowances(budgets, counts, reason=reason.value, now=now)
 
 
 SELECTION_BLOCKS = frozenset(
@@ -136,18 +156,17 @@ def disrupt(
     *,
     now: float,
     simulate: Simulate,
-    methods: Sequence[Method] = DEFAULT_METHODS,
+    methods: Sequence[Method] | None = None,
     relaxed: Simulate | None = None,
     cleared: frozenset[str] = frozenset(),
-) -> Decision:
+) -> PassResult:
     """One pass over `nodes` (every NodeClaim in the cluster) and the live `pools`; `cleared`
-    names candidates single-node consolidation need not simulate again (`MethodInput`)."""
+    names candidates single-node consolidation need not simulate again (`MethodInput`);
+    `methods` defaults to `disruption_methods()`."""
+    methods = disruption_methods() if methods is None else methods
     selection = select(nodes, pools, now=now)
     counts = pool_counts(nodes)
-    budgets = {name: pool.budgets for name, pool in pools.items()}
-    by_reason = {
-        reason: allowances(budgets, counts, reason=reason.value, now=now) for reason in Reason
-    }
+    by_reason = {reason: pool_allowances(counts, pools, reason, now=now) for reason in Reason}
     outcome = decide(
         methods,
         selection.candidates,
@@ -158,7 +177,7 @@ def disrupt(
         cleared=cleared,
     )
     kept = unconsolidatable(nodes, pools, selection, outcome, methods)
-    return Decision(selection=selection, allowances=by_reason, outcome=outcome, kept=kept)
+    return PassResult(selection=selection, allowances=by_reason, outcome=outcome, kept=kept)
 
 
 def fingerprint(
@@ -169,15 +188,15 @@ def fingerprint(
     now: float,
 ) -> int:
     """A hash of what a pass decides from, as far as facts tell it: every NodeClaim's facts,
-    the pools' disruption settings, and what the time changes — which NodeClaims are candidates
-    (do-not-disrupt durations run out), which are consolidatable (consolidateAfter passes) and
-    the Underutilized allowances (budget schedules open and close). Two passes with the same
-    fingerprint, and the same simulation inputs the caller adds (pods, nodes, NodePools),
-    decide the same, so a caller may skip consolidation a pass already found nothing in.
+    the pools' disruption settings (whether a NodeClaim is Consolidatable is a fact, its
+    condition), and what the time changes — which NodeClaims are candidates (do-not-disrupt
+    durations run out) and the Underutilized allowances (budget schedules open and close).
+    Two passes with the same fingerprint, and the same simulation inputs the caller adds (pods,
+    nodes, NodePools), decide the same, so a caller may skip consolidation a pass already found
+    nothing in.
     `selection` is `select(nodes, pools, now=now)`, which the caller has made already."""
-    ready = tuple(c.name for c in selection.candidates if consolidatable(c, now=now) is None)
-    budgets = {name: pool.budgets for name, pool in pools.items()}
-    grants = allowances(budgets, pool_counts(nodes), reason=Reason.UNDERUTILIZED.value, now=now)
+    ready = tuple(c.name for c in selection.candidates if consolidatable(c) is None)
+    grants = pool_allowances(pool_counts(nodes), pools, Reason.UNDERUTILIZED, now=now)
     return hash(
         (
             tuple(nodes),
@@ -200,9 +219,47 @@ def revalidate(
     """A consolidation command re-checked against a fresh read of the cluster (after the
     validation delay): the command to run, or why it is dropped."""
     selection = select(nodes, pools, now=now)
-    budgets = {name: pool.budgets for name, pool in pools.items()}
-    grants = allowances(budgets, pool_counts(nodes), reason=command.reason.value, now=now)
+    grants = pool_allowances(pool_counts(nodes), pools, command.reason, now=now)
     given = MethodInput(
         candidates=selection.candidates, allowances=grants, now=now, simulate=simulate
     )
     return validate(command, given, spot_to_spot=spot_to_spot)
+
+
+CONSOLIDATED_TTL: Final = 300.0
+"""How long a pass that found nothing to consolidate stands while the cluster is unchanged
+(Karpenter re-checks a consolidated cluster every five minutes; prices may move meanwhile)."""
+
+
+class Memo:
+    """What consolidation already found on the current cluster state (Karpenter's
+    "consolidated" mark): candidates single-node consolidation simulated without a command
+    (`cleared`, not simulated again), and whether a whole pass found nothing (`settled`:
+    consolidation is skipped until the state changes or `CONSOLIDATED_TTL` passes). A large
+    fleet whose single-node search stops at its simulation limit clears its candidates over
+    several passes, then settles. The controller keeps one across passes; `karpy simulate
+    --consolidate` and the consolidation benchmark keep one across the passes of their loop."""
+
+    def __init__(self) -> None:
+        self._state: int | None = None
+        self.cleared: frozenset[str] = frozenset()
+        self._settled_at: float | None = None
+
+    def settled(self, state: int, now: float) -> bool:
+        """Whether this pass may skip consolidation: a complete pass found nothing on this same
+        `state` less than `CONSOLIDATED_TTL` ago. A new state forgets everything; so does the
+        TTL running out, so that the pass after it simulates every candidate again."""
+        expired = self._settled_at is not None and now - self._settled_at >= CONSOLIDATED_TTL
+        if state != self._state or expired:
+            self._state, self.cleared, self._settled_at = state, frozenset(), None
+        return self._settled_at is not None
+
+    def record(self, outcome: Pass, now: float) -> None:
+        """What a pass that ran consolidation found: a command forgets everything (the cluster
+        is about to change); nothing adds the candidates it simulated to `cleared`, and settles
+        when the pass saw every candidate."""
+        if outcome.commands:
+            self._state, self.cleared, self._settled_at = None, frozenset(), None
+            return
+        self.cleared = self.cleared | outcome.examined
+        self._settled_at = now if outcome.complete else None

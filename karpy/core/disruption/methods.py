@@ -23,6 +23,7 @@ import attrs
 
 from karpy.core.disruption.budgets import Allowance
 from karpy.core.disruption.candidates import Candidate, Skip, SkipReason
+from karpy.core.instancetypes import InstanceType
 from karpy.core.scheduling.results import NodeClaimPlan
 
 
@@ -39,6 +40,27 @@ class Decision(enum.StrEnum):
 
     DELETE = "delete"
     REPLACE = "replace"
+
+
+class Kind(enum.StrEnum):
+    """Which method a command comes from, by Karpenter's name for it: the queue, the metrics
+    and the validation step tell commands apart by this, never by a string."""
+
+    EMPTINESS = "emptiness"
+    STATIC_DRIFT = "static-drift"
+    DRIFT = "drift"
+    MULTI_NODE_CONSOLIDATION = "multi-node-consolidation"
+    SINGLE_NODE_CONSOLIDATION = "single-node-consolidation"
+
+    @property
+    def consolidation(self) -> bool:
+        """Whether commands of this kind are consolidation's (validated after a delay)."""
+        return self in (Kind.MULTI_NODE_CONSOLIDATION, Kind.SINGLE_NODE_CONSOLIDATION)
+
+    @property
+    def consolidation_type(self) -> str:
+        """Karpenter's consolidation_type metric label: "multi", "single" or "" for others."""
+        return self.value.split("-", 1)[0] if self.consolidation else ""
 
 
 @attrs.frozen
@@ -66,12 +88,26 @@ class Simulation:
 Simulate = Callable[[Sequence[Candidate]], Simulation]
 
 
+def offers(
+    plan: NodeClaimPlan, instance_types: Mapping[str, Sequence[InstanceType]]
+) -> tuple[Offer, ...]:
+    """Every available offering of `plan`'s instance types (its NodePool's, by name in
+    `instance_types`) its requirements allow: what a simulation answers for each plan."""
+    by_name = {it.name: it for it in instance_types.get(plan.nodepool, ())}
+    return tuple(
+        Offer(it.name, o.capacity_type, o.zone, o.price)
+        for it in (by_name[n] for n in plan.instance_types if n in by_name)
+        for o in it.offerings
+        if o.available and o.matches(plan.requirements)
+    )
+
+
 @attrs.frozen(kw_only=True)
 class Command:
     """Remove `candidates` once `replacements` (and `from_template` NodeClaims from each
     candidate's NodePool template) are Initialized."""
 
-    method: str
+    method: Kind
     reason: Reason
     candidates: tuple[Candidate, ...]
     replacements: tuple[NodeClaimPlan, ...] = ()
@@ -120,7 +156,7 @@ class Outcome:
 class Method(Protocol):
     """One disruption method."""
 
-    name: ClassVar[str]
+    name: ClassVar[Kind]
     reason: ClassVar[Reason]
 
     def compute(self, given: MethodInput) -> Outcome:
@@ -143,8 +179,9 @@ def _budget_skip(candidate: Candidate, grant: Allowance | None, reason: Reason) 
     return _skip(candidate, SkipReason.BUDGET, message)
 
 
-class _Budget:
-    """Allowances being spent within one method's pass."""
+class Budget:
+    """Allowances being spent within one method's pass: the one place a disruption is counted
+    against its NodePool's budget (every method, and consolidation's validation, spend here)."""
 
     def __init__(self, allowances: Mapping[str, Allowance], reason: Reason) -> None:
         self._allowances = allowances
@@ -164,18 +201,30 @@ class _Budget:
             self._left[candidate.nodepool] -= 1
         return skip
 
+    def within(self, candidates: Sequence[Candidate]) -> tuple[list[Candidate], list[Skip]]:
+        """Spend one disruption for each of `candidates` in order: those the budgets allow,
+        and a budget skip for each of the rest."""
+        kept: list[Candidate] = []
+        skipped: list[Skip] = []
+        for candidate in candidates:
+            skip = self.take(candidate)
+            if skip is None:
+                kept.append(candidate)
+            else:
+                skipped.append(skip)
+        return kept, skipped
 
-def consolidatable(candidate: Candidate, *, now: float) -> Skip | None:
-    """Why `candidate` is not Consolidatable now, if it is not: consolidateAfter must be set,
-    valid, and have passed since lastPodEventTime (Initialized without one), as for the
-    NodeClaim's Consolidatable condition."""
+
+def consolidatable(candidate: Candidate) -> Skip | None:
+    """Why `candidate` is not Consolidatable now, if it is not: its NodePool's consolidateAfter
+    must be set and valid, and its NodeClaim's `Consolidatable` condition True (read, not
+    recomputed: the condition says consolidateAfter has passed since its last pod event)."""
     pool = candidate.pool
     if pool.error is not None:
         return _skip(candidate, SkipReason.INVALID_CONSOLIDATE_AFTER, pool.error)
     if pool.consolidate_after is None:
         return _skip(candidate, SkipReason.CONSOLIDATION_DISABLED, "consolidateAfter is Never")
-    since = candidate.facts.quiet_since
-    if since is None or now - since < pool.consolidate_after:
+    if not candidate.facts.consolidatable:
         return _skip(
             candidate,
             SkipReason.NOT_CONSOLIDATABLE,
@@ -190,7 +239,7 @@ class Emptiness:
     `Empty` budgets; longest-empty first. Applies to every consolidation policy; not to static
     NodePools (their size is fixed)."""
 
-    name: ClassVar[str] = "emptiness"
+    name: ClassVar[Kind] = Kind.EMPTINESS
     reason: ClassVar[Reason] = Reason.EMPTY
 
     def compute(self, given: MethodInput) -> Outcome:
@@ -199,13 +248,13 @@ class Emptiness:
         for candidate in given.candidates:
             if not candidate.facts.empty or candidate.pool.static:
                 continue
-            skip = consolidatable(candidate, now=given.now)
+            skip = consolidatable(candidate)
             if skip is not None:
                 skipped.append(skip)
             else:
                 ready.append(candidate)
         ready.sort(key=lambda c: (c.facts.quiet_since or given.now, c.name))
-        budget = _Budget(given.allowances, self.reason)
+        budget = Budget(given.allowances, self.reason)
         chosen: list[Candidate] = []
         for candidate in ready:
             skip = budget.take(candidate)
@@ -228,11 +277,11 @@ class StaticDrift:
     """Replace drifted NodeClaims of static NodePools (`spec.replicas`) one for one, each with a
     NodeClaim from the pool's template, within the `Drifted` budgets."""
 
-    name: ClassVar[str] = "static-drift"
+    name: ClassVar[Kind] = Kind.STATIC_DRIFT
     reason: ClassVar[Reason] = Reason.DRIFTED
 
     def compute(self, given: MethodInput) -> Outcome:
-        budget = _Budget(given.allowances, self.reason)
+        budget = Budget(given.allowances, self.reason)
         commands: list[Command] = []
         skipped: list[Skip] = []
         for candidate in _drifted(given.candidates, static=True):
@@ -257,12 +306,12 @@ class Drift:
     one in a single delete command if there are any; otherwise the cheapest-to-disrupt node whose
     pods all fit elsewhere or on new NodeClaims, one command per pass, replacement first."""
 
-    name: ClassVar[str] = "drift"
+    name: ClassVar[Kind] = Kind.DRIFT
     reason: ClassVar[Reason] = Reason.DRIFTED
 
     def compute(self, given: MethodInput) -> Outcome:
         drifted = _drifted(given.candidates, static=False)
-        budget = _Budget(given.allowances, self.reason)
+        budget = Budget(given.allowances, self.reason)
         skipped: list[Skip] = []
         empty: list[Candidate] = []
         for candidate in (c for c in drifted if c.facts.empty):
@@ -305,10 +354,10 @@ class Pass:
     """One disruption pass: the method that acted (None when none did), its commands, and
     every candidate the methods tried considered and left alone."""
 
-    method: str | None
+    method: Kind | None
     commands: tuple[Command, ...]
     skipped: tuple[Skip, ...]
-    by_method: tuple[tuple[str, tuple[Skip, ...]], ...] = ()
+    by_method: tuple[tuple[Kind, tuple[Skip, ...]], ...] = ()
     """The same skips, per method asked, in the order asked."""
     examined: frozenset[str] = frozenset()
     """Candidates the methods simulated without a command (`Outcome.examined`)."""
@@ -332,7 +381,7 @@ def decide(
     passed on (`MethodInput.cleared`).
     """
     skipped: list[Skip] = []
-    by_method: list[tuple[str, tuple[Skip, ...]]] = []
+    by_method: list[tuple[Kind, tuple[Skip, ...]]] = []
     examined: set[str] = set()
     complete = True
     for method in methods:

@@ -16,6 +16,7 @@ from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodepool import Disruption
 from karpy.controllers.disruption.controller import DisruptionController
 from karpy.controllers.disruption.queue import OrchestrationQueue
+from karpy.controllers.nodeclaim.disruption import NodeClaimDisruptionController
 from karpy.controllers.nodeclaim.podevents import PodEventsController
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError
@@ -30,7 +31,7 @@ from karpy.state.cluster import ClusterState
 from karpy.state.informers import Informer
 from karpy.state.podmoves import pod_moves
 from karpy.state.view import ClusterView
-from karpy.testing.fake_cloudprovider import TEST_NODE_CLASS
+from karpy.testing.fake_cloudprovider import TEST_NODE_CLASS, FakeCloudProvider
 from tests.cluster.provisioning.harness import make_nodepool
 from tests.support.waiting import eventually
 
@@ -46,6 +47,27 @@ class Env:
     moved: list[str]
     disruption: Loop
     telemetry: Telemetry
+    conditions: NodeClaimDisruptionController
+
+    async def mark(self) -> None:
+        """Reconcile every NodeClaim's Consolidatable condition at the clock's time, as the
+        nodeclaim.disruption controller does (disruption reads the condition), and wait until
+        cluster state shows what it wrote."""
+        for claim in self.state.store(NODECLAIMS).objects():
+            name = claim.metadata.name or ""
+            await self.conditions.reconcile(name)
+            try:
+                stored = await self.kube.get(NODECLAIMS, name)
+            except NotFoundError:
+                continue
+
+            async def shown(
+                name: str = name, version: str | None = stored.metadata.resource_version
+            ) -> bool:
+                seen = self.state.store(NODECLAIMS).get(name)
+                return seen is not None and seen.metadata.resource_version == version
+
+            await eventually(shown, within=30, interval=0.05)
 
     async def node_with_claim(
         self,
@@ -195,6 +217,9 @@ async def environment(
             await_provisioning=await_provisioning,
         )
         podevents = PodEventsController(kube, view, clock=clock)
+        conditions = NodeClaimDisruptionController(
+            kube, view, FakeCloudProvider(), clock=clock, telemetry=telemetry
+        )
         # Run as the operator runs them; the disruption loop only when a test starts it. The
         # queue is not woken by NodeClaim changes here: restart tests run a second queue over
         # the same commands, as a restarted process would, and this one must stay out of it.
@@ -211,7 +236,16 @@ async def environment(
                     await state.wait_synced()
                     await queue.wait_ready()
                 yield Env(
-                    kube, state, clock, controller, queue, podevents, moved, disruption, telemetry
+                    kube,
+                    state,
+                    clock,
+                    controller,
+                    queue,
+                    podevents,
+                    moved,
+                    disruption,
+                    telemetry,
+                    conditions,
                 )
             finally:
                 queue_loop.stop()

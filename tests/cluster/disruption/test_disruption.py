@@ -2,7 +2,9 @@
 initialized node whose NodePool says WhenEmpty / consolidateAfter 30s loses its NodeClaim after
 30 s and not before; a node with a pod, a `nodes: "0"` budget and `consolidateAfter: Never` all
 block it. And the lastPodEventTime stamper writes the NodeClaim's status when a pod lands on
-its node.
+its node. Before each pass the NodeClaims' `Consolidatable` condition is reconciled at the
+injected clock's time (`Env.mark`), as the nodeclaim.disruption controller keeps it in the
+operator: disruption reads the condition.
 """
 
 from __future__ import annotations
@@ -37,9 +39,11 @@ async def test_empty_node_is_deleted_after_consolidate_after_and_not_before(
         pool = await env.pool(WHEN_EMPTY_30S)
         claim, _ = await env.node_with_claim(pool)
         env.clock.step(datetime.timedelta(seconds=29))
+        await env.mark()
         await env.controller.reconcile_once()
         assert await env.exists(claim)
         env.clock.step(datetime.timedelta(seconds=2))
+        await env.mark()
         result = await env.controller.reconcile_once()
         assert result.requeue_after == 10.0
 
@@ -69,6 +73,7 @@ async def test_budget_zero_and_never_block_emptiness(
         pool = await env.pool(disruption)
         claim, _ = await env.node_with_claim(pool)
         env.clock.step(datetime.timedelta(hours=1))
+        await env.mark()
         await env.controller.reconcile_once()
         assert await env.exists(claim)
 
@@ -98,6 +103,7 @@ async def test_node_with_a_pod_is_never_deleted_and_gets_a_last_pod_event_time(
         stored = await env.kube.get(NODECLAIMS, claim)
         assert stored.status.last_pod_event_time == env.clock.now().replace(microsecond=0)
         env.clock.step(datetime.timedelta(hours=1))
+        await env.mark()
         await env.controller.reconcile_once()
         assert await env.exists(claim)
 
@@ -117,6 +123,7 @@ async def test_the_loop_acts_on_a_pod_moving_and_stops_cleanly(
                 await asyncio.sleep(0.5)
                 assert await env.exists(claim)
                 env.clock.step(datetime.timedelta(seconds=31))
+                await env.mark()
                 # A pod bound to some other node wakes the pass (its node may have emptied).
                 elsewhere = {
                     "apiVersion": "v1",
@@ -165,6 +172,7 @@ async def test_a_node_nominated_for_a_pending_pod_is_not_empty_until_the_nominat
         now = env.clock.now().timestamp()
         env.state.nominations.nominate(node, [(namespace, "waiting")], now=now, window=20.0)
         env.state.nominations.passed()
+        await env.mark()
         await env.controller.reconcile_once()
         assert await env.exists(claim)
         env.clock.step(datetime.timedelta(seconds=15))
@@ -172,16 +180,19 @@ async def test_a_node_nominated_for_a_pending_pod_is_not_empty_until_the_nominat
         env.state.nominations.nominate(node, [(namespace, "waiting")], now=now, window=20.0)
         env.state.nominations.passed()
         env.clock.step(datetime.timedelta(seconds=15))
+        await env.mark()
         await env.controller.reconcile_once()
         await asyncio.sleep(0.5)
         assert await env.exists(claim)  # renewed by the later pass
         env.clock.step(datetime.timedelta(seconds=60))
+        await env.mark()
         await env.controller.reconcile_once()
         await asyncio.sleep(0.5)
         # Past the window, but the provisioner has not passed since (waiting on cluster sync,
         # as after an apiserver outage): the nomination is held.
         assert await env.exists(claim)
         env.state.nominations.passed()  # a pass that placed the pod nowhere near the node
+        await env.mark()
         await env.controller.reconcile_once()
 
         async def deleted() -> bool:
@@ -215,11 +226,13 @@ async def test_a_restarted_disruption_waits_for_the_first_provisioning_pass_whil
 
         await eventually(provisionable, within=30, interval=0.05)
         env.clock.step(datetime.timedelta(seconds=31))
+        await env.mark()
         waiting = await env.controller.reconcile_once()
         assert waiting.requeue_after == 1.0
         await asyncio.sleep(0.5)
         assert await env.exists(claim)
         env.state.nominations.passed()  # the provisioner passed and nominated nothing there
+        await env.mark()
         await env.controller.reconcile_once()
 
         async def deleted() -> bool:

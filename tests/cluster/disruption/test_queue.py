@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
 
 import pytest
 
@@ -21,12 +22,14 @@ from karpy.apis.v1.nodepool import Budget, Disruption, NodePool
 from karpy.controllers.disruption import commands
 from karpy.controllers.disruption.queue import OrchestrationQueue
 from karpy.core.disruption.candidates import Candidate, NodeFacts, PoolDisruption
-from karpy.core.disruption.methods import Command, Reason
+from karpy.core.disruption.methods import Command, Kind, Reason
 from karpy.core.requirements import Operator, Requirement, Requirements
 from karpy.core.resources import Resources
 from karpy.core.scheduling.results import NodeClaimPlan
+from karpy.kube.errors import ConflictError
 from karpy.kube.events import Recorder
 from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, NODES
+from karpy.kube.resources import ResourceKind
 from karpy.localcluster import ClusterInfo
 from karpy.manager import Manager
 from karpy.runtime.options import ReconcileOptions
@@ -62,7 +65,7 @@ def _command(env: Env, claim: str, pool: str, *, replacements: int = 1) -> Comma
     facts = NodeFacts(nodeclaim=claim, node=stored.status.node_name, nodepool=pool, created_at=0)
     candidate = Candidate(facts=facts, pool=PoolDisruption(consolidate_after=None), cost=1.0)
     return Command(
-        method="drift",
+        method=Kind.DRIFT,
         reason=Reason.DRIFTED,
         candidates=(candidate,),
         replacements=tuple(_plan(pool) for _ in range(replacements)),
@@ -113,6 +116,39 @@ async def test_candidates_are_deleted_only_after_their_replacement_initializes(
             return not await env.exists(claim)
 
         await eventually(candidate_gone, within=15, interval=0.1)
+
+
+async def test_a_conflicting_taint_keeps_the_command_and_its_reconcile_taints_the_node(
+    cluster_info: ClusterInfo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Node that changed since the view's copy (a heartbeat, say) makes the taint write
+    conflict: the command is not rolled back for it, and its reconcile taints the node."""
+    async with environment(cluster_info) as env:
+        pool = await env.pool(HELD)
+        claim, node = await env.node_with_claim(pool)
+        write = env.kube.merge_patch
+        conflicts: list[str] = []
+
+        async def conflicting_once(
+            kind: ResourceKind[Any], name: str, patch: Mapping[str, Any], **kwargs: Any
+        ) -> Any:
+            if kind is NODES and not conflicts:
+                conflicts.append(name)
+                raise ConflictError(409, "Conflict", "the object has been modified")
+            return await write(kind, name, patch, **kwargs)
+
+        monkeypatch.setattr(env.kube, "merge_patch", conflicting_once)
+        command_id = await env.queue.submit(_command(env, claim, pool), await _nodepools(env))
+        assert conflicts == [node]
+        made = await _replacement(env)
+        assert commands.replacement_for(made) == command_id
+        marked = await env.kube.get(NODECLAIMS, claim)
+        assert commands.command_of(marked) == command_id
+
+        async def tainted() -> bool:
+            return await _tainted(env, node)
+
+        await eventually(tainted, within=15, interval=0.1)
 
 
 async def test_a_replacement_that_goes_away_rolls_the_command_back(

@@ -27,6 +27,7 @@ from karpy.apis.v1.common import NodeClassReference
 from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim, NodeClaimSpec, NodeClaimStatus
 from karpy.apis.v1.nodepool import Budget, Disruption, DisruptionReason, NodePool
 from karpy.controllers.disruption import facts as inputs
+from karpy.core.disruption import candidates
 from karpy.kube.kinds import PODS
 from karpy.kube.resources import Item, ObjectRef
 from karpy.kube.watch import Event, EventType
@@ -99,6 +100,32 @@ def test_candidates_count_only_reschedulable_pods_and_read_annotations() -> None
     assert not found["a"].do_not_disrupt
     assert [p.name for p in found["b"].pods] == ["ns/app"]
     assert found["b"].do_not_disrupt
+
+
+def test_consolidatable_is_the_nodeclaims_condition_as_written() -> None:
+    plain = _claim("a", "n1")
+    marked = attrs.evolve(
+        plain,
+        status=attrs.evolve(
+            plain.status,
+            conditions=(
+                *plain.status.conditions,
+                Condition(
+                    type=ConditionType.CONSOLIDATABLE,
+                    status=ConditionStatus.TRUE,
+                    reason="Consolidatable",
+                    last_transition_time=WHEN,
+                ),
+            ),
+        ),
+    )
+    marked = attrs.evolve(marked, metadata=attrs.evolve(marked.metadata, name="b"))
+    nodes = [Node(metadata=ObjectMeta(name="n1"))]
+    # A day after Initialized: only the condition says whether consolidateAfter has passed.
+    found = inputs.node_facts(
+        [plain, marked], nodes, [], now=WHEN.timestamp() + 86400, nomination_window=20.0
+    )
+    assert [(f.nodeclaim, f.consolidatable) for f in found] == [("a", False), ("b", True)]
 
 
 def test_a_fresh_node_no_pod_reached_yet_counts_as_nominated() -> None:
@@ -297,7 +324,7 @@ def test_nodeclaims_are_priced_from_their_pools_offerings() -> None:
     claim = attrs.evolve(claim, metadata=attrs.evolve(claim.metadata, labels=labels))
     other = _claim("b", "node-b")
     found = inputs.node_facts([claim, other], [], [], now=WHEN.timestamp(), nomination_window=0)
-    priced = inputs.priced(found, {"p": [it]})
+    priced = candidates.priced(found, {"p": [it]})
     expected = next(
         o.price
         for o in it.offerings

@@ -4,8 +4,8 @@ nothing, for at most five minutes; candidates already simulated are not simulate
 
 from __future__ import annotations
 
-from karpy.controllers.disruption.controller import CONSOLIDATED_TTL, _Memo
-from karpy.core.disruption.methods import Command, Pass, Reason
+from karpy.core.disruption.decision import CONSOLIDATED_TTL, Memo
+from karpy.core.disruption.methods import Command, Kind, Pass, Reason
 
 NOW = 1_800_000_000.0
 
@@ -15,7 +15,7 @@ def _nothing(*, examined: frozenset[str], complete: bool) -> Pass:
 
 
 def test_a_complete_pass_that_found_nothing_settles_until_the_state_changes() -> None:
-    memo = _Memo()
+    memo = Memo()
     assert not memo.settled(1, NOW)
     memo.record(_nothing(examined=frozenset({"a", "b"}), complete=True), NOW)
     assert memo.settled(1, NOW + 10)
@@ -26,7 +26,7 @@ def test_a_complete_pass_that_found_nothing_settles_until_the_state_changes() ->
 
 
 def test_an_incomplete_pass_clears_its_candidates_without_settling() -> None:
-    memo = _Memo()
+    memo = Memo()
     assert not memo.settled(7, NOW)
     memo.record(_nothing(examined=frozenset({"a"}), complete=False), NOW)
     assert not memo.settled(7, NOW + 10)
@@ -37,17 +37,19 @@ def test_an_incomplete_pass_clears_its_candidates_without_settling() -> None:
 
 
 def test_a_command_forgets_everything() -> None:
-    memo = _Memo()
+    memo = Memo()
     memo.settled(3, NOW)
     memo.record(_nothing(examined=frozenset({"a"}), complete=False), NOW)
-    command = Command(method="emptiness", reason=Reason.EMPTY, candidates=())
-    memo.record(Pass(method="emptiness", commands=(command,), skipped=(), complete=True), NOW + 10)
+    command = Command(method=Kind.EMPTINESS, reason=Reason.EMPTY, candidates=())
+    memo.record(
+        Pass(method=Kind.EMPTINESS, commands=(command,), skipped=(), complete=True), NOW + 10
+    )
     assert memo.cleared == frozenset()
     assert not memo.settled(3, NOW + 20)
 
 
 def test_the_five_minute_recheck_simulates_every_candidate_again() -> None:
-    memo = _Memo()
+    memo = Memo()
     memo.settled(5, NOW)
     memo.record(_nothing(examined=frozenset({"a", "b"}), complete=True), NOW)
     assert memo.settled(5, NOW + 60)

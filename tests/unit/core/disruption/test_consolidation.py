@@ -28,13 +28,12 @@ from karpy.core.disruption.consolidation import (
     Search,
     Settings,
     SingleNodeConsolidation,
-    consolidation_methods,
     price_replacement,
     relaxing_matters,
     savings,
 )
-from karpy.core.disruption.decision import disrupt, revalidate
-from karpy.core.disruption.methods import Command, Emptiness, Method, Offer, Simulation
+from karpy.core.disruption.decision import disrupt, disruption_methods, revalidate
+from karpy.core.disruption.methods import Command, Method, Offer, Simulation
 from karpy.core.pods import (
     Container,
     LabelSelector,
@@ -92,7 +91,7 @@ def fleet(*nodes: tuple[int, int], disruption: PoolDisruption = OPEN) -> Fleet:
 
 
 def methods(search: Search, **kw: object) -> tuple[Method, ...]:
-    return (Emptiness(), *consolidation_methods(Settings(search=search, **kw)))  # type: ignore[arg-type]
+    return disruption_methods(Settings(search=search, **kw))  # type: ignore[arg-type]
 
 
 def settle(f: Fleet, search: Search, limit: int = 20) -> tuple[Fleet, list[Command]]:
@@ -161,7 +160,10 @@ def test_when_empty_pools_are_not_consolidated() -> None:
 
 def test_consolidate_after_is_counted_from_the_last_pod_event() -> None:
     start = fleet((3, 3), (3, 3), disruption=attrs.evolve(OPEN, consolidate_after=300.0))
-    busy = [attrs.evolve(f, last_pod_event_time=NOW - 10) for f in start.facts()]
+    # A pod event 10 s ago: the nodeclaim.disruption controller has taken Consolidatable off.
+    busy = [
+        attrs.evolve(f, last_pod_event_time=NOW - 10, consolidatable=False) for f in start.facts()
+    ]
     decision = disrupt(busy, start.pools(), now=NOW, simulate=start.simulate)
     assert decision.outcome.commands == ()
     assert {s.reason for s in decision.outcome.skipped} == {SkipReason.NOT_CONSOLIDATABLE}
@@ -449,12 +451,16 @@ def test_the_fingerprint_moves_with_what_a_pass_decides_from() -> None:
 
     start = fleet((3, 3), (3, 3))
     waiting = attrs.evolve(OPEN, consolidate_after=300.0)
-    facts = [attrs.evolve(f, last_pod_event_time=NOW - 100) for f in start.facts()]
+    facts = [
+        attrs.evolve(f, last_pod_event_time=NOW - 100, consolidatable=False) for f in start.facts()
+    ]
     pools = {start.pool.name: waiting}
     same = fingerprint(facts, pools, now=NOW)
     assert fingerprint(list(facts), dict(pools), now=NOW) == same
     assert fingerprint(facts, pools, now=NOW + 10) == same  # nothing became consolidatable
-    assert fingerprint(facts, pools, now=NOW + 250) != same  # consolidateAfter has passed
+    # consolidateAfter has passed: the nodeclaim.disruption controller marks them Consolidatable
+    marked = [attrs.evolve(f, consolidatable=True) for f in facts]
+    assert fingerprint(marked, pools, now=NOW + 250) != same
     fewer = [facts[0], attrs.evolve(facts[1], pods=facts[1].pods[1:])]
     assert fingerprint(fewer, pools, now=NOW) != same
 
@@ -470,7 +476,9 @@ def test_validation_keeps_a_command_whose_result_is_unchanged_and_drops_a_change
     assert kept.names == command.names
     # A candidate that got a pod event since is no longer consolidatable: the command goes.
     later = attrs.evolve(OPEN, consolidate_after=60.0)
-    touched = [attrs.evolve(f, last_pod_event_time=NOW) for f in start.facts()]
+    touched = [
+        attrs.evolve(f, last_pod_event_time=NOW, consolidatable=False) for f in start.facts()
+    ]
     dropped = revalidate(
         command, touched, {"default": later}, now=NOW, simulate=start.simulate, spot_to_spot=False
     )

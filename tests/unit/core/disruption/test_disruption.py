@@ -47,10 +47,16 @@ DRIFT_ONLY = (Emptiness(), StaticDrift(), Drift())
 
 
 def node(
-    name: str, *, idle: float = 60.0, pods: int | tuple[PodFacts, ...] = 0, **changes: Any
+    name: str,
+    *,
+    idle: float = 60.0,
+    pods: int | tuple[PodFacts, ...] = 0,
+    consolidate_after: float = 30.0,
+    **changes: Any,
 ) -> NodeFacts:
     """An initialized, Ready NodeClaim of POOL idle for `idle` seconds with `pods` pods (a
-    count, or the pods themselves)."""
+    count, or the pods themselves), Consolidatable as the nodeclaim.disruption controller marks
+    it under a NodePool whose consolidateAfter is `consolidate_after` (W30's by default)."""
     if isinstance(pods, int):
         pods = tuple(PodFacts(name=f"ns/{name}-{i}", uid=f"{name}-{i}") for i in range(pods))
     base = NodeFacts(
@@ -60,6 +66,7 @@ def node(
         created_at=NOW - idle - 200,
         initialized_at=NOW - idle - 100,
         last_pod_event_time=NOW - idle,
+        consolidatable=idle >= consolidate_after,
         pods=pods,
     )
     return attrs.evolve(base, **changes)
@@ -199,7 +206,7 @@ def test_emptiness_deletes_every_empty_consolidatable_node_in_one_command() -> N
     ],
 )
 def test_emptiness_is_held_back(pool: PoolDisruption, reason: SkipReason) -> None:
-    decision = run([node("a")], {POOL: pool})
+    decision = run([node("a", consolidate_after=pool.consolidate_after or 0.0)], {POOL: pool})
     assert decision.outcome.commands == ()
     assert [(s.nodeclaim, s.reason) for s in decision.outcome.skipped] == [("a", reason)]
 
@@ -317,6 +324,7 @@ nodes_strategy = st.lists(
         do_not_disrupt=st.booleans(),
         nominated=st.booleans(),
         drifted=st.sampled_from([None, None, "NodePoolDrifted"]),
+        consolidatable=st.booleans(),
         pods=pods_strategy,
     ),
     max_size=12,
