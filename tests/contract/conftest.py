@@ -30,8 +30,8 @@ from karpy.kube.errors import NotFoundError
 from karpy.kube.kinds import NODES
 from karpy.localcluster import ClusterInfo
 from karpy.testing.fake_cloudprovider import TEST_NODE_CLASS, FakeCloudProvider
+from karpy_kwok.apis.kinds import KWOK_NODECLASSES
 from karpy_kwok.apis.kwoknodeclass import KWOKNodeClass
-from karpy_kwok.kinds import KWOK_NODECLASSES
 
 
 @attrs.frozen

@@ -41,6 +41,7 @@ from karpy.runtime.clock import FakeClock
 from karpy.runtime.telemetry import Telemetry
 from karpy.state.view import ClusterView
 from karpy_kwok import KwokCloudProvider, KwokOptions, build
+from karpy_kwok.apis.kinds import KWOK_NODECLASSES
 from karpy_kwok.apis.kwoknodeclass import (
     ANNOTATION_NODECLASS_HASH,
     ANNOTATION_NODECLASS_HASH_VERSION,
@@ -49,8 +50,12 @@ from karpy_kwok.apis.kwoknodeclass import (
     static_hash,
 )
 from karpy_kwok.catalog import OfferingSelector, load_entries
-from karpy_kwok.kinds import KWOK_NODECLASSES
-from karpy_kwok.provider import ANNOTATION_NODECLAIM_UID, LEAK_GRACE, LEAK_PERIOD
+from karpy_kwok.controllers.garbagecollection import (
+    LEAK_GRACE,
+    LEAK_PERIOD,
+    LeakedNodeController,
+)
+from karpy_kwok.providers.nodes import ANNOTATION_NODECLAIM_UID
 from tests.contract.conftest import nodepool
 from tests.support.clusterview import live_view
 from tests.support.providers import run_extension
@@ -432,6 +437,7 @@ async def test_garbage_collection_deletes_kwok_nodes_no_nodeclaim_owns_after_the
         provider = KwokCloudProvider(
             kube, load_entries(), options=KwokOptions(), view=live.view, clock=clock
         )
+        collector = LeakedNodeController(kube, live.view, provider.instances, clock=clock)
         await provider.create(owned_claim)  # not recorded yet: owned by name and UID
         await provider.create(_nodeclaim("kwok-gc-leaked", uid="uid-deleted-claim"))
         foreign = await kube.create(NODES, Node(metadata=ObjectMeta(name="kwok-gc-foreign")))
@@ -439,12 +445,12 @@ async def test_garbage_collection_deletes_kwok_nodes_no_nodeclaim_owns_after_the
         created = (await kube.get(NODES, "kwok-gc-leaked")).metadata.creation_timestamp
         assert created is not None
         clock.set(created + datetime.timedelta(seconds=LEAK_GRACE - 10))
-        young = await provider.collect_leaked()
+        young = await collector.reconcile_once()
         assert young.requeue_after is not None
         assert young.requeue_after <= 11
         assert (await kube.get(NODES, "kwok-gc-leaked")).metadata.deletion_timestamp is None
         clock.set(created + datetime.timedelta(seconds=LEAK_GRACE + 1))
-        done = await provider.collect_leaked()
+        done = await collector.reconcile_once()
         assert done.requeue_after == LEAK_PERIOD
 
         async def leaked_gone() -> bool:

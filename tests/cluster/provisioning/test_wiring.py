@@ -26,8 +26,8 @@ from karpy.localcluster import ClusterInfo
 from karpy.operator.supervisor import Supervisor
 from karpy.operator.wiring import build
 from karpy.runtime.options import Options, load
+from karpy_kwok.apis.kinds import KWOK_NODECLASSES
 from karpy_kwok.apis.kwoknodeclass import KWOKNodeClass
-from karpy_kwok.kinds import KWOK_NODECLASSES
 from tests.cluster.provisioning.harness import make_nodepool, pod_body
 from tests.support.waiting import eventually
 
