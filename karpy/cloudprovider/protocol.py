@@ -108,6 +108,12 @@ class CloudProvider(Protocol):
         """The NodeClass kinds this provider understands."""
         ...
 
+    def well_known_labels(self) -> frozenset[str]:
+        """The labels of this provider's instance types that karpy treats as well known, as its
+        own (e.g. karpenter.k8s.aws/instance-family): a pod may require one its NodePool does
+        not mention, and the instance types decide. karpy names none of a provider's labels."""
+        ...
+
 
 # ---------------------------------------------------------------------- the provider extension
 

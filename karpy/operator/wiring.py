@@ -351,7 +351,7 @@ def _controllers(
                 snapshot_kinds=_snapshot_kinds(by_kind),
                 node_nominations=nominations,
                 clock=clock,
-                scheduler=_scheduler_options(options),
+                scheduler=_scheduler_options(options, provider),
             )
         )
     if by_kind.keys() >= {NODES.kind, PODS.kind, NODECLAIMS.kind, NODEPOOLS.kind}:
@@ -636,10 +636,11 @@ def _nomination_window(options: Options) -> float:
     return max(2 * options.batching.max_duration, 10.0)
 
 
-def _scheduler_options(options: Options) -> SchedulerOptions:
+def _scheduler_options(options: Options, provider: CloudProvider) -> SchedulerOptions:
     return SchedulerOptions(
         preference_policy=PreferencePolicy(options.scheduling.preference_policy),
         min_values_policy=MinValuesPolicy(options.scheduling.min_values_policy),
+        provider_labels=provider.well_known_labels(),
     )
 
 
@@ -699,7 +700,7 @@ def _disruption(
             reconcile=options.reconcile,
             trigger=trigger,
             cloudprovider=provider,
-            scheduler=_scheduler_options(options),
+            scheduler=_scheduler_options(options, provider),
             snapshot_kinds=_snapshot_kinds(by_kind),
             nomination_window=_nomination_window(options),
             consolidation=Settings(

@@ -41,6 +41,7 @@ from karpy.kube.resources import ResourceKind
 from karpy.runtime.clock import Clock, SystemClock
 from karpy.state.view import ClusterView
 from karpy_kwok.apis.kwoknodeclass import KWOKNodeClass
+from karpy_kwok.apis.labels import LABELS
 from karpy_kwok.catalog import CatalogEntry, OfferingSelector, instance_types
 from karpy_kwok.cloudprovider.drift import drift_reason
 from karpy_kwok.controllers.extension import extension
@@ -236,6 +237,9 @@ class KwokCloudProvider:
 
     def supported_node_classes(self) -> tuple[NodeClassKind, ...]:
         return (KWOK_NODE_CLASS,)
+
+    def well_known_labels(self) -> frozenset[str]:
+        return LABELS.well_known
 
     def extension(self) -> ProviderExtension[ResourceKind[Any]]:
         """The KWOKNodeClass kind and the provider's passes (`karpy_kwok.controllers.extension`)."""

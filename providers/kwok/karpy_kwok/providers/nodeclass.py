@@ -12,7 +12,6 @@ from typing import Final
 import attrs
 
 from karpy.apis.meta import ConditionStatus
-from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.common import NodeClassReference
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.cloudprovider import NodeClassNotReadyError
@@ -20,6 +19,7 @@ from karpy.cloudprovider.protocol import NodeClassKind
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError
 from karpy.state.view import ClusterView
+from karpy_kwok.apis import labels as kwoklabels
 from karpy_kwok.apis.kinds import KWOK_NODECLASSES
 from karpy_kwok.apis.kwoknodeclass import (
     ANNOTATION_NODECLASS_HASH,
@@ -29,7 +29,7 @@ from karpy_kwok.apis.kwoknodeclass import (
     static_hash,
 )
 
-KWOK_NODE_CLASS: Final = NodeClassKind(group=wk.KWOK_GROUP, kind=KWOKNodeClass.KIND)
+KWOK_NODE_CLASS: Final = NodeClassKind(group=kwoklabels.KWOK_GROUP, kind=KWOKNodeClass.KIND)
 
 
 def is_kwok(ref: NodeClassReference) -> bool:

@@ -23,10 +23,11 @@ from karpy.apis.meta import ObjectMeta
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.common import NodeClassReference
 from karpy.apis.v1.nodeclaim import NodeClaim, NodeClaimSpec, NodeClaimStatus
+from karpy_kwok.apis import labels as kwoklabels
 from karpy_kwok.providers.nodeclass import KWOK_NODE_CLASS
 
 PROVIDER_ID_PREFIX: Final = "kwok://"
-ANNOTATION_NODECLAIM_UID: Final = f"{wk.KWOK_GROUP}/nodeclaim-uid"
+ANNOTATION_NODECLAIM_UID: Final = f"{kwoklabels.KWOK_GROUP}/nodeclaim-uid"
 """On a kwok Node: the UID of the NodeClaim it was launched for."""
 
 
@@ -62,7 +63,7 @@ def is_ours(node: Node) -> bool:
     carrying the providerID of its own name."""
     return (
         node.metadata.annotations.get(wk.ANNOTATION_KWOK_NODE) == wk.KWOK_NODE_VALUE
-        and wk.LABEL_KWOK_NODECLASS in node.metadata.labels
+        and kwoklabels.LABEL_KWOK_NODECLASS in node.metadata.labels
         and node_name_of(node.spec.provider_id or "") == node.metadata.name
     )
 
@@ -74,7 +75,7 @@ def node_of(launched: NodeClaim) -> Node:
     labels = {
         **launched.metadata.labels,
         wk.LABEL_HOSTNAME: name,
-        wk.LABEL_KWOK_NODECLASS: launched.spec.node_class_ref.name,
+        kwoklabels.LABEL_KWOK_NODECLASS: launched.spec.node_class_ref.name,
     }
     taints = (
         *launched.spec.taints,
@@ -106,7 +107,7 @@ def as_launched(launched: NodeClaim, node: Node) -> NodeClaim:
     """`launched`, describing the already existing kwok `node` instead of a new choice."""
     labels = {**launched.metadata.labels, **node.metadata.labels}
     labels.pop(wk.LABEL_HOSTNAME, None)
-    labels.pop(wk.LABEL_KWOK_NODECLASS, None)
+    labels.pop(kwoklabels.LABEL_KWOK_NODECLASS, None)
     status = attrs.evolve(
         launched.status, capacity=node.status.capacity, allocatable=node.status.allocatable
     )
@@ -129,7 +130,7 @@ def nodeclaim_of(node: Node) -> NodeClaim:
             node_class_ref=NodeClassReference(
                 group=KWOK_NODE_CLASS.group,
                 kind=KWOK_NODE_CLASS.kind,
-                name=labels[wk.LABEL_KWOK_NODECLASS],
+                name=labels[kwoklabels.LABEL_KWOK_NODECLASS],
             ),
         ),
         status=NodeClaimStatus(
