@@ -118,7 +118,7 @@ class KwokCloudProvider:
         self._types = instance_types(self._catalog, unavailable=tuple(selectors))
 
     async def create(self, nodeclaim: NodeClaim) -> NodeClaim:
-        """Launch on the cheapest compatible available offering (module docstring for the Node).
+        """Launch on the cheapest compatible available offering (`providers.nodes` for the Node).
 
         Raises NodeClassNotReadyError when the KWOKNodeClass is missing or not Ready, and
         InsufficientCapacityError when no available offering fits.
