@@ -12,34 +12,20 @@ from karpy.cloudprovider.errors import (
     NodeClassNotReadyError,
 )
 from karpy.cloudprovider.protocol import (
-    Change,
     CloudProvider,
-    ControllerSpec,
     DriftReason,
-    Extended,
-    KeyedController,
     NodeClassKind,
-    PeriodicController,
-    ProviderExtension,
     RepairPolicy,
-    Watch,
 )
 
 __all__ = [
-    "Change",
     "CloudProvider",
     "CloudProviderError",
-    "ControllerSpec",
     "CreateError",
     "DriftReason",
-    "Extended",
     "InsufficientCapacityError",
-    "KeyedController",
     "NodeClaimNotFoundError",
     "NodeClassKind",
     "NodeClassNotReadyError",
-    "PeriodicController",
-    "ProviderExtension",
     "RepairPolicy",
-    "Watch",
 ]

@@ -50,8 +50,8 @@ from karpy.kube.kinds import (
     PODDISRUPTIONBUDGETS,
     PODS,
 )
+from karpy.operator.inputs import nomination_window, scheduler_options
 from karpy.operator.listing import listed_cluster
-from karpy.operator.wiring import _nomination_window, _scheduler_options
 from karpy.runtime.options import Options, OptionsError, load
 from karpy.state.snapshot import SnapshotKinds
 from karpy.state.view import ClusterView
@@ -203,13 +203,13 @@ async def explain_node(options: Options, name: str) -> str:
             cluster.view,
             now=cluster.clock.now().timestamp(),
             cloudprovider=cluster.provider,
-            scheduler=_scheduler_options(options, cluster.provider),
+            scheduler=scheduler_options(options, cluster.provider),
             consolidation=Settings(
                 search=Search(options.consolidation.search),
                 spot_to_spot=options.feature_gates.spot_to_spot_consolidation,
             ),
             min_improvement=options.consolidation.min_improvement,
-            nomination_window=_nomination_window(options),
+            nomination_window=nomination_window(options),
             snapshot_kinds=SnapshotKinds(daemonsets=DAEMONSETS),
         )
         text = describe(decision, cluster.view, name)

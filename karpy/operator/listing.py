@@ -18,7 +18,12 @@ from opentelemetry.metrics import NoOpMeter
 from karpy.cloudprovider.protocol import CloudProvider
 from karpy.kube.client import KubeClient
 from karpy.kube.resources import ResourceKind
-from karpy.operator.wiring import _build_provider, _close_provider, _extension, _resource_kind
+from karpy.operator.components import (
+    close_provider,
+    configured_provider,
+    extension_of,
+    resource_kind,
+)
 from karpy.runtime.clock import SystemClock
 from karpy.runtime.options import Options
 from karpy.runtime.telemetry import Metrics
@@ -61,14 +66,14 @@ async def listed_cluster(
             await _list_into(client, state, kind)
         view = ClusterView(state)
         clock = SystemClock()
-        provider = await _build_provider(options, kube=client, view=view, clock=clock)
+        provider = await configured_provider(options, kube=client, view=view, clock=clock)
         try:
-            for declared in _extension(provider).kinds:
-                kind = _resource_kind(declared, provider=options.provider.name)
+            for declared in extension_of(provider).kinds:
+                kind = resource_kind(declared, provider=options.provider.name)
                 if not state.has(kind):
                     await _list_into(client, state, kind)
             yield ListedCluster(client=client, view=view, provider=provider, clock=clock)
         finally:
-            await _close_provider(provider)
+            await close_provider(provider)
     finally:
         await client.close()

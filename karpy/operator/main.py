@@ -43,6 +43,24 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     ),
 }
 
+# (command, argument) -> (module, function): an argument that hands a command to another tool,
+# because that variant connects to a cluster and builds a provider, the operator's business. A
+# flag is looked for anywhere after the command, a word only right after it.
+_VARIANTS: dict[tuple[str, str], tuple[str, str]] = {
+    ("simulate", "--from-cluster"): ("karpy.operator.snapshot", "main"),
+    ("explain", "node"): ("karpy.operator.explain", "main"),
+}
+
+
+def _entry(command: str, rest: list[str]) -> tuple[str, str]:
+    """The (module, function) that runs `command` with the arguments `rest`."""
+    for (name, argument), entry in _VARIANTS.items():
+        given = argument in rest if argument.startswith("-") else rest[:1] == [argument]
+        if name == command and given:
+            return entry
+    module_name, function_name, _ = _COMMANDS[command]
+    return module_name, function_name
+
 
 def _usage() -> str:
     width = max(len(name) for name in _COMMANDS)
@@ -72,13 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command not in _COMMANDS:
         sys.stderr.write(f"karpy: unknown command {command!r}\n\n{_usage()}\n")
         return 2
-    module_name, function_name, _ = _COMMANDS[command]
-    if command == "simulate" and "--from-cluster" in rest:
-        # Snapshotting connects to a cluster and builds a provider: the operator's business.
-        module_name, function_name = "karpy.operator.snapshot", "main"
-    if command == "explain" and rest[:1] == ["node"]:
-        # Explaining a live node connects to the cluster and builds a provider, as above.
-        module_name, function_name = "karpy.operator.explain", "main"
+    module_name, function_name = _entry(command, rest)
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as error:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from karpy.operator.wiring import Components
+from karpy.operator.components import Components
 
 log = logging.getLogger(__name__)
 

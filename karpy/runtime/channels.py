@@ -1,14 +1,15 @@
 """The coalescing signal between loops (house rule 8).
 
-Loops talk through two things only: a `Trigger`, here, says "something changed" and coalesces any
-number of fires into one wake-up, like Karpenter's batcher trigger, and a keyed
-`karpy.runtime.reconciler.WorkQueue` carries which object to reconcile. Firing never blocks, so an
-informer callback can never stall a watch stream.
+Loops talk through two things only, both here: a `Trigger` says "something changed" and coalesces
+any number of fires into one wake-up, like Karpenter's batcher trigger, and `Keys` carries which
+object another loop should reconcile (the manager feeds it into that loop's work queue). Neither
+ever blocks its sender, so an informer callback can never stall a watch stream.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 
 class Trigger:
@@ -38,3 +39,37 @@ class Trigger:
         self._event.clear()
         fired, self._fired = self._fired, 0
         return fired
+
+
+class Keys:
+    """A channel of keys from one loop to a keyed controller that declares it as a source.
+
+    `send()` is synchronous and never blocks. Keys sent before the receiving controller is
+    connected (by the manager, as the process starts) are kept and delivered on `connect()`, so
+    none is lost to start-up order.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._receiver: Callable[[str], None] | None = None
+        self._early: list[str] = []
+
+    def send(self, key: str) -> None:
+        """Hand `key` to the receiving controller (or keep it until one connects)."""
+        if self._receiver is None:
+            self._early.append(key)
+        else:
+            self._receiver(key)
+
+    def connect(self, receiver: Callable[[str], None]) -> None:
+        """Deliver every key to `receiver` from now on, starting with those sent before.
+
+        Raises ValueError when the channel already has a receiver: a key goes to one loop.
+        """
+        if self._receiver is not None:
+            msg = f"channel {self.name!r} already has a receiver"
+            raise ValueError(msg)
+        self._receiver = receiver
+        early, self._early = self._early, []
+        for key in early:
+            receiver(key)

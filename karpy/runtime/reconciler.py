@@ -1,11 +1,12 @@
 """Keyed work queues and the runner that drives every reconciler (house rules 4 and 11).
 
-A controller is a `reconcile(key) -> Result` function; this module owns everything around it: keys
-are deduplicated while they wait, one key is never reconciled twice at once (serial per key) while
-different keys run in parallel, errors back off per key (exponential with jitter, reset on success),
-`Result(requeue_after=...)` waits, and every reconcile runs inside a span and with its log fields
-bound. The semantics follow client-go's workqueue (dirty and processing sets), which
-controller-runtime and so Karpenter build on.
+A controller is declared (`karpy.manager`) around a `reconcile(key) -> Result` function; this
+module is the machinery the manager runs it on: keys are deduplicated while they wait, one key is
+never reconciled twice at once (serial per key) while different keys run in parallel, errors back
+off per key (exponential with jitter, reset on success), `Result(requeue_after=...)` waits, and
+every reconcile runs inside a span and with its log fields bound. The semantics follow
+client-go's workqueue (dirty and processing sets), which controller-runtime and so Karpenter
+build on.
 """
 
 from __future__ import annotations
@@ -316,7 +317,7 @@ def describe(error: BaseException) -> str:
 
 class SingletonLoop:
     """A controller with a single key, whose every reconcile is one pass over everything
-    (house rule 4's `reconcile_once()`): provisioning, emptiness, garbage collection.
+    (house rule 4's `reconcile_once()`): how `karpy.manager` runs a declared `Singleton`.
 
     The pass runs once at start when `at_start`, again each time `wake()` returns (a batch
     closing, a trigger firing), and whenever a pass asks for it (`Result.requeue_after`), with the
@@ -372,17 +373,3 @@ class SingletonLoop:
         while True:
             await wake()
             self.poke()
-
-
-class SingletonController:
-    """A controller whose work is one `SingletonLoop`, kept in `_loop`: its `run()` and `stop()`
-    are the loop's. Provisioning, emptiness, garbage collection and providers' loops mix it in."""
-
-    _loop: SingletonLoop
-
-    async def run(self) -> None:
-        """Run passes until `stop()`; a pass in progress is finished first."""
-        await self._loop.run()
-
-    def stop(self) -> None:
-        self._loop.stop()

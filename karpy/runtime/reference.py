@@ -1,9 +1,10 @@
 """Render docs/settings.md and docs/metrics.md from the code that defines them.
 
-The settings are the option table `karpy run` parses (karpy.runtime.options) and the metrics are
-the instruments karpy.runtime.telemetry declares, so the reference cannot drift from what the
-daemon accepts and exports: tests/unit/runtime/test_reference.py fails when a committed file is
-stale. Regenerate with `python -m karpy.runtime.reference` (or `make docs`).
+The settings are the options `karpy run` parses, read from their declarations
+(karpy.runtime.options), and the metrics are the instruments karpy.runtime.telemetry declares,
+so the reference cannot drift from what the daemon accepts and exports:
+tests/unit/runtime/test_reference.py fails when a committed file is stale. Regenerate with
+`python -m karpy.runtime.reference` (or `make docs`).
 """
 
 from __future__ import annotations

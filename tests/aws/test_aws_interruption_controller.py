@@ -31,11 +31,11 @@ from karpy.apis.v1.nodepool import (
     NodePool,
     NodePoolSpec,
 )
-from karpy.cloudprovider.protocol import ProviderExtension
 from karpy.cloudprovider.registry import ProviderConfigError
 from karpy.kube.client import KubeClient
 from karpy.kube.events import REPORTING_CONTROLLER
 from karpy.kube.kinds import NODECLAIMS, NODES
+from karpy.manager import ProviderExtension
 from karpy.runtime.backoff import Backoff
 from karpy.runtime.clock import FakeClock
 from karpy.runtime.telemetry import Telemetry

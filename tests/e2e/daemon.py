@@ -20,8 +20,9 @@ from kubernetes_asyncio import client
 from karpy.apis.v1 import labels as wk
 from karpy.core.resources import CPU, parse_resource
 from karpy.localcluster import ClusterInfo
+from karpy.operator.components import Components
 from karpy.operator.supervisor import Supervisor
-from karpy.operator.wiring import Components, build
+from karpy.operator.wiring import build
 from karpy.runtime.options import load
 from karpy_kwok.apis import labels as kwoklabels
 

@@ -26,7 +26,7 @@ from kubernetes_asyncio import client
 
 from karpy.localcluster import ClusterInfo
 from karpy.localcluster.process import free_port
-from karpy.operator.wiring import Components
+from karpy.operator.components import Components
 from tests.e2e.daemon import (
     create_deployment,
     deployment,

@@ -1,9 +1,9 @@
 """A provider's declared kinds and loops, run as the operator runs them, without an operator.
 
-Providers no longer run their own loops: they declare them (`ProviderExtension`) and
-`karpy.operator.wiring.provider_controllers` builds them. Tests that exercise a provider's loops
-on the real control plane use this: real informers feed a ClusterState whose view the provider
-reads, and the declared loops run through the same builder the operator uses.
+Providers do not run their own loops: they declare them (`karpy.manager.ProviderExtension`) and
+the operator's `karpy.manager.Manager` runs them. Tests that exercise a provider's loops on the
+real control plane use this: real informers feed a ClusterState whose view the provider reads,
+and the declared loops run through the same manager the operator uses.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import contextlib
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from karpy.cloudprovider.protocol import ProviderExtension
 from karpy.kube.client import KubeClient
 from karpy.kube.resources import ResourceKind
-from karpy.operator.wiring import Controller, provider_controllers
+from karpy.manager import Loop, Manager, ProviderExtension
+from karpy.manager.declare import kinds_of
 from karpy.runtime.backoff import Backoff
 from karpy.runtime.options import ReconcileOptions, WatchingOptions
 from karpy.runtime.telemetry import Telemetry
@@ -49,18 +49,15 @@ class Informed:
                     metrics=self._telemetry.metrics,
                 )
 
-    def loops(
-        self, extension: ProviderExtension[Any], *, backoff: Backoff | None = None
-    ) -> list[Controller]:
-        """The extension's loops, built as the operator builds them (its kinds informed)."""
-        self.inform(*extension.kinds)
-        return provider_controllers(
-            extension,
-            by_kind=self.informers,
+    def loops(self, extension: ProviderExtension, *, backoff: Backoff | None = None) -> list[Loop]:
+        """The extension's loops, built as the operator builds them (its kinds, and the kinds
+        its loops watch, informed)."""
+        self.inform(*extension.kinds, *(k for c in extension.controllers for k in kinds_of(c)))
+        return Manager(
             telemetry=self._telemetry,
             backoff=backoff if backoff is not None else ReconcileOptions().backoff,
             synced=self.state.wait_synced,
-        )
+        ).loops(extension.controllers, self.informers)
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[ClusterView]:
@@ -79,7 +76,7 @@ class Informed:
                     task.cancel()
 
 
-async def run_loops(controllers: Sequence[Controller], *, prefix: str = "") -> None:
+async def run_loops(controllers: Sequence[Loop], *, prefix: str = "") -> None:
     """Run `controllers` until cancelled, each as a task named `prefix` + its name."""
     async with asyncio.TaskGroup() as group:
         for controller in controllers:
@@ -87,7 +84,7 @@ async def run_loops(controllers: Sequence[Controller], *, prefix: str = "") -> N
 
 
 async def run_extension(
-    extension: ProviderExtension[Any],
+    extension: ProviderExtension,
     *,
     telemetry: Telemetry,
     backoff: Backoff | None = None,
@@ -95,11 +92,10 @@ async def run_extension(
 ) -> None:
     """Run an extension's loops that need no informers (periodic passes) until cancelled."""
     await run_loops(
-        provider_controllers(
-            extension,
-            by_kind={},
+        Manager(
             telemetry=telemetry,
             backoff=backoff if backoff is not None else ReconcileOptions().backoff,
-        ),
+            synced=None,
+        ).loops(extension.controllers, {}),
         prefix=prefix,
     )

@@ -1,1 +1,3 @@
-"""The disruption singleton: voluntary removal of nodes (Emptiness so far) within budgets."""
+"""The disruption singleton and its orchestration queue: voluntary removal of nodes (Emptiness,
+Drift, multi- and single-node Consolidation, in Karpenter's order) within the NodePools'
+disruption budgets, replacing before deleting."""

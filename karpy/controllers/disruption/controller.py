@@ -1,9 +1,9 @@
 """The disruption singleton: one loop that removes nodes karpy no longer needs as they are.
 
-Every polling period (10 s, as Karpenter's) and whenever its Trigger fires, once cluster state is
-synced, the orchestration queue has adopted the commands a previous process left and (with
-`await_provisioning`, as the operator runs it) the provisioner has passed at least once since
-start when pods are pending (nominations are rebuilt by that pass), one pass:
+Every polling period (10 s, as Karpenter's) and whenever a pod is bound to or removed from a node,
+once cluster state is synced, the orchestration queue has adopted the commands a previous
+process left and (with `await_provisioning`, as the operator runs it) the provisioner has passed
+at least once since start when pods are pending (nominations are rebuilt by that pass), one pass:
 1. tidy: stale `karpenter.sh/disrupted` taints off, finished replacements unmarked;
 2. read NodeClaims, Nodes, pods, PodDisruptionBudgets and NodePools through the ClusterView into
    the pure core's facts (karpy.controllers.disruption.facts);
@@ -67,12 +67,12 @@ from karpy.core.disruption.methods import (
 from karpy.core.instancetypes import InstanceType
 from karpy.core.scheduling.scheduler import SchedulerOptions
 from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
-from karpy.kube.kinds import PODDISRUPTIONBUDGETS
-from karpy.runtime.channels import Trigger
+from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, NODES, PODDISRUPTIONBUDGETS, PODS
+from karpy.manager import Singleton, Watch
 from karpy.runtime.clock import Clock
-from karpy.runtime.options import ReconcileOptions
-from karpy.runtime.reconciler import Result, SingletonController, SingletonLoop
+from karpy.runtime.reconciler import Result
 from karpy.runtime.telemetry import Telemetry
+from karpy.state.podmoves import pod_moves
 from karpy.state.snapshot import ClusterObjects, SnapshotKinds, read_cluster
 from karpy.state.view import ClusterView
 
@@ -95,7 +95,7 @@ VALIDATION_DELAY: Final = 15.0
 CONSOLIDATION: Final = frozenset({"multi-node-consolidation", "single-node-consolidation"})
 
 
-class DisruptionController(SingletonController):
+class DisruptionController:
     """Decide what to disrupt, within budgets, and hand it to the orchestration queue."""
 
     name: ClassVar[str] = "disruption"
@@ -108,8 +108,6 @@ class DisruptionController(SingletonController):
         clock: Clock,
         recorder: Recorder,
         telemetry: Telemetry,
-        reconcile: ReconcileOptions,
-        trigger: Trigger,
         cloudprovider: CloudProvider | None = None,
         scheduler: SchedulerOptions | None = None,
         snapshot_kinds: SnapshotKinds | None = None,
@@ -154,12 +152,15 @@ class DisruptionController(SingletonController):
         self._nomination_window = nomination_window
         self._provider_timeout = provider_timeout
         self._await_provisioning = await_provisioning
-        self._loop = SingletonLoop(
-            self.name,
-            self.reconcile_once,
-            telemetry=telemetry,
-            backoff=reconcile.backoff,
-            wake=trigger.wait,
+
+    def spec(self) -> Singleton:
+        """A pass at start, each polling period (the pass asks for it) and whenever a pod is
+        bound to or removed from a node (a node may just have emptied)."""
+        return Singleton(
+            name=self.name,
+            reconcile=self.reconcile_once,
+            watches=(Watch(kind=PODS, keys=pod_moves(lambda: self._view.informers_synced)),),
+            reads=(NODES, NODECLAIMS, NODEPOOLS),
         )
 
     async def reconcile_once(self) -> Result:

@@ -53,9 +53,10 @@ from karpy.kube.errors import ConflictError, KubeError, NotFoundError
 from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
 from karpy.kube.kinds import NODECLAIMS, NODES
 from karpy.kube.patch import taint_patch
+from karpy.kube.watch import Event as WatchEvent
+from karpy.manager import Controller, Keys, Watch
 from karpy.runtime.clock import Clock
-from karpy.runtime.options import ReconcileOptions
-from karpy.runtime.reconciler import Result, Runner, WorkQueue
+from karpy.runtime.reconciler import Result
 from karpy.runtime.telemetry import Telemetry, current_link, remote_parent, traceparent
 from karpy.state.conditions import claim_is_true, get_condition, set_condition
 from karpy.state.plans import PlanError, nodeclaim_from_plan, nodeclaim_from_template
@@ -117,7 +118,6 @@ class OrchestrationQueue:
         clock: Clock,
         recorder: Recorder,
         telemetry: Telemetry,
-        reconcile: ReconcileOptions,
         command_timeout: float = COMMAND_TIMEOUT,
     ) -> None:
         self._client = client
@@ -133,30 +133,25 @@ class OrchestrationQueue:
         self._waited: dict[str, float] = {}
         self._starting: set[str] = set()
         self.busy: set[str] = set()
-        self._queue: WorkQueue[str] = WorkQueue(self.name, telemetry=telemetry)
-        self._runner: Runner[str] = Runner(
-            self.name,
-            self.reconcile,
-            queue=self._queue,
-            telemetry=telemetry,
-            backoff=reconcile.backoff,
-            workers=WORKERS,
-            requeue_on=(ConflictError,),
-        )
+        self._keys = Keys(self.name)
         self._adopted = asyncio.Event()
 
     # ------------------------------------------------------------------ lifecycle
 
-    async def run(self) -> None:
-        """Adopt what the API server records once cluster state is synced, then work."""
-        async with asyncio.TaskGroup() as group:
-            group.create_task(self._runner.run(), name=f"{self.name}-runner")
-            await self._view.wait_synced()
-            self.adopt()
-            self._adopted.set()
-
-    def stop(self) -> None:
-        self._runner.stop()
+    def spec(self) -> Controller:
+        """Keyed by command id: the commands recorded on the API server once cluster state is
+        synced (`adopt`), each command submitted, and each change to a NodeClaim of one (a
+        candidate's or a replacement's)."""
+        return Controller(
+            name=self.name,
+            reconcile=self.reconcile,
+            watches=(Watch(kind=NODECLAIMS, keys=_commands_of_claim),),
+            sources=(self._keys,),
+            initial=self.adopt,
+            reads=(NODES,),
+            workers=WORKERS,
+            requeue_on=(ConflictError,),
+        )
 
     @property
     def ready(self) -> bool:
@@ -167,14 +162,12 @@ class OrchestrationQueue:
         """Wait until `ready`."""
         await self._adopted.wait()
 
-    def adopt(self) -> None:
-        """Queue every command recorded on the API server that this process is not running."""
-        for command_id in commands.in_flight(self._view.nodeclaims()):
-            self._queue.add(command_id)
-
-    def wake(self, command_id: str) -> None:
-        """Re-check a command now (a NodeClaim of it changed)."""
-        self._queue.add(command_id)
+    def adopt(self) -> list[str]:
+        """Every command recorded on the API server (to be queued once cluster state is synced,
+        whether this process is running it or a previous one left it); `ready` from then on."""
+        found = list(commands.in_flight(self._view.nodeclaims()))
+        self._adopted.set()
+        return found
 
     def in_flight(self) -> int:
         return len(commands.in_flight(self._view.nodeclaims()))
@@ -273,7 +266,7 @@ class OrchestrationQueue:
                     f"Launching NodeClaim: {meta.reason}/{meta.decision.capitalize()}",
                 )
         self.busy.difference_update(names)
-        self._queue.add(command_id)
+        self._keys.send(command_id)
         return command_id
 
     def _replacements(
@@ -634,3 +627,13 @@ async def _write_taint(client: KubeClient, view: ClusterView, node: Node, *, pre
             node = newer
             continue
         return
+
+
+def _commands_of_claim(event: WatchEvent[NodeClaim]) -> Iterable[str]:
+    """The commands a changed NodeClaim belongs to: as a candidate, or as a replacement."""
+    claim = event.item.obj
+    return [
+        command
+        for command in (commands.command_of(claim), commands.replacement_for(claim))
+        if command is not None
+    ]

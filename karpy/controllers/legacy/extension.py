@@ -7,12 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 from karpy.apis.v1alpha5.translate import LegacySettings, legacy_node_classes
-from karpy.cloudprovider.protocol import KeyedController, ProviderExtension, Watch
 from karpy.controllers.legacy.controller import LegacyController, nodepool_keys, template_keys
 from karpy.kube.client import KubeClient
 from karpy.kube.events import Recorder
 from karpy.kube.kinds import NODEPOOLS, PROVISIONERS
-from karpy.kube.resources import ResourceKind
+from karpy.manager import Controller, ProviderExtension, Watch
 from karpy.runtime.clock import Clock
 from karpy.state.view import ClusterView
 
@@ -24,7 +23,7 @@ def legacy_extension(
     view: ClusterView,
     settings: LegacySettings,
     clock: Clock,
-) -> ProviderExtension[ResourceKind[Any]]:
+) -> ProviderExtension:
     """The legacy controller for `provider`; nothing when the provider declares no legacy
     translation (a ``karpy.legacy`` entry point)."""
     try:
@@ -39,18 +38,18 @@ def legacy_extension(
         recorder=Recorder(client, clock),
         clock=clock,
     )
-    watches: list[Watch[ResourceKind[Any]]] = [
-        Watch(kind=PROVISIONERS, keys=lambda change: [change.name]),
-        Watch(kind=NODEPOOLS, keys=lambda change: nodepool_keys(change.obj)),
+    watches: list[Watch[Any]] = [
+        Watch(kind=PROVISIONERS),
+        Watch(kind=NODEPOOLS, keys=lambda event: nodepool_keys(event.item.obj)),
     ]
     watches += [
-        Watch(kind=kind, keys=lambda change: template_keys(change.obj, view))
+        Watch(kind=kind, keys=lambda event: template_keys(event.item.obj, view))
         for kind in controller.template_kinds
     ]
     return ProviderExtension(
         kinds=(PROVISIONERS, *controller.template_kinds),
         controllers=(
-            KeyedController(
+            Controller(
                 name=controller.name, reconcile=controller.reconcile, watches=tuple(watches)
             ),
         ),

@@ -23,8 +23,9 @@ from karpy.apis.kube.node import Node
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.cloudprovider import CloudProvider
-from karpy.runtime.options import ReconcileOptions
-from karpy.runtime.reconciler import Result, SingletonController, SingletonLoop
+from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, NODES, PODS
+from karpy.manager import Singleton
+from karpy.runtime.reconciler import Result
 from karpy.runtime.telemetry import Attributes, Observe, Telemetry, observe_state
 from karpy.state.pods import is_daemon_owned, is_terminal
 from karpy.state.podview import ObjectError, resources_of
@@ -43,7 +44,7 @@ Offering = tuple[str, str, str]
 """(instance type, zone, capacity type)."""
 
 
-class StateMetrics(SingletonController):
+class StateMetrics:
     """Registers the state gauges on `telemetry`'s meter and keeps offering prices fresh."""
 
     name = "metrics.state"
@@ -54,7 +55,6 @@ class StateMetrics(SingletonController):
         *,
         cloudprovider: CloudProvider,
         telemetry: Telemetry,
-        reconcile: ReconcileOptions,
         period: float = PRICE_REFRESH,
     ) -> None:
         self._view = view
@@ -62,8 +62,13 @@ class StateMetrics(SingletonController):
         self._period = period
         self._prices: dict[str, dict[Offering, float]] = {}
         observe_state(telemetry.meter, self.sources())
-        self._loop = SingletonLoop(
-            self.name, self.reconcile_once, telemetry=telemetry, backoff=reconcile.backoff
+
+    def spec(self) -> Singleton:
+        """A pass at start, then one each price refresh period (the pass asks for it)."""
+        return Singleton(
+            name=self.name,
+            reconcile=self.reconcile_once,
+            reads=(NODES, PODS, NODECLAIMS, NODEPOOLS),
         )
 
     def sources(self) -> dict[str, Observe]:

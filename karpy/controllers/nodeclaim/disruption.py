@@ -31,8 +31,8 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
-from collections.abc import Callable, Mapping
-from typing import ClassVar, Final
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, ClassVar, Final
 
 import attrs
 
@@ -46,7 +46,11 @@ from karpy.cloudprovider.protocol import CloudProvider
 from karpy.cloudprovider.requirements import nodepool_requirements
 from karpy.core.drift import HASH_VERSION, DriftReason, requirements_drift, static_drift
 from karpy.kube.client import KubeClient
-from karpy.kube.kinds import NODECLAIMS
+from karpy.kube.errors import ConflictError, NotFoundError
+from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, NODES, PODS
+from karpy.kube.resources import ResourceKind
+from karpy.kube.watch import Event, EventType
+from karpy.manager import PARALLEL_WORKERS, Controller, Watch
 from karpy.runtime.clock import Clock
 from karpy.runtime.logging import bind
 from karpy.runtime.reconciler import Result
@@ -81,7 +85,9 @@ class NodeClaimDisruptionController:
         clock: Clock,
         telemetry: Telemetry,
         loop_time: Callable[[], float] | None = None,
+        nodeclass_kinds: Sequence[ResourceKind[Any]] = (),
     ) -> None:
+        """`nodeclass_kinds`: the informed NodeClass kinds, whose changes may drift claims."""
         self._client = client
         self._view = view
         self._cloud = cloudprovider
@@ -89,6 +95,54 @@ class NodeClaimDisruptionController:
         self._metrics = telemetry.metrics.upkeep
         self._loop_time = loop_time
         self._type_checked: dict[str, float] = {}
+        self._nodeclass_kinds = tuple(nodeclass_kinds)
+        self._pools_seen: dict[str, tuple[object, ...]] = {}
+
+    def spec(self) -> Controller:
+        """Keyed by NodeClaim name: its own changes, its NodePool's (see `_claims_of_pool`) and
+        its NodeClass's."""
+        return Controller(
+            name=self.name,
+            reconcile=self.reconcile,
+            watches=(
+                Watch(kind=NODECLAIMS),
+                Watch(kind=NODEPOOLS, keys=self._claims_of_pool),
+                *(
+                    Watch(kind=kind, keys=self._claims_of_nodeclass)
+                    for kind in self._nodeclass_kinds
+                ),
+            ),
+            reads=(NODES, PODS, NODECLAIMS, NODEPOOLS),
+            workers=PARALLEL_WORKERS,
+            done_on=(NotFoundError,),
+            requeue_on=(ConflictError,),
+        )
+
+    def _claims_of_pool(self, event: Event[Any]) -> Iterable[str]:
+        """The pool's NodeClaims, only when what drift reads changed (its spec, by generation,
+        or its hash), not on each of the pool's own status writes."""
+        name = event.item.ref.name
+        meta = event.item.obj.metadata
+        key = (meta.generation, meta.annotations.get(wk.ANNOTATION_NODEPOOL_HASH))
+        if event.type is EventType.DELETED:
+            self._pools_seen.pop(name, None)
+            return ()
+        if self._pools_seen.get(name) == key:
+            return ()
+        self._pools_seen[name] = key
+        return [
+            claim.metadata.name or ""
+            for claim in self._view.nodeclaims()
+            if claim.metadata.labels.get(wk.LABEL_NODEPOOL) == name
+        ]
+
+    def _claims_of_nodeclass(self, event: Event[Any]) -> Iterable[str]:
+        name = event.item.ref.name
+        return [
+            claim.metadata.name or ""
+            for claim in self._view.nodeclaims()
+            if claim.spec.node_class_ref.name == name
+        ]
 
     async def reconcile(self, name: str) -> Result:
         """Side effect: one status patch on the NodeClaim when a condition changed."""

@@ -20,9 +20,10 @@ from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import API_VERSION as NODECLAIM_API_VERSION
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.kube.client import KubeClient
-from karpy.kube.errors import NotFoundError
+from karpy.kube.errors import ConflictError, NotFoundError
 from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
-from karpy.kube.kinds import NODECLAIMS
+from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, NODES, PODS
+from karpy.manager import PARALLEL_WORKERS, Controller, Watch
 from karpy.runtime.clock import Clock
 from karpy.runtime.logging import bind
 from karpy.runtime.reconciler import Result
@@ -55,6 +56,19 @@ class ExpirationController:
         self._clock = clock
         self._recorder = recorder
         self._telemetry = telemetry
+
+    def spec(self) -> Controller:
+        """Keyed by NodeClaim name, woken by the NodeClaim's changes (and its own requeue at
+        the expiry time)."""
+        return Controller(
+            name=self.name,
+            reconcile=self.reconcile,
+            watches=(Watch(kind=NODECLAIMS),),
+            reads=(NODES, PODS, NODECLAIMS, NODEPOOLS),
+            workers=PARALLEL_WORKERS,
+            done_on=(NotFoundError,),
+            requeue_on=(ConflictError,),
+        )
 
     async def reconcile(self, name: str) -> Result:
         """Side effects: a DisruptionTerminating event and the NodeClaim's deletion, once it

@@ -36,10 +36,10 @@ from karpy.cloudprovider.protocol import CloudProvider
 from karpy.controllers.nodeclaim.lifecycle.nodes import node_ready
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError
-from karpy.kube.kinds import NODECLAIMS
+from karpy.kube.kinds import NODECLAIMS, NODES, PODS
+from karpy.manager import Singleton
 from karpy.runtime.clock import Clock
-from karpy.runtime.options import ReconcileOptions
-from karpy.runtime.reconciler import Result, SingletonController, SingletonLoop
+from karpy.runtime.reconciler import Result
 from karpy.runtime.telemetry import Telemetry
 from karpy.state.conditions import get_condition
 from karpy.state.view import ClusterView
@@ -83,7 +83,7 @@ def collectable(
     return node is None or not node_ready(node)
 
 
-class GarbageCollectionController(SingletonController):
+class GarbageCollectionController:
     """Delete NodeClaims with no cloud provider representation; `reconcile_once()` is one pass."""
 
     name: ClassVar[str] = "nodeclaim.garbagecollection"
@@ -96,7 +96,6 @@ class GarbageCollectionController(SingletonController):
         *,
         clock: Clock,
         telemetry: Telemetry,
-        reconcile: ReconcileOptions,
         period: float = PERIOD,
         grace_period: float = GRACE_PERIOD,
     ) -> None:
@@ -116,11 +115,11 @@ class GarbageCollectionController(SingletonController):
         self._clock = clock
         self._period = period
         self._grace_period = grace_period
-        self._loop = SingletonLoop(
-            self.name,
-            self.reconcile_once,
-            telemetry=telemetry,
-            backoff=reconcile.backoff,
+
+    def spec(self) -> Singleton:
+        """A pass at start, then one each period (the pass asks for it)."""
+        return Singleton(
+            name=self.name, reconcile=self.reconcile_once, reads=(NODES, PODS, NODECLAIMS)
         )
 
     async def reconcile_once(self) -> Result:

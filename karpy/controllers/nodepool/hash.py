@@ -22,8 +22,9 @@ from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim
 from karpy.core.drift import HASH_VERSION, rehash_annotations
 from karpy.kube.client import KubeClient
-from karpy.kube.errors import NotFoundError
-from karpy.kube.kinds import NODECLAIMS, NODEPOOLS
+from karpy.kube.errors import ConflictError, NotFoundError
+from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, NODES, PODS
+from karpy.manager import PARALLEL_WORKERS, Controller, Watch
 from karpy.runtime.logging import bind
 from karpy.runtime.reconciler import Result
 from karpy.state.nodepools import hash_annotations
@@ -47,6 +48,18 @@ class NodePoolHashController:
     def __init__(self, client: KubeClient, view: ClusterView) -> None:
         self._client = client
         self._view = view
+
+    def spec(self) -> Controller:
+        """Keyed by NodePool name, woken by the NodePool's changes."""
+        return Controller(
+            name=self.name,
+            reconcile=self.reconcile,
+            watches=(Watch(kind=NODEPOOLS),),
+            reads=(NODES, PODS, NODECLAIMS, NODEPOOLS),
+            workers=PARALLEL_WORKERS,
+            done_on=(NotFoundError,),
+            requeue_on=(ConflictError,),
+        )
 
     async def reconcile(self, name: str) -> Result:
         """Side effects: annotation patches on the NodePool and, after a hash-version change,

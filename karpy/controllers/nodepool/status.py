@@ -20,7 +20,7 @@ that reference them); everything is read from cluster state. The `karpy_nodepool
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar, Final
 
 import attrs
@@ -37,8 +37,11 @@ from karpy.cloudprovider.requirements import (
 from karpy.core.disruption.cron import parse_schedule
 from karpy.core.resources import Resources
 from karpy.kube.client import KubeClient
-from karpy.kube.kinds import NODEPOOLS
+from karpy.kube.errors import ConflictError, NotFoundError
+from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, NODES, PODS
 from karpy.kube.resources import ResourceKind
+from karpy.kube.watch import Event
+from karpy.manager import PARALLEL_WORKERS, Controller, Watch
 from karpy.runtime.clock import Clock
 from karpy.runtime.logging import bind
 from karpy.runtime.reconciler import Result
@@ -101,6 +104,34 @@ class NodePoolStatusController:
         self._clock = clock
         self._metrics = telemetry.metrics.upkeep
         self._nodeclass_kinds = nodeclass_kinds
+
+    def spec(self) -> Controller:
+        """Keyed by NodePool name: its own changes, its NodeClaims' (its counts and resources),
+        and its NodeClass's (its NodeClassReady condition)."""
+        return Controller(
+            name=self.name,
+            reconcile=self.reconcile,
+            watches=(
+                Watch(kind=NODEPOOLS),
+                Watch(kind=NODECLAIMS, keys=_pool_of_claim),
+                *(
+                    Watch(kind=kind, keys=self._pools_of_nodeclass)
+                    for kind in self._nodeclass_kinds.values()
+                ),
+            ),
+            reads=(NODES, PODS, NODECLAIMS, NODEPOOLS),
+            workers=PARALLEL_WORKERS,
+            done_on=(NotFoundError,),
+            requeue_on=(ConflictError,),
+        )
+
+    def _pools_of_nodeclass(self, event: Event[Any]) -> Iterable[str]:
+        name = event.item.ref.name
+        return [
+            pool.metadata.name or ""
+            for pool in self._view.nodepools()
+            if pool.spec.template.spec.node_class_ref.name == name
+        ]
 
     async def reconcile(self, name: str) -> Result:
         """Side effects: one status patch when anything changed; the pool's gauges."""
@@ -217,3 +248,9 @@ def _with_ready(conditions: tuple[Condition, ...], *, now: Any) -> tuple[Conditi
         message=", ".join(f"{kind} is not True" for kind in pending),
         now=now,
     )
+
+
+def _pool_of_claim(event: Event[Any]) -> Iterable[str]:
+    """The NodePool a changed NodeClaim belongs to."""
+    pool = event.item.obj.metadata.labels.get(wk.LABEL_NODEPOOL)
+    return (pool,) if pool else ()

@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import logging
 
 import attrs
 
 from karpy.runtime.channels import Trigger
 from karpy.runtime.options import BatchingOptions
+
+log = logging.getLogger(__name__)
 
 
 class ClosedBy(enum.StrEnum):
@@ -93,4 +96,7 @@ class Batcher:
         )
         self._uids = {}
         self._triggers = 0
+        log.debug(
+            "batch closed", extra={"pods": len(batch.uids), "closed_by": batch.closed_by.value}
+        )
         return batch

@@ -7,17 +7,16 @@ capacity is launched while the node drains. A Node that starts deleting therefor
 batcher too. So does a NodeClaim that is gone: the pods nominated to it (a launch that failed for
 insufficient capacity or a NodeClass that is not Ready, a NodeClaim deleted by hand) are pending
 again, and need not wait for some unrelated pod to change before they are tried again. Pure
-predicates plus non-blocking informer callbacks.
+predicates plus the provisioner's non-blocking watch key functions.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from karpy.apis.kube.node import Node
 from karpy.apis.kube.pod import Pod
 from karpy.apis.v1.nodeclaim import NodeClaim
-from karpy.controllers.provisioning.batcher import Batcher
 from karpy.kube.watch import Event, EventType
 from karpy.state.pods import is_reschedulable
 
@@ -30,27 +29,17 @@ def pods_of_deleting_nodes(nodes: Iterable[Node], pods: Sequence[Pod]) -> list[P
     return [p for p in pods if p.spec.node_name in deleting and is_reschedulable(p)]
 
 
-def node_subscriber(batcher: Batcher) -> Callable[[Event[Node]], None]:
-    """An informer callback that triggers `batcher` when a Node is being deleted.
-
-    Synchronous and non-blocking, as informer subscribers must be.
-    """
-
-    def on_event(event: Event[Node]) -> None:
-        if event.type is EventType.DELETED:
-            return
-        if event.item.obj.metadata.deletion_timestamp is not None:
-            batcher.trigger(f"node/{event.item.ref.uid}")
-
-    return on_event
+def deleting_node(event: Event[Node]) -> Iterable[str]:
+    """A key for a Node being deleted (its pods will be pending). Synchronous, non-blocking."""
+    deleting = event.item.obj.metadata.deletion_timestamp is not None
+    if event.type is not EventType.DELETED and deleting:
+        return (f"node/{event.item.ref.uid}",)
+    return ()
 
 
-def nodeclaim_subscriber(batcher: Batcher) -> Callable[[Event[NodeClaim]], None]:
-    """An informer callback that triggers `batcher` when a NodeClaim is gone, so the pods that
-    were nominated to it are scheduled again at once. Synchronous and non-blocking."""
-
-    def on_event(event: Event[NodeClaim]) -> None:
-        if event.type is EventType.DELETED:
-            batcher.trigger(f"nodeclaim/{event.item.ref.uid}")
-
-    return on_event
+def deleted_nodeclaim(event: Event[NodeClaim]) -> Iterable[str]:
+    """A key for a NodeClaim that is gone, so the pods that were nominated to it are scheduled
+    again at once. Synchronous and non-blocking."""
+    if event.type is EventType.DELETED:
+        return (f"nodeclaim/{event.item.ref.uid}",)
+    return ()

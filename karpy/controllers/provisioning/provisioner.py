@@ -45,17 +45,22 @@ from karpy.apis.v1.nodepool import NodePool
 from karpy.cloudprovider.errors import CloudProviderError
 from karpy.cloudprovider.protocol import CloudProvider
 from karpy.controllers.provisioning.batcher import Batcher
-from karpy.controllers.provisioning.deleting import pods_of_deleting_nodes
+from karpy.controllers.provisioning.deleting import (
+    deleted_nodeclaim,
+    deleting_node,
+    pods_of_deleting_nodes,
+)
+from karpy.controllers.provisioning.trigger import provisionable_pods
 from karpy.core.instancetypes import InstanceType
 from karpy.core.scheduling.results import NodeClaimPlan, Results
 from karpy.core.scheduling.scheduler import SchedulerOptions, solve
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import ConflictError, KubeError
 from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
-from karpy.kube.kinds import NODECLAIMS
+from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, NODES, PODS
+from karpy.manager import Singleton, Watch
 from karpy.runtime.clock import Clock, SystemClock
-from karpy.runtime.options import ReconcileOptions
-from karpy.runtime.reconciler import Result, SingletonController, SingletonLoop
+from karpy.runtime.reconciler import Result
 from karpy.runtime.telemetry import Telemetry
 from karpy.state.nominations import NodeNominations
 from karpy.state.plans import (
@@ -119,11 +124,11 @@ class Nominations:
             del self._held[uid]
 
 
-class Provisioner(SingletonController):
+class Provisioner:
     """The provisioning singleton: batch → snapshot → solve → events → create NodeClaims.
 
-    `run()` drives `reconcile_once()` through the shared Runner (span, log fields, backoff on
-    error) each time the Batcher closes a window; `stop()` ends it after the batch in hand.
+    Declared (`spec()`) as a singleton whose passes wait on the Batcher's window: the manager
+    runs `reconcile_once()` (span, log fields, backoff on error) each time a window closes.
     """
 
     name: ClassVar[str] = "provisioning.provisioner"
@@ -137,7 +142,6 @@ class Provisioner(SingletonController):
         batcher: Batcher,
         recorder: Recorder,
         telemetry: Telemetry,
-        reconcile: ReconcileOptions,
         scheduler: SchedulerOptions | None = None,
         snapshot_kinds: SnapshotKinds | None = None,
         nomination_window: float = 20.0,
@@ -163,21 +167,23 @@ class Provisioner(SingletonController):
         self._node_window = max(nomination_window, 2 * PENDING_RECHECK)
         self._clock = clock or SystemClock()
         self._type_errors: dict[str, str] = {}
-        self._loop = SingletonLoop(
-            self.name,
-            self.reconcile_once,
-            telemetry=telemetry,
-            backoff=reconcile.backoff,
-            wake=self._next_batch,
-            at_start=False,
-            requeue_on=(ConflictError,),
-        )
 
-    async def _next_batch(self) -> None:
-        batch = await self._batcher.wait()
-        log.debug(
-            "batch closed",
-            extra={"pods": len(batch.uids), "closed_by": batch.closed_by.value},
+    def spec(self) -> Singleton:
+        """One pass each time the batch window closes; the window opens on a provisionable
+        pod, a Node starting to delete (its pods need a home) or a NodeClaim gone (its
+        nominated pods are pending again)."""
+        return Singleton(
+            name=self.name,
+            reconcile=self.reconcile_once,
+            watches=(
+                Watch(kind=PODS, keys=provisionable_pods()),
+                Watch(kind=NODES, keys=deleting_node),
+                Watch(kind=NODECLAIMS, keys=deleted_nodeclaim),
+            ),
+            gate=self._batcher,
+            at_start=False,
+            reads=(NODEPOOLS,),
+            requeue_on=(ConflictError,),
         )
 
     async def reconcile_once(self) -> Result:

@@ -5,31 +5,31 @@ A pod triggers provisioning only when kube-scheduler has already tried and faile
 not nominated by a preemption, not run by a DaemonSet (whose pods follow the nodes, not the other
 way round), not a kubelet mirror pod, not being deleted, and is scheduled by the default scheduler.
 The predicate itself (`karpy.state.pods.is_provisionable`) is a function of the Pod alone, so the
-informer callback (`pod_subscriber`) can call it on every event without I/O.
+watch's key function (`provisionable_pods`) can call it on every event without I/O.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 
 from karpy.apis.kube.pod import Pod
-from karpy.controllers.provisioning.batcher import Batcher
 from karpy.kube.watch import Event, EventType
 from karpy.state.pods import DEFAULT_SCHEDULER, is_provisionable
 
 
-def pod_subscriber(
-    batcher: Batcher, *, scheduler_names: Collection[str] = (DEFAULT_SCHEDULER,)
-) -> Callable[[Event[Pod]], None]:
-    """An informer callback that triggers `batcher` with each provisionable pod's UID.
+def provisionable_pods(
+    scheduler_names: Collection[str] = (DEFAULT_SCHEDULER,),
+) -> Callable[[Event[Pod]], Iterable[str]]:
+    """A watch's key function naming each provisionable pod by its UID (the batch's key).
 
-    Synchronous and non-blocking, as informer subscribers must be.
+    Synchronous and non-blocking, as key functions must be.
     """
 
-    def on_event(event: Event[Pod]) -> None:
-        if event.type is EventType.DELETED:
-            return
-        if is_provisionable(event.item.obj, scheduler_names=scheduler_names):
-            batcher.trigger(event.item.ref.uid)
+    def keys(event: Event[Pod]) -> Iterable[str]:
+        if event.type is not EventType.DELETED and is_provisionable(
+            event.item.obj, scheduler_names=scheduler_names
+        ):
+            return (event.item.ref.uid,)
+        return ()
 
-    return on_event
+    return keys

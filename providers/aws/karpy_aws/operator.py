@@ -21,10 +21,9 @@ from typing import Any, Final
 import attrs
 from opentelemetry import trace
 
-from karpy.cloudprovider.protocol import ControllerSpec
 from karpy.cloudprovider.registry import ProviderConfigError, ProviderContext
 from karpy.kube.client import KubeClient
-from karpy.kube.resources import ResourceKind
+from karpy.manager import Declaration
 from karpy.runtime.telemetry import Telemetry
 from karpy.state.view import ClusterView
 from karpy_aws.apis.ec2nodeclass import EC2NodeClass
@@ -223,7 +222,7 @@ async def build(context: ProviderContext[KubeClient, ClusterView]) -> AWSCloudPr
         )
         leaked = LeakedInstanceController(context.kube, view, instances, clock=context.clock)
         tagging = TaggingController(context.kube, view, instances)
-        controllers: tuple[ControllerSpec[ResourceKind[Any]], ...] = (
+        controllers: tuple[Declaration, ...] = (
             nodeclasses.spec(),
             leaked.spec(),
             tagging.spec(),

@@ -16,18 +16,19 @@ from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodepool import Disruption
 from karpy.controllers.disruption.controller import DisruptionController
 from karpy.controllers.disruption.queue import OrchestrationQueue
-from karpy.controllers.nodeclaim.podevents import PodEventsController, pod_subscriber
+from karpy.controllers.nodeclaim.podevents import PodEventsController
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError
 from karpy.kube.events import Recorder
 from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, NODES, PODS
 from karpy.localcluster import ClusterInfo
-from karpy.runtime.channels import Trigger
+from karpy.manager import Loop, Manager
 from karpy.runtime.clock import FakeClock, SystemClock
 from karpy.runtime.options import ReconcileOptions, WatchingOptions
 from karpy.runtime.telemetry import Telemetry
 from karpy.state.cluster import ClusterState
 from karpy.state.informers import Informer
+from karpy.state.podmoves import pod_moves
 from karpy.state.view import ClusterView
 from karpy.testing.fake_cloudprovider import TEST_NODE_CLASS
 from tests.cluster.provisioning.harness import make_nodepool
@@ -43,7 +44,7 @@ class Env:
     queue: OrchestrationQueue
     podevents: PodEventsController
     moved: list[str]
-    trigger: Trigger
+    disruption: Loop
     telemetry: Telemetry
 
     async def node_with_claim(
@@ -174,9 +175,9 @@ async def environment(
             for kind in (NODES, PODS, NODECLAIMS, NODEPOOLS)
         }
         moved: list[str] = []
-        trigger = Trigger("disruption-test")
         view = ClusterView(state)
-        informers[PODS.kind].subscribe(pod_subscriber(moved.append, view))
+        keys = pod_moves(lambda: view.informers_synced)
+        informers[PODS.kind].subscribe(lambda event: moved.extend(keys(event)))
         recorder = Recorder(kube, clock)
         queue = OrchestrationQueue(
             kube,
@@ -184,7 +185,6 @@ async def environment(
             clock=clock,
             recorder=recorder,
             telemetry=telemetry,
-            reconcile=ReconcileOptions(),
         )
         controller = DisruptionController(
             view,
@@ -192,23 +192,25 @@ async def environment(
             clock=clock,
             recorder=recorder,
             telemetry=telemetry,
-            reconcile=ReconcileOptions(),
-            trigger=trigger,
             await_provisioning=await_provisioning,
         )
         podevents = PodEventsController(kube, view, clock=clock)
+        # Run as the operator runs them; the disruption loop only when a test starts it.
+        queue_loop, disruption = Manager(
+            telemetry=telemetry, backoff=ReconcileOptions().backoff, synced=state.wait_synced
+        ).loops((queue.spec(), controller.spec()), informers)
         async with asyncio.TaskGroup() as group:
             tasks = [group.create_task(i.run(), name=f"informer-{k}") for k, i in informers.items()]
-            queue_task = group.create_task(queue.run(), name="queue")
+            queue_task = group.create_task(queue_loop.run(), name="queue")
             try:
                 async with asyncio.timeout(30):
                     await state.wait_synced()
                     await queue.wait_ready()
                 yield Env(
-                    kube, state, clock, controller, queue, podevents, moved, trigger, telemetry
+                    kube, state, clock, controller, queue, podevents, moved, disruption, telemetry
                 )
             finally:
-                queue.stop()
+                queue_loop.stop()
                 await queue_task
                 for task in tasks:
                     task.cancel()

@@ -102,12 +102,14 @@ async def test_node_with_a_pod_is_never_deleted_and_gets_a_last_pod_event_time(
         assert await env.exists(claim)
 
 
-async def test_the_loop_acts_on_its_trigger_and_stops_cleanly(cluster_info: ClusterInfo) -> None:
+async def test_the_loop_acts_on_a_pod_moving_and_stops_cleanly(
+    cluster_info: ClusterInfo, namespace: str
+) -> None:
     async with environment(cluster_info) as env:
         pool = await env.pool(WHEN_EMPTY_30S)
         claim, _ = await env.node_with_claim(pool)
         async with asyncio.TaskGroup() as group:
-            group.create_task(env.controller.run())
+            group.create_task(env.disruption.run())
             try:
                 # The first pass runs at once and finds nothing consolidatable yet. (Should it
                 # run late, it deletes the claim itself: the test then passes without proving
@@ -115,15 +117,25 @@ async def test_the_loop_acts_on_its_trigger_and_stops_cleanly(cluster_info: Clus
                 await asyncio.sleep(0.5)
                 assert await env.exists(claim)
                 env.clock.step(datetime.timedelta(seconds=31))
-                env.trigger.fire()
+                # A pod bound to some other node wakes the pass (its node may have emptied).
+                elsewhere = {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {"name": "elsewhere"},
+                    "spec": {
+                        "nodeName": "some-other-node",
+                        "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}],
+                    },
+                }
+                await env.kube.create_raw(PODS, elsewhere, namespace=namespace)
 
                 async def deleted() -> bool:
                     return not await env.exists(claim)
 
-                # Well inside the 10 s polling period: the trigger, not the timer, ran it.
+                # Well inside the 10 s polling period: the pod, not the timer, ran it.
                 await eventually(deleted, within=5, interval=0.1)
             finally:
-                env.controller.stop()
+                env.disruption.stop()
 
 
 async def test_a_node_nominated_for_a_pending_pod_is_not_empty_until_the_nomination_lapses(

@@ -28,6 +28,7 @@ from karpy.core.scheduling.results import NodeClaimPlan
 from karpy.kube.events import Recorder
 from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, NODES
 from karpy.localcluster import ClusterInfo
+from karpy.manager import Manager
 from karpy.runtime.options import ReconcileOptions
 from karpy.state.conditions import get_condition
 from karpy.state.view import ClusterView
@@ -145,13 +146,15 @@ async def _restarted(env: Env) -> AsyncIterator[OrchestrationQueue]:
         clock=env.clock,
         recorder=Recorder(env.kube, env.clock),
         telemetry=env.telemetry,
-        reconcile=ReconcileOptions(),
     )
-    task = asyncio.create_task(queue.run())
+    loop = Manager(
+        telemetry=env.telemetry, backoff=ReconcileOptions().backoff, synced=env.state.wait_synced
+    ).loop(queue.spec())
+    task = asyncio.create_task(loop.run())
     try:
         yield queue
     finally:
-        queue.stop()
+        loop.stop()
         await task
 
 

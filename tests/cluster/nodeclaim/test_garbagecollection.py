@@ -16,7 +16,6 @@ from karpy.controllers.nodeclaim.garbagecollection import GarbageCollectionContr
 from karpy.kube.client import KubeClient
 from karpy.kube.kinds import NODECLAIMS
 from karpy.runtime.clock import FakeClock
-from karpy.runtime.options import ReconcileOptions
 from karpy.runtime.telemetry import Telemetry
 from karpy.testing.fake_cloudprovider import FakeCloudProvider
 from tests.cluster.nodeclaim.conftest import make_nodeclaim
@@ -75,7 +74,6 @@ async def test_a_nodeclaim_whose_instance_is_gone_is_deleted_and_the_others_are_
         provider,
         clock=clock,
         telemetry=telemetry,
-        reconcile=ReconcileOptions(),
         grace_period=GRACE,
     )
 

@@ -1,6 +1,7 @@
-"""The lifecycle and termination controllers run as the operator runs them: informers feed the
-subscribers, the subscribers feed keyed work queues, Runners reconcile. A kwok NodeClaim becomes
-Ready with no hand-driven reconcile, and deleting it removes its Node and instance."""
+"""The lifecycle and termination controllers run as the operator runs them: the manager feeds
+their declared watches from the informers into their work queues, and runs them. A kwok
+NodeClaim becomes Ready with no hand-driven reconcile, and deleting it removes its Node and
+instance."""
 
 from __future__ import annotations
 
@@ -14,17 +15,15 @@ from karpy.apis.meta import ConditionStatus
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import ConditionType
 from karpy.controllers.node.termination import TerminationController
-from karpy.controllers.node.termination import subscribers as termination_events
 from karpy.controllers.nodeclaim.lifecycle import LifecycleController
-from karpy.controllers.nodeclaim.lifecycle import subscribers as lifecycle_events
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError
 from karpy.kube.events import Recorder
 from karpy.kube.kinds import NODECLAIMS, NODES, PODS
+from karpy.manager import Manager
 from karpy.runtime.backoff import Backoff
 from karpy.runtime.clock import SystemClock
 from karpy.runtime.options import WatchingOptions
-from karpy.runtime.reconciler import Runner, WorkQueue
 from karpy.runtime.telemetry import Telemetry
 from karpy.state.cluster import ClusterState
 from karpy.state.informers import Informer
@@ -37,7 +36,7 @@ from tests.support.waiting import eventually
 pytestmark = pytest.mark.usefixtures("karpy_crds")
 
 
-async def test_informers_queues_and_runners_carry_a_nodeclaim_through_its_life(
+async def test_declared_controllers_carry_a_nodeclaim_through_its_life(
     kube: KubeClient,
 ) -> None:
     telemetry = Telemetry.setup(service_name="karpy-test", span_exporter=InMemorySpanExporter())
@@ -61,23 +60,9 @@ async def test_informers_queues_and_runners_carry_a_nodeclaim_through_its_life(
     termination = TerminationController(
         kube, view, provider, clock=clock, recorder=Recorder(kube, clock)
     )
-    backoff = Backoff(base=0.2, cap=2.0)
-    runners = [
-        Runner(
-            controller.name,
-            controller.reconcile,
-            queue=WorkQueue[str](controller.name, telemetry=telemetry),
-            telemetry=telemetry,
-            backoff=backoff,
-            workers=2,
-        )
-        for controller in (lifecycle, termination)
-    ]
-    lifecycle_queue, termination_queue = (runner.queue for runner in runners)
-    informers[NODECLAIMS.kind].subscribe(lifecycle_events.nodeclaim_subscriber(lifecycle_queue.add))
-    informers[NODES.kind].subscribe(lifecycle_events.node_subscriber(lifecycle_queue.add, view))
-    informers[NODES.kind].subscribe(termination_events.node_subscriber(termination_queue.add))
-    informers[PODS.kind].subscribe(termination_events.pod_subscriber(termination_queue.add, view))
+    runners = Manager(
+        telemetry=telemetry, backoff=Backoff(base=0.2, cap=2.0), synced=state.wait_synced
+    ).loops((lifecycle.spec(), termination.spec()), informers)
 
     async def ready() -> bool:
         claim = await kube.get(NODECLAIMS, "wired")

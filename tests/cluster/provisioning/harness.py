@@ -37,10 +37,10 @@ from karpy.apis.v1.nodepool import (
 )
 from karpy.controllers.provisioning.batcher import Batcher
 from karpy.controllers.provisioning.provisioner import Provisioner
-from karpy.controllers.provisioning.trigger import pod_subscriber
 from karpy.kube.client import KubeClient
 from karpy.kube.events import Recorder
 from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, NODES, PODS
+from karpy.manager import Loop, Manager
 from karpy.runtime.channels import Trigger
 from karpy.runtime.clock import SystemClock
 from karpy.runtime.options import BatchingOptions, ReconcileOptions, WatchingOptions
@@ -67,6 +67,8 @@ class Harness:
     pool: NodePool
     intent: str
     telemetry: Telemetry
+    loop: Loop
+    """The provisioner as the operator runs it (fed by its watches; a test starts it)."""
 
     async def create_pod(
         self, namespace: str, name: str, *, cpu: str = "1", intent: str | None = None
@@ -166,7 +168,6 @@ async def provisioning(
             batching or BatchingOptions(idle_duration=0.2, max_duration=2.0),
             signal=Trigger("provisioning"),
         )
-        informers[PODS.kind].subscribe(pod_subscriber(batcher))
         provider = FakeCloudProvider()
         provisioner = Provisioner(
             kube,
@@ -175,9 +176,11 @@ async def provisioning(
             batcher=batcher,
             recorder=Recorder(kube, SystemClock()),
             telemetry=telemetry,
-            reconcile=ReconcileOptions(),
             node_nominations=state.nominations,
         )
+        (loop,) = Manager(
+            telemetry=telemetry, backoff=ReconcileOptions().backoff, synced=state.wait_synced
+        ).loops((provisioner.spec(),), informers)
         intent = f"apps-{secrets.token_hex(3)}"
         pool = await kube.create(NODEPOOLS, make_nodepool(f"pool-{secrets.token_hex(3)}", intent))
         async with asyncio.TaskGroup() as group:
@@ -189,7 +192,16 @@ async def provisioning(
             )
             try:
                 yield Harness(
-                    kube, state, provider, provisioner, batcher, spans, pool, intent, telemetry
+                    kube,
+                    state,
+                    provider,
+                    provisioner,
+                    batcher,
+                    spans,
+                    pool,
+                    intent,
+                    telemetry,
+                    loop,
                 )
             finally:
                 for task in tasks:

@@ -194,14 +194,14 @@ async def test_the_batcher_drives_the_provisioner(
     cluster_info: ClusterInfo, namespace: str
 ) -> None:
     async with provisioning(cluster_info.kubeconfig) as h, asyncio.TaskGroup() as group:
-        running = group.create_task(h.provisioner.run())
+        running = group.create_task(h.loop.run())
         try:
             await h.create_pod(namespace, "batched-0")
             await h.create_pod(namespace, "batched-1")
             claims = await eventually(h.nodeclaims, within=60)
             assert len(claims) == 1
         finally:
-            h.provisioner.stop()
+            h.loop.stop()
         async with asyncio.timeout(10):
             await running
 

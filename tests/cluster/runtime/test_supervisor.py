@@ -14,8 +14,9 @@ from kubernetes_asyncio import client
 
 from karpy.kube.resources import ObjectRef
 from karpy.localcluster import ClusterInfo
+from karpy.operator.components import Components
 from karpy.operator.supervisor import Supervisor
-from karpy.operator.wiring import Components, build
+from karpy.operator.wiring import build
 from karpy.runtime.backoff import Backoff
 from karpy.runtime.options import load
 from karpy.runtime.reconciler import Result, Runner, WorkQueue

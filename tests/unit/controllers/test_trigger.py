@@ -10,7 +10,7 @@ import pytest
 from karpy.apis.codec import from_dict
 from karpy.apis.kube.pod import Pod
 from karpy.controllers.provisioning.batcher import Batcher
-from karpy.controllers.provisioning.trigger import pod_subscriber
+from karpy.controllers.provisioning.trigger import provisionable_pods
 from karpy.kube.resources import Item, ObjectRef
 from karpy.kube.watch import Event, EventType
 from karpy.runtime.channels import Trigger
@@ -110,9 +110,14 @@ def _event(kind: EventType, pod: Pod, uid: str) -> Event[Pod]:
     return Event(type=kind, item=Item(ref=ref, obj=pod))
 
 
-async def test_the_subscriber_triggers_only_for_live_provisionable_pods() -> None:
+async def test_the_watch_triggers_only_for_live_provisionable_pods() -> None:
     batcher = Batcher(BatchingOptions(idle_duration=0.01), signal=Trigger("provisioning"))
-    on_event = pod_subscriber(batcher)
+    keys = provisionable_pods()
+
+    def on_event(event: Event[Pod]) -> None:  # as the manager feeds the provisioner's gate
+        for key in keys(event):
+            batcher.trigger(key)
+
     on_event(_event(EventType.ADDED, _pod(), "pending"))
     on_event(_event(EventType.MODIFIED, _pod(spec={"nodeName": "n1"}), "bound"))
     on_event(_event(EventType.DELETED, _pod(), "deleted"))

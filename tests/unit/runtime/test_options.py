@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from karpy.runtime.options import Options, OptionsError, load
+from karpy.runtime.options import Options, OptionsError, documented, load
 
 
 def test_defaults_match_karpenter() -> None:
@@ -93,6 +93,12 @@ def test_identity_defaults_to_unique_hostname_uuid() -> None:
         pytest.param([], {"WATCH_TIMEOUT": "0s"}, "WATCH_TIMEOUT", id="zero-duration"),
         pytest.param([], {"KUBE_CLIENT_QPS": "0"}, "KUBE_CLIENT_QPS", id="qps-zero"),
         pytest.param(["--kube-client-burst", "x"], {}, "--kube-client-burst", id="burst-nan"),
+        pytest.param(
+            ["--reconcile-backoff-base", "5s"],
+            {"RECONCILE_BACKOFF_MAX": "2s"},
+            "RECONCILE_BACKOFF_BASE must not exceed RECONCILE_BACKOFF_MAX",
+            id="backoff-base-above-max",
+        ),
     ],
 )
 def test_bad_values_name_the_option(argv: list[str], environ: dict[str, str], names: str) -> None:
@@ -220,3 +226,21 @@ def test_node_repair_toleration_and_threshold() -> None:
     assert (options.toleration, options.unhealthy_threshold) == (5.0, "50%")
     with pytest.raises(OptionsError, match="KARPY_NODE_REPAIR_UNHEALTHY_THRESHOLD"):
         load([], {"KARPY_NODE_REPAIR_UNHEALTHY_THRESHOLD": "120%"})
+
+
+def test_backoff_settings_fill_the_backoff_policies() -> None:
+    options = load(
+        ["--reconcile-backoff-base", "2s"],
+        {"RECONCILE_BACKOFF_MAX": "1m", "WATCH_BACKOFF_MAX": "500ms"},
+    )
+    assert (options.reconcile.backoff.base, options.reconcile.backoff.cap) == (2.0, 60.0)
+    # A reconnect cap below the first delay lowers the first delay with it.
+    assert (options.watching.backoff.base, options.watching.backoff.cap) == (0.5, 0.5)
+
+
+def test_each_variable_and_flag_is_declared_once() -> None:
+    rows = documented()
+    variables = [variable for _, variable, _ in rows]
+    flags = [flag for flag, _, _ in rows]
+    assert len(set(variables)) == len(variables) == len(set(flags)) == len(flags)
+    assert all(flag.startswith("--") and text for flag, _, text in rows)

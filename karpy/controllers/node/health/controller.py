@@ -30,9 +30,10 @@ from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.cloudprovider.protocol import RepairPolicy
 from karpy.core.repair import ConditionState, Policy, repair_allowed, unhealthy
 from karpy.kube.client import KubeClient
-from karpy.kube.errors import NotFoundError
+from karpy.kube.errors import ConflictError, NotFoundError
 from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
-from karpy.kube.kinds import NODECLAIMS
+from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, NODES, PODS
+from karpy.manager import PARALLEL_WORKERS, Controller, Watch
 from karpy.runtime.clock import Clock
 from karpy.runtime.logging import bind
 from karpy.runtime.reconciler import Result
@@ -95,6 +96,19 @@ class NodeHealthController:
         self._clock = clock
         self._recorder = recorder
         self._telemetry = telemetry
+
+    def spec(self) -> Controller:
+        """Keyed by Node name, woken by the Node's changes (and its own requeue when a
+        condition's toleration runs out)."""
+        return Controller(
+            name=self.name,
+            reconcile=self.reconcile,
+            watches=(Watch(kind=NODES),),
+            reads=(NODES, PODS, NODECLAIMS, NODEPOOLS),
+            workers=PARALLEL_WORKERS,
+            done_on=(NotFoundError,),
+            requeue_on=(ConflictError,),
+        )
 
     async def reconcile(self, name: str) -> Result:
         """Side effects: the termination-timestamp annotation and deletion of the node's

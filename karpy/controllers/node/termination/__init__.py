@@ -1,6 +1,6 @@
 """The Node termination controller: the karpenter.sh/termination finalizer on Nodes.
 
-Register `TerminationController` with a Runner keyed by Node name (see its docstring).
+`TerminationController` is keyed by Node name; its `spec()` says what wakes it.
 """
 
 from karpy.controllers.node.termination.controller import TerminationController

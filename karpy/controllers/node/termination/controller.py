@@ -43,11 +43,13 @@ from karpy.controllers.node.termination.eviction import (
     involved_pod,
     next_to_evict,
 )
+from karpy.controllers.node.termination.watches import draining_node_of_pod, terminating_node
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import ConflictError, NotFoundError
 from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
 from karpy.kube.kinds import NODECLAIMS, NODES, PODS
 from karpy.kube.patch import taint_patch
+from karpy.manager import PARALLEL_WORKERS, Controller, Watch
 from karpy.runtime.backoff import Backoff
 from karpy.runtime.clock import Clock
 from karpy.runtime.logging import bind
@@ -106,6 +108,19 @@ class TerminationController:
         self._clock = clock
         self._eviction_backoff = eviction_backoff
         self._evictors: dict[str, Evictor] = {}
+
+    def spec(self) -> Controller:
+        """Keyed by Node name: Nodes being deleted, and the pods leaving them (see `watches`)."""
+        return Controller(
+            name=self.name,
+            reconcile=self.reconcile,
+            watches=(
+                Watch(kind=NODES, keys=terminating_node),
+                Watch(kind=PODS, keys=draining_node_of_pod(self._view)),
+            ),
+            reads=(NODECLAIMS,),
+            workers=PARALLEL_WORKERS,
+        )
 
     async def reconcile(self, name: str) -> Result:
         """Reconcile the Node called `name`. Gone (from cluster state, or NotFound on a write)

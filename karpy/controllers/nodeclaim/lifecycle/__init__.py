@@ -1,6 +1,6 @@
 """The NodeClaim lifecycle controller: launch → registration → initialization, and finalization.
 
-Register `LifecycleController` with a Runner keyed by NodeClaim name (see its docstring).
+`LifecycleController` is keyed by NodeClaim name; its `spec()` says what wakes it.
 """
 
 from karpy.controllers.nodeclaim.lifecycle.controller import (

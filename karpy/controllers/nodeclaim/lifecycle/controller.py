@@ -37,10 +37,12 @@ from karpy.controllers.nodeclaim.lifecycle.initialization import Initialization
 from karpy.controllers.nodeclaim.lifecycle.launch import LAUNCH_TIMEOUT, Launch
 from karpy.controllers.nodeclaim.lifecycle.outcome import Outcome
 from karpy.controllers.nodeclaim.lifecycle.registration import REGISTRATION_TIMEOUT, Registration
+from karpy.controllers.nodeclaim.lifecycle.watches import claims_of_node
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import ConflictError, NotFoundError
 from karpy.kube.events import Recorder
-from karpy.kube.kinds import NODECLAIMS, NODES
+from karpy.kube.kinds import NODECLAIMS, NODES, PODS
+from karpy.manager import PARALLEL_WORKERS, Controller, Watch, unless_deleted
 from karpy.runtime.clock import Clock
 from karpy.runtime.logging import bind
 from karpy.runtime.reconciler import Result
@@ -115,6 +117,19 @@ class LifecycleController:
                 nodes_created=metrics.nodes_created_total if metrics is not None else None,
             ),
             Initialization(kube, view, clock=clock, said=self._said, tracer=tracer),
+        )
+
+    def spec(self) -> Controller:
+        """Keyed by NodeClaim name: a NodeClaim's own changes, and its Node's (see `watches`)."""
+        return Controller(
+            name=self.name,
+            reconcile=self.reconcile,
+            watches=(
+                Watch(kind=NODECLAIMS, keys=unless_deleted),
+                Watch(kind=NODES, keys=claims_of_node(self._view)),
+            ),
+            reads=(PODS,),
+            workers=PARALLEL_WORKERS,
         )
 
     async def reconcile(self, name: str) -> Result:

@@ -1,6 +1,6 @@
 """The provider's upkeep on the leader: caches refreshed and launch templates collected.
 
-Declared as a periodic controller (`karpy.cloudprovider.PeriodicController`) that the operator
+Declared as a periodic controller (`karpy.manager.Singleton`) that the operator
 runs with its others. :class:`MaintenanceController` adopts the cluster's launch templates once
 (``start_leading``), then calls ``maintain`` every period: instance types and prices when due,
 expired capacity errors forgotten, launch templates unused for a minute deleted. It lives beside
@@ -13,7 +13,7 @@ import asyncio
 import logging
 from typing import ClassVar, Final, Protocol
 
-from karpy.cloudprovider.protocol import PeriodicController
+from karpy.manager import Singleton
 from karpy.runtime.reconciler import Result
 
 MAINTENANCE_PERIOD: Final = 30.0
@@ -54,9 +54,9 @@ class MaintenanceController:
         self._target = target
         self._leading = False
 
-    def spec(self) -> PeriodicController:
+    def spec(self) -> Singleton:
         """The loop, declared for the operator to run."""
-        return PeriodicController(name=self.name, reconcile_once=self.reconcile_once)
+        return Singleton(name=self.name, reconcile=self.reconcile_once)
 
     async def reconcile_once(self) -> Result:
         """One pass. Raises whatever the target raises (the runner backs off)."""

@@ -14,7 +14,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
-from typing import Any, Final, Protocol
+from typing import Final, Protocol
 
 from karpy.apis.meta import ConditionStatus
 from karpy.apis.v1 import labels as wk
@@ -31,12 +31,11 @@ from karpy.cloudprovider import (
     NodeClassNotReadyError,
     RepairPolicy,
 )
-from karpy.cloudprovider.protocol import ControllerSpec, ProviderExtension
 from karpy.cloudprovider.requirements import requirements_from_api, resources_from_quantities
 from karpy.core.instancetypes import InstanceType
 from karpy.core.requirements import RequirementError
 from karpy.core.resources import QuantityError
-from karpy.kube.resources import ResourceKind
+from karpy.manager import Declaration, ProviderExtension
 from karpy.runtime.clock import Clock
 from karpy_aws import errors as aws
 from karpy_aws.apis import labels as awslabels
@@ -123,7 +122,7 @@ class AWSCloudProvider:
         unavailable: UnavailableOfferings,
         clock: Clock,
         on_close: Callable[[], Awaitable[None]] | None = None,
-        controllers: tuple[ControllerSpec[ResourceKind[Any]], ...] = (),
+        controllers: tuple[Declaration, ...] = (),
         maintenance_period: float = MAINTENANCE_PERIOD,
     ) -> None:
         self._on_close = on_close
@@ -161,7 +160,7 @@ class AWSCloudProvider:
             on_close, self._on_close = self._on_close, None
             await on_close()
 
-    def extension(self) -> ProviderExtension[ResourceKind[Any]]:
+    def extension(self) -> ProviderExtension:
         """What the operator runs for this provider on the leader: its EC2NodeClass kind
         (informed into cluster state, where launches read it), upkeep (``start_leading`` once,
         then ``maintain`` periodically) and the loops the factory composed: the EC2NodeClass

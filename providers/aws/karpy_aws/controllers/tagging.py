@@ -7,9 +7,9 @@ instance of the cluster. It then sets the annotation ``karpenter.k8s.aws/tagged:
 the NodeClaim, so an instance is tagged once, and NodeClaims Karpenter itself tagged are not
 tagged again.
 
-Each pass (declared as a periodic controller the operator runs as a SingletonLoop: a span per
-pass, a failing pass backs off) reads the NodeClaims from the operator's cluster view and tags
-the instances of those that need it, at most ``concurrency`` at a time. An instance is
+Each pass (declared as a `karpy.manager.Singleton`: a span per pass, a failing pass backs off)
+reads the NodeClaims from the operator's cluster view and tags the instances of those that need
+it, at most ``concurrency`` at a time. An instance is
 read first (DescribeInstances), because EC2 still accepts tags for a terminated instance: one
 that no longer exists, an AWS error or a failed annotation is logged and fails the pass once
 every NodeClaim has had its turn, so the others are not held back. A NodeClaim deleted before
@@ -30,10 +30,10 @@ from opentelemetry import trace
 
 from karpy.apis.meta import ConditionStatus
 from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim
-from karpy.cloudprovider.protocol import PeriodicController
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import KubeError, NotFoundError
 from karpy.kube.kinds import NODECLAIMS
+from karpy.manager import Singleton
 from karpy.runtime.bounded import count_failures
 from karpy.runtime.reconciler import Result
 from karpy.state.view import ClusterView
@@ -101,9 +101,9 @@ class TaggingController:
         self._period = period
         self._concurrency = concurrency
 
-    def spec(self) -> PeriodicController:
+    def spec(self) -> Singleton:
         """The loop, declared for the operator to run."""
-        return PeriodicController(name=self.name, reconcile_once=self.reconcile_once)
+        return Singleton(name=self.name, reconcile=self.reconcile_once)
 
     async def reconcile_once(self) -> Result:
         """One pass over every NodeClaim in the view. Raises TaggingError when some instances

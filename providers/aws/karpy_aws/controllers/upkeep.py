@@ -1,9 +1,9 @@
 """Leaked-instance garbage collection, the leader's periodic AWS chore.
 
-Declared as a periodic controller (`karpy.cloudprovider.PeriodicController`: one pass, then
-``Result(requeue_after=period)``), which the operator runs as a SingletonLoop with its other
-controllers, so each pass gets a span, a failure is logged and retried with backoff, and shutdown
-drains it. The period runs on the loop clock; the 30 s leak grace reads the injected wall clock.
+Declared as a `karpy.manager.Singleton` (one pass, then ``Result(requeue_after=period)``),
+which the operator's manager runs with its other controllers, so each pass gets a span, a
+failure is logged and retried with backoff, and shutdown drains it. The period runs on the loop
+clock; the 30 s leak grace reads the injected wall clock.
 The provider's own upkeep is `karpy_aws.cloudprovider.maintenance`.
 
 * :class:`LeakedInstanceController` terminates instances tagged for the cluster that no
@@ -18,10 +18,10 @@ import asyncio
 import logging
 from typing import ClassVar, Final
 
-from karpy.cloudprovider.protocol import PeriodicController
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError
 from karpy.kube.kinds import NODES
+from karpy.manager import Singleton
 from karpy.runtime.clock import Clock
 from karpy.runtime.reconciler import Result
 from karpy.state.view import ClusterView
@@ -63,9 +63,9 @@ class LeakedInstanceController:
         self._instances = instances
         self._clock = clock
 
-    def spec(self) -> PeriodicController:
+    def spec(self) -> Singleton:
         """The loop, declared for the operator to run."""
-        return PeriodicController(name=self.name, reconcile_once=self.reconcile_once)
+        return Singleton(name=self.name, reconcile=self.reconcile_once)
 
     async def reconcile_once(self) -> Result:
         """One pass: terminate leaked instances (collect_leaked_instances logs each one) and

@@ -20,24 +20,19 @@ import asyncio
 import logging
 from collections.abc import Iterable, Sequence
 from datetime import timedelta
-from typing import Any, Final
+from typing import Final
 
 import attrs
 
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.apis.v1.nodepool import NodePool
 from karpy.cloudprovider import InsufficientCapacityError, NodeClaimNotFoundError
-from karpy.cloudprovider.protocol import (
-    DriftReason,
-    NodeClassKind,
-    ProviderExtension,
-    RepairPolicy,
-)
+from karpy.cloudprovider.protocol import DriftReason, NodeClassKind, RepairPolicy
 from karpy.cloudprovider.selection import cheapest_launch, launched_nodeclaim
 from karpy.core.instancetypes import InstanceType
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError
-from karpy.kube.resources import ResourceKind
+from karpy.manager import ProviderExtension
 from karpy.runtime.clock import Clock, SystemClock
 from karpy.state.view import ClusterView
 from karpy_kwok.apis.kwoknodeclass import KWOKNodeClass
@@ -241,7 +236,7 @@ class KwokCloudProvider:
     def well_known_labels(self) -> frozenset[str]:
         return LABELS.well_known
 
-    def extension(self) -> ProviderExtension[ResourceKind[Any]]:
+    def extension(self) -> ProviderExtension:
         """The KWOKNodeClass kind and the provider's passes (`karpy_kwok.controllers.extension`)."""
         return extension(self._kube, self._view, self._instances, clock=self._clock)
 

@@ -7,11 +7,10 @@ is held and when the next one falls due) and ``kwok.garbagecollection``.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
-from karpy.cloudprovider.protocol import PeriodicController, ProviderExtension
 from karpy.kube.client import KubeClient
-from karpy.kube.resources import ResourceKind
+from karpy.manager import ProviderExtension, Singleton
 from karpy.runtime.clock import Clock
 from karpy.state.view import ClusterView
 from karpy_kwok.apis.kinds import KWOK_NODECLASSES
@@ -27,16 +26,14 @@ GARBAGE_COLLECTION: Final = "kwok.garbagecollection"
 
 def extension(
     kube: KubeClient, view: ClusterView | None, instances: KwokInstances, *, clock: Clock
-) -> ProviderExtension[ResourceKind[Any]]:
+) -> ProviderExtension:
     """The KWOKNodeClass kind and the provider's passes over `instances`."""
     launches = LaunchController(instances)
     leaked = LeakedNodeController(kube, view, instances, clock=clock)
     return ProviderExtension(
         kinds=(KWOK_NODECLASSES,),
         controllers=(
-            PeriodicController(
-                name=LAUNCHES, reconcile_once=launches.reconcile_once, wake=launches.wake
-            ),
-            PeriodicController(name=GARBAGE_COLLECTION, reconcile_once=leaked.reconcile_once),
+            Singleton(name=LAUNCHES, reconcile=launches.reconcile_once, sources=(instances.held,)),
+            Singleton(name=GARBAGE_COLLECTION, reconcile=leaked.reconcile_once),
         ),
     )

@@ -28,10 +28,6 @@ class LaunchController:
     def __init__(self, instances: KwokInstances) -> None:
         self._instances = instances
 
-    async def wake(self) -> None:
-        """Return when a launch was held (so the pass runs again)."""
-        await self._instances.woken()
-
     async def reconcile_once(self) -> Result:
         """Create the Nodes of pending launches that have fallen due; ask to run again when the
         next one falls due.

@@ -13,9 +13,9 @@ so garbage collection and termination treat them correctly.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Iterator, Sequence
+from typing import Final
 
 import attrs
 
@@ -25,10 +25,14 @@ from karpy.cloudprovider import CreateError
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import ConflictError, KubeError, NotFoundError
 from karpy.kube.kinds import NODES
+from karpy.runtime.channels import Keys
 from karpy.state.view import ClusterView
 from karpy_kwok.providers.nodes import is_ours, launched_for
 
 log = logging.getLogger(__name__)
+
+HELD: Final = "kwok.held-launches"
+"""The channel on which a held launch (its Node name) wakes the launches pass."""
 
 
 @attrs.frozen
@@ -51,7 +55,8 @@ class KwokInstances:
         self._kube = kube
         self._view = view
         self._pending: dict[str, PendingLaunch] = {}
-        self._wakeup = asyncio.Event()
+        self.held = Keys(HELD)
+        """Names of the launches held, for the launches pass to declare as its source."""
 
     # ------------------------------------------------------------------ Nodes
 
@@ -125,9 +130,11 @@ class KwokInstances:
             yield name, launch.nodeclaim
 
     def hold(self, launch: PendingLaunch) -> None:
-        """Record `launch` and wake the launches pass, which creates its Node when it is due."""
-        self._pending[launch.node.metadata.name or ""] = launch
-        self._wakeup.set()
+        """Record `launch` and wake the launches pass (through `held`), which creates its Node
+        when it is due."""
+        name = launch.node.metadata.name or ""
+        self._pending[name] = launch
+        self.held.send(name)
 
     def drop(self, name: str) -> bool:
         """Forget the pending launch `name`; whether there was one."""
@@ -154,8 +161,3 @@ class KwokInstances:
     def next_due(self) -> float | None:
         """When the earliest pending launch falls due (None when there is none)."""
         return min((launch.due for launch in self._pending.values()), default=None)
-
-    async def woken(self) -> None:
-        """Return once a launch was held since the last return."""
-        await self._wakeup.wait()
-        self._wakeup.clear()

@@ -27,12 +27,12 @@ from karpy.apis.v1.common import NodeClassReference
 from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim, NodeClaimSpec, NodeClaimStatus
 from karpy.apis.v1.nodepool import Budget, Disruption, DisruptionReason, NodePool
 from karpy.controllers.disruption import facts as inputs
-from karpy.controllers.nodeclaim.podevents import pod_subscriber
 from karpy.kube.kinds import PODS
 from karpy.kube.resources import Item, ObjectRef
 from karpy.kube.watch import Event, EventType
 from karpy.runtime.telemetry import Telemetry
 from karpy.state.cluster import ClusterState
+from karpy.state.podmoves import pod_moves
 from karpy.state.view import ClusterView
 from tests.cluster.provisioning.harness import make_nodepool
 
@@ -242,9 +242,14 @@ def _event(kind: EventType, pod: Pod) -> Event[Pod]:
     return Event(type=kind, item=Item(ref=ref, obj=pod))
 
 
-def test_pod_subscriber_queues_binds_and_removals_once_synced(state: ClusterState) -> None:
+def test_pod_moves_name_binds_and_removals_once_synced(state: ClusterState) -> None:
     queued: list[str] = []
-    on_event = pod_subscriber(queued.append, ClusterView(state))
+    view = ClusterView(state)
+    keys = pod_moves(lambda: view.informers_synced)
+
+    def on_event(event: Event[Pod]) -> None:
+        queued.extend(keys(event))
+
     on_event(_event(EventType.ADDED, _pod("listed", "n0")))
     assert queued == []  # the initial list is remembered, not an event on the node
     state.store(PODS).replace([])

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -14,8 +16,8 @@ from karpy.apis.v1.labels import ANNOTATION_MIRROR_POD
 from karpy.apis.v1.nodeclaim import NodeClaim, NodeClaimSpec
 from karpy.controllers.provisioning.batcher import Batcher
 from karpy.controllers.provisioning.deleting import (
-    node_subscriber,
-    nodeclaim_subscriber,
+    deleted_nodeclaim,
+    deleting_node,
     pods_of_deleting_nodes,
 )
 from karpy.kube.resources import Item, ObjectRef
@@ -25,6 +27,18 @@ from karpy.runtime.options import BatchingOptions
 from karpy.state.pods import is_reschedulable
 
 WHEN = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def _gated(
+    batcher: Batcher, keys: Callable[[Event[Any]], Iterable[str]]
+) -> Callable[[Event[Any]], None]:
+    """What the manager does with the provisioner's watches: each key goes to its gate."""
+
+    def on_event(event: Event[Any]) -> None:
+        for key in keys(event):
+            batcher.trigger(key)
+
+    return on_event
 
 
 def _owner(kind: str) -> OwnerReference:
@@ -99,7 +113,7 @@ def _event(node: Node, type_: EventType) -> Event[Node]:
 
 async def test_a_node_that_starts_deleting_triggers_the_batcher() -> None:
     batcher = Batcher(BatchingOptions(), signal=Trigger("test"))
-    on_event = node_subscriber(batcher)
+    on_event = _gated(batcher, deleting_node)
     on_event(_event(_node("staying", deleting=False), EventType.MODIFIED))
     on_event(_event(_node("leaving", deleting=True), EventType.DELETED))
     assert batcher.pending == 0
@@ -110,7 +124,7 @@ async def test_a_node_that_starts_deleting_triggers_the_batcher() -> None:
 async def test_a_nodeclaim_that_is_gone_triggers_the_batcher() -> None:
     """Its nominated pods are pending again (say its launch found no capacity)."""
     batcher = Batcher(BatchingOptions(), signal=Trigger("test"))
-    on_event = nodeclaim_subscriber(batcher)
+    on_event = _gated(batcher, deleted_nodeclaim)
     claim = NodeClaim(
         metadata=ObjectMeta(name="default-abcde"),
         spec=NodeClaimSpec(

@@ -3,8 +3,8 @@
 A spot instance gets a two-minute warning; a scheduled retirement, a stop or a termination is
 announced as it begins. Waiting for the node to vanish loses those minutes, so Karpenter has
 EventBridge send these events to an SQS queue and acts on them. This controller does the same:
-it long-polls the queue (one pass per receive, declared as a periodic controller the operator
-runs as a SingletonLoop, so each pass has a span and a failing pass backs off), finds in the
+it long-polls the queue (one pass per receive, declared as a `karpy.manager.Singleton`, so each
+pass has a span and a failing pass backs off), finds in the
 operator's cluster view the NodeClaims whose ``status.providerID`` names each message's
 instances, and acts as Karpenter's ``interruption`` controller does:
 
@@ -40,11 +40,11 @@ from opentelemetry import trace
 from karpy.apis.kube.node import Node
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import NodeClaim
-from karpy.cloudprovider.protocol import PeriodicController
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError
 from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
 from karpy.kube.kinds import NODECLAIMS
+from karpy.manager import Singleton
 from karpy.runtime.bounded import count_failures
 from karpy.runtime.clock import Clock
 from karpy.runtime.reconciler import Result
@@ -207,9 +207,9 @@ class InterruptionController:
         self._wait = wait_seconds
         self._visibility = visibility_timeout
 
-    def spec(self) -> PeriodicController:
+    def spec(self) -> Singleton:
         """The loop, declared for the operator to run."""
-        return PeriodicController(name=self.name, reconcile_once=self.reconcile_once)
+        return Singleton(name=self.name, reconcile=self.reconcile_once)
 
     async def reconcile_once(self) -> Result:
         """One long poll and its messages. Raises AWSError or KubeError when the queue or the

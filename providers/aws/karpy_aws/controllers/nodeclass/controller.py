@@ -24,11 +24,12 @@ from collections.abc import Iterable
 from typing import Any, ClassVar, Final
 
 from karpy.apis.meta import ConditionStatus
-from karpy.cloudprovider.protocol import Change, KeyedController, Watch
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import ConflictError, NotFoundError
 from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
-from karpy.kube.resources import ResourceKind
+from karpy.kube.watch import Event as WatchEvent
+from karpy.kube.watch import EventType as WatchEventType
+from karpy.manager import Controller, Watch
 from karpy.runtime.clock import Clock
 from karpy.runtime.reconciler import KeyDescription, Result
 from karpy.state.view import ClusterView
@@ -117,9 +118,9 @@ class NodeClassController:
         self._recorder = Recorder(kube, clock)
         self._seen: dict[str, tuple[int | None, bool]] = {}
 
-    def spec(self) -> KeyedController[ResourceKind[Any]]:
+    def spec(self) -> Controller:
         """The controller, declared: fed by the operator's informer of EC2NodeClasses."""
-        return KeyedController(
+        return Controller(
             name=self.name,
             reconcile=self.reconcile,
             watches=(Watch(kind=EC2NODECLASSES, keys=self.keys),),
@@ -129,20 +130,21 @@ class NodeClassController:
             requeue_on=(ConflictError,),
         )
 
-    def keys(self, change: Change) -> Iterable[str]:
+    def keys(self, event: WatchEvent[Any]) -> Iterable[str]:
         """Queue a NodeClass that appeared, whose spec changed or that is being deleted; our own
         status writes change neither, so they do not requeue it (the resync period does)."""
-        if change.deleted:
-            self._seen.pop(change.name, None)
+        name = event.item.ref.name
+        if event.type is WatchEventType.DELETED:
+            self._seen.pop(name, None)
             return ()
-        if not isinstance(change.obj, EC2NodeClass):
+        if not isinstance(event.item.obj, EC2NodeClass):
             return ()
-        metadata = change.obj.metadata
+        metadata = event.item.obj.metadata
         seen = (metadata.generation, metadata.deletion_timestamp is not None)
-        if self._seen.get(change.name) == seen:
+        if self._seen.get(name) == seen:
             return ()
-        self._seen[change.name] = seen
-        return (change.name,)
+        self._seen[name] = seen
+        return (name,)
 
     async def reconcile(self, name: str) -> Result:
         """Resolve and write one NodeClass's status, or finalize it when it is being deleted.

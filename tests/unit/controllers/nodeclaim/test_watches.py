@@ -1,9 +1,9 @@
-"""Informer events → lifecycle and termination queue keys (the wiring's routing rules)."""
+"""Informer events → lifecycle and termination keys (their controllers' watches)."""
 
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import pytest
@@ -15,11 +15,12 @@ from karpy.apis.meta import ObjectMeta
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.common import NodeClassReference
 from karpy.apis.v1.nodeclaim import NodeClaim, NodeClaimSpec, NodeClaimStatus
-from karpy.controllers.node.termination import subscribers as termination
-from karpy.controllers.nodeclaim.lifecycle import subscribers as lifecycle
+from karpy.controllers.node.termination import watches as termination
+from karpy.controllers.nodeclaim.lifecycle import watches as lifecycle
 from karpy.kube.kinds import NODECLAIMS, NODES
 from karpy.kube.resources import Item, ObjectRef
 from karpy.kube.watch import Event, EventType
+from karpy.manager import unless_deleted
 from karpy.runtime.telemetry import Telemetry
 from karpy.state.cluster import ClusterState
 from karpy.state.view import ClusterView
@@ -67,9 +68,16 @@ def _node(name: str, provider_id: str, *, deleting: bool = False, finalized: boo
     )
 
 
+def _feeding(
+    queued: list[str], keys: Callable[[Event[Any]], Iterable[str]]
+) -> Callable[[Event[Any]], None]:
+    """What the manager does with a watch's key function: queue every key it names."""
+    return lambda event: queued.extend(keys(event))
+
+
 def test_nodeclaim_changes_queue_the_nodeclaim_but_not_its_removal() -> None:
     queued: list[str] = []
-    on_event = lifecycle.nodeclaim_subscriber(queued.append)
+    on_event = _feeding(queued, unless_deleted)
     on_event(_event(EventType.ADDED, _claim("a", None), "a"))
     on_event(_event(EventType.MODIFIED, _claim("a", "p://a"), "a"))
     on_event(_event(EventType.DELETED, _claim("a", "p://a"), "a"))
@@ -82,7 +90,7 @@ def test_a_node_queues_the_nodeclaim_with_its_provider_id(state: ClusterState) -
     claims.apply(_event(EventType.ADDED, _claim("b", "p://2"), "b"))
     claims.apply(_event(EventType.ADDED, _claim("c", None), "c"))
     queued: list[str] = []
-    on_event = lifecycle.node_subscriber(queued.append, ClusterView(state))
+    on_event = _feeding(queued, lifecycle.claims_of_node(ClusterView(state)))
     on_event(_event(EventType.MODIFIED, _node("n2", "p://2"), "n2"))
     on_event(_event(EventType.DELETED, _node("n1", "p://1"), "n1"))
     on_event(_event(EventType.ADDED, _node("n9", "p://9"), "n9"))
@@ -91,7 +99,7 @@ def test_a_node_queues_the_nodeclaim_with_its_provider_id(state: ClusterState) -
 
 def test_only_draining_nodes_are_queued_for_termination(state: ClusterState) -> None:
     queued: list[str] = []
-    on_event = termination.node_subscriber(queued.append)
+    on_event = _feeding(queued, termination.terminating_node)
     on_event(_event(EventType.MODIFIED, _node("live", "p://1"), "live"))
     on_event(
         _event(
@@ -107,7 +115,7 @@ def test_a_pod_leaving_a_draining_node_queues_that_node(state: ClusterState) -> 
     nodes.apply(_event(EventType.ADDED, _node("going", "p://1", deleting=True), "going"))
     nodes.apply(_event(EventType.ADDED, _node("live", "p://2"), "live"))
     queued: list[str] = []
-    on_event = termination.pod_subscriber(queued.append, ClusterView(state))
+    on_event = _feeding(queued, termination.draining_node_of_pod(ClusterView(state)))
 
     def pod(node: str) -> Pod:
         return Pod(metadata=ObjectMeta(name="p", namespace="ns"), spec=PodSpec(node_name=node))
