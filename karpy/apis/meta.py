@@ -88,6 +88,22 @@ class HasMetadata(Protocol):
     def metadata(self) -> ObjectMeta: ...
 
 
+def with_labels(metadata: ObjectMeta, changes: Mapping[str, str | None]) -> ObjectMeta:
+    """`metadata` with its labels changed: each key set to its value, or removed where the
+    value is None (as a merge patch reads a map)."""
+    return attrs.evolve(metadata, labels=_changed(metadata.labels, changes))
+
+
+def with_annotations(metadata: ObjectMeta, changes: Mapping[str, str | None]) -> ObjectMeta:
+    """`metadata` with its annotations changed, as `with_labels`."""
+    return attrs.evolve(metadata, annotations=_changed(metadata.annotations, changes))
+
+
+def _changed(current: Mapping[str, str], changes: Mapping[str, str | None]) -> dict[str, str]:
+    updated = {**current, **{k: v for k, v in changes.items() if v is not None}}
+    return {k: v for k, v in updated.items() if changes.get(k, v) is not None}
+
+
 CONDITION_TYPE_PATTERN = (
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
     r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"

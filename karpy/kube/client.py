@@ -28,6 +28,7 @@ from karpy.kube.patch import (
     MERGE_PATCH,
     encode_object,
     finalizer_patch,
+    object_patch,
     status_patch,
     with_resource_version,
 )
@@ -160,6 +161,38 @@ class KubeClient:
             content_type=MERGE_PATCH,
         )
         return decode_item(kind, raw).obj
+
+    async def patch(
+        self,
+        kind: ResourceKind[M],
+        before: M,
+        after: M,
+        *,
+        optimistic: bool = False,
+        same_uid: bool = False,
+    ) -> M:
+        """Write the changes from `before` (the object as read) to `after` (it evolved) as one
+        merge patch (`object_patch`, as controller-runtime's `client.MergeFrom`) and return the
+        object as stored; `before` itself, with no request, when nothing differs.
+
+        `optimistic` applies the patch only at `before`'s resourceVersion (ConflictError
+        otherwise): needed when the change replaces a list (finalizers, taints). `same_uid`
+        applies it only to the object of `before`'s uid, not to a newer one of the same name
+        (ConflictError otherwise). Raises NotFoundError when the object does not exist.
+        """
+        body = object_patch(before, after)
+        if not body:
+            return before
+        metadata = before.metadata
+        if same_uid:
+            body = {**body, "metadata": {**(body.get("metadata") or {}), "uid": metadata.uid}}
+        return await self.merge_patch(
+            kind,
+            metadata.name or "",
+            body,
+            namespace=metadata.namespace,
+            resource_version=metadata.resource_version if optimistic else None,
+        )
 
     async def patch_status(
         self,

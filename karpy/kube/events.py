@@ -8,6 +8,9 @@ seconds of loop time, as Karpenter's recorder does. An event that states an obje
 condition (`Event.dedupe_window` set, as for `Unconsolidatable`) is dropped only while it repeats
 the last message of its kind for that object, so the newest one is always current. Events are
 best effort: a failed write is logged and never fails the reconcile that reported it.
+
+Each controller package names its events in its own `events.py` (as Karpenter's packages do),
+one constructor per event, with the target built from the object by `involved`.
 """
 
 from __future__ import annotations
@@ -15,12 +18,14 @@ from __future__ import annotations
 import enum
 import itertools
 import logging
-from typing import Final
+from typing import Any, Final
 
 import attrs
 
+from karpy.apis.meta import HasMetadata
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import KubeError
+from karpy.kube.resources import ResourceKind
 from karpy.runtime.clock import Clock
 
 log = logging.getLogger(__name__)
@@ -47,6 +52,19 @@ class InvolvedObject:
     name: str
     uid: str
     namespace: str | None = None
+
+
+def involved(kind: ResourceKind[Any], obj: HasMetadata) -> InvolvedObject:
+    """The object `obj` of `kind` as an event's target: apiVersion and kind from `kind`; name,
+    namespace (namespaced kinds only) and uid from its metadata."""
+    metadata = obj.metadata
+    return InvolvedObject(
+        api_version=kind.api_version,
+        kind=kind.kind,
+        name=metadata.name or "",
+        uid=metadata.uid or "",
+        namespace=metadata.namespace if kind.namespaced else None,
+    )
 
 
 @attrs.frozen(kw_only=True)

@@ -5,14 +5,17 @@ so two controllers writing different fields never clobber each other. Lists are 
 (a merge patch replaces a list whole), so a finalizer edit computes the new list from the object
 as read and is written under an optimistic lock on the version read; a lost race (a stale read)
 surfaces as ConflictError, which a reconciler answers with a silent requeue (house rule 4).
-Every body is built here, so `KubeClient` and any caller that folds a finalizer into a larger
-patch put the same bytes on the wire.
+Every body is built here, and controllers never write one by hand: they evolve the object they
+read and hand before and after to `KubeClient.patch`, which sends the merge patch between the
+two (`object_patch`, as controller-runtime's `client.MergeFrom`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
+
+import orjson
 
 from karpy.apis.codec import to_dict
 from karpy.apis.kube.common import Taint
@@ -99,19 +102,73 @@ def status_patch(old: object | None, new: object) -> dict[str, Any]:
     return {"status": body}
 
 
-def replace_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
-    """A merge patch turning the wire object `old` into `new` at every depth: keys `new` lacks
-    are sent as null (removed), maps are diffed recursively, everything else is sent whole
-    (lists included, as merge patches replace them)."""
+def merge_patch(before: Any, after: Any) -> Any:
+    """The JSON merge patch (RFC 7386) that turns JSON value `before` into `after`.
+
+    Keys `after` lacks are sent as null (removed), maps are diffed key by key at every depth,
+    and everything else that differs is sent whole (lists included: a merge patch replaces a
+    list). Values compare as JSON does (`1`, `1.0` and `true` differ). An empty map means "no
+    change" only at the top; `apply_merge_patch(before, patch)` gives `after` back whenever
+    `after` holds no null inside a map (which RFC 7386 cannot express).
+    """
+    if not (isinstance(before, Mapping) and isinstance(after, Mapping)):
+        return after
     body: dict[str, Any] = {}
-    for key in old.keys() - new.keys():
+    for key in before.keys() - after.keys():
         body[key] = None
-    for key, value in new.items():
-        before = old.get(key)
-        if isinstance(value, Mapping) and isinstance(before, Mapping):
-            inner = replace_patch(before, value)
+    for key, value in after.items():
+        if key not in before:
+            body[key] = value
+        elif isinstance(value, Mapping) and isinstance(before[key], Mapping):
+            inner = merge_patch(before[key], value)
             if inner:
                 body[key] = inner
-        elif before != value:
+        elif not _same_json(before[key], value):
             body[key] = value
     return body
+
+
+def apply_merge_patch(target: Any, patch: Any) -> Any:
+    """`target` with the JSON merge patch `patch` applied, as the apiserver applies it (RFC 7386
+    section 2): a map patches a map key by key, null removes a key, anything else replaces."""
+    if not isinstance(patch, Mapping):
+        return patch
+    result = dict(target) if isinstance(target, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = apply_merge_patch(result.get(key), value)
+    return result
+
+
+def object_patch(before: object, after: object) -> dict[str, Any]:
+    """The merge patch that turns the object `before` (a karpy.apis model, as read) into
+    `after` (the same object evolved), in wire form; empty when they encode alike.
+
+    The codec omits empty maps, and RFC 7386 reads a missing map as one to remove whole. That
+    is never what an evolved object means for an object's sections (`spec` and `status` hold
+    fields karpy does not model) nor for its labels and annotations (maps several writers
+    share, edited key by key): when `after` empties one of those, the patch names each removed
+    key (set to null), so it removes exactly what `after` removed and nothing else.
+    """
+    old, new = to_dict(before), to_dict(after)
+    for section in _SECTIONS:
+        if old.get(section) and section not in new:
+            new[section] = {}
+    old_meta, new_meta = old.get("metadata") or {}, new.get("metadata") or {}
+    for shared in _SHARED_MAPS:
+        if old_meta.get(shared) and shared not in new_meta:
+            new["metadata"] = new_meta = {**new_meta, shared: {}}
+    body = merge_patch(old, new)
+    return body if isinstance(body, dict) else {}
+
+
+_SECTIONS: Final = ("metadata", "spec", "status")
+_SHARED_MAPS: Final = ("labels", "annotations")
+
+
+def _same_json(a: Any, b: Any) -> bool:
+    return orjson.dumps(a, option=orjson.OPT_SORT_KEYS) == orjson.dumps(
+        b, option=orjson.OPT_SORT_KEYS
+    )

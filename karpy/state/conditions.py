@@ -1,67 +1,42 @@
-"""Status-condition arithmetic shared by every controller that writes conditions on NodePools
-and NodeClaims: lastTransitionTime moves only when the status changes, an unchanged condition is
-the same tuple (so "did anything change?" is an identity test), and a cleared condition is gone.
+"""NodeClaim conditions: the NodeClaim's condition set and object-level helpers over it.
+
+The condition arithmetic itself (transition times, the root `Ready` derived from dependents)
+is `karpy.apis.conditions`, shared with NodePools and providers' NodeClasses; this module
+applies it to a NodeClaim, whose `Ready` depends on Launched, Registered and Initialized.
 Pure: the time is an argument.
 """
 
 from __future__ import annotations
 
 import datetime
+from typing import Final
 
 import attrs
 
+from karpy.apis.conditions import ConditionSet, find, is_true, with_condition, without_condition
 from karpy.apis.meta import Condition, ConditionStatus
 from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim
 
+__all__ = [
+    "NODECLAIM_CONDITIONS",
+    "READY_DEPENDENTS",
+    "claim_is_true",
+    "find",
+    "get_condition",
+    "is_true",
+    "set_condition",
+    "with_condition",
+    "with_ready",
+    "without_condition",
+]
 
-def find(conditions: tuple[Condition, ...], kind: str) -> Condition | None:
-    """The condition of type `kind`, or None."""
-    return next((c for c in conditions if c.type == kind), None)
-
-
-def is_true(conditions: tuple[Condition, ...], kind: str) -> bool:
-    condition = find(conditions, kind)
-    return condition is not None and condition.status is ConditionStatus.TRUE
-
-
-def with_condition(
-    conditions: tuple[Condition, ...],
-    kind: str,
-    status: ConditionStatus,
-    *,
-    reason: str,
-    message: str = "",
-    now: datetime.datetime,
-) -> tuple[Condition, ...]:
-    """`conditions` with `kind` set; the same tuple when nothing differs."""
-    current = find(conditions, kind)
-    if current is not None and (current.status, current.reason, current.message) == (
-        status,
-        reason,
-        message,
-    ):
-        return conditions
-    since = now if current is None or current.status is not status else current.last_transition_time
-    condition = Condition(
-        type=kind,
-        status=status,
-        reason=reason,
-        message=message,
-        last_transition_time=since.replace(microsecond=0),
-    )
-    return (*(c for c in conditions if c.type != kind), condition)
-
-
-def without_condition(conditions: tuple[Condition, ...], kind: str) -> tuple[Condition, ...]:
-    """`conditions` without `kind`; the same tuple when it was not there."""
-    if find(conditions, kind) is None:
-        return conditions
-    return tuple(c for c in conditions if c.type != kind)
-
-
-# ---------------------------------------------------------------- NodeClaims
-
-READY_DEPENDENTS = (ConditionType.LAUNCHED, ConditionType.REGISTERED, ConditionType.INITIALIZED)
+READY_DEPENDENTS: Final = (
+    ConditionType.LAUNCHED,
+    ConditionType.REGISTERED,
+    ConditionType.INITIALIZED,
+)
+NODECLAIM_CONDITIONS: Final = ConditionSet(dependents=READY_DEPENDENTS, root=ConditionType.READY)
+"""A NodeClaim is Ready once it is launched, registered and initialized."""
 
 
 def get_condition(nodeclaim: NodeClaim, kind: ConditionType) -> Condition | None:
@@ -86,24 +61,19 @@ def set_condition(
     """`nodeclaim` with condition `kind` set; unchanged (same object) when nothing differs."""
     current = nodeclaim.status.conditions
     conditions = with_condition(current, kind, status, reason=reason, message=message, now=now)
-    if conditions is current:
-        return nodeclaim
-    return attrs.evolve(nodeclaim, status=attrs.evolve(nodeclaim.status, conditions=conditions))
+    return _with_conditions(nodeclaim, current, conditions)
 
 
 def with_ready(nodeclaim: NodeClaim, *, now: datetime.datetime) -> NodeClaim:
-    """`nodeclaim` with Ready = True when its dependents all are, else Unknown naming them."""
-    pending = [kind for kind in READY_DEPENDENTS if not claim_is_true(nodeclaim, kind)]
-    if not pending:
-        return set_condition(
-            nodeclaim, ConditionType.READY, ConditionStatus.TRUE, reason="Ready", now=now
-        )
-    message = ", ".join(f"{kind} is not True" for kind in pending)
-    return set_condition(
-        nodeclaim,
-        ConditionType.READY,
-        ConditionStatus.UNKNOWN,
-        reason="UnhealthyDependents",
-        message=message,
-        now=now,
-    )
+    """`nodeclaim` with Ready derived from its dependents (`NODECLAIM_CONDITIONS`); unchanged
+    (same object) when it already says so."""
+    current = nodeclaim.status.conditions
+    return _with_conditions(nodeclaim, current, NODECLAIM_CONDITIONS.with_root(current, now=now))
+
+
+def _with_conditions(
+    nodeclaim: NodeClaim, current: tuple[Condition, ...], conditions: tuple[Condition, ...]
+) -> NodeClaim:
+    if conditions is current:
+        return nodeclaim
+    return attrs.evolve(nodeclaim, status=attrs.evolve(nodeclaim.status, conditions=conditions))

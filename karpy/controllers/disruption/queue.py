@@ -39,18 +39,17 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Span
 
 from karpy.apis.kube.node import Node
-from karpy.apis.meta import ConditionStatus
+from karpy.apis.meta import ConditionStatus, with_annotations
 from karpy.apis.v1 import labels as wk
-from karpy.apis.v1.nodeclaim import API_VERSION as NODECLAIM_API_VERSION
 from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim
 from karpy.apis.v1.nodepool import NodePool
 from karpy.apis.v1.taints import DISRUPTED_TAINT
-from karpy.controllers.disruption import commands
+from karpy.controllers.disruption import commands, events
 from karpy.core.disruption.consolidation import candidates_price
 from karpy.core.disruption.methods import Command
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import ConflictError, KubeError, NotFoundError
-from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
+from karpy.kube.events import Recorder
 from karpy.kube.kinds import NODECLAIMS, NODES
 from karpy.kube.patch import taint_patch
 from karpy.kube.watch import Event as WatchEvent
@@ -300,16 +299,11 @@ class OrchestrationQueue:
         parent: str | None,
     ) -> None:
         name = claim.metadata.name or ""
-        patch = {
-            "metadata": {
-                "annotations": commands.record(
-                    command_id, replacements=replacements, started=started, traceparent=parent
-                )
-            }
-        }
-        marked = await self._client.merge_patch(
-            NODECLAIMS, name, patch, resource_version=claim.metadata.resource_version
+        record = commands.record(
+            command_id, replacements=replacements, started=started, traceparent=parent
         )
+        wanted = attrs.evolve(claim, metadata=with_annotations(claim.metadata, record))
+        marked = await self._client.patch(NODECLAIMS, claim, wanted, optimistic=True)
         message = f"{meta.method}: {meta.decision}"
         updated = set_condition(
             marked,
@@ -509,9 +503,14 @@ class OrchestrationQueue:
         if commands.command_of(claim) not in (None, command_id):
             return
         # Annotations are a map: a merge patch removes exactly these keys, no version needed.
-        patch = {"metadata": {"annotations": dict.fromkeys(commands.CANDIDATE_ANNOTATIONS)}}
+        # The view may not show the marks yet, so the patch starts from a copy that has them
+        # all and removes each one whether or not the view shows it.
+        marks = {k: claim.metadata.annotations.get(k, "") for k in commands.CANDIDATE_ANNOTATIONS}
+        marked = attrs.evolve(claim, metadata=with_annotations(claim.metadata, marks))
+        cleared = dict.fromkeys(commands.CANDIDATE_ANNOTATIONS)
+        without_marks = attrs.evolve(claim, metadata=with_annotations(claim.metadata, cleared))
         try:
-            unmarked = await self._client.merge_patch(NODECLAIMS, name, patch)
+            unmarked = await self._client.patch(NODECLAIMS, marked, without_marks)
         except NotFoundError:
             return
         if get_condition(unmarked, ConditionType.DISRUPTION_REASON) is not None:
@@ -534,33 +533,10 @@ class OrchestrationQueue:
 
     async def _event(self, claim: NodeClaim, reason: str, message: str) -> None:
         now = asyncio.get_running_loop().time()
-        involved = InvolvedObject(
-            api_version=NODECLAIM_API_VERSION,
-            kind=NodeClaim.KIND,
-            name=claim.metadata.name or "",
-            uid=claim.metadata.uid or "",
-        )
-        await self._recorder.publish(
-            Event(involved=involved, type=EventType.NORMAL, reason=reason, message=message),
-            now=now,
-        )
+        await self._recorder.publish(events.on_nodeclaim(claim, reason, message), now=now)
         node = self._view.node(claim.status.node_name) if claim.status.node_name else None
         if node is not None:
-            node_ref = InvolvedObject(
-                api_version=Node.API_VERSION,
-                kind=Node.KIND,
-                name=node.metadata.name or "",
-                uid=node.metadata.uid or "",
-            )
-            await self._recorder.publish(
-                Event(
-                    involved=node_ref,
-                    type=EventType.NORMAL,
-                    reason=reason,
-                    message=message.replace("NodeClaim", "Node"),
-                ),
-                now=now,
-            )
+            await self._recorder.publish(events.on_node(node, reason, message), now=now)
 
     # ------------------------------------------------------------------ tidying
 
@@ -572,9 +548,10 @@ class OrchestrationQueue:
             log.info("removing stale disrupted taint", extra={"node": node.metadata.name})
             await _write_taint(self._client, self._view, node, present=False)
         for claim in commands.finished_replacements(claims):
-            patch = {"metadata": {"annotations": {wk.ANNOTATION_REPLACEMENT_FOR: None}}}
+            finished = {wk.ANNOTATION_REPLACEMENT_FOR: None}
+            done = attrs.evolve(claim, metadata=with_annotations(claim.metadata, finished))
             try:
-                await self._client.merge_patch(NODECLAIMS, claim.metadata.name or "", patch)
+                await self._client.patch(NODECLAIMS, claim, done)
             except NotFoundError:
                 continue
         self.adopt()

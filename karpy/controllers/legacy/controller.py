@@ -28,10 +28,10 @@ from karpy.apis.v1alpha5.translate import (
     TranslationError,
     translate,
 )
+from karpy.controllers.legacy import events
 from karpy.kube.client import KubeClient
-from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
+from karpy.kube.events import Event, Recorder
 from karpy.kube.kinds import NODEPOOLS, PROVISIONERS, cluster_kind
-from karpy.kube.patch import replace_patch
 from karpy.kube.resources import ResourceKind
 from karpy.runtime.clock import Clock
 from karpy.runtime.reconciler import Result
@@ -153,7 +153,7 @@ class LegacyController:
         if status != provisioner.status:
             await self._client.patch_status(PROVISIONERS, key, status, previous=provisioner.status)
             if warnings and CONDITION_TRANSLATED not in {c.type for c in conditions}:
-                await self._event(provisioner, EventType.WARNING, "TranslationWarnings", warnings)
+                await self._event(events.translation_warnings(PROVISIONERS, provisioner, warnings))
         return Result()
 
     async def _reconcile_template(self, name: str) -> Result:
@@ -219,11 +219,9 @@ class LegacyController:
                 extra={"kind": kind.kind, "name": name, "owner": owner.name},
             )
             return
-        patch = replace_patch(to_dict(current.spec), to_dict(obj.spec))
-        if patch:
-            await self._client.merge_patch(
-                kind, name, {"spec": patch}, resource_version=current.metadata.resource_version
-            )
+        wanted = attrs.evolve(current, spec=obj.spec)
+        if to_dict(wanted.spec) != to_dict(current.spec):
+            await self._client.patch(kind, current, wanted, optimistic=True)
             logger.info("updated", extra={"kind": kind.kind, "name": name, "owner": owner.name})
 
     async def _refused(
@@ -253,23 +251,10 @@ class LegacyController:
         )
         if status != obj.status:
             await self._client.patch_status(kind, obj.metadata.name, status, previous=obj.status)
-            await self._event(obj, EventType.WARNING, "TranslationFailed", message)
+            await self._event(events.translation_failed(kind, obj, message))
 
-    async def _event(self, obj: Any, kind: EventType, reason: str, message: str) -> None:
-        await self._recorder.publish(
-            Event(
-                involved=InvolvedObject(
-                    api_version=f"{obj.GROUP}/{obj.VERSION}",
-                    kind=obj.KIND,
-                    name=obj.metadata.name or "",
-                    uid=obj.metadata.uid or "",
-                ),
-                type=kind,
-                reason=reason,
-                message=message[:1024],
-            ),
-            now=self._clock.now().timestamp(),
-        )
+    async def _event(self, event: Event) -> None:
+        await self._recorder.publish(event, now=self._clock.now().timestamp())
 
 
 def provisioner_keys(name: str, *, deleted: bool) -> list[str]:

@@ -17,11 +17,11 @@ from typing import ClassVar, Final
 
 from karpy.apis.duration import parse_duration
 from karpy.apis.v1 import labels as wk
-from karpy.apis.v1.nodeclaim import API_VERSION as NODECLAIM_API_VERSION
 from karpy.apis.v1.nodeclaim import NodeClaim
+from karpy.controllers.nodeclaim import events
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import ConflictError, NotFoundError
-from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
+from karpy.kube.events import Recorder
 from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, NODES, PODS
 from karpy.manager import PARALLEL_WORKERS, Controller, Watch
 from karpy.runtime.clock import Clock
@@ -32,7 +32,6 @@ from karpy.state.view import ClusterView
 
 log = logging.getLogger(__name__)
 
-REASON_DISRUPTION_TERMINATING: Final = "DisruptionTerminating"
 DISRUPTED_REASON: Final = "expired"
 """The `reason` label of karpenter_nodeclaims_disrupted_total for an expiry (Karpenter's)."""
 
@@ -103,18 +102,6 @@ class ExpirationController:
         self._telemetry.metrics.nodeclaims_disrupted_total.add(
             1, {"reason": DISRUPTED_REASON, "nodepool": nodepool}
         )
-        involved = InvolvedObject(
-            api_version=NODECLAIM_API_VERSION,
-            kind=NodeClaim.KIND,
-            name=name,
-            uid=claim.metadata.uid or "",
-        )
         await self._recorder.publish(
-            Event(
-                involved=involved,
-                type=EventType.NORMAL,
-                reason=REASON_DISRUPTION_TERMINATING,
-                message=f"Disrupting NodeClaim: Expired (expireAfter {claim.spec.expire_after})",
-            ),
-            now=asyncio.get_running_loop().time(),
+            events.expired_terminating(claim), now=asyncio.get_running_loop().time()
         )

@@ -17,7 +17,9 @@ from __future__ import annotations
 import logging
 from typing import ClassVar
 
-from karpy.apis.meta import ConditionStatus
+import attrs
+
+from karpy.apis.meta import ConditionStatus, with_annotations
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim
 from karpy.core.drift import HASH_VERSION, rehash_annotations
@@ -74,12 +76,8 @@ class NodePoolHashController:
                 await self._rehash_nodeclaims(name, wanted[wk.ANNOTATION_NODEPOOL_HASH])
             if all(annotations.get(k) == v for k, v in wanted.items()):
                 return Result()
-            await self._client.merge_patch(
-                NODEPOOLS,
-                name,
-                {"metadata": {"annotations": wanted}},
-                resource_version=nodepool.metadata.resource_version,
-            )
+            hashed = attrs.evolve(nodepool, metadata=with_annotations(nodepool.metadata, wanted))
+            await self._client.patch(NODEPOOLS, nodepool, hashed, optimistic=True)
             log.debug("updated nodepool hash", extra={"hash": wanted[wk.ANNOTATION_NODEPOOL_HASH]})
             return Result()
 
@@ -94,9 +92,8 @@ class NodePoolHashController:
                 continue
             name = claim.metadata.name or ""
             try:
-                await self._client.merge_patch(
-                    NODECLAIMS, name, {"metadata": {"annotations": update}}
-                )
+                rehashed = attrs.evolve(claim, metadata=with_annotations(claim.metadata, update))
+                await self._client.patch(NODECLAIMS, claim, rehashed)
             except NotFoundError:
                 continue
             log.info(

@@ -25,6 +25,7 @@ from typing import Any, ClassVar, Final
 
 import attrs
 
+from karpy.apis.conditions import ConditionSet, find, with_condition
 from karpy.apis.duration import parse_duration
 from karpy.apis.meta import Condition, ConditionStatus
 from karpy.apis.v1 import labels as wk
@@ -46,7 +47,6 @@ from karpy.runtime.clock import Clock
 from karpy.runtime.logging import bind
 from karpy.runtime.reconciler import Result
 from karpy.runtime.telemetry import Telemetry
-from karpy.state.conditions import find, with_condition
 from karpy.state.view import ClusterView
 
 log = logging.getLogger(__name__)
@@ -55,8 +55,8 @@ REASON_NODECLASS_NOT_FOUND: Final = "NodeClassNotFound"
 REASON_NODECLASS_NOT_READY: Final = "NodeClassNotReady"
 REASON_UNSUPPORTED_NODECLASS: Final = "UnsupportedNodeClass"
 REASON_VALIDATION_FAILED: Final = "NodePoolValidationFailed"
-REASON_UNHEALTHY_DEPENDENTS: Final = "UnhealthyDependents"
 READY_DEPENDENTS: Final = (ConditionType.VALIDATION_SUCCEEDED, ConditionType.NODE_CLASS_READY)
+NODEPOOL_CONDITIONS: Final = ConditionSet(dependents=READY_DEPENDENTS, root=ConditionType.READY)
 
 
 def validation_error(nodepool: NodePool) -> str | None:
@@ -182,12 +182,11 @@ class NodePoolStatusController:
             message=error or "",
             now=now,
         )
-        conditions = _with_ready(conditions, now=now)
         return attrs.evolve(
             nodepool.status,
             resources=quantities_from_resources(total),
             nodes=len(claims),
-            conditions=conditions,
+            conditions=NODEPOOL_CONDITIONS.with_root(conditions, now=now),
         )
 
     def _nodeclass_ready(self, nodepool: NodePool) -> tuple[ConditionStatus, str, str]:
@@ -229,25 +228,6 @@ def _conditions_of(nodeclass: object) -> tuple[Condition, ...]:
     status = getattr(nodeclass, "status", None)
     conditions = getattr(status, "conditions", ())
     return tuple(c for c in conditions if isinstance(c, Condition))
-
-
-def _with_ready(conditions: tuple[Condition, ...], *, now: Any) -> tuple[Condition, ...]:
-    """Ready: True when every dependent is, False when any is False, else Unknown."""
-    states = {kind: find(conditions, kind) for kind in READY_DEPENDENTS}
-    pending = [k for k, c in states.items() if c is None or c.status is not ConditionStatus.TRUE]
-    if not pending:
-        return with_condition(
-            conditions, ConditionType.READY, ConditionStatus.TRUE, reason="Ready", now=now
-        )
-    failed = any(c is not None and c.status is ConditionStatus.FALSE for c in states.values())
-    return with_condition(
-        conditions,
-        ConditionType.READY,
-        ConditionStatus.FALSE if failed else ConditionStatus.UNKNOWN,
-        reason=REASON_UNHEALTHY_DEPENDENTS,
-        message=", ".join(f"{kind} is not True" for kind in pending),
-        now=now,
-    )
 
 
 def _pool_of_claim(event: Event[Any]) -> Iterable[str]:

@@ -44,6 +44,7 @@ from karpy.apis.v1.nodepool import ConditionType as NodePoolCondition
 from karpy.apis.v1.nodepool import NodePool
 from karpy.cloudprovider.errors import CloudProviderError
 from karpy.cloudprovider.protocol import CloudProvider
+from karpy.controllers.provisioning import events
 from karpy.controllers.provisioning.batcher import Batcher
 from karpy.controllers.provisioning.deleting import (
     deleted_nodeclaim,
@@ -56,7 +57,7 @@ from karpy.core.scheduling.results import NodeClaimPlan, Results
 from karpy.core.scheduling.scheduler import SchedulerOptions, solve
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import ConflictError, KubeError
-from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
+from karpy.kube.events import Event, Recorder
 from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, NODES, PODS
 from karpy.manager import Singleton, Watch
 from karpy.runtime.clock import Clock, SystemClock
@@ -84,9 +85,6 @@ be outside cluster state, such as a NodeClass becoming Ready or capacity coming 
 LOGGED_PODS: Final = 5
 SPAN_PODS: Final = 500
 """Pods named on a provisioning batch's span (attribute `karpy.pod_names`); the count is exact."""
-REASON_NOMINATED: Final = "Nominated"
-REASON_FAILED_SCHEDULING: Final = "FailedScheduling"
-REASON_INSTANCE_TYPES_FAILED: Final = "FailedGettingInstanceTypes"
 """The NodePool event when its provider cannot list instance types (once per distinct error)."""
 
 
@@ -223,7 +221,7 @@ class Provisioner:
             refused: list[Event] = []
             for error in build.errors:
                 if error.kind == "Pod" and error.uid in by_uid:
-                    refused.append(_failed_event(by_uid[error.uid], error.message))
+                    refused.append(events.failed_scheduling(by_uid[error.uid], error.message))
                 else:
                     log.warning(
                         "ignoring object the scheduler cannot represent",
@@ -308,20 +306,8 @@ class Provisioner:
             return
         self._type_errors[name] = error
         log.error("failed to get instance types", extra={"nodepool": name, "error": error})
-        involved = InvolvedObject(
-            api_version=pool.api_version,
-            kind=pool.kind,
-            name=name,
-            uid=pool.metadata.uid or "",
-        )
         await self._recorder.publish(
-            Event(
-                involved=involved,
-                type=EventType.WARNING,
-                reason=REASON_INSTANCE_TYPES_FAILED,
-                message=f"Failed to get instance types: {error}",
-            ),
-            now=asyncio.get_running_loop().time(),
+            events.instance_types_failed(pool, error), now=asyncio.get_running_loop().time()
         )
 
     def _nominate(self, results: Results, pods: Mapping[str, KubePod]) -> None:
@@ -344,7 +330,7 @@ class Provisioner:
             c.status.node_name or c.metadata.name or "": c.metadata.name or ""
             for c in objects.nodeclaims
         }
-        events: list[Event] = []
+        to_record: list[Event] = []
         unready: dict[str, int] = {}
         for nomination in results.nominations:
             pod = pods.get(nomination.pod)
@@ -355,11 +341,7 @@ class Provisioner:
             else:
                 target = f"nodeclaim/{claim_of_node.get(nomination.node, nomination.node)}"
                 unready[target] = unready.get(target, 0) + 1
-            events.append(
-                _pod_event(
-                    pod, EventType.NORMAL, REASON_NOMINATED, f"Pod should schedule on: {target}"
-                )
-            )
+            to_record.append(events.nominated(pod, target))
         if unready:
             log.info(
                 "computed unready node(s) will fit pod(s)",
@@ -368,8 +350,8 @@ class Provisioner:
         for explanation in results.unplaced:
             pod = pods.get(explanation.uid)
             if pod is not None:
-                events.append(_failed_event(pod, explanation.message))
-        await self._publish(events)
+                to_record.append(events.failed_scheduling(pod, explanation.message))
+        await self._publish(to_record)
 
     async def _publish(self, events: Sequence[Event]) -> None:
         """Record `events` concurrently (each is best effort; see Recorder.publish)."""
@@ -443,23 +425,6 @@ class Provisioner:
             msg = f"creating {len(failures)} of {len(plans)} nodeclaim(s) failed: {failures[0]}"
             raise ProvisioningError(msg)
         return created
-
-
-def _pod_event(pod: KubePod, type_: EventType, reason: str, message: str) -> Event:
-    involved = InvolvedObject(
-        api_version="v1",
-        kind="Pod",
-        name=pod.metadata.name or "",
-        namespace=pod.metadata.namespace,
-        uid=pod.metadata.uid or "",
-    )
-    return Event(involved=involved, type=type_, reason=reason, message=message)
-
-
-def _failed_event(pod: KubePod, message: str) -> Event:
-    return _pod_event(
-        pod, EventType.WARNING, REASON_FAILED_SCHEDULING, f"Failed to schedule pod, {message}"
-    )
 
 
 class ProvisioningError(Exception):

@@ -195,10 +195,14 @@ async def environment(
             await_provisioning=await_provisioning,
         )
         podevents = PodEventsController(kube, view, clock=clock)
-        # Run as the operator runs them; the disruption loop only when a test starts it.
-        queue_loop, disruption = Manager(
+        # Run as the operator runs them; the disruption loop only when a test starts it. The
+        # queue is not woken by NodeClaim changes here: restart tests run a second queue over
+        # the same commands, as a restarted process would, and this one must stay out of it.
+        manager = Manager(
             telemetry=telemetry, backoff=ReconcileOptions().backoff, synced=state.wait_synced
-        ).loops((queue.spec(), controller.spec()), informers)
+        )
+        queue_loop = manager.loop(queue.spec())
+        (disruption,) = manager.loops((controller.spec(),), informers)
         async with asyncio.TaskGroup() as group:
             tasks = [group.create_task(i.run(), name=f"informer-{k}") for k, i in informers.items()]
             queue_task = group.create_task(queue_loop.run(), name="queue")

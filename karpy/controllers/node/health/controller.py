@@ -23,15 +23,18 @@ import logging
 from collections.abc import Sequence
 from typing import ClassVar, Final
 
+import attrs
+
 from karpy.apis.kube.node import Node
+from karpy.apis.meta import with_annotations
 from karpy.apis.v1 import labels as wk
-from karpy.apis.v1.nodeclaim import API_VERSION as NODECLAIM_API_VERSION
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.cloudprovider.protocol import RepairPolicy
+from karpy.controllers.node.health import events
 from karpy.core.repair import ConditionState, Policy, repair_allowed, unhealthy
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import ConflictError, NotFoundError
-from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
+from karpy.kube.events import Recorder
 from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, NODES, PODS
 from karpy.manager import PARALLEL_WORKERS, Controller, Watch
 from karpy.runtime.clock import Clock
@@ -44,7 +47,6 @@ log = logging.getLogger(__name__)
 
 BLOCKED_RECHECK: Final = 300.0
 """Seconds before a node whose repair the threshold blocked is looked at again."""
-REASON_REPAIR_BLOCKED: Final = "NodeRepairBlocked"
 DISRUPTED_REASON: Final = "unhealthy"
 """The `reason` label of karpenter_nodeclaims_disrupted_total for a repair (Karpenter's)."""
 
@@ -151,22 +153,11 @@ class NodeHealthController:
 
     async def _blocked(self, node: Node, pool: str | None) -> None:
         scope = f"nodepool {pool!r}" if pool else "the cluster"
-        message = f"more than {self._threshold} nodes are unhealthy in {scope}"
         log.info(
             "node repair blocked", extra={"nodepool": pool or "", "threshold": self._threshold}
         )
         await self._recorder.publish(
-            Event(
-                involved=InvolvedObject(
-                    api_version=node.api_version,
-                    kind=node.kind,
-                    name=node.metadata.name or "",
-                    uid=node.metadata.uid or "",
-                ),
-                type=EventType.WARNING,
-                reason=REASON_REPAIR_BLOCKED,
-                message=message,
-            ),
+            events.repair_blocked(node, self._threshold, scope),
             now=asyncio.get_running_loop().time(),
         )
 
@@ -179,9 +170,10 @@ class NodeHealthController:
         try:
             if wk.ANNOTATION_NODECLAIM_TERMINATION_TIMESTAMP not in claim.metadata.annotations:
                 annotations = {wk.ANNOTATION_NODECLAIM_TERMINATION_TIMESTAMP: stamp}
-                await self._client.merge_patch(
-                    NODECLAIMS, name, {"metadata": {"annotations": annotations}}
+                stamped = attrs.evolve(
+                    claim, metadata=with_annotations(claim.metadata, annotations)
                 )
+                await self._client.patch(NODECLAIMS, claim, stamped)
             await self._client.delete(NODECLAIMS, name)
         except NotFoundError:
             return
@@ -193,16 +185,5 @@ class NodeHealthController:
             1, {"condition": condition, "nodepool": pool}
         )
         await self._recorder.publish(
-            Event(
-                involved=InvolvedObject(
-                    api_version=NODECLAIM_API_VERSION,
-                    kind=NodeClaim.KIND,
-                    name=name,
-                    uid=claim.metadata.uid or "",
-                ),
-                type=EventType.NORMAL,
-                reason="DisruptionTerminating",
-                message=f"Disrupting NodeClaim: Unhealthy (node condition {condition})",
-            ),
-            now=asyncio.get_running_loop().time(),
+            events.unhealthy_terminating(claim, condition), now=asyncio.get_running_loop().time()
         )

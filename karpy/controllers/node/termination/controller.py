@@ -26,29 +26,28 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
-from typing import Any, ClassVar, Final
+from typing import ClassVar, Final
 
 import attrs
 
 from karpy.apis.kube.node import Node
 from karpy.apis.kube.pod import Pod
-from karpy.apis.meta import ConditionStatus
+from karpy.apis.meta import ConditionStatus, with_labels
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim
 from karpy.apis.v1.taints import DISRUPTED_TAINT
 from karpy.cloudprovider import CloudProvider, NodeClaimNotFoundError
+from karpy.controllers.node.termination import events
 from karpy.controllers.node.termination.eviction import (
     EVICTION_BACKOFF,
     Evictor,
-    involved_pod,
     next_to_evict,
 )
 from karpy.controllers.node.termination.watches import draining_node_of_pod, terminating_node
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import ConflictError, NotFoundError
-from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
+from karpy.kube.events import Recorder
 from karpy.kube.kinds import NODECLAIMS, NODES, PODS
-from karpy.kube.patch import taint_patch
 from karpy.manager import PARALLEL_WORKERS, Controller, Watch
 from karpy.runtime.backoff import Backoff
 from karpy.runtime.clock import Clock
@@ -208,14 +207,16 @@ class TerminationController:
     async def _taint(self, node: Node) -> Node:
         """The Node with karpenter.sh/disrupted:NoSchedule on and excluded from external load
         balancers (one optimistic patch when the taint is missing)."""
-        patch: dict[str, Any] = taint_patch(node.spec.taints, DISRUPTED_TAINT, present=True)
-        if not patch:
+        disrupted = (DISRUPTED_TAINT.key, DISRUPTED_TAINT.effect)
+        if any((t.key, t.effect) == disrupted for t in node.spec.taints):
             return node
         # Load balancers stop sending new connections to a Node that is going away.
-        patch["metadata"] = {"labels": {wk.LABEL_EXCLUDE_FROM_LB: "true"}}
-        tainted = await self._kube.merge_patch(
-            NODES, node.metadata.name or "", patch, resource_version=node.metadata.resource_version
+        wanted = attrs.evolve(
+            node,
+            metadata=with_labels(node.metadata, {wk.LABEL_EXCLUDE_FROM_LB: "true"}),
+            spec=attrs.evolve(node.spec, taints=(*node.spec.taints, DISRUPTED_TAINT)),
         )
+        tainted = await self._kube.patch(NODES, node, wanted, optimistic=True)
         log.info("tainted node", extra={"taint": wk.TAINT_DISRUPTED_KEY})
         return tainted
 
@@ -237,15 +238,7 @@ class TerminationController:
                         extra={"pod": f"{pod.metadata.namespace}/{pod.metadata.name}"},
                     )
                     await self._recorder.publish(
-                        Event(
-                            involved=involved_pod(pod),
-                            type=EventType.WARNING,
-                            reason="TerminationGracePeriodExpiring",
-                            message=(
-                                f"Deleting the pod to accommodate the terminationTime"
-                                f" {deadline.isoformat()} of the node"
-                            ),
-                        ),
+                        events.grace_period_expiring(pod, deadline),
                         now=asyncio.get_running_loop().time(),
                     )
             return Result(requeue_after=DRAIN_RECHECK)
@@ -267,13 +260,7 @@ class TerminationController:
         log.debug("draining node", extra={"pods": len(pods), "do-not-disrupt": blocked})
         if wait is not None or blocked:
             await self._recorder.publish(
-                Event(
-                    involved=_involved_node(node),
-                    type=EventType.WARNING,
-                    reason="FailedDraining",
-                    message=f"Failed to drain node, {len(pods)} pods are waiting to be evicted",
-                ),
-                now=asyncio.get_running_loop().time(),
+                events.failed_draining(node, len(pods)), now=asyncio.get_running_loop().time()
             )
         delay = DRAIN_RECHECK if wait is None else min(wait, DRAIN_RECHECK * 10)
         if deadline is not None:
@@ -314,15 +301,6 @@ class TerminationController:
         if not provider_id:
             return None
         return next(iter(self._view.nodeclaims_with_provider_id(provider_id)), None)
-
-
-def _involved_node(node: Node) -> InvolvedObject:
-    return InvolvedObject(
-        api_version=node.api_version,
-        kind=node.kind,
-        name=node.metadata.name or "",
-        uid=node.metadata.uid or "",
-    )
 
 
 def _stuck(pod: Pod, *, now: datetime.datetime) -> bool:

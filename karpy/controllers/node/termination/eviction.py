@@ -20,9 +20,10 @@ from typing import Final
 from opentelemetry.metrics import Counter
 
 from karpy.apis.kube.pod import Pod
+from karpy.controllers.node.termination import events
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError, TooManyRequestsError
-from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
+from karpy.kube.events import Recorder
 from karpy.runtime.backoff import Backoff, KeyedBackoff
 from karpy.state.pods import do_not_disrupt, is_daemon_owned, is_terminating, needs_drain
 
@@ -59,17 +60,6 @@ def next_to_evict(pods: Iterable[Pod]) -> tuple[Pod, ...]:
         return ()
     first = min(tier_of(p) for p in evictable)
     return tuple(p for p in evictable if tier_of(p) == first and not is_terminating(p))
-
-
-def involved_pod(pod: Pod) -> InvolvedObject:
-    """The pod as the subject of an Event."""
-    return InvolvedObject(
-        api_version=pod.api_version,
-        kind=pod.kind,
-        name=pod.metadata.name or "",
-        uid=pod.metadata.uid or "",
-        namespace=pod.metadata.namespace,
-    )
 
 
 def _key(pod: Pod) -> str:
@@ -134,15 +124,7 @@ class Evictor:
             self._count(200)
             self._forget(key)
             log.info("evicted pod", extra={"pod": f"{pod.metadata.namespace}/{pod.metadata.name}"})
-            await self._recorder.publish(
-                Event(
-                    involved=involved_pod(pod),
-                    type=EventType.NORMAL,
-                    reason="Evicted",
-                    message="Evicted pod",
-                ),
-                now=loop.time(),
-            )
+            await self._recorder.publish(events.evicted(pod), now=loop.time())
         return wait
 
     def _count(self, code: int) -> None:

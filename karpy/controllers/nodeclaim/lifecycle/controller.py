@@ -26,9 +26,11 @@ from __future__ import annotations
 import logging
 from typing import ClassVar, Final
 
+import attrs
 from opentelemetry.trace import NoOpTracer, Tracer
 
 from karpy.apis.codec import format_time
+from karpy.apis.meta import with_annotations
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.cloudprovider import CloudProvider, NodeClaimNotFoundError
@@ -173,15 +175,15 @@ class LifecycleController:
             original.metadata.labels,
             original.metadata.annotations,
         ):
-            patch = {
-                "metadata": {
-                    "labels": dict(working.metadata.labels),
-                    "annotations": dict(working.metadata.annotations),
-                }
-            }
-            written = await self._kube.merge_patch(
-                NODECLAIMS, name, patch, resource_version=version
+            relabelled = attrs.evolve(
+                original,
+                metadata=attrs.evolve(
+                    original.metadata,
+                    labels=working.metadata.labels,
+                    annotations=working.metadata.annotations,
+                ),
             )
+            written = await self._kube.patch(NODECLAIMS, original, relabelled, optimistic=True)
             version = written.metadata.resource_version
         if working.status != original.status:
             await self._kube.patch_status(
@@ -197,12 +199,11 @@ class LifecycleController:
         annotation = wk.ANNOTATION_NODECLAIM_TERMINATION_TIMESTAMP
         if deadline is not None and annotation not in nodeclaim.metadata.annotations:
             # Record the forced-termination deadline once, where users and the drain see it.
-            await self._kube.merge_patch(
-                NODECLAIMS,
-                nodeclaim.metadata.name or "",
-                {"metadata": {"annotations": {annotation: format_time(deadline)}}},
-                resource_version=nodeclaim.metadata.resource_version,
+            stamped = attrs.evolve(
+                nodeclaim,
+                metadata=with_annotations(nodeclaim.metadata, {annotation: format_time(deadline)}),
             )
+            await self._kube.patch(NODECLAIMS, nodeclaim, stamped, optimistic=True)
             # The patch's MODIFIED event queues the NodeClaim again once the view holds it.
             return Result()
         cached = self._launched.get(nodeclaim.metadata.uid or "")

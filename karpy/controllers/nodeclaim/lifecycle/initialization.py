@@ -16,10 +16,11 @@ from __future__ import annotations
 import logging
 from typing import Final
 
+import attrs
 from opentelemetry.trace import NoOpTracer, Tracer
 
 from karpy.apis.kube.node import Node
-from karpy.apis.meta import ConditionStatus
+from karpy.apis.meta import ConditionStatus, with_labels
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim
 from karpy.controllers.nodeclaim.lifecycle.fields import Said, log_fields
@@ -90,8 +91,10 @@ class Initialization:
             attributes={"karpy.nodeclaim": nodeclaim.metadata.name or "", "karpy.node": name},
         ):
             if node.metadata.labels.get(wk.LABEL_NODE_INITIALIZED) != "true":
-                patch = {"metadata": {"labels": {wk.LABEL_NODE_INITIALIZED: "true"}}}
-                await self._kube.merge_patch(NODES, name, patch)
+                labelled = attrs.evolve(
+                    node, metadata=with_labels(node.metadata, {wk.LABEL_NODE_INITIALIZED: "true"})
+                )
+                await self._kube.patch(NODES, node, labelled)
         initialized = set_condition(
             nodeclaim,
             ConditionType.INITIALIZED,

@@ -29,11 +29,12 @@ from karpy.cloudprovider import (
     InsufficientCapacityError,
     NodeClassNotReadyError,
 )
+from karpy.controllers.nodeclaim import events
 from karpy.controllers.nodeclaim.lifecycle.fields import Said, log_fields
 from karpy.controllers.nodeclaim.lifecycle.outcome import Outcome
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError
-from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
+from karpy.kube.events import Recorder
 from karpy.kube.kinds import NODECLAIMS
 from karpy.runtime.clock import Clock
 from karpy.runtime.reconciler import Result
@@ -95,12 +96,7 @@ class Launch:
                     "failed launching nodeclaim", extra={"reason": reason, "error": str(error)}
                 )
                 await self._recorder.publish(
-                    Event(
-                        involved=involved_nodeclaim(nodeclaim),
-                        type=EventType.WARNING,
-                        reason=reason,
-                        message=str(error),
-                    ),
+                    events.launch_failed(nodeclaim, reason, str(error)),
                     now=asyncio.get_running_loop().time(),
                 )
                 return await self._delete(nodeclaim)
@@ -152,16 +148,6 @@ class Launch:
         with contextlib.suppress(NotFoundError):
             await self._kube.delete(NODECLAIMS, nodeclaim.metadata.name or "")
         return Outcome(nodeclaim, stop=Result(), deleted=True)
-
-
-def involved_nodeclaim(nodeclaim: NodeClaim) -> InvolvedObject:
-    """The NodeClaim as the subject of an Event."""
-    return InvolvedObject(
-        api_version=nodeclaim.api_version,
-        kind=nodeclaim.kind,
-        name=nodeclaim.metadata.name or "",
-        uid=nodeclaim.metadata.uid or "",
-    )
 
 
 def _with_details(nodeclaim: NodeClaim, launched: NodeClaim) -> NodeClaim:

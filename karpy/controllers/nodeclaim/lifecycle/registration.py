@@ -17,16 +17,15 @@ from __future__ import annotations
 import contextlib
 import datetime
 import logging
-from typing import Any, Final
+from typing import Final
 
 import attrs
 from opentelemetry.metrics import Counter
 from opentelemetry.trace import NoOpTracer, Tracer
 
-from karpy.apis.codec import to_dict
 from karpy.apis.kube.common import Taint
 from karpy.apis.kube.node import Node
-from karpy.apis.meta import ConditionStatus
+from karpy.apis.meta import ConditionStatus, with_annotations, with_labels
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim
 from karpy.controllers.nodeclaim.lifecycle.fields import Said, log_fields
@@ -34,7 +33,6 @@ from karpy.controllers.nodeclaim.lifecycle.outcome import Outcome
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError
 from karpy.kube.kinds import NODECLAIMS, NODES
-from karpy.kube.patch import finalizer_patch
 from karpy.runtime.clock import Clock
 from karpy.runtime.reconciler import Result
 from karpy.runtime.telemetry import links_to
@@ -146,26 +144,23 @@ class Registration:
         """One optimistic merge patch of the Node (its taint and finalizer lists are replaced
         whole, so the patch only applies at the version read)."""
         labels = {**nodeclaim.metadata.labels, wk.LABEL_NODE_REGISTERED: "true"}
-        metadata: dict[str, Any] = {
-            "labels": labels,
-            "annotations": dict(nodeclaim.metadata.annotations),
-        }
-        metadata.update(finalizer_patch(node.metadata, wk.FINALIZER_TERMINATION, present=True))
+        metadata = with_annotations(
+            with_labels(node.metadata, labels), nodeclaim.metadata.annotations
+        )
+        if wk.FINALIZER_TERMINATION not in metadata.finalizers:
+            metadata = attrs.evolve(
+                metadata, finalizers=(*metadata.finalizers, wk.FINALIZER_TERMINATION)
+            )
         taints = list(node.spec.taints)
         if node.metadata.labels.get(wk.LABEL_DO_NOT_SYNC_TAINTS) != "true":
             for taint in (*nodeclaim.spec.taints, *nodeclaim.spec.startup_taints):
                 if not any(_same_taint(taint, t) for t in taints):
                     taints.append(taint)
         taints = [t for t in taints if t.key != wk.TAINT_UNREGISTERED_KEY]
-        patch: dict[str, Any] = {"metadata": metadata}
-        if taints != list(node.spec.taints):
-            patch["spec"] = {"taints": [to_dict(t) for t in taints] or None}
-        await self._kube.merge_patch(
-            NODES,
-            node.metadata.name or "",
-            patch,
-            resource_version=node.metadata.resource_version,
+        synced = attrs.evolve(
+            node, metadata=metadata, spec=attrs.evolve(node.spec, taints=tuple(taints))
         )
+        await self._kube.patch(NODES, node, synced, optimistic=True)
 
 
 def _same_taint(a: Taint, b: Taint) -> bool:

@@ -26,9 +26,10 @@ import logging
 from collections.abc import Sequence
 from typing import ClassVar, Final
 
+import attrs
 from opentelemetry import trace
 
-from karpy.apis.meta import ConditionStatus
+from karpy.apis.meta import ConditionStatus, with_annotations
 from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import KubeError, NotFoundError
@@ -157,11 +158,11 @@ class TaggingController:
         # Raises NotFoundError for a terminated instance, which CreateTags would still accept.
         await self._instances.get(instance_id)
         await self._instances.tag_registered(instance_id, nodeclaim=name, node_name=node)
-        patch = {
-            "metadata": {"uid": claim.metadata.uid, "annotations": {ANNOTATION_TAGGED: "true"}}
-        }
+        tagged = attrs.evolve(
+            claim, metadata=with_annotations(claim.metadata, {ANNOTATION_TAGGED: "true"})
+        )
         try:
-            await self._kube.merge_patch(NODECLAIMS, name, patch)
+            await self._kube.patch(NODECLAIMS, claim, tagged, same_uid=True)
         except NotFoundError:
             log.debug("nodeclaim deleted before it was marked tagged", extra={"nodeclaim": name})
             return

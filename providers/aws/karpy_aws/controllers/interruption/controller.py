@@ -42,8 +42,8 @@ from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError
-from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
-from karpy.kube.kinds import NODECLAIMS
+from karpy.kube.events import Event, EventType, Recorder, involved
+from karpy.kube.kinds import NODECLAIMS, NODES
 from karpy.manager import Singleton
 from karpy.runtime.bounded import count_failures
 from karpy.runtime.clock import Clock
@@ -392,26 +392,12 @@ class InterruptionController:
         """Record ``notice`` on the NodeClaim and the Node (either may be None). Best effort:
         the recorder logs a failed write."""
         now = asyncio.get_running_loop().time()
-        involved = []
+        targets = []
         if claim is not None:
-            involved.append(
-                InvolvedObject(
-                    api_version=claim.api_version,
-                    kind=NodeClaim.KIND,
-                    name=claim.metadata.name or "",
-                    uid=claim.metadata.uid or "",
-                )
-            )
+            targets.append(involved(NODECLAIMS, claim))
         if node is not None:
-            involved.append(
-                InvolvedObject(
-                    api_version=Node.API_VERSION,
-                    kind=Node.KIND,
-                    name=node.metadata.name or "",
-                    uid=node.metadata.uid or "",
-                )
-            )
-        for obj in involved:
+            targets.append(involved(NODES, node))
+        for obj in targets:
             await self._recorder.publish(
                 Event(involved=obj, type=notice.type, reason=notice.reason, message=notice.message),
                 now=now,

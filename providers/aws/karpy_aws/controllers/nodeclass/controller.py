@@ -26,7 +26,7 @@ from typing import Any, ClassVar, Final
 from karpy.apis.meta import ConditionStatus
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import ConflictError, NotFoundError
-from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
+from karpy.kube.events import Recorder
 from karpy.kube.watch import Event as WatchEvent
 from karpy.kube.watch import EventType as WatchEventType
 from karpy.manager import Controller, Watch
@@ -38,6 +38,7 @@ from karpy_aws.apis import labels as awslabels
 from karpy_aws.apis.ec2nodeclass import EC2NodeClass
 from karpy_aws.apis.ec2nodeclass_status import ConditionType, EC2NodeClassStatus
 from karpy_aws.apis.kinds import EC2NODECLASSES
+from karpy_aws.controllers.nodeclass import events
 from karpy_aws.controllers.nodeclass.status import resolve_status
 from karpy_aws.providers.amifamily.amis import DEFAULT_SSM_PREFIX
 from karpy_aws.providers.instanceprofile import InstanceProfiles
@@ -52,7 +53,6 @@ RESYNC_PERIOD: Final = 60.0
 every minute, AMIs every five; one period covers them all)."""
 TERMINATION_POLL: Final = 10.0
 """Seconds between checks for NodeClaims still using a deleted NodeClass."""
-WAITING_ON_NODECLAIMS: Final = "WaitingOnNodeClaimTermination"
 
 log = logging.getLogger(__name__)
 
@@ -197,17 +197,7 @@ class NodeClassController:
         )
         if claims:
             await self._recorder.publish(
-                Event(
-                    involved=InvolvedObject(
-                        api_version=EC2NODECLASSES.api_version,
-                        kind=EC2NodeClass.KIND,
-                        name=name,
-                        uid=nodeclass.metadata.uid or "",
-                    ),
-                    type=EventType.NORMAL,
-                    reason=WAITING_ON_NODECLAIMS,
-                    message=f"Waiting on NodeClaim termination for {', '.join(claims)}",
-                ),
+                events.waiting_on_nodeclaims(nodeclass, claims),
                 now=asyncio.get_running_loop().time(),
             )
             log.debug("waiting on nodeclaim termination", extra={"nodeclaims": claims})

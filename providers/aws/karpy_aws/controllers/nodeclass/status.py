@@ -11,13 +11,14 @@ outage) raises, so the caller backs off and the last status stands.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable
 from typing import Final, TypeVar
 
 import attrs
 
+from karpy.apis.conditions import ConditionSet, Summary, with_condition
 from karpy.apis.kube.common import NodeSelectorOperator, NodeSelectorRequirement
-from karpy.apis.meta import Condition, ConditionStatus
+from karpy.apis.meta import ConditionStatus
 from karpy.apis.v1 import labels as wk
 from karpy.runtime.clock import Clock
 from karpy_aws import errors as aws
@@ -62,6 +63,11 @@ DEPENDENTS: Final = (
     ConditionType.INSTANCE_PROFILE_READY,
     ConditionType.VALIDATION_SUCCEEDED,
 )
+NODECLASS_CONDITIONS: Final = ConditionSet(
+    dependents=DEPENDENTS, root=ConditionType.READY, summary=Summary.DETAILED
+)
+"""Ready once every selector resolves and the spec validates; its message names each failing
+condition with its reason and message, which say what to fix."""
 
 
 @attrs.frozen
@@ -233,35 +239,6 @@ def _validate(nodeclass: EC2NodeClass) -> Outcome:
     return _READY
 
 
-def _condition(
-    previous: Sequence[Condition],
-    kind: str,
-    outcome: Outcome,
-    *,
-    now: datetime.datetime,
-    generation: int | None,
-) -> Condition:
-    status = ConditionStatus.TRUE if outcome.ok else ConditionStatus.FALSE
-    prior = next((c for c in previous if c.type == kind), None)
-    since = prior.last_transition_time if prior is not None and prior.status == status else now
-    return Condition(
-        type=kind,
-        status=status,
-        last_transition_time=since,
-        reason=outcome.reason,
-        message=outcome.message,
-        observed_generation=generation,
-    )
-
-
-def ready_outcome(outcomes: Mapping[ConditionType, Outcome]) -> Outcome:
-    """Ready is True when every dependent is; otherwise it lists the ones that are not."""
-    failing = [f"{k}=False ({o.reason}: {o.message})" for k, o in outcomes.items() if not o.ok]
-    if not failing:
-        return _READY
-    return Outcome(False, "UnhealthyDependents", "; ".join(failing))
-
-
 async def resolve_status(
     nodeclass: EC2NodeClass,
     *,
@@ -291,19 +268,23 @@ async def resolve_status(
     outcomes = dict(
         zip(DEPENDENTS, (subnets_ok, groups_ok, amis_ok, profile_ok, valid), strict=True)
     )
-    outcomes[ConditionType.READY] = ready_outcome(outcomes)
-    previous = nodeclass.status.conditions
     generation = nodeclass.metadata.generation
-    kept = tuple(c for c in previous if c.type not in outcomes)
+    conditions = nodeclass.status.conditions
+    for kind, outcome in outcomes.items():
+        conditions = with_condition(
+            conditions,
+            kind,
+            ConditionStatus.TRUE if outcome.ok else ConditionStatus.FALSE,
+            reason=outcome.reason,
+            message=outcome.message,
+            now=now,
+            generation=generation,
+        )
     return attrs.evolve(
         nodeclass.status,
         subnets=subnets,
         security_groups=groups,
         amis=amis,
         instance_profile=profile,
-        conditions=kept
-        + tuple(
-            _condition(previous, kind, outcome, now=now, generation=generation)
-            for kind, outcome in outcomes.items()
-        ),
+        conditions=NODECLASS_CONDITIONS.with_root(conditions, now=now, generation=generation),
     )

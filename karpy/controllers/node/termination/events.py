@@ -1,0 +1,41 @@
+"""The Events the termination controller records, one constructor each, so the wording users
+read in `kubectl describe` is stated once (as Karpenter's node/termination/events.go)."""
+
+from __future__ import annotations
+
+import datetime
+
+from karpy.apis.kube.node import Node
+from karpy.apis.kube.pod import Pod
+from karpy.kube.events import Event, EventType, involved
+from karpy.kube.kinds import NODES, PODS
+
+
+def evicted(pod: Pod) -> Event:
+    """The Eviction API accepted the pod's eviction."""
+    return Event(
+        involved=involved(PODS, pod), type=EventType.NORMAL, reason="Evicted", message="Evicted pod"
+    )
+
+
+def grace_period_expiring(pod: Pod, deadline: datetime.datetime) -> Event:
+    """The pod is deleted, not evicted: the node's termination grace period is up."""
+    return Event(
+        involved=involved(PODS, pod),
+        type=EventType.WARNING,
+        reason="TerminationGracePeriodExpiring",
+        message=(
+            f"Deleting the pod to accommodate the terminationTime"
+            f" {deadline.isoformat()} of the node"
+        ),
+    )
+
+
+def failed_draining(node: Node, waiting: int) -> Event:
+    """`waiting` pods still hold the node."""
+    return Event(
+        involved=involved(NODES, node),
+        type=EventType.WARNING,
+        reason="FailedDraining",
+        message=f"Failed to drain node, {waiting} pods are waiting to be evicted",
+    )
