@@ -41,6 +41,7 @@ from karpy.kube.install import apply, install_crds, scale
 from karpy.kube.kinds import NODECLAIMS, NODES, PODS
 from karpy.localcluster import LocalCluster, audit
 from karpy.runtime.clock import SystemClock
+from karpy_kwok.apis import labels as kwoklabels
 
 NAMESPACE = "default"
 BENCH_USER_AGENT = "karpy-scaleout-benchmark"
@@ -63,7 +64,7 @@ class Phase:
 
 def _manifests(pods_cpu: str, pods_memory: str) -> tuple[dict[str, Any], ...]:
     nodeclass = {
-        "apiVersion": f"{wk.KWOK_GROUP}/v1alpha1",
+        "apiVersion": f"{kwoklabels.KWOK_GROUP}/v1alpha1",
         "kind": "KWOKNodeClass",
         "metadata": {"name": "bench"},
     }
@@ -79,7 +80,7 @@ def _manifests(pods_cpu: str, pods_memory: str) -> tuple[dict[str, Any], ...]:
                         {"key": wk.LABEL_OS, "operator": "In", "values": [wk.OS_LINUX]}
                     ],
                     "nodeClassRef": {
-                        "group": wk.KWOK_GROUP,
+                        "group": kwoklabels.KWOK_GROUP,
                         "kind": "KWOKNodeClass",
                         "name": "bench",
                     },

@@ -22,6 +22,7 @@ import yaml
 from karpy.apis.openapi import object_schema
 from karpy.apis.registry import CORE_CRD_KINDS, crd_kinds, provider_crds
 from karpy.apis.v1 import labels
+from karpy.apis.v1.labels import ProviderLabels
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.apis.v1.nodepool import NodePool
 from karpy.apis.v1alpha5.machine import Machine
@@ -62,6 +63,9 @@ class CRDInfo:
     categories: tuple[str, ...] = ("karpenter",)
     columns: tuple[Mapping[str, Any], ...] = ()
     scale: bool = False
+    labels: ProviderLabels | None = None
+    """The label names of the provider that declares this kind (one declaration per provider
+    carries them): karpy's label rules in the NodePool and NodeClaim CRDs name them."""
 
     @property
     def file_name(self) -> str:

@@ -19,7 +19,7 @@ import attrs
 
 from karpy.apis.meta import IntOrString, Quantity
 from karpy.apis.openapi import TOP_LEVEL, default_of, fields_of, is_required
-from karpy.apis.schema import Constraints, Rule, info, wire_name
+from karpy.apis.schema import Constraints, Rule, expand_rules, info, wire_name
 
 API_DOC_PATH = Path(__file__).resolve().parents[2] / "docs" / "api.md"
 
@@ -149,7 +149,7 @@ def _constraint_text(c: Constraints | None, prefix: str = "") -> list[str]:
 def _rules(c: Constraints | None) -> Iterator[Rule]:
     if c is None:
         return
-    yield from c.rules
+    yield from expand_rules(c.rules)
     yield from _rules(c.items)
     yield from _rules(c.values)
 

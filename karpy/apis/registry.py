@@ -24,6 +24,7 @@ from karpy.apis.kube.node import Node
 from karpy.apis.kube.pod import Pod
 from karpy.apis.kube.storage import CSINode, PersistentVolume, PersistentVolumeClaim, StorageClass
 from karpy.apis.kube.workloads import DaemonSet, PodDisruptionBudget
+from karpy.apis.v1.labels import ProviderLabels
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.apis.v1.nodepool import NodePool
 from karpy.apis.v1alpha5.machine import Machine
@@ -73,6 +74,12 @@ def provider_crds() -> tuple[Any, ...]:
             raise TypeError(msg)
         found.extend(declared)
     return tuple(found)
+
+
+def provider_labels() -> tuple[ProviderLabels, ...]:
+    """The label names each installed provider declares with its CRDs (`CRDInfo.labels`), in
+    entry-point name order."""
+    return tuple(d.labels for d in provider_crds() if getattr(d, "labels", None) is not None)
 
 
 def crd_kinds() -> tuple[type[Any], ...]:

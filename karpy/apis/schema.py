@@ -10,7 +10,7 @@ apiserver validates exactly the shape the Python models decode.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Final, Literal
 
 import attrs
@@ -38,6 +38,23 @@ class Rule:
         return out
 
 
+@attrs.frozen
+class DeferredRules:
+    """Rules built when a schema is rendered rather than when the model is defined: their text
+    depends on what is installed (the label names providers declare, which karpy.apis finds
+    through entry points whose modules import the very models being defined)."""
+
+    build: Callable[[], tuple[Rule, ...]]
+
+
+def expand_rules(rules: Iterable[Rule | DeferredRules]) -> tuple[Rule, ...]:
+    """`rules` with every DeferredRules built, in order."""
+    out: list[Rule] = []
+    for rule in rules:
+        out.extend(rule.build() if isinstance(rule, DeferredRules) else (rule,))
+    return tuple(out)
+
+
 @attrs.frozen(kw_only=True)
 class Constraints:
     """OpenAPI v3 constraints for one value (a field, a list item or a map value)."""
@@ -52,7 +69,7 @@ class Constraints:
     max_items: int | None = None
     max_properties: int | None = None
     format: str | None = None
-    rules: tuple[Rule, ...] = ()
+    rules: tuple[Rule | DeferredRules, ...] = ()
     list_type: ListType | None = None
     list_map_keys: tuple[str, ...] = ()
     items: Constraints | None = None
@@ -83,7 +100,7 @@ class Constraints:
         if self.preserve_unknown:
             out["x-kubernetes-preserve-unknown-fields"] = True
         if self.rules:
-            out["x-kubernetes-validations"] = [r.to_openapi() for r in self.rules]
+            out["x-kubernetes-validations"] = [r.to_openapi() for r in expand_rules(self.rules)]
         return out
 
 
@@ -123,7 +140,7 @@ def field(
     crd_default: bool = True,
     items: Constraints | None = None,
     values: Constraints | None = None,
-    rules: tuple[Rule, ...] = (),
+    rules: tuple[Rule | DeferredRules, ...] = (),
     **constraints: Any,
 ) -> Any:
     """An attrs field with API metadata.

@@ -103,6 +103,9 @@ class InstrumentedCloudProvider:
     def supported_node_classes(self) -> tuple[NodeClassKind, ...]:
         return self._inner.supported_node_classes()
 
+    def well_known_labels(self) -> frozenset[str]:
+        return self._inner.well_known_labels()
+
     @contextlib.contextmanager
     def _call(self, method: str, attributes: dict[str, str]) -> Iterator[Span]:
         metrics = self._telemetry.metrics

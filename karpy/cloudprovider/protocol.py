@@ -105,3 +105,9 @@ class CloudProvider(Protocol):
     def supported_node_classes(self) -> tuple[NodeClassKind, ...]:
         """The NodeClass kinds this provider understands."""
         ...
+
+    def well_known_labels(self) -> frozenset[str]:
+        """The labels of this provider's instance types that karpy treats as well known, as its
+        own (e.g. karpenter.k8s.aws/instance-family): a pod may require one its NodePool does
+        not mention, and the instance types decide. karpy names none of a provider's labels."""
+        ...

@@ -59,11 +59,13 @@ from karpy.runtime.options import load
 NAMESPACE = "default"
 POOL = "default"
 PROVIDERS: Final = ("kwok", "aws")
+KWOK_NODECLASS_API_VERSION: Final = "karpenter.kwok.sh/v1alpha1"
+"""The kwok provider's KWOKNodeClass, by name: karpy never imports a provider."""
 
 
 def _nodeclass() -> dict[str, Any]:
     return {
-        "apiVersion": f"{wk.KWOK_GROUP}/v1alpha1",
+        "apiVersion": KWOK_NODECLASS_API_VERSION,
         "kind": "KWOKNodeClass",
         "metadata": {"name": POOL},
     }

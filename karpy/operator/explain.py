@@ -203,7 +203,7 @@ async def explain_node(options: Options, name: str) -> str:
             cluster.view,
             now=cluster.clock.now().timestamp(),
             cloudprovider=cluster.provider,
-            scheduler=scheduler_options(options),
+            scheduler=scheduler_options(options, cluster.provider),
             consolidation=Settings(
                 search=Search(options.consolidation.search),
                 spot_to_spot=options.feature_gates.spot_to_spot_consolidation,

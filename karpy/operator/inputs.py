@@ -83,8 +83,10 @@ def nomination_window(options: Options) -> float:
     return max(2 * options.batching.max_duration, 10.0)
 
 
-def scheduler_options(options: Options) -> SchedulerOptions:
+def scheduler_options(options: Options, provider: CloudProvider) -> SchedulerOptions:
+    """The solver's settings: the scheduling options, and the provider's well-known labels."""
     return SchedulerOptions(
         preference_policy=PreferencePolicy(options.scheduling.preference_policy),
         min_values_policy=MinValuesPolicy(options.scheduling.min_values_policy),
+        provider_labels=provider.well_known_labels(),
     )

@@ -171,7 +171,7 @@ def controllers(
     cluster state, never a list per reconcile. The manager leaves out one whose kinds are not
     in `informers`."""
     recorder = Recorder(client, clock)
-    scheduler = inputs.scheduler_options(options)
+    scheduler = inputs.scheduler_options(options, provider)
     snapshot_kinds = inputs.snapshot_kinds(informers)
     nodeclass_kinds = inputs.nodeclass_kinds(provider, informers)
     queue = OrchestrationQueue(client, view, clock=clock, recorder=recorder, telemetry=telemetry)

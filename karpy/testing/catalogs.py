@@ -22,6 +22,18 @@ from karpy.core.resources import CPU, MEMORY, PODS, Resources
 
 REALISTIC_ZONES: Final = ("zone-a", "zone-b", "zone-c")
 
+# The AWS provider's instance labels (``karpy_aws.apis.labels``), spelled out because karpy never
+# imports a provider: the types are labelled as the AWS provider labels its own.
+AWS_INSTANCE_LABELS: Final = (
+    "karpenter.k8s.aws/instance-category",
+    "karpenter.k8s.aws/instance-family",
+    "karpenter.k8s.aws/instance-generation",
+    "karpenter.k8s.aws/instance-size",
+    "karpenter.k8s.aws/instance-cpu",
+    "karpenter.k8s.aws/instance-memory",
+)
+_CATEGORY, _FAMILY, _GENERATION, _SIZE, _CPU, _MEMORY = AWS_INSTANCE_LABELS
+
 # family letter -> GiB per vCPU
 _FAMILIES: Final = (("c", 2), ("m", 4), ("r", 8))
 # (generation, suffix, arch, on-demand price per 2 vCPU for c, m, r)
@@ -99,12 +111,12 @@ def realistic_instance_types(*, seed: int = 1) -> tuple[InstanceType, ...]:
                         labels={
                             wk.LABEL_ARCH: arch,
                             wk.LABEL_OS: wk.OS_LINUX,
-                            wk.LABEL_AWS_INSTANCE_CATEGORY: letter,
-                            wk.LABEL_AWS_INSTANCE_FAMILY: family,
-                            wk.LABEL_AWS_INSTANCE_GENERATION: str(generation),
-                            wk.LABEL_AWS_INSTANCE_SIZE: size,
-                            wk.LABEL_AWS_INSTANCE_CPU: str(vcpus),
-                            wk.LABEL_AWS_INSTANCE_MEMORY: str(memory_mib),
+                            _CATEGORY: letter,
+                            _FAMILY: family,
+                            _GENERATION: str(generation),
+                            _SIZE: size,
+                            _CPU: str(vcpus),
+                            _MEMORY: str(memory_mib),
                         },
                     )
                 )

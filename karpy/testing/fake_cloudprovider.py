@@ -137,6 +137,10 @@ class FakeCloudProvider:
     def supported_node_classes(self) -> tuple[NodeClassKind, ...]:
         return (TEST_NODE_CLASS,)
 
+    def well_known_labels(self) -> frozenset[str]:
+        """None: the fake types carry karpy's well-known labels only."""
+        return frozenset()
+
     def _types_for(self, nodeclaim: NodeClaim) -> tuple[InstanceType, ...]:
         pool = nodeclaim.metadata.labels.get(wk.LABEL_NODEPOOL, "")
         return self.instance_types_for_nodepool.get(pool, self.instance_types)

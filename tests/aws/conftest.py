@@ -34,6 +34,7 @@ from karpy.localcluster import ClusterInfo as LocalClusterInfo
 from karpy.runtime.clock import FakeClock
 from karpy_aws.apis import ec2nodeclass as nc
 from karpy_aws.apis import ec2nodeclass_status as nc_status
+from karpy_aws.apis import labels as awslabels
 from karpy_aws.apis.ec2nodeclass import EC2NodeClass
 from karpy_aws.cloudprovider.provider import AWSCloudProvider
 from karpy_aws.providers.cluster import ClusterInfo
@@ -459,7 +460,7 @@ def make_nodeclaim(
                 for k, op, v in requirements
             ),
             node_class_ref=NodeClassReference(
-                group=wk.AWS_GROUP, kind="EC2NodeClass", name=nodeclass
+                group=awslabels.AWS_GROUP, kind="EC2NodeClass", name=nodeclass
             ),
             resources=ResourceRequests(
                 requests={k: Quantity(v) for k, v in (requests or {}).items()}

@@ -7,10 +7,10 @@ from __future__ import annotations
 import attrs
 import pytest
 
-from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.common import NodeClassReference
 from karpy_aws.apis import ec2nodeclass as nc
 from karpy_aws.apis import ec2nodeclass_status as nc_status
+from karpy_aws.apis import labels as awslabels
 from tests.contract.conftest import Subject, nodepool
 from tests.contract.test_cloudprovider_contract import (
     test_a_fresh_instance_has_not_drifted,
@@ -24,6 +24,7 @@ from tests.contract.test_cloudprovider_contract import (
     test_instance_types_are_well_formed,
     test_it_is_a_cloud_provider,
     test_unsatisfiable_nodeclaims_get_insufficient_capacity,
+    test_well_known_labels_are_the_providers_own,
 )
 
 from .conftest import DISCOVERY, ProviderKit, ready_nodeclass
@@ -42,6 +43,7 @@ __all__ = [
     "test_instance_types_are_well_formed",
     "test_it_is_a_cloud_provider",
     "test_unsatisfiable_nodeclaims_get_insufficient_capacity",
+    "test_well_known_labels_are_the_providers_own",
 ]
 
 
@@ -59,7 +61,7 @@ def subject(kit: ProviderKit) -> Subject:
     zone_d = nc_status.Subnet(id=kit.moto.subnets["d"], zone="us-west-2d")
     status = attrs.evolve(nodeclass.status, subnets=(*nodeclass.status.subnets, zone_d))
     kit.nodeclasses.put(attrs.evolve(nodeclass, status=status))
-    ref = NodeClassReference(group=wk.AWS_GROUP, kind="EC2NodeClass", name=name)
+    ref = NodeClassReference(group=awslabels.AWS_GROUP, kind="EC2NodeClass", name=name)
     return Subject(
         provider=kit.provider,
         nodepool=nodepool("contract-pool", ref),

@@ -14,6 +14,7 @@ from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.cloudprovider import NodeClaimNotFoundError
 from karpy_aws.apis import ec2nodeclass as nc
 from karpy_aws.apis import ec2nodeclass_status as nc_status
+from karpy_aws.apis import labels as awslabels
 from karpy_aws.providers.nodeclass import static_hash
 
 from .conftest import AMI_IDS, ProviderKit, make_nodeclaim, ready_nodeclass
@@ -70,7 +71,7 @@ async def test_a_changed_static_field_is_nodeclass_drift(kit: ProviderKit) -> No
         launched.metadata,
         annotations={
             **launched.metadata.annotations,
-            wk.ANNOTATION_EC2NODECLASS_HASH_VERSION: "v0",
+            awslabels.ANNOTATION_EC2NODECLASS_HASH_VERSION: "v0",
         },
     )
     assert await kit.provider.is_drifted(attrs.evolve(launched, metadata=other)) is None

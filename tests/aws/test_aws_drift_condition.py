@@ -29,6 +29,7 @@ from karpy.kube.client import KubeClient
 from karpy.kube.kinds import NODECLAIMS, NODEPOOLS
 from karpy.runtime.telemetry import Telemetry
 from karpy.state.nodepools import hash_annotations
+from karpy_aws.apis import labels as awslabels
 from karpy_aws_emulator.world import AMI_IDS
 from tests.support.clusterview import CORE_KINDS, LiveView, live_view
 
@@ -62,7 +63,7 @@ async def test_an_ami_the_nodeclass_no_longer_resolves_marks_the_nodeclaim_ami_d
                         ),
                     ),
                     node_class_ref=NodeClassReference(
-                        group=wk.AWS_GROUP, kind="EC2NodeClass", name="default"
+                        group=awslabels.AWS_GROUP, kind="EC2NodeClass", name="default"
                     ),
                 )
             )

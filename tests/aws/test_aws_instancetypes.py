@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from karpy.apis.v1 import labels as wk
 from karpy.runtime.clock import FakeClock
+from karpy_aws.apis import labels as awslabels
 from karpy_aws.providers.amifamily.amis import AMIFamily
 from karpy_aws.providers.instancetype.instancetypes import (
     AWS_NEURON,
@@ -62,30 +63,30 @@ async def test_labels_follow_karpenter_for_gpu_and_accelerator_types(session: AW
     }
     assert sorted(types) == sorted(NAMES)
     g4 = types["g4dn.xlarge"].labels
-    assert g4[wk.LABEL_AWS_INSTANCE_CATEGORY] == "g"
-    assert g4[wk.LABEL_AWS_INSTANCE_FAMILY] == "g4dn"
-    assert g4[wk.LABEL_AWS_INSTANCE_GENERATION] == "4"
-    assert g4[wk.LABEL_AWS_INSTANCE_SIZE] == "xlarge"
-    assert g4[wk.LABEL_AWS_INSTANCE_CPU] == "4"
-    assert g4[wk.LABEL_AWS_INSTANCE_MEMORY] == "16384"
-    assert g4[wk.LABEL_AWS_INSTANCE_HYPERVISOR] == "nitro"
-    assert g4[wk.LABEL_AWS_INSTANCE_GPU_NAME] == "t4"
-    assert g4[wk.LABEL_AWS_INSTANCE_GPU_MANUFACTURER] == "nvidia"
-    assert g4[wk.LABEL_AWS_INSTANCE_GPU_COUNT] == "1"
-    assert g4[wk.LABEL_AWS_INSTANCE_GPU_MEMORY] == "16384"
-    assert g4[wk.LABEL_AWS_INSTANCE_LOCAL_NVME] == "125"
+    assert g4[awslabels.LABEL_AWS_INSTANCE_CATEGORY] == "g"
+    assert g4[awslabels.LABEL_AWS_INSTANCE_FAMILY] == "g4dn"
+    assert g4[awslabels.LABEL_AWS_INSTANCE_GENERATION] == "4"
+    assert g4[awslabels.LABEL_AWS_INSTANCE_SIZE] == "xlarge"
+    assert g4[awslabels.LABEL_AWS_INSTANCE_CPU] == "4"
+    assert g4[awslabels.LABEL_AWS_INSTANCE_MEMORY] == "16384"
+    assert g4[awslabels.LABEL_AWS_INSTANCE_HYPERVISOR] == "nitro"
+    assert g4[awslabels.LABEL_AWS_INSTANCE_GPU_NAME] == "t4"
+    assert g4[awslabels.LABEL_AWS_INSTANCE_GPU_MANUFACTURER] == "nvidia"
+    assert g4[awslabels.LABEL_AWS_INSTANCE_GPU_COUNT] == "1"
+    assert g4[awslabels.LABEL_AWS_INSTANCE_GPU_MEMORY] == "16384"
+    assert g4[awslabels.LABEL_AWS_INSTANCE_LOCAL_NVME] == "125"
     assert g4[wk.LABEL_ARCH] == wk.ARCH_AMD64
     assert g4[wk.LABEL_OS] == wk.OS_LINUX
     assert g4[wk.LABEL_INSTANCE_TYPE] == "g4dn.xlarge"
     assert types["g4dn.xlarge"].capacity[NVIDIA_GPU] == 1
     inf = types["inf1.xlarge"]
-    assert inf.labels[wk.LABEL_AWS_INSTANCE_ACCELERATOR_NAME] == "inferentia"
-    assert inf.labels[wk.LABEL_AWS_INSTANCE_ACCELERATOR_MANUFACTURER] == "aws"
+    assert inf.labels[awslabels.LABEL_AWS_INSTANCE_ACCELERATOR_NAME] == "inferentia"
+    assert inf.labels[awslabels.LABEL_AWS_INSTANCE_ACCELERATOR_MANUFACTURER] == "aws"
     assert inf.capacity[AWS_NEURON] == 1
     assert types["c6g.xlarge"].labels[wk.LABEL_ARCH] == wk.ARCH_ARM64
-    assert types["c6g.xlarge"].labels[wk.LABEL_AWS_INSTANCE_CPU_MANUFACTURER] == "aws"
-    assert types["m5.metal"].labels[wk.LABEL_AWS_INSTANCE_HYPERVISOR] == ""
-    assert set(g4) <= wk.AWS_WELL_KNOWN_LABELS | wk.WELL_KNOWN_LABELS
+    assert types["c6g.xlarge"].labels[awslabels.LABEL_AWS_INSTANCE_CPU_MANUFACTURER] == "aws"
+    assert types["m5.metal"].labels[awslabels.LABEL_AWS_INSTANCE_HYPERVISOR] == ""
+    assert set(g4) <= awslabels.AWS_WELL_KNOWN_LABELS | wk.WELL_KNOWN_LABELS
 
 
 async def test_m5_large_capacity_overhead_and_allocatable(session: AWSSession) -> None:
@@ -303,10 +304,10 @@ async def test_conversion_to_the_core_instance_type(session: AWSSession) -> None
     assert Resources.of({"cpu": "1930m", "memory": "6Gi"}).fits(core.allocatable)
     assert not Resources.of({"cpu": "1931m"}).fits(core.allocatable)
     assert len(core.offerings) == len(m5.offerings)
-    family = core.requirements.get(wk.LABEL_AWS_INSTANCE_FAMILY)
+    family = core.requirements.get(awslabels.LABEL_AWS_INSTANCE_FAMILY)
     assert family is not None
     assert family.has("m5")
-    zone_ids = core.requirements.get(wk.LABEL_AWS_ZONE_ID)
+    zone_ids = core.requirements.get(awslabels.LABEL_AWS_ZONE_ID)
     assert zone_ids is not None
     assert zone_ids.has(m5.offerings[0].zone_id)
     wants_spot_2a = Requirements.from_labels(

@@ -39,6 +39,7 @@ from karpy.manager import ProviderExtension
 from karpy.runtime.backoff import Backoff
 from karpy.runtime.clock import FakeClock
 from karpy.runtime.telemetry import Telemetry
+from karpy_aws.apis import labels as awslabels
 from karpy_aws.apis.kinds import EC2NODECLASSES
 from karpy_aws.cloudprovider.provider import AWSCloudProvider
 from karpy_aws.controllers.interruption.controller import (
@@ -195,7 +196,7 @@ def _pool(nodeclass: str) -> NodePool:
                 spec=NodeClaimTemplateSpec(
                     requirements=(),
                     node_class_ref=NodeClassReference(
-                        group=wk.AWS_GROUP, kind="EC2NodeClass", name=nodeclass
+                        group=awslabels.AWS_GROUP, kind="EC2NodeClass", name=nodeclass
                     ),
                 )
             )

@@ -12,6 +12,7 @@ from karpy.apis.v1 import labels as wk
 from karpy.core.requirements import Requirement, Requirements
 from karpy.core.resources import EMPTY, Resources
 from karpy_aws.apis import ec2nodeclass_status as nc_status
+from karpy_aws.apis import labels as awslabels
 from karpy_aws.providers.instancetype.instancetypes import (
     InstanceTypeInfo,
     KubeletSettings,
@@ -294,14 +295,16 @@ def test_min_values_keep_exotic_and_dear_spot_types_and_are_checked() -> None:
 @pytest.mark.parametrize(
     ("key", "operator", "values", "expected"),
     [
-        pytest.param(wk.LABEL_AWS_INSTANCE_GPU_COUNT, "Exists", (), {"g4dn.xlarge"}, id="gpu"),
         pytest.param(
-            wk.LABEL_AWS_INSTANCE_GPU_COUNT, "DoesNotExist", (), {"m5.large"}, id="no-gpu"
+            awslabels.LABEL_AWS_INSTANCE_GPU_COUNT, "Exists", (), {"g4dn.xlarge"}, id="gpu"
         ),
         pytest.param(
-            wk.LABEL_AWS_INSTANCE_GPU_NAME, "NotIn", ("t4",), {"m5.large"}, id="not-that-gpu"
+            awslabels.LABEL_AWS_INSTANCE_GPU_COUNT, "DoesNotExist", (), {"m5.large"}, id="no-gpu"
         ),
-        pytest.param(wk.LABEL_AWS_INSTANCE_LOCAL_NVME, "Gt", ("0",), set(), id="nvme"),
+        pytest.param(
+            awslabels.LABEL_AWS_INSTANCE_GPU_NAME, "NotIn", ("t4",), {"m5.large"}, id="not-that-gpu"
+        ),
+        pytest.param(awslabels.LABEL_AWS_INSTANCE_LOCAL_NVME, "Gt", ("0",), set(), id="nvme"),
     ],
 )
 def test_types_without_an_accelerator_label_do_not_meet_a_requirement_on_it(

@@ -14,6 +14,7 @@ from karpy.apis.meta import ConditionStatus, Quantity
 from karpy.apis.v1 import labels as wk
 from karpy.runtime.clock import FakeClock
 from karpy_aws.apis import ec2nodeclass as nc
+from karpy_aws.apis import labels as awslabels
 from karpy_aws.apis.ec2nodeclass import EC2NodeClass
 from karpy_aws.apis.ec2nodeclass_status import EC2NodeClassStatus
 from karpy_aws.apis.kubelet import KubeletConfiguration
@@ -91,9 +92,9 @@ async def test_a_good_nodeclass_resolves_everything_and_is_ready(
     gpu = next(a for a in status.amis if a.id == AMI_IDS["al2023gpu"])
     assert {(r.key, r.operator.value, r.values) for r in gpu.requirements} == {
         (wk.LABEL_ARCH, "In", ("amd64",)),
-        (wk.LABEL_AWS_INSTANCE_GPU_COUNT, "Exists", ()),
+        (awslabels.LABEL_AWS_INSTANCE_GPU_COUNT, "Exists", ()),
     }
-    assert ami_requirements(gpu).get(wk.LABEL_AWS_INSTANCE_GPU_COUNT) is not None  # parses
+    assert ami_requirements(gpu).get(awslabels.LABEL_AWS_INSTANCE_GPU_COUNT) is not None  # parses
     assert status.instance_profile is not None
     assert status.instance_profile.startswith(f"{resolve.cluster}_")
     profile = boto_client(moto, "iam").get_instance_profile(

@@ -23,9 +23,11 @@ from karpy.cloudprovider import (
     NodeClassKind,
     NodeClassNotReadyError,
 )
+from karpy_aws.apis import labels as awslabels
 from karpy_aws.providers.instance import Instances, parse_provider_id
 from karpy_aws.providers.launch import MAX_INSTANCE_TYPES
 from karpy_aws.session import AWSSession
+from karpy_kwok.apis import labels as kwoklabels
 
 from .conftest import (
     AMI_IDS,
@@ -120,7 +122,7 @@ async def test_spot_fleet_crosses_types_and_zones_on_the_roomiest_subnets(kit: P
     assert labels[ZONE] == first["AvailabilityZone"] == "us-west-2c"
     assert labels[CT] == wk.CAPACITY_TYPE_SPOT
     assert labels[wk.LABEL_ARCH] == wk.ARCH_AMD64
-    assert labels[wk.LABEL_AWS_ZONE_ID] == "usw2-az3"
+    assert labels[awslabels.LABEL_AWS_ZONE_ID] == "usw2-az3"
     assert labels[wk.LABEL_TOPOLOGY_REGION] == "us-west-2"
     assert labels[wk.LABEL_NODEPOOL] == "default"
     assert re.fullmatch(r"aws:///us-west-2c/i-[0-9a-f]+", launched.status.provider_id or "")
@@ -128,7 +130,7 @@ async def test_spot_fleet_crosses_types_and_zones_on_the_roomiest_subnets(kit: P
     assert launched.status.capacity["cpu"] == "2"
     assert launched.status.capacity["pods"] == "4"
     assert launched.status.allocatable["cpu"] == "1930m"
-    assert wk.ANNOTATION_EC2NODECLASS_HASH in launched.metadata.annotations
+    assert awslabels.ANNOTATION_EC2NODECLASS_HASH in launched.metadata.annotations
 
 
 async def test_on_demand_uses_lowest_price(kit: ProviderKit) -> None:
@@ -234,8 +236,8 @@ async def test_a_nodeclass_that_is_missing_or_not_ready_is_reported(
 @pytest.mark.parametrize(
     ("group", "kind"),
     [
-        pytest.param(wk.KWOK_GROUP, "KWOKNodeClass", id="another-providers-class"),
-        pytest.param(wk.AWS_GROUP, "EC2NodeClassTypo", id="another-kind-of-this-group"),
+        pytest.param(kwoklabels.KWOK_GROUP, "KWOKNodeClass", id="another-providers-class"),
+        pytest.param(awslabels.AWS_GROUP, "EC2NodeClassTypo", id="another-kind-of-this-group"),
     ],
 )
 async def test_a_reference_to_another_kind_of_nodeclass_launches_nothing(
@@ -272,8 +274,8 @@ async def test_get_list_and_delete_follow_the_instance(kit: ProviderKit) -> None
     assert found.metadata.labels[IT] == launched.metadata.labels[IT]
     assert found.metadata.labels[CT] == wk.CAPACITY_TYPE_SPOT
     assert (
-        found.metadata.labels[wk.LABEL_AWS_ZONE_ID]
-        == launched.metadata.labels[wk.LABEL_AWS_ZONE_ID]
+        found.metadata.labels[awslabels.LABEL_AWS_ZONE_ID]
+        == launched.metadata.labels[awslabels.LABEL_AWS_ZONE_ID]
     )
     assert found.metadata.creation_timestamp is not None
     assert found.status.capacity == launched.status.capacity
@@ -302,7 +304,7 @@ async def test_instance_types_only_offer_zones_with_subnets(kit: ProviderKit) ->
                 spec=NodeClaimTemplateSpec(
                     requirements=(),
                     node_class_ref=NodeClassReference(
-                        group=wk.AWS_GROUP, kind="EC2NodeClass", name="default"
+                        group=awslabels.AWS_GROUP, kind="EC2NodeClass", name="default"
                     ),
                 )
             )

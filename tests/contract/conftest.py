@@ -30,8 +30,9 @@ from karpy.kube.errors import NotFoundError
 from karpy.kube.kinds import NODES
 from karpy.localcluster import ClusterInfo
 from karpy.testing.fake_cloudprovider import TEST_NODE_CLASS, FakeCloudProvider
+from karpy_kwok.apis import labels as kwoklabels
+from karpy_kwok.apis.kinds import KWOK_NODECLASSES
 from karpy_kwok.apis.kwoknodeclass import KWOKNodeClass
-from karpy_kwok.kinds import KWOK_NODECLASSES
 
 
 @attrs.frozen
@@ -100,7 +101,7 @@ async def _kwok_subject(request: pytest.FixtureRequest) -> AsyncIterator[Subject
     request.getfixturevalue("karpy_crds")
     kube = await KubeClient.connect(cluster_info.kubeconfig, request_timeout=10.0)
     prefix = f"ct-{secrets.token_hex(3)}"
-    ref = NodeClassReference(group=wk.KWOK_GROUP, kind=KWOKNodeClass.KIND, name=prefix)
+    ref = NodeClassReference(group=kwoklabels.KWOK_GROUP, kind=KWOKNodeClass.KIND, name=prefix)
     provider = KwokCloudProvider(kube, load_entries(), options=KwokOptions())
     try:
         await kube.create(KWOK_NODECLASSES, KWOKNodeClass(metadata=ObjectMeta(name=prefix)))

@@ -3,7 +3,8 @@
 What a controller may rely on whichever provider is configured: create launches the cheapest
 compatible available offering and reports it in labels and status; unsatisfiable NodeClaims get
 InsufficientCapacityError; get/list see what was launched; delete ends in NodeClaimNotFoundError;
-instance types are well formed.
+instance types are well formed, and the labels they carry besides karpy's are the provider's
+well-known labels.
 """
 
 from __future__ import annotations
@@ -55,6 +56,16 @@ async def test_it_is_a_cloud_provider(subject: Subject) -> None:
     kinds = {(k.group, k.kind) for k in provider.supported_node_classes()}
     assert (subject.node_class_ref.group, subject.node_class_ref.kind) in kinds
     assert all(p.toleration.total_seconds() > 0 for p in provider.repair_policies())
+
+
+async def test_well_known_labels_are_the_providers_own(subject: Subject) -> None:
+    """The labels a provider declares well known are its own, none of karpy's, and every label
+    its instance types carry besides karpy's is among them (so a pod may select it)."""
+    own = subject.provider.well_known_labels()
+    assert own.isdisjoint(wk.WELL_KNOWN_LABELS)
+    for it in await subject.provider.get_instance_types(subject.nodepool):
+        extra = set(it.requirements.keys()) - wk.WELL_KNOWN_LABELS
+        assert extra <= own, (it.name, sorted(extra - own))
 
 
 async def test_instance_types_are_well_formed(subject: Subject) -> None:

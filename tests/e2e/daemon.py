@@ -24,6 +24,7 @@ from karpy.operator.components import Components
 from karpy.operator.supervisor import Supervisor
 from karpy.operator.wiring import build
 from karpy.runtime.options import load
+from karpy_kwok.apis import labels as kwoklabels
 
 PAUSE_IMAGE = "public.ecr.aws/eks-distro/kubernetes/pause:3.2"
 STOP_TIMEOUT = 60.0
@@ -100,11 +101,11 @@ async def create_nodepool(
     carry `labels`."""
     custom = client.CustomObjectsApi(api)
     await custom.create_cluster_custom_object(
-        wk.KWOK_GROUP,
+        kwoklabels.KWOK_GROUP,
         "v1alpha1",
         "kwoknodeclasses",
         {
-            "apiVersion": f"{wk.KWOK_GROUP}/v1alpha1",
+            "apiVersion": f"{kwoklabels.KWOK_GROUP}/v1alpha1",
             "kind": "KWOKNodeClass",
             "metadata": {"name": name},
         },
@@ -116,7 +117,11 @@ async def create_nodepool(
                 "requirements": [
                     {"key": wk.LABEL_OS, "operator": "In", "values": [wk.OS_LINUX]},
                 ],
-                "nodeClassRef": {"group": wk.KWOK_GROUP, "kind": "KWOKNodeClass", "name": name},
+                "nodeClassRef": {
+                    "group": kwoklabels.KWOK_GROUP,
+                    "kind": "KWOKNodeClass",
+                    "name": name,
+                },
             },
         },
         "disruption": {

@@ -30,6 +30,7 @@ from karpy.apis.v1 import labels as wk
 from karpy.localcluster import ClusterInfo
 from karpy.operator.demo_aws import NODEPOOL_REQUIREMENTS, Emulator
 from karpy.operator.demo_aws import emulator as start_emulator
+from karpy_aws.apis import labels as awslabels
 from tests.e2e.daemon import (
     create_deployment,
     deployment,
@@ -85,7 +86,7 @@ async def emulator(
 def _nodeclass(name: str, discovery: str) -> dict[str, Any]:
     terms = [{"tags": {"karpenter.sh/discovery": discovery}}]
     return {
-        "apiVersion": f"{wk.AWS_GROUP}/v1",
+        "apiVersion": f"{awslabels.AWS_GROUP}/v1",
         "kind": "EC2NodeClass",
         "metadata": {"name": name},
         "spec": {
@@ -115,7 +116,11 @@ def _nodepool(name: str, intent: str) -> dict[str, Any]:
                         among(wk.LABEL_ARCH, ("amd64", "arm64")),
                         among(wk.LABEL_CAPACITY_TYPE, ("spot", "on-demand")),
                     ],
-                    "nodeClassRef": {"group": wk.AWS_GROUP, "kind": "EC2NodeClass", "name": name},
+                    "nodeClassRef": {
+                        "group": awslabels.AWS_GROUP,
+                        "kind": "EC2NodeClass",
+                        "name": name,
+                    },
                 },
             },
             "disruption": {
@@ -135,7 +140,7 @@ async def test_inflate_runs_on_moto_instances_and_leaves_nothing_behind(
     name = f"aws-{secrets.token_hex(3)}"
     intent = f"apps-{secrets.token_hex(3)}"
     await custom.create_cluster_custom_object(
-        wk.AWS_GROUP, "v1", "ec2nodeclasses", _nodeclass(name, emulator.cluster_name)
+        awslabels.AWS_GROUP, "v1", "ec2nodeclasses", _nodeclass(name, emulator.cluster_name)
     )
     await custom.create_cluster_custom_object(wk.GROUP, "v1", "nodepools", _nodepool(name, intent))
     await create_deployment(
@@ -147,7 +152,9 @@ async def test_inflate_runs_on_moto_instances_and_leaves_nothing_behind(
         return await _instances(ec2, emulator.cluster_name, states)
 
     async def nodeclass_ready() -> bool:
-        found = await custom.get_cluster_custom_object(wk.AWS_GROUP, "v1", "ec2nodeclasses", name)
+        found = await custom.get_cluster_custom_object(
+            awslabels.AWS_GROUP, "v1", "ec2nodeclasses", name
+        )
         return is_ready(found)
 
     async with running_daemon(cluster_info, flags=emulator.flags()):
@@ -196,7 +203,7 @@ async def test_inflate_runs_on_moto_instances_and_leaves_nothing_behind(
         # The NodeClass's own clean-up (launch templates, instance profile) runs in karpy.
         assert await _templates(ec2, emulator.cluster_name)
         await custom.delete_cluster_custom_object(wk.GROUP, "v1", "nodepools", name)
-        await custom.delete_cluster_custom_object(wk.AWS_GROUP, "v1", "ec2nodeclasses", name)
+        await custom.delete_cluster_custom_object(awslabels.AWS_GROUP, "v1", "ec2nodeclasses", name)
         await eventually(lambda: _nodeclass_gone(custom, name), within=60)
         assert not await _templates(ec2, emulator.cluster_name)
 
@@ -233,5 +240,5 @@ async def _none(probe: Any) -> bool:
 
 
 async def _nodeclass_gone(custom: client.CustomObjectsApi, name: str) -> bool:
-    listed = await custom.list_cluster_custom_object(wk.AWS_GROUP, "v1", "ec2nodeclasses")
+    listed = await custom.list_cluster_custom_object(awslabels.AWS_GROUP, "v1", "ec2nodeclasses")
     return name not in {n["metadata"]["name"] for n in listed["items"]}

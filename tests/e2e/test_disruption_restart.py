@@ -18,6 +18,7 @@ from kubernetes_asyncio import client
 
 from karpy.apis.v1 import labels as wk
 from karpy.localcluster import ClusterInfo
+from karpy_kwok.apis import labels as kwoklabels
 from tests.e2e.daemon import (
     create_deployment,
     deployment,
@@ -93,7 +94,7 @@ async def test_a_command_interrupted_by_sigkill_is_finished_after_restart(
         old = original["metadata"]["name"]
         # Replacements now take a while to register, leaving time to kill mid-launch.
         await custom.patch_cluster_custom_object(
-            wk.KWOK_GROUP,
+            kwoklabels.KWOK_GROUP,
             "v1alpha1",
             "kwoknodeclasses",
             pool,

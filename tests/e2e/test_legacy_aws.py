@@ -28,6 +28,7 @@ from karpy.apis.v1 import labels as wk
 from karpy.localcluster import ClusterInfo
 from karpy.operator.demo_aws import Emulator
 from karpy.operator.demo_aws import emulator as start_emulator
+from karpy_aws.apis import labels as awslabels
 from tests.e2e.daemon import (
     create_deployment,
     deployment,
@@ -98,7 +99,9 @@ class _NotReady(list[Any]):
 
 async def _ready_nodeclass(custom: client.CustomObjectsApi, name: str) -> Any:
     try:
-        found = await custom.get_cluster_custom_object(wk.AWS_GROUP, "v1", "ec2nodeclasses", name)
+        found = await custom.get_cluster_custom_object(
+            awslabels.AWS_GROUP, "v1", "ec2nodeclasses", name
+        )
     except client.ApiException as error:
         return _NotReady() if error.status == 404 else _NotReady([str(error)])
     conditions = found.get("status", {}).get("conditions", [])
@@ -124,7 +127,7 @@ async def test_seed_001_inline_provider_runs_nginx_on_moto(
     async with running_daemon(cluster_info, flags=seed001_world.flags()):
         await eventually(lambda: _ready_nodeclass(custom, "default"), within=90)
         nodeclass = await custom.get_cluster_custom_object(
-            wk.AWS_GROUP, "v1", "ec2nodeclasses", "default"
+            awslabels.AWS_GROUP, "v1", "ec2nodeclasses", "default"
         )
         owner = nodeclass["metadata"]["ownerReferences"][0]
         assert (owner["kind"], owner["name"]) == ("Provisioner", "default")

@@ -44,6 +44,8 @@ from karpy.kube.errors import KubeError, NotFoundError
 from karpy.kube.install import apply, scale
 from karpy.kube.kinds import NODECLAIMS, NODES, PODS
 from karpy.localcluster import LocalCluster, PortInUseError
+from karpy_aws.apis import labels as awslabels
+from karpy_kwok.apis import labels as kwoklabels
 from tests.support.processes import stop as stop_process
 from tests.support.waiting import eventually
 
@@ -84,7 +86,7 @@ class Setup:
         if self.nodeclass is not None:
             return {**self.nodeclass, "metadata": {"name": self.name}}
         return {
-            "apiVersion": f"{wk.KWOK_GROUP}/v1alpha1",
+            "apiVersion": f"{kwoklabels.KWOK_GROUP}/v1alpha1",
             "kind": "KWOKNodeClass",
             "metadata": {"name": self.name},
         }
@@ -93,7 +95,9 @@ class Setup:
         nodeclass = self.nodeclass_manifest()
         group = nodeclass["apiVersion"].split("/")[0]
         cpu_label = (
-            wk.LABEL_KWOK_INSTANCE_CPU if self.provider == "kwok" else wk.LABEL_AWS_INSTANCE_CPU
+            kwoklabels.LABEL_KWOK_INSTANCE_CPU
+            if self.provider == "kwok"
+            else awslabels.LABEL_AWS_INSTANCE_CPU
         )
         return {
             "apiVersion": f"{wk.GROUP}/v1",

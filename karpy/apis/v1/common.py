@@ -10,30 +10,51 @@ requirements, taints and references identically; the rules are written once here
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+import functools
+from collections.abc import Callable, Iterable
 
 import attrs
 
 from karpy.apis.meta import LABEL_VALUE_PATTERN, QUALIFIED_NAME_PATTERN
-from karpy.apis.schema import Rule, field, item
+from karpy.apis.schema import DeferredRules, Rule, field, item
 from karpy.apis.v1 import labels
 
 # ---------------------------------------------------------------------------- label rules
 
-# Keys in restricted domains that users may still name in requirements and labels.
-ALLOWED_RESTRICTED_KEYS: frozenset[str] = (
-    labels.WELL_KNOWN_LABELS
-    | labels.AWS_WELL_KNOWN_LABELS
-    | labels.AWS_PLACEMENT_GROUP_LABELS
-    | labels.KWOK_WELL_KNOWN_LABELS
-    | frozenset(labels.NORMALIZED_LABELS)
-    | {labels.LABEL_PROVISIONER_NAME}
-)
-# NodeClaims carry what the provisioner injects, including the NodeClass label.
-NODECLAIM_ALLOWED_KEYS: frozenset[str] = ALLOWED_RESTRICTED_KEYS | {
-    labels.LABEL_AWS_EC2NODECLASS,
-    labels.LABEL_KWOK_NODECLASS,
-}
+# The rules name the installed providers' label names too (`ProviderLabels`), which come with
+# their CRD declarations through the ``karpy.apis`` entry point. Those modules import the models
+# defined here, so the rules are built when a schema is rendered (`DeferredRules`), not at import.
+
+
+def _provider_labels() -> tuple[labels.ProviderLabels, ...]:
+    # Imported on use: the registry imports the models whose rules this module defines.
+    from karpy.apis.registry import provider_labels
+
+    return provider_labels()
+
+
+def restricted_label_domains() -> frozenset[str]:
+    """Label domains users may not set in a NodePool template: karpy's and every installed
+    provider's."""
+    return labels.RESTRICTED_LABEL_DOMAINS.union(*(p.domains for p in _provider_labels()))
+
+
+def allowed_restricted_keys() -> frozenset[str]:
+    """Keys in restricted domains that users may still name in requirements and labels: the
+    well-known labels (karpy's and the providers'), the deprecated spellings karpy normalises,
+    v1alpha5's provisioner name, and the keys providers allow in requirements."""
+    own = (
+        labels.WELL_KNOWN_LABELS
+        | frozenset(labels.NORMALIZED_LABELS)
+        | {labels.LABEL_PROVISIONER_NAME}
+    )
+    return own.union(*(p.well_known | p.requirement_keys for p in _provider_labels()))
+
+
+def nodeclaim_allowed_keys() -> frozenset[str]:
+    """The keys allowed in NodePool requirements, and what the provisioner injects into
+    NodeClaims (the providers' NodeClass labels)."""
+    return allowed_restricted_keys().union(*(p.nodeclaim_keys for p in _provider_labels()))
 
 
 def _cel_list(values: Iterable[str]) -> str:
@@ -60,13 +81,30 @@ def _key_in_domain(key: str, domain: str) -> bool:
 
 
 def label_key_rules(
-    *, allowed: frozenset[str], over_map: bool, forbid_nodepool: bool
-) -> tuple[Rule, ...]:
-    """Rules refusing keys in restricted domains (karpy's own and Kubernetes').
+    *, allowed: Callable[[], frozenset[str]], over_map: bool, forbid_nodepool: bool
+) -> tuple[DeferredRules]:
+    """Rules refusing keys in restricted domains (karpy's own, the providers' and Kubernetes'),
+    but for the keys `allowed` returns; built when the schema is rendered.
 
     `over_map` builds rules for a labels map (checked key by key) instead of a single key.
     `forbid_nodepool` also refuses karpenter.sh/nodepool, which karpy sets itself.
     """
+    return (
+        DeferredRules(
+            functools.partial(
+                _label_key_rules,
+                allowed=allowed,
+                over_map=over_map,
+                forbid_nodepool=forbid_nodepool,
+            )
+        ),
+    )
+
+
+def _label_key_rules(
+    *, allowed: Callable[[], frozenset[str]], over_map: bool, forbid_nodepool: bool
+) -> tuple[Rule, ...]:
+    keys = allowed()
     var = "k" if over_map else "self"
 
     def wrap(expr: str) -> str:
@@ -74,10 +112,10 @@ def label_key_rules(
 
     rules = [
         Rule(
-            rule=wrap(_key_allowed_expr(var, domain, allowed)),
+            rule=wrap(_key_allowed_expr(var, domain, keys)),
             message=f'label domain "{domain}" is restricted',
         )
-        for domain in sorted(labels.RESTRICTED_LABEL_DOMAINS)
+        for domain in sorted(restricted_label_domains())
     ]
     rules.append(
         Rule(
@@ -151,7 +189,7 @@ REQUIREMENT_RULES = (
 )
 
 
-def _requirement_key(*, allowed: frozenset[str], forbid_nodepool: bool) -> str:
+def _requirement_key(*, allowed: Callable[[], frozenset[str]], forbid_nodepool: bool) -> str:
     result: str = field(
         doc="The label key the requirement constrains.",
         pattern=QUALIFIED_NAME_PATTERN,
@@ -195,7 +233,7 @@ class NodeSelectorRequirementWithMinValues:
 
     __rules__ = REQUIREMENT_RULES
 
-    key: str = _requirement_key(allowed=ALLOWED_RESTRICTED_KEYS, forbid_nodepool=True)
+    key: str = _requirement_key(allowed=allowed_restricted_keys, forbid_nodepool=True)
     operator: RequirementOperator = field(doc=_OPERATOR_DOC)
     values: tuple[str, ...] = _values()
     min_values: int | None = _min_values()
@@ -207,7 +245,7 @@ class NodeClaimRequirement:
 
     __rules__ = REQUIREMENT_RULES
 
-    key: str = _requirement_key(allowed=NODECLAIM_ALLOWED_KEYS, forbid_nodepool=False)
+    key: str = _requirement_key(allowed=nodeclaim_allowed_keys, forbid_nodepool=False)
     operator: RequirementOperator = field(doc=_OPERATOR_DOC)
     values: tuple[str, ...] = _values()
     min_values: int | None = _min_values()
@@ -258,5 +296,5 @@ TEMPLATE_LABEL_RULES = (
         rule=f"self.all(k, k.matches(r'{QUALIFIED_NAME_PATTERN}'))",
         message="label keys must be qualified names (optional DNS prefix and '/', then a name)",
     ),
-    *label_key_rules(allowed=ALLOWED_RESTRICTED_KEYS, over_map=True, forbid_nodepool=True),
+    *label_key_rules(allowed=allowed_restricted_keys, over_map=True, forbid_nodepool=True),
 )

@@ -2,16 +2,19 @@
 
 Users' manifests and nodeSelectors name these strings, so they are wire contract: they live in
 one module, are never built by string concatenation elsewhere, and never change once shipped.
+Only karpenter.sh's and Kubernetes' own live here: a provider's names live in its own labels
+module (``karpy_aws.apis.labels``, ``karpy_kwok.apis.labels``), and the provider hands karpy
+those karpy must know about as `ProviderLabels`.
 """
 
 from __future__ import annotations
 
 from typing import Final
 
+import attrs
+
 # --------------------------------------------------------------------------- groups
 GROUP: Final = "karpenter.sh"
-AWS_GROUP: Final = "karpenter.k8s.aws"
-KWOK_GROUP: Final = "karpenter.kwok.sh"
 
 # --------------------------------------------------------------------------- upstream labels
 LABEL_HOSTNAME: Final = "kubernetes.io/hostname"
@@ -55,43 +58,8 @@ ARCH_ARM64: Final = "arm64"
 OS_LINUX: Final = "linux"
 OS_WINDOWS: Final = "windows"
 
-# --------------------------------------------------------------------------- AWS labels
-LABEL_AWS_INSTANCE_CATEGORY: Final = "karpenter.k8s.aws/instance-category"
-LABEL_AWS_INSTANCE_FAMILY: Final = "karpenter.k8s.aws/instance-family"
-LABEL_AWS_INSTANCE_GENERATION: Final = "karpenter.k8s.aws/instance-generation"
-LABEL_AWS_INSTANCE_SIZE: Final = "karpenter.k8s.aws/instance-size"
-LABEL_AWS_INSTANCE_CPU: Final = "karpenter.k8s.aws/instance-cpu"
-LABEL_AWS_INSTANCE_CPU_MANUFACTURER: Final = "karpenter.k8s.aws/instance-cpu-manufacturer"
-LABEL_AWS_INSTANCE_CPU_CLOCK: Final = "karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz"
-LABEL_AWS_INSTANCE_MEMORY: Final = "karpenter.k8s.aws/instance-memory"
-LABEL_AWS_INSTANCE_EBS_BANDWIDTH: Final = "karpenter.k8s.aws/instance-ebs-bandwidth"
-LABEL_AWS_INSTANCE_NETWORK_BANDWIDTH: Final = "karpenter.k8s.aws/instance-network-bandwidth"
-LABEL_AWS_INSTANCE_GPU_NAME: Final = "karpenter.k8s.aws/instance-gpu-name"
-LABEL_AWS_INSTANCE_GPU_MANUFACTURER: Final = "karpenter.k8s.aws/instance-gpu-manufacturer"
-LABEL_AWS_INSTANCE_GPU_COUNT: Final = "karpenter.k8s.aws/instance-gpu-count"
-LABEL_AWS_INSTANCE_GPU_MEMORY: Final = "karpenter.k8s.aws/instance-gpu-memory"
-LABEL_AWS_INSTANCE_ACCELERATOR_NAME: Final = "karpenter.k8s.aws/instance-accelerator-name"
-LABEL_AWS_INSTANCE_ACCELERATOR_MANUFACTURER: Final = (
-    "karpenter.k8s.aws/instance-accelerator-manufacturer"
-)
-LABEL_AWS_INSTANCE_ACCELERATOR_COUNT: Final = "karpenter.k8s.aws/instance-accelerator-count"
-LABEL_AWS_INSTANCE_HYPERVISOR: Final = "karpenter.k8s.aws/instance-hypervisor"
-LABEL_AWS_INSTANCE_ENCRYPTION_IN_TRANSIT: Final = (
-    "karpenter.k8s.aws/instance-encryption-in-transit-supported"
-)
-LABEL_AWS_INSTANCE_LOCAL_NVME: Final = "karpenter.k8s.aws/instance-local-nvme"
-LABEL_AWS_INSTANCE_CAPABILITY_FLEX: Final = "karpenter.k8s.aws/instance-capability-flex"
-LABEL_AWS_INSTANCE_TENANCY: Final = "karpenter.k8s.aws/instance-tenancy"
-LABEL_AWS_ZONE_ID: Final = "topology.k8s.aws/zone-id"
-LABEL_AWS_CAPACITY_RESERVATION_ID: Final = "karpenter.k8s.aws/capacity-reservation-id"
-LABEL_AWS_CAPACITY_RESERVATION_TYPE: Final = "karpenter.k8s.aws/capacity-reservation-type"
-LABEL_AWS_CAPACITY_RESERVATION_INTERRUPTIBLE: Final = (
-    "karpenter.k8s.aws/capacity-reservation-interruptible"
-)
-LABEL_AWS_EC2NODECLASS: Final = "karpenter.k8s.aws/ec2nodeclass"
-
-# --------------------------------------------------------------------------- kwok
-LABEL_KWOK_NODECLASS: Final = "karpenter.kwok.sh/kwoknodeclass"
+# --------------------------------------------------------------------------- kwok (the tool)
+# kwok runs the Nodes annotated so; the local cluster configures it to, whatever the provider.
 ANNOTATION_KWOK_NODE: Final = "kwok.x-k8s.io/node"
 KWOK_NODE_VALUE: Final = "fake"
 
@@ -101,8 +69,6 @@ ANNOTATION_NODEPOOL_HASH: Final = "karpenter.sh/nodepool-hash"
 ANNOTATION_NODEPOOL_HASH_VERSION: Final = "karpenter.sh/nodepool-hash-version"
 ANNOTATION_NODECLAIM_TERMINATION_TIMESTAMP: Final = "karpenter.sh/nodeclaim-termination-timestamp"
 ANNOTATION_NODECLAIM_MIN_VALUES_RELAXED: Final = "karpenter.sh/nodeclaim-min-values-relaxed"
-ANNOTATION_EC2NODECLASS_HASH: Final = "karpenter.k8s.aws/ec2nodeclass-hash"
-ANNOTATION_EC2NODECLASS_HASH_VERSION: Final = "karpenter.k8s.aws/ec2nodeclass-hash-version"
 
 # --------------------------------------------------------------------------- taints
 TAINT_DISRUPTED_KEY: Final = "karpenter.sh/disrupted"
@@ -129,11 +95,10 @@ TAINT_CLOUD_PROVIDER_UNINITIALIZED: Final = "node.cloudprovider.kubernetes.io/un
 FINALIZER_TERMINATION: Final = "karpenter.sh/termination"
 
 # --------------------------------------------------------------------------- restrictions
-# Label domains users may not set in a NodePool template: karpy owns them. Labels that are
-# well known (listed in WELL_KNOWN_LABELS) stay allowed as requirement keys.
-RESTRICTED_LABEL_DOMAINS: Final = frozenset(
-    {"kubernetes.io", "k8s.io", GROUP, AWS_GROUP, KWOK_GROUP}
-)
+# Label domains users may not set in a NodePool template: karpy owns them (and each provider its
+# own, `ProviderLabels.domains`). Labels that are well known (listed in WELL_KNOWN_LABELS or a
+# provider's `ProviderLabels.well_known`) stay allowed as requirement keys.
+RESTRICTED_LABEL_DOMAINS: Final = frozenset({"kubernetes.io", "k8s.io", GROUP})
 # Sub-domains of the restricted ones that users may still label with.
 LABEL_DOMAIN_EXCEPTIONS: Final = frozenset(
     {"kops.k8s.io", "node.kubernetes.io", "node-restriction.kubernetes.io"}
@@ -152,36 +117,25 @@ WELL_KNOWN_LABELS: Final = frozenset(
     }
 )
 
-AWS_WELL_KNOWN_LABELS: Final = frozenset(
-    {
-        LABEL_AWS_INSTANCE_CATEGORY,
-        LABEL_AWS_INSTANCE_FAMILY,
-        LABEL_AWS_INSTANCE_GENERATION,
-        LABEL_AWS_INSTANCE_SIZE,
-        LABEL_AWS_INSTANCE_CPU,
-        LABEL_AWS_INSTANCE_CPU_MANUFACTURER,
-        LABEL_AWS_INSTANCE_CPU_CLOCK,
-        LABEL_AWS_INSTANCE_MEMORY,
-        LABEL_AWS_INSTANCE_EBS_BANDWIDTH,
-        LABEL_AWS_INSTANCE_NETWORK_BANDWIDTH,
-        LABEL_AWS_INSTANCE_GPU_NAME,
-        LABEL_AWS_INSTANCE_GPU_MANUFACTURER,
-        LABEL_AWS_INSTANCE_GPU_COUNT,
-        LABEL_AWS_INSTANCE_GPU_MEMORY,
-        LABEL_AWS_INSTANCE_ACCELERATOR_NAME,
-        LABEL_AWS_INSTANCE_ACCELERATOR_MANUFACTURER,
-        LABEL_AWS_INSTANCE_ACCELERATOR_COUNT,
-        LABEL_AWS_INSTANCE_HYPERVISOR,
-        LABEL_AWS_INSTANCE_ENCRYPTION_IN_TRANSIT,
-        LABEL_AWS_INSTANCE_LOCAL_NVME,
-        LABEL_AWS_INSTANCE_CAPABILITY_FLEX,
-        LABEL_AWS_INSTANCE_TENANCY,
-        LABEL_AWS_ZONE_ID,
-        LABEL_AWS_CAPACITY_RESERVATION_ID,
-        LABEL_AWS_CAPACITY_RESERVATION_TYPE,
-        LABEL_AWS_CAPACITY_RESERVATION_INTERRUPTIBLE,
-    }
-)
+
+@attrs.frozen(kw_only=True)
+class ProviderLabels:
+    """The label names a cloud provider owns, which karpy learns from the provider (its CRD
+    declarations for the CRDs' label rules, `CloudProvider.well_known_labels` for the scheduler)
+    instead of naming them itself.
+
+    ``domains`` are label domains the provider owns, restricted in NodePool templates as
+    karpy's are; ``well_known`` the labels its instance types define, which users may name in
+    requirements and pods may select before a NodePool mentions them; ``requirement_keys``
+    further keys of its domains users may name in requirements (AWS placement groups);
+    ``nodeclaim_keys`` the keys the provisioner injects into NodeClaims (its NodeClass label).
+    """
+
+    domains: frozenset[str]
+    well_known: frozenset[str]
+    requirement_keys: frozenset[str] = frozenset()
+    nodeclaim_keys: frozenset[str] = frozenset()
+
 
 # Taints that come and go on their own while a node boots; they never block provisioning
 # decisions and never keep a NodeClaim from being Initialized.
@@ -191,38 +145,6 @@ EPHEMERAL_TAINT_KEYS: Final = frozenset(
         TAINT_NODE_UNREACHABLE,
         TAINT_CLOUD_PROVIDER_UNINITIALIZED,
         TAINT_UNREGISTERED_KEY,
-    }
-)
-
-# --------------------------------------------------------------------------- AWS tags
-# Tags karpy puts on the EC2 resources it creates; EC2NodeClass.spec.tags may not set them.
-TAG_NODECLAIM: Final = "karpenter.sh/nodeclaim"
-TAG_NODEPOOL: Final = LABEL_NODEPOOL
-TAG_EC2NODECLASS: Final = LABEL_AWS_EC2NODECLASS
-TAG_EKS_CLUSTER_NAME: Final = "eks:eks-cluster-name"
-TAG_CLUSTER_PREFIX: Final = "kubernetes.io/cluster/"
-
-# --------------------------------------------------------------------------- more well-known keys
-# Placement-group labels of AWS nodes (usable in requirements and topology spread).
-LABEL_AWS_PLACEMENT_GROUP_ID: Final = "karpenter.k8s.aws/placement-group-id"
-LABEL_AWS_PLACEMENT_GROUP_PARTITION: Final = "karpenter.k8s.aws/placement-group-partition"
-AWS_PLACEMENT_GROUP_LABELS: Final = frozenset(
-    {LABEL_AWS_PLACEMENT_GROUP_ID, LABEL_AWS_PLACEMENT_GROUP_PARTITION}
-)
-
-# Instance-type labels the kwok provider puts on its simulated nodes.
-LABEL_KWOK_INSTANCE_TYPE: Final = "karpenter.kwok.sh/instance-type"
-LABEL_KWOK_INSTANCE_SIZE: Final = "karpenter.kwok.sh/instance-size"
-LABEL_KWOK_INSTANCE_FAMILY: Final = "karpenter.kwok.sh/instance-family"
-LABEL_KWOK_INSTANCE_MEMORY: Final = "karpenter.kwok.sh/instance-memory"
-LABEL_KWOK_INSTANCE_CPU: Final = "karpenter.kwok.sh/instance-cpu"
-KWOK_WELL_KNOWN_LABELS: Final = frozenset(
-    {
-        LABEL_KWOK_INSTANCE_TYPE,
-        LABEL_KWOK_INSTANCE_SIZE,
-        LABEL_KWOK_INSTANCE_FAMILY,
-        LABEL_KWOK_INSTANCE_MEMORY,
-        LABEL_KWOK_INSTANCE_CPU,
     }
 )
 

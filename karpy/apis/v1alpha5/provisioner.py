@@ -30,10 +30,10 @@ from karpy.apis.meta import (
 from karpy.apis.schema import Rule, field, item
 from karpy.apis.v1 import labels
 from karpy.apis.v1.common import (
-    ALLOWED_RESTRICTED_KEYS,
     REQUIREMENT_RULES,
     TEMPLATE_LABEL_RULES,
     RequirementOperator,
+    allowed_restricted_keys,
     label_key_rules,
 )
 from karpy.apis.v1alpha5.awsprovider import AWSProvider
@@ -62,7 +62,7 @@ class Requirement:
         pattern=QUALIFIED_NAME_PATTERN,
         max_length=316,
         rules=label_key_rules(
-            allowed=ALLOWED_RESTRICTED_KEYS, over_map=False, forbid_nodepool=True
+            allowed=allowed_restricted_keys, over_map=False, forbid_nodepool=True
         ),
     )
     operator: RequirementOperator = field(

@@ -13,7 +13,11 @@ from collections.abc import Iterable, Iterator, Mapping
 from karpy.apis.kube.common import Taint
 from karpy.apis.meta import LABEL_VALUE_PATTERN, QUALIFIED_NAME_PATTERN
 from karpy.apis.v1 import labels
-from karpy.apis.v1.common import ALLOWED_RESTRICTED_KEYS, RequirementOperator
+from karpy.apis.v1.common import (
+    RequirementOperator,
+    allowed_restricted_keys,
+    restricted_label_domains,
+)
 from karpy.apis.v1alpha5.provisioner import LEGACY_OPERATORS, Provisioner, Requirement
 
 _QUALIFIED = re.compile(QUALIFIED_NAME_PATTERN)
@@ -34,8 +38,9 @@ def label_key_problem(key: str) -> str | None:
     if key == labels.LABEL_NODEPOOL:
         return f'label "{labels.LABEL_NODEPOOL}" is restricted'
     prefix = key.split("/")[0] if "/" in key else ""
-    for domain in sorted(labels.RESTRICTED_LABEL_DOMAINS):
-        if not _in_domain(prefix, domain) or key in ALLOWED_RESTRICTED_KEYS:
+    allowed = allowed_restricted_keys()
+    for domain in sorted(restricted_label_domains()):
+        if not _in_domain(prefix, domain) or key in allowed:
             continue
         if any(_in_domain(prefix, exc) for exc in labels.LABEL_DOMAIN_EXCEPTIONS):
             continue

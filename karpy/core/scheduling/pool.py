@@ -67,13 +67,18 @@ def bits(mask: int) -> list[int]:
 
 
 def daemon_overhead(
-    daemonsets: Sequence[DaemonSet], template: Requirements, taints: Sequence[Taint]
+    daemonsets: Sequence[DaemonSet],
+    template: Requirements,
+    taints: Sequence[Taint],
+    allow_undefined: frozenset[str],
 ) -> Resources:
     """Summed requests of the DaemonSets that would run on a node of this template.
 
     A DaemonSet counts when it tolerates the taints and its nodeSelector plus *any* one of its
-    required node-affinity terms (they are ORed) is compatible with the template.
+    required node-affinity terms (they are ORed) is compatible with the template (which need not
+    define the hostname or the labels in `allow_undefined`).
     """
+    allowed = allow_undefined | {wk.LABEL_HOSTNAME}
     total = Resources()
     for ds in sorted(daemonsets, key=lambda d: (d.namespace, d.name)):
         if untolerated(taints, ds.pod.tolerations) is not None:
@@ -84,16 +89,12 @@ def daemon_overhead(
             for i in range(max(len(ds.pod.required_node_affinity), 1))
         ]
         if all(
-            template.compatible(pod_requirements(ds.pod, rung), allow_undefined=_WELL_KNOWN)
-            is not None
+            template.compatible(pod_requirements(ds.pod, rung), allow_undefined=allowed) is not None
             for rung in rungs
         ):
             continue
         total = total + ds.pod.requests()
     return total
-
-
-_WELL_KNOWN = frozenset(wk.WELL_KNOWN_LABELS | wk.AWS_WELL_KNOWN_LABELS | {wk.LABEL_HOSTNAME})
 
 
 class PoolIndex:
@@ -131,7 +132,7 @@ class PoolIndex:
         kept.sort(key=lambda t: (_price(cheapest[t.name]), t.name))
         self.types: tuple[InstanceType, ...] = tuple(kept)
         self.full: int = (1 << len(kept)) - 1
-        self.overhead = daemon_overhead(daemonsets, self.template, pool.taints)
+        self.overhead = daemon_overhead(daemonsets, self.template, pool.taints, allow_undefined)
         self.overhead_vec = space.vector(self.overhead)
         self.alloc: list[Vector] = [space.vector(t.allocatable) for t in kept]
         self.cap: list[Vector] = [space.vector(t.capacity) for t in kept]

@@ -57,7 +57,7 @@ EFFICIENCY_SLACK = 0.2
 # How close to a type the LP buys a larger type must be for a claim to grow towards it through
 # a poorly fitting cheaper one (``Steering.efficient``).
 REACH_SLACK = 0.02
-ALLOW_UNDEFINED = frozenset(wk.WELL_KNOWN_LABELS | wk.AWS_WELL_KNOWN_LABELS)
+ALLOW_UNDEFINED = frozenset(wk.WELL_KNOWN_LABELS)
 _EPSILON = 1e-9
 
 
@@ -98,7 +98,10 @@ class SchedulerOptions:
     price, for one that takes it for free (in the slack of its cheapest type);
     ``improve`` runs the cost-lowering pass after the greedy one, trying at most
     ``improve_budget_per_pod`` checks per pending pod (at least 10,000) for each of its two
-    steps; a budget fixed by the input keeps the result deterministic.
+    steps; a budget fixed by the input keeps the result deterministic;
+    ``provider_labels`` are the cloud provider's well-known labels (karpy.cloudprovider's
+    ``CloudProvider.well_known_labels``): like karpy's own, a pod may require one that its
+    NodePool does not mention, and the instance types decide.
     """
 
     max_instance_types: int = 60
@@ -112,6 +115,7 @@ class SchedulerOptions:
     improve_budget_per_pod: int = 8
     lookahead: int = 8
     packing: Packing = attrs.field(default=Packing.BALANCED, converter=Packing)
+    provider_labels: frozenset[str] = frozenset()
 
 
 class Solver:
@@ -145,7 +149,7 @@ class Solver:
                     snapshot.types_for(pool),
                     space=self.space,
                     daemonsets=snapshot.daemonsets,
-                    allow_undefined=ALLOW_UNDEFINED,
+                    allow_undefined=ALLOW_UNDEFINED | options.provider_labels,
                 )
                 for pool in snapshot.ordered_nodepools()
             ]

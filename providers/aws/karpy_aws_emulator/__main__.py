@@ -38,11 +38,11 @@ from typing import Any, Final
 
 import yaml
 
-from karpy.apis.v1 import labels as wk
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError
 from karpy.kube.kinds import NODES
 from karpy.runtime.logging import configure
+from karpy_aws.apis import labels as awslabels
 from karpy_aws.session import AWSSession, AWSSettings
 from karpy_aws_emulator.bridge import Happening, KubeletBridge
 from karpy_aws_emulator.join import by_instance_id
@@ -74,7 +74,7 @@ def ready_line(endpoint: str, *, cluster_name: str, kubeconfig: Path) -> dict[st
             "use-pricing-api": "false",
         },
         "nodeClass": {
-            "apiVersion": f"{wk.AWS_GROUP}/v1",
+            "apiVersion": f"{awslabels.AWS_GROUP}/v1",
             "kind": "EC2NodeClass",
             "spec": {
                 "subnetSelectorTerms": discovery,

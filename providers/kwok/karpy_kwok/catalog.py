@@ -20,6 +20,7 @@ import orjson
 from karpy.apis.v1 import labels as wk
 from karpy.core.instancetypes import InstanceType, Offering
 from karpy.core.resources import CPU, MEMORY, PODS, Resources
+from karpy_kwok.apis import labels as kwoklabels
 
 CATALOG_FILE = "catalog.json"
 
@@ -151,17 +152,17 @@ def instance_type(
 
 
 def type_labels(entry: CatalogEntry) -> dict[str, str]:
-    """Every well-known label the provider declares for a type (`wk.KWOK_WELL_KNOWN_LABELS`,
+    """Every well-known label the provider declares for a type (`kwoklabels.KWOK_WELL_KNOWN_LABELS`,
     plus arch and os), so a NodePool or pod requirement on any of them selects types, as
     Karpenter's kwok provider labels its types. CPU is a count and memory MiB, as integers."""
     return {
         wk.LABEL_ARCH: entry.arch,
         wk.LABEL_OS: wk.OS_LINUX,
-        wk.LABEL_KWOK_INSTANCE_TYPE: entry.name,
-        wk.LABEL_KWOK_INSTANCE_FAMILY: entry.family,
-        wk.LABEL_KWOK_INSTANCE_SIZE: entry.size,
-        wk.LABEL_KWOK_INSTANCE_CPU: str(entry.cpu),
-        wk.LABEL_KWOK_INSTANCE_MEMORY: str(entry.memory_mib),
+        kwoklabels.LABEL_KWOK_INSTANCE_TYPE: entry.name,
+        kwoklabels.LABEL_KWOK_INSTANCE_FAMILY: entry.family,
+        kwoklabels.LABEL_KWOK_INSTANCE_SIZE: entry.size,
+        kwoklabels.LABEL_KWOK_INSTANCE_CPU: str(entry.cpu),
+        kwoklabels.LABEL_KWOK_INSTANCE_MEMORY: str(entry.memory_mib),
     }
 
 

@@ -22,6 +22,7 @@ from karpy.kube.client import KubeClient
 from karpy.kube.errors import ConflictError, NotFoundError
 from karpy.kube.kinds import NODECLAIMS, NODES, PODS
 from karpy.localcluster import ClusterInfo
+from karpy_kwok.apis import labels as kwoklabels
 from karpy_kwok.apis.kwoknodeclass import READY_SINCE
 
 pytestmark = pytest.mark.usefixtures("karpy_crds")
@@ -59,7 +60,7 @@ def _nodeclaim(name: str) -> NodeClaim:
                 ),
             ),
             node_class_ref=NodeClassReference(
-                group=wk.KWOK_GROUP, kind="KWOKNodeClass", name="default"
+                group=kwoklabels.KWOK_GROUP, kind="KWOKNodeClass", name="default"
             ),
         ),
     )

@@ -15,6 +15,7 @@ from karpy.core.instancetypes import Offering
 from karpy.core.requirements import Requirement, Requirements
 from karpy.core.resources import CPU, MEMORY, Resources
 from karpy_kwok import gencatalog
+from karpy_kwok.apis import labels as kwoklabels
 from karpy_kwok.catalog import (
     CATALOG_FILE,
     CatalogError,
@@ -129,30 +130,32 @@ def test_malformed_catalogs_are_refused_by_entry(
 @pytest.mark.parametrize(
     ("key", "operator", "values", "keeps"),
     [
-        pytest.param(wk.LABEL_KWOK_INSTANCE_CPU, "Lt", ("5",), lambda e: e.cpu < 5, id="cpu"),
         pytest.param(
-            wk.LABEL_KWOK_INSTANCE_MEMORY,
+            kwoklabels.LABEL_KWOK_INSTANCE_CPU, "Lt", ("5",), lambda e: e.cpu < 5, id="cpu"
+        ),
+        pytest.param(
+            kwoklabels.LABEL_KWOK_INSTANCE_MEMORY,
             "Gt",
             ("65536",),
             lambda e: e.memory_mib > 65536,
             id="memory",
         ),
         pytest.param(
-            wk.LABEL_KWOK_INSTANCE_FAMILY,
+            kwoklabels.LABEL_KWOK_INSTANCE_FAMILY,
             "In",
             ("c5", "m5"),
             lambda e: e.family in {"c5", "m5"},
             id="family",
         ),
         pytest.param(
-            wk.LABEL_KWOK_INSTANCE_SIZE,
+            kwoklabels.LABEL_KWOK_INSTANCE_SIZE,
             "NotIn",
             ("large",),
             lambda e: e.size != "large",
             id="size",
         ),
         pytest.param(
-            wk.LABEL_KWOK_INSTANCE_TYPE,
+            kwoklabels.LABEL_KWOK_INSTANCE_TYPE,
             "In",
             ("c5.2xlarge",),
             lambda e: e.name == "c5.2xlarge",
@@ -165,12 +168,12 @@ def test_a_requirement_on_each_declared_label_selects_types(
 ) -> None:
     """Every well-known label the provider declares is set on its types, so requirements on it
     select: a NodePool asking for fewer than 5 CPUs never gets an 8xlarge."""
-    assert set(wk.KWOK_WELL_KNOWN_LABELS) == {
-        wk.LABEL_KWOK_INSTANCE_CPU,
-        wk.LABEL_KWOK_INSTANCE_MEMORY,
-        wk.LABEL_KWOK_INSTANCE_FAMILY,
-        wk.LABEL_KWOK_INSTANCE_SIZE,
-        wk.LABEL_KWOK_INSTANCE_TYPE,
+    assert set(kwoklabels.KWOK_WELL_KNOWN_LABELS) == {
+        kwoklabels.LABEL_KWOK_INSTANCE_CPU,
+        kwoklabels.LABEL_KWOK_INSTANCE_MEMORY,
+        kwoklabels.LABEL_KWOK_INSTANCE_FAMILY,
+        kwoklabels.LABEL_KWOK_INSTANCE_SIZE,
+        kwoklabels.LABEL_KWOK_INSTANCE_TYPE,
     }
     entries = load_entries()
     wanted = Requirements((Requirement.new(key, operator, values),))

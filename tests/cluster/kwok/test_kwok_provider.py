@@ -40,7 +40,10 @@ from karpy.localcluster import ClusterInfo
 from karpy.runtime.clock import FakeClock
 from karpy.runtime.telemetry import Telemetry
 from karpy.state.view import ClusterView
+from karpy_aws.apis import labels as awslabels
 from karpy_kwok import KwokCloudProvider, KwokOptions, build
+from karpy_kwok.apis import labels as kwoklabels
+from karpy_kwok.apis.kinds import KWOK_NODECLASSES
 from karpy_kwok.apis.kwoknodeclass import (
     ANNOTATION_NODECLASS_HASH,
     ANNOTATION_NODECLASS_HASH_VERSION,
@@ -49,8 +52,12 @@ from karpy_kwok.apis.kwoknodeclass import (
     static_hash,
 )
 from karpy_kwok.catalog import OfferingSelector, load_entries
-from karpy_kwok.kinds import KWOK_NODECLASSES
-from karpy_kwok.provider import ANNOTATION_NODECLAIM_UID, LEAK_GRACE, LEAK_PERIOD
+from karpy_kwok.controllers.garbagecollection import (
+    LEAK_GRACE,
+    LEAK_PERIOD,
+    LeakedNodeController,
+)
+from karpy_kwok.providers.nodes import ANNOTATION_NODECLAIM_UID
 from tests.contract.conftest import nodepool
 from tests.support.clusterview import live_view
 from tests.support.providers import run_extension
@@ -58,7 +65,7 @@ from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.usefixtures("karpy_crds")
 
-REF = NodeClassReference(group=wk.KWOK_GROUP, kind=KWOKNodeClass.KIND, name="kwok-test")
+REF = NodeClassReference(group=kwoklabels.KWOK_GROUP, kind=KWOKNodeClass.KIND, name="kwok-test")
 POOL = nodepool("default", REF)
 
 
@@ -117,7 +124,7 @@ async def test_the_launched_node_carries_karpenters_shape_and_kwok_makes_it_read
     assert labels[wk.LABEL_OS] == wk.OS_LINUX
     assert labels[wk.LABEL_NODEPOOL] == "default"
     assert labels[wk.LABEL_HOSTNAME] == "kwok-a"
-    assert labels[wk.LABEL_KWOK_NODECLASS] == REF.name
+    assert labels[kwoklabels.LABEL_KWOK_NODECLASS] == REF.name
     assert node.metadata.annotations[wk.ANNOTATION_KWOK_NODE] == wk.KWOK_NODE_VALUE
     assert node.spec.provider_id == "kwok://kwok-a"
     # The controller-manager may add node.kubernetes.io/not-ready until kwok reports Ready.
@@ -209,7 +216,7 @@ async def test_a_nodepool_without_a_ready_nodeclass_offers_no_instance_types(
     missing = NodeClassReference(group=REF.group, kind=REF.kind, name="no-such-class")
     with pytest.raises(NodeClassNotReadyError, match="nodepool 'orphan': KWOKNodeClass 'no-such"):
         await provider.get_instance_types(nodepool("orphan", missing))
-    foreign = NodeClassReference(group=wk.AWS_GROUP, kind="EC2NodeClass", name="default")
+    foreign = NodeClassReference(group=awslabels.AWS_GROUP, kind="EC2NodeClass", name="default")
     with pytest.raises(NodeClassNotReadyError, match="nodepool 'aws': nodeClassRef"):
         await provider.get_instance_types(nodepool("aws", foreign))
     assert await provider.get_instance_types(POOL)
@@ -225,7 +232,7 @@ async def test_a_missing_or_foreign_nodeclass_is_not_ready(kube: KubeClient) -> 
                 metadata=claim.metadata, spec=NodeClaimSpec(requirements=(), node_class_ref=missing)
             )
         )
-    foreign = NodeClassReference(group=wk.AWS_GROUP, kind="EC2NodeClass", name="default")
+    foreign = NodeClassReference(group=awslabels.AWS_GROUP, kind="EC2NodeClass", name="default")
     with pytest.raises(NodeClassNotReadyError, match="not a KWOKNodeClass"):
         await provider.create(
             NodeClaim(
@@ -318,7 +325,9 @@ async def test_the_entry_point_line_builds_the_kwok_provider(
 async def test_the_nodeclass_registration_delay_overrides_the_provider_setting(
     kube: KubeClient, telemetry: Telemetry
 ) -> None:
-    slow = NodeClassReference(group=wk.KWOK_GROUP, kind=KWOKNodeClass.KIND, name="kwok-slow")
+    slow = NodeClassReference(
+        group=kwoklabels.KWOK_GROUP, kind=KWOKNodeClass.KIND, name="kwok-slow"
+    )
     await kube.create(
         KWOK_NODECLASSES,
         KWOKNodeClass(
@@ -432,6 +441,7 @@ async def test_garbage_collection_deletes_kwok_nodes_no_nodeclaim_owns_after_the
         provider = KwokCloudProvider(
             kube, load_entries(), options=KwokOptions(), view=live.view, clock=clock
         )
+        collector = LeakedNodeController(kube, live.view, provider.instances, clock=clock)
         await provider.create(owned_claim)  # not recorded yet: owned by name and UID
         await provider.create(_nodeclaim("kwok-gc-leaked", uid="uid-deleted-claim"))
         foreign = await kube.create(NODES, Node(metadata=ObjectMeta(name="kwok-gc-foreign")))
@@ -439,12 +449,12 @@ async def test_garbage_collection_deletes_kwok_nodes_no_nodeclaim_owns_after_the
         created = (await kube.get(NODES, "kwok-gc-leaked")).metadata.creation_timestamp
         assert created is not None
         clock.set(created + datetime.timedelta(seconds=LEAK_GRACE - 10))
-        young = await provider.collect_leaked()
+        young = await collector.reconcile_once()
         assert young.requeue_after is not None
         assert young.requeue_after <= 11
         assert (await kube.get(NODES, "kwok-gc-leaked")).metadata.deletion_timestamp is None
         clock.set(created + datetime.timedelta(seconds=LEAK_GRACE + 1))
-        done = await provider.collect_leaked()
+        done = await collector.reconcile_once()
         assert done.requeue_after == LEAK_PERIOD
 
         async def leaked_gone() -> bool:

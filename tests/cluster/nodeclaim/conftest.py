@@ -14,12 +14,15 @@ from karpy.apis.v1.nodeclaim import NodeClaim, NodeClaimSpec
 from karpy.kube.client import KubeClient
 from karpy.localcluster import ClusterInfo
 from karpy.runtime.reconciler import Result
+from karpy_kwok.apis import labels as kwoklabels
+from karpy_kwok.apis.kinds import KWOK_NODECLASSES
 from karpy_kwok.apis.kwoknodeclass import KWOKNodeClass
-from karpy_kwok.kinds import KWOK_NODECLASSES
 from tests.support.clusterview import LiveView, live_view
 from tests.support.waiting import eventually
 
-KWOK_REF = NodeClassReference(group=wk.KWOK_GROUP, kind=KWOKNodeClass.KIND, name="lifecycle-kwok")
+KWOK_REF = NodeClassReference(
+    group=kwoklabels.KWOK_GROUP, kind=KWOKNodeClass.KIND, name="lifecycle-kwok"
+)
 
 
 @pytest.fixture

@@ -40,7 +40,7 @@ from karpy.runtime.clock import FakeClock
 from karpy.runtime.telemetry import Telemetry
 from karpy.state.nodepools import hash_annotations
 from karpy.testing.fake_cloudprovider import FakeCloudProvider
-from karpy_kwok.kinds import KWOK_NODECLASSES
+from karpy_kwok.apis.kinds import KWOK_NODECLASSES
 from tests.cluster.nodeclaim.conftest import KWOK_REF, make_nodeclaim
 from tests.support.clusterview import CORE_KINDS, LiveView, live_view
 

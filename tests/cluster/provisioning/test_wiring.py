@@ -25,8 +25,9 @@ from karpy.localcluster import ClusterInfo
 from karpy.operator.supervisor import Supervisor
 from karpy.operator.wiring import build
 from karpy.runtime.options import Options, load
+from karpy_kwok.apis import labels as kwoklabels
+from karpy_kwok.apis.kinds import KWOK_NODECLASSES
 from karpy_kwok.apis.kwoknodeclass import KWOKNodeClass
-from karpy_kwok.kinds import KWOK_NODECLASSES
 from tests.cluster.provisioning.harness import make_nodepool, pod_body
 from tests.support.waiting import eventually
 
@@ -97,7 +98,7 @@ async def test_karpy_run_turns_a_pending_pod_into_a_nodeclaim_with_the_kwok_prov
     kube = components.client
     intent = f"apps-{secrets.token_hex(3)}"
     pool = make_nodepool(f"pool-{secrets.token_hex(3)}", intent)
-    ref = NodeClassReference(group=wk.KWOK_GROUP, kind=KWOKNodeClass.KIND, name="default")
+    ref = NodeClassReference(group=kwoklabels.KWOK_GROUP, kind=KWOKNodeClass.KIND, name="default")
     template = attrs.evolve(
         pool.spec.template, spec=attrs.evolve(pool.spec.template.spec, node_class_ref=ref)
     )

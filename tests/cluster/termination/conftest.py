@@ -9,8 +9,8 @@ import pytest
 from karpy.apis.meta import ObjectMeta
 from karpy.kube.client import KubeClient
 from karpy.localcluster import ClusterInfo
+from karpy_kwok.apis.kinds import KWOK_NODECLASSES
 from karpy_kwok.apis.kwoknodeclass import KWOKNodeClass
-from karpy_kwok.kinds import KWOK_NODECLASSES
 from tests.cluster.nodeclaim.conftest import KWOK_REF, live
 
 __all__ = ["kube", "live"]

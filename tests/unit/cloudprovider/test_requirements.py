@@ -31,6 +31,7 @@ from karpy.cloudprovider.requirements import (
 )
 from karpy.core.requirements import Requirement, RequirementError, Requirements
 from karpy.core.resources import QuantityError, Resources, parse_quantity
+from karpy_aws.apis import labels as awslabels
 
 KEYS = [wk.LABEL_ARCH, "beta.kubernetes.io/arch", wk.LABEL_INSTANCE_TYPE, "team", "size"]
 VALUES = ["a", "b", "c", "0", "1", "2", "5", "10", "amd64", "arm64"]
@@ -236,7 +237,7 @@ def test_nodepool_requirements_add_template_labels_and_the_pool_name() -> None:
                         ),
                     ),
                     node_class_ref=NodeClassReference(
-                        group=wk.AWS_GROUP, kind="EC2NodeClass", name="default"
+                        group=awslabels.AWS_GROUP, kind="EC2NodeClass", name="default"
                     ),
                 ),
             )

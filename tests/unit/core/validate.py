@@ -20,6 +20,7 @@ from karpy.core.requirements import Requirement, Requirements
 from karpy.core.scheduling import NodeClaimPlan, Results
 from karpy.core.snapshot import NODES_LIMIT, ClusterSnapshot, Node, NodePool
 from karpy.core.taints import Effect, Taint, Toleration, TolerationOperator
+from karpy_aws.apis import labels as awslabels
 
 HOSTNAME = wk.LABEL_HOSTNAME
 ZONE = wk.LABEL_TOPOLOGY_ZONE
@@ -28,7 +29,7 @@ INSTANCE_TYPE = wk.LABEL_INSTANCE_TYPE
 HARD_EFFECTS = frozenset({Effect.NO_SCHEDULE, Effect.NO_EXECUTE})
 # Labels a launched node gets from its instance type or the cloud even when no requirement names
 # them; a DaemonSet selecting one of them may run there.
-DEFINED_LATER = frozenset(wk.WELL_KNOWN_LABELS | wk.AWS_WELL_KNOWN_LABELS | {HOSTNAME})
+DEFINED_LATER = frozenset(wk.WELL_KNOWN_LABELS | awslabels.AWS_WELL_KNOWN_LABELS | {HOSTNAME})
 
 
 # --------------------------------------------------------------------------- small rules

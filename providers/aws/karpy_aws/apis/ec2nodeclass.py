@@ -17,7 +17,7 @@ import attrs
 
 from karpy.apis.meta import ObjectMeta, Quantity
 from karpy.apis.schema import Rule, field, item
-from karpy.apis.v1 import labels
+from karpy_aws.apis import labels as awslabels
 from karpy_aws.apis.ec2nodeclass_network import (
     ConnectionTracking,
     CPUOptions,
@@ -27,7 +27,7 @@ from karpy_aws.apis.ec2nodeclass_network import (
 from karpy_aws.apis.ec2nodeclass_status import EC2NodeClassStatus
 from karpy_aws.apis.kubelet import KubeletConfiguration
 
-API_VERSION = f"{labels.AWS_GROUP}/v1"
+API_VERSION = f"{awslabels.AWS_GROUP}/v1"
 
 
 class AMIFamily(enum.StrEnum):
@@ -267,11 +267,11 @@ class MetadataOptions:
 
 
 _RESTRICTED_TAGS = (
-    (labels.TAG_EKS_CLUSTER_NAME, f"k == '{labels.TAG_EKS_CLUSTER_NAME}'"),
-    (labels.TAG_CLUSTER_PREFIX, f"k.startsWith('{labels.TAG_CLUSTER_PREFIX.rstrip('/')}')"),
-    (labels.TAG_NODEPOOL, f"k == '{labels.TAG_NODEPOOL}'"),
-    (labels.TAG_NODECLAIM, f"k == '{labels.TAG_NODECLAIM}'"),
-    (labels.TAG_EC2NODECLASS, f"k == '{labels.TAG_EC2NODECLASS}'"),
+    (awslabels.TAG_EKS_CLUSTER_NAME, f"k == '{awslabels.TAG_EKS_CLUSTER_NAME}'"),
+    (awslabels.TAG_CLUSTER_PREFIX, f"k.startsWith('{awslabels.TAG_CLUSTER_PREFIX.rstrip('/')}')"),
+    (awslabels.TAG_NODEPOOL, f"k == '{awslabels.TAG_NODEPOOL}'"),
+    (awslabels.TAG_NODECLAIM, f"k == '{awslabels.TAG_NODECLAIM}'"),
+    (awslabels.TAG_EC2NODECLASS, f"k == '{awslabels.TAG_EC2NODECLASS}'"),
 )
 
 SPEC_RULES = (
@@ -415,7 +415,7 @@ class EC2NodeClassSpec:
 class EC2NodeClass:
     """AWS launch configuration referenced by NodePools."""
 
-    GROUP: ClassVar[str] = labels.AWS_GROUP
+    GROUP: ClassVar[str] = awslabels.AWS_GROUP
     VERSION: ClassVar[str] = "v1"
     KIND: ClassVar[str] = "EC2NodeClass"
     PLURAL: ClassVar[str] = "ec2nodeclasses"

@@ -18,7 +18,6 @@ from typing import Any, Final
 import attrs
 
 from karpy.apis.meta import ObjectMeta, Quantity
-from karpy.apis.v1 import labels
 from karpy.apis.v1.common import NodeClassReference
 from karpy.apis.v1alpha5.awsprovider import AWSNodeTemplateSpec, AWSSettings
 from karpy.apis.v1alpha5.provisioner import KubeletConfiguration as LegacyKubelet
@@ -30,6 +29,7 @@ from karpy.apis.v1alpha5.translate import (
     TemplateTranslation,
     TranslationError,
 )
+from karpy_aws.apis import labels as awslabels
 from karpy_aws.apis.ec2nodeclass import (
     AMIFamily,
     AMISelectorTerm,
@@ -63,7 +63,7 @@ def _discovery_tag(path: str, settings: LegacySettings) -> str:
     if not settings.cluster_name:
         problem = f"{path}: Required value: unset, and no cluster name to default it from"
         raise TranslationError(path, [problem])
-    return f"{labels.TAG_CLUSTER_PREFIX}{settings.cluster_name}"
+    return f"{awslabels.TAG_CLUSTER_PREFIX}{settings.cluster_name}"
 
 
 def _subnet_terms(

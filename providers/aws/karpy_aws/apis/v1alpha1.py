@@ -15,10 +15,10 @@ import attrs
 
 from karpy.apis.meta import Condition, ObjectMeta, conditions_field
 from karpy.apis.schema import field
-from karpy.apis.v1 import labels
 from karpy.apis.v1alpha5.awsprovider import AWSNodeTemplateSpec
+from karpy_aws.apis import labels as awslabels
 
-API_VERSION = f"{labels.AWS_GROUP}/v1alpha1"
+API_VERSION = f"{awslabels.AWS_GROUP}/v1alpha1"
 
 
 @attrs.frozen(kw_only=True)
@@ -30,7 +30,7 @@ class AWSNodeTemplateStatus:
 class AWSNodeTemplate:
     """A v0.x node template, translated by karpy into an owned EC2NodeClass."""
 
-    GROUP: ClassVar[str] = labels.AWS_GROUP
+    GROUP: ClassVar[str] = awslabels.AWS_GROUP
     VERSION: ClassVar[str] = "v1alpha1"
     KIND: ClassVar[str] = "AWSNodeTemplate"
     PLURAL: ClassVar[str] = "awsnodetemplates"

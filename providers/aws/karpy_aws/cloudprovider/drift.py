@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Final
 
-from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.cloudprovider import DriftReason
+from karpy_aws.apis import labels as awslabels
 from karpy_aws.apis.ec2nodeclass import EC2NodeClass
 from karpy_aws.providers.instance import Instance
 from karpy_aws.providers.nodeclass import NODECLASS_HASH_VERSION, static_hash
@@ -28,9 +28,9 @@ def static_drift(nodeclaim: NodeClaim, nodeclass: EC2NodeClass) -> DriftReason |
     """NodeClassDrift when the NodeClaim's recorded hash (of the same hash version) differs
     from the NodeClass's current one."""
     annotations = nodeclaim.metadata.annotations
-    recorded = annotations.get(wk.ANNOTATION_EC2NODECLASS_HASH)
+    recorded = annotations.get(awslabels.ANNOTATION_EC2NODECLASS_HASH)
     same_version = (
-        annotations.get(wk.ANNOTATION_EC2NODECLASS_HASH_VERSION) == NODECLASS_HASH_VERSION
+        annotations.get(awslabels.ANNOTATION_EC2NODECLASS_HASH_VERSION) == NODECLASS_HASH_VERSION
     )
     if recorded and same_version and recorded != static_hash(nodeclass.spec):
         return NODECLASS_DRIFT

@@ -19,6 +19,7 @@ from karpy.apis.v1.common import NodeClassReference
 from karpy.apis.v1.nodeclaim import NodeClaim, NodeClaimSpec, NodeClaimStatus
 from karpy.cloudprovider.requirements import quantities_from_resources
 from karpy.core.resources import Resources
+from karpy_aws.apis import labels as awslabels
 from karpy_aws.apis.ec2nodeclass import EC2NodeClass
 from karpy_aws.errors import ConfigurationError
 from karpy_aws.providers.amifamily.amis import AMIFamily
@@ -155,14 +156,14 @@ def launched_nodeclaim(
         **nodeclaim.metadata.labels,
         **_type_labels(candidate),
         wk.LABEL_TOPOLOGY_ZONE: override.zone,
-        wk.LABEL_AWS_ZONE_ID: override.zone_id,
+        awslabels.LABEL_AWS_ZONE_ID: override.zone_id,
         wk.LABEL_TOPOLOGY_REGION: region,
         wk.LABEL_CAPACITY_TYPE: capacity_type,
     }
     annotations = {
         **nodeclaim.metadata.annotations,
-        wk.ANNOTATION_EC2NODECLASS_HASH: nodeclass_hash,
-        wk.ANNOTATION_EC2NODECLASS_HASH_VERSION: NODECLASS_HASH_VERSION,
+        awslabels.ANNOTATION_EC2NODECLASS_HASH: nodeclass_hash,
+        awslabels.ANNOTATION_EC2NODECLASS_HASH_VERSION: NODECLASS_HASH_VERSION,
     }
     return attrs.evolve(
         nodeclaim,
@@ -191,10 +192,12 @@ def nodeclaim_from(
             wk.LABEL_INSTANCE_TYPE: instance.instance_type,
         }
     )
-    labels.pop(wk.LABEL_AWS_ZONE_ID, None)  # the type lists every zone id; the instance has one
+    labels.pop(
+        awslabels.LABEL_AWS_ZONE_ID, None
+    )  # the type lists every zone id; the instance has one
     zone_ids = {o.zone: o.zone_id for o in instance_type.offerings} if instance_type else {}
     if zone_ids.get(instance.zone):
-        labels[wk.LABEL_AWS_ZONE_ID] = zone_ids[instance.zone]
+        labels[awslabels.LABEL_AWS_ZONE_ID] = zone_ids[instance.zone]
     if wk.LABEL_NODEPOOL in instance.tags:
         labels[wk.LABEL_NODEPOOL] = instance.tags[wk.LABEL_NODEPOOL]
     core = to_core_instance_type(instance_type) if instance_type is not None else None
@@ -208,9 +211,9 @@ def nodeclaim_from(
         spec=NodeClaimSpec(
             requirements=(),
             node_class_ref=NodeClassReference(
-                group=wk.AWS_GROUP,
+                group=awslabels.AWS_GROUP,
                 kind=EC2NODECLASS_KIND,
-                name=instance.tags.get(wk.LABEL_AWS_EC2NODECLASS, ""),
+                name=instance.tags.get(awslabels.LABEL_AWS_EC2NODECLASS, ""),
             ),
         ),
         status=NodeClaimStatus(

@@ -38,6 +38,7 @@ from karpy.core.resources import QuantityError
 from karpy.manager import Declaration, ProviderExtension
 from karpy.runtime.clock import Clock
 from karpy_aws import errors as aws
+from karpy_aws.apis import labels as awslabels
 from karpy_aws.apis.ec2nodeclass import EC2NodeClass
 from karpy_aws.apis.ec2nodeclass_status import ConditionType
 from karpy_aws.apis.kinds import EC2NODECLASSES
@@ -74,7 +75,7 @@ from karpy_aws.providers.launchtemplate import LaunchTemplates
 from karpy_aws.providers.nodeclass import static_hash, subnet_terms
 from karpy_aws.providers.subnets import ZonalSubnets
 
-NODECLASS_KIND: Final = NodeClassKind(group=wk.AWS_GROUP, kind="EC2NodeClass")
+NODECLASS_KIND: Final = NodeClassKind(group=awslabels.AWS_GROUP, kind="EC2NodeClass")
 # Karpenter's AWS repair policies: kubelet's Ready, and the node monitoring agent's conditions.
 REPAIR_POLICIES: Final = (
     RepairPolicy("Ready", "False", timedelta(minutes=30)),
@@ -147,6 +148,9 @@ class AWSCloudProvider:
 
     def supported_node_classes(self) -> tuple[NodeClassKind, ...]:
         return (NODECLASS_KIND,)
+
+    def well_known_labels(self) -> frozenset[str]:
+        return awslabels.LABELS.well_known
 
     # ------------------------------------------------------------------ upkeep (not Protocol)
 
@@ -414,7 +418,7 @@ class AWSCloudProvider:
     async def get(self, provider_id: str) -> NodeClaim:
         try:
             instance = await self._instances.get(parse_provider_id(provider_id))
-            types = await self._types_by_name(instance.tags.get(wk.LABEL_AWS_EC2NODECLASS))
+            types = await self._types_by_name(instance.tags.get(awslabels.LABEL_AWS_EC2NODECLASS))
         except (aws.NotFoundError, aws.ConfigurationError) as e:
             raise NodeClaimNotFoundError(f"instance {provider_id}: {e}") from e
         except aws.AWSError as e:

@@ -17,6 +17,7 @@ from typing import Any, Final
 import attrs
 
 from karpy.apis.v1 import labels as wk
+from karpy_aws.apis import labels as awslabels
 from karpy_aws.errors import ConfigurationError, NotFoundError
 from karpy_aws.providers.instancetype.unavailable import FleetError, parse_fleet_errors
 from karpy_aws.providers.launch import LaunchPlan
@@ -72,7 +73,7 @@ def launch_tags(
         f"{TAG_CLUSTER_PREFIX}{cluster_name}": "owned",
         wk.LABEL_NODEPOOL: nodepool,
         TAG_EKS_CLUSTER_NAME: cluster_name,
-        wk.LABEL_AWS_EC2NODECLASS: nodeclass,
+        awslabels.LABEL_AWS_EC2NODECLASS: nodeclass,
         TAG_NODECLAIM: nodeclaim,
     }
 

@@ -17,6 +17,7 @@ from typing import Final
 
 from karpy.apis.v1 import labels as wk
 from karpy.runtime.clock import Clock
+from karpy_aws.apis import labels as awslabels
 from karpy_aws.errors import AlreadyExistsError, ConfigurationError, NotFoundError
 from karpy_aws.providers.launchtemplate import TAG_CLUSTER_PREFIX, TAG_EKS_CLUSTER_NAME
 from karpy_aws.session import AWSClient
@@ -63,7 +64,7 @@ class InstanceProfiles:
             f"{TAG_CLUSTER_PREFIX}{self._cluster_name}": "owned",
             TAG_EKS_CLUSTER_NAME: self._cluster_name,
             wk.LABEL_TOPOLOGY_REGION: self._region,
-            wk.LABEL_AWS_EC2NODECLASS: nodeclass,
+            awslabels.LABEL_AWS_EC2NODECLASS: nodeclass,
         }
         return [{"Key": k, "Value": v} for k, v in sorted(tags.items())]
 

@@ -21,6 +21,7 @@ from karpy.core.instancetypes import InstanceType
 from karpy.core.requirements import Requirement, Requirements
 from karpy.core.resources import PODS, Resources
 from karpy_aws.apis import ec2nodeclass_status as nodeclass_status
+from karpy_aws.apis import labels as awslabels
 from karpy_aws.providers.instancetype.coretypes import to_core_instance_type
 from karpy_aws.providers.instancetype.offerings import AWSInstanceType, Offering
 from karpy_aws.providers.network import Subnet
@@ -28,7 +29,7 @@ from karpy_aws.providers.network import Subnet
 MAX_INSTANCE_TYPES: Final = 60
 INSTANCE_TYPE_FLEXIBILITY_THRESHOLD: Final = 5
 # Labels an instance type defines that a NodeClaim need not mention.
-ALLOW_UNDEFINED: Final = wk.WELL_KNOWN_LABELS | wk.AWS_WELL_KNOWN_LABELS
+ALLOW_UNDEFINED: Final = wk.WELL_KNOWN_LABELS | awslabels.AWS_WELL_KNOWN_LABELS
 CAPACITY_TYPE_PREFERENCE: Final = (wk.CAPACITY_TYPE_RESERVED, wk.CAPACITY_TYPE_SPOT)
 
 

@@ -19,8 +19,8 @@ from typing import Any, Final, Literal
 import attrs
 import orjson
 
-from karpy.apis.v1.labels import AWS_GROUP, LABEL_AWS_EC2NODECLASS
 from karpy.runtime.clock import Clock
+from karpy_aws.apis.labels import AWS_GROUP, LABEL_AWS_EC2NODECLASS
 from karpy_aws.errors import AlreadyExistsError, NotFoundError
 from karpy_aws.providers.amifamily.amis import AMIFamily
 from karpy_aws.providers.selectors import Tags, freeze_tags

@@ -25,13 +25,13 @@ from karpy.apis.meta import (
     conditions_field,
 )
 from karpy.apis.schema import field
-from karpy.apis.v1 import labels
+from karpy_kwok.apis import labels as kwoklabels
 
-API_VERSION = f"{labels.KWOK_GROUP}/v1alpha1"
+API_VERSION = f"{kwoklabels.KWOK_GROUP}/v1alpha1"
 
-ANNOTATION_NODECLASS_HASH: Final = f"{labels.KWOK_GROUP}/kwoknodeclass-hash"
+ANNOTATION_NODECLASS_HASH: Final = f"{kwoklabels.KWOK_GROUP}/kwoknodeclass-hash"
 """The hash of the KWOKNodeClass spec a NodeClaim was launched with (static NodeClass drift)."""
-ANNOTATION_NODECLASS_HASH_VERSION: Final = f"{labels.KWOK_GROUP}/kwoknodeclass-hash-version"
+ANNOTATION_NODECLASS_HASH_VERSION: Final = f"{kwoklabels.KWOK_GROUP}/kwoknodeclass-hash-version"
 NODECLASS_HASH_VERSION: Final = "v1"
 """Bumped when what `static_hash` covers changes, so old annotations are not read as drift."""
 
@@ -84,7 +84,7 @@ class KWOKNodeClassStatus:
 class KWOKNodeClass:
     """A NodeClass for simulated (kwok) nodes."""
 
-    GROUP: ClassVar[str] = labels.KWOK_GROUP
+    GROUP: ClassVar[str] = kwoklabels.KWOK_GROUP
     VERSION: ClassVar[str] = "v1alpha1"
     KIND: ClassVar[str] = "KWOKNodeClass"
     PLURAL: ClassVar[str] = "kwoknodeclasses"

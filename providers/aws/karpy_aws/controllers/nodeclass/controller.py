@@ -24,7 +24,6 @@ from collections.abc import Iterable
 from typing import Any, ClassVar, Final
 
 from karpy.apis.meta import ConditionStatus
-from karpy.apis.v1 import labels as wk
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import ConflictError, NotFoundError
 from karpy.kube.events import Recorder
@@ -35,6 +34,7 @@ from karpy.runtime.clock import Clock
 from karpy.runtime.reconciler import KeyDescription, Result
 from karpy.state.view import ClusterView
 from karpy_aws import errors as aws
+from karpy_aws.apis import labels as awslabels
 from karpy_aws.apis.ec2nodeclass import EC2NodeClass
 from karpy_aws.apis.ec2nodeclass_status import ConditionType, EC2NodeClassStatus
 from karpy_aws.apis.kinds import EC2NODECLASSES
@@ -46,7 +46,7 @@ from karpy_aws.providers.launchtemplate import LaunchTemplates
 from karpy_aws.providers.version import KubernetesVersion
 from karpy_aws.session import AWSClient
 
-FINALIZER: Final = f"{wk.AWS_GROUP}/termination"
+FINALIZER: Final = f"{awslabels.AWS_GROUP}/termination"
 """Karpenter's EC2NodeClass finalizer: held until the NodeClass's AWS resources are gone."""
 RESYNC_PERIOD: Final = 60.0
 """Seconds between resolutions of one NodeClass (Karpenter re-reads subnets and security groups
@@ -191,7 +191,7 @@ class NodeClassController:
         claims = sorted(
             claim.metadata.name or ""
             for claim in self._view.nodeclaims()
-            if claim.spec.node_class_ref.group == wk.AWS_GROUP
+            if claim.spec.node_class_ref.group == awslabels.AWS_GROUP
             and claim.spec.node_class_ref.kind == EC2NodeClass.KIND
             and claim.spec.node_class_ref.name == name
         )

@@ -23,6 +23,7 @@ from karpy.apis.v1 import labels as wk
 from karpy.runtime.clock import Clock
 from karpy_aws import errors as aws
 from karpy_aws.apis import ec2nodeclass_status as api
+from karpy_aws.apis import labels as awslabels
 from karpy_aws.apis.ec2nodeclass import EC2NodeClass
 from karpy_aws.apis.ec2nodeclass_status import ConditionType, EC2NodeClassStatus
 from karpy_aws.providers.amifamily.amis import AMI, DEFAULT_SSM_PREFIX, Variant, resolve_amis
@@ -92,7 +93,10 @@ def ami_requirements(ami: AMI) -> tuple[NodeSelectorRequirement, ...]:
             key=wk.LABEL_ARCH, operator=NodeSelectorOperator.IN, values=(ami.arch,)
         )
     ]
-    gpu, accel = wk.LABEL_AWS_INSTANCE_GPU_COUNT, wk.LABEL_AWS_INSTANCE_ACCELERATOR_COUNT
+    gpu, accel = (
+        awslabels.LABEL_AWS_INSTANCE_GPU_COUNT,
+        awslabels.LABEL_AWS_INSTANCE_ACCELERATOR_COUNT,
+    )
     exists, absent = NodeSelectorOperator.EXISTS, NodeSelectorOperator.DOES_NOT_EXIST
     if ami.variant is Variant.STANDARD:
         out += [

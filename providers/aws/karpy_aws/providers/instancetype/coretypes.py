@@ -15,6 +15,7 @@ from karpy.apis.v1 import labels as wk
 from karpy.core.instancetypes import InstanceType, Offering
 from karpy.core.requirements import Requirement
 from karpy.core.resources import Resources
+from karpy_aws.apis import labels as awslabels
 from karpy_aws.providers.instancetype.instancetypes import CPU
 from karpy_aws.providers.instancetype.offerings import AWSInstanceType
 
@@ -22,14 +23,14 @@ from karpy_aws.providers.instancetype.offerings import AWSInstanceType
 # instance types do, so that "instance-gpu-count Exists" or "local-nvme Gt 0" rules it out
 # instead of passing as an undefined well-known label.
 ABSENT_WHEN_UNSET: Final = (
-    wk.LABEL_AWS_INSTANCE_GPU_NAME,
-    wk.LABEL_AWS_INSTANCE_GPU_MANUFACTURER,
-    wk.LABEL_AWS_INSTANCE_GPU_COUNT,
-    wk.LABEL_AWS_INSTANCE_GPU_MEMORY,
-    wk.LABEL_AWS_INSTANCE_ACCELERATOR_NAME,
-    wk.LABEL_AWS_INSTANCE_ACCELERATOR_MANUFACTURER,
-    wk.LABEL_AWS_INSTANCE_ACCELERATOR_COUNT,
-    wk.LABEL_AWS_INSTANCE_LOCAL_NVME,
+    awslabels.LABEL_AWS_INSTANCE_GPU_NAME,
+    awslabels.LABEL_AWS_INSTANCE_GPU_MANUFACTURER,
+    awslabels.LABEL_AWS_INSTANCE_GPU_COUNT,
+    awslabels.LABEL_AWS_INSTANCE_GPU_MEMORY,
+    awslabels.LABEL_AWS_INSTANCE_ACCELERATOR_NAME,
+    awslabels.LABEL_AWS_INSTANCE_ACCELERATOR_MANUFACTURER,
+    awslabels.LABEL_AWS_INSTANCE_ACCELERATOR_COUNT,
+    awslabels.LABEL_AWS_INSTANCE_LOCAL_NVME,
 )
 
 
@@ -52,7 +53,7 @@ def to_core_instance_type(instance_type: AWSInstanceType) -> InstanceType:
         overhead=to_resources(instance_type.overhead.total()),
         labels=labels,
         extra=(
-            Requirement(wk.LABEL_AWS_ZONE_ID, False, available_zone_ids),
+            Requirement(awslabels.LABEL_AWS_ZONE_ID, False, available_zone_ids),
             *(Requirement(k, False) for k in ABSENT_WHEN_UNSET if k not in labels),
         ),
     )

@@ -20,6 +20,7 @@ import attrs
 
 from karpy.apis.v1 import labels as wk
 from karpy.core.resources import QuantityError, parse_quantity
+from karpy_aws.apis import labels as awslabels
 from karpy_aws.errors import ConfigurationError
 from karpy_aws.providers.amifamily.amis import EC2_ARCH_TO_K8S, AMIFamily
 from karpy_aws.providers.selectors import Tags, freeze_tags
@@ -155,31 +156,31 @@ def instance_labels(info: InstanceTypeInfo, *, arch: str) -> Mapping[str, str]:
         wk.LABEL_INSTANCE_TYPE: info.name,
         wk.LABEL_ARCH: arch,
         wk.LABEL_OS: wk.OS_LINUX,
-        wk.LABEL_AWS_INSTANCE_CPU: str(info.vcpus),
-        wk.LABEL_AWS_INSTANCE_MEMORY: str(info.memory_mib),
-        wk.LABEL_AWS_INSTANCE_HYPERVISOR: info.hypervisor,
-        wk.LABEL_AWS_INSTANCE_ENCRYPTION_IN_TRANSIT: str(info.encryption_in_transit).lower(),
+        awslabels.LABEL_AWS_INSTANCE_CPU: str(info.vcpus),
+        awslabels.LABEL_AWS_INSTANCE_MEMORY: str(info.memory_mib),
+        awslabels.LABEL_AWS_INSTANCE_HYPERVISOR: info.hypervisor,
+        awslabels.LABEL_AWS_INSTANCE_ENCRYPTION_IN_TRANSIT: str(info.encryption_in_transit).lower(),
     }
     family, _, size = info.name.partition(".")
-    labels[wk.LABEL_AWS_INSTANCE_FAMILY] = family
-    labels[wk.LABEL_AWS_INSTANCE_SIZE] = size
+    labels[awslabels.LABEL_AWS_INSTANCE_FAMILY] = family
+    labels[awslabels.LABEL_AWS_INSTANCE_SIZE] = size
     match = _NAME.match(info.name)
     if match:
-        labels[wk.LABEL_AWS_INSTANCE_CATEGORY] = match["category"]
-        labels[wk.LABEL_AWS_INSTANCE_GENERATION] = match["generation"]
+        labels[awslabels.LABEL_AWS_INSTANCE_CATEGORY] = match["category"]
+        labels[awslabels.LABEL_AWS_INSTANCE_GENERATION] = match["generation"]
     optional = {
-        wk.LABEL_AWS_INSTANCE_CPU_MANUFACTURER: info.cpu_manufacturer,
-        wk.LABEL_AWS_INSTANCE_CPU_CLOCK: info.clock_mhz,
-        wk.LABEL_AWS_INSTANCE_EBS_BANDWIDTH: info.ebs_bandwidth_mbps,
-        wk.LABEL_AWS_INSTANCE_NETWORK_BANDWIDTH: info.network_bandwidth_mbps,
-        wk.LABEL_AWS_INSTANCE_LOCAL_NVME: info.local_nvme_gib,
-        wk.LABEL_AWS_INSTANCE_GPU_NAME: info.gpu_name,
-        wk.LABEL_AWS_INSTANCE_GPU_MANUFACTURER: info.gpu_manufacturer,
-        wk.LABEL_AWS_INSTANCE_GPU_COUNT: info.gpu_count,
-        wk.LABEL_AWS_INSTANCE_GPU_MEMORY: info.gpu_memory_mib,
-        wk.LABEL_AWS_INSTANCE_ACCELERATOR_NAME: info.accelerator_name,
-        wk.LABEL_AWS_INSTANCE_ACCELERATOR_MANUFACTURER: info.accelerator_manufacturer,
-        wk.LABEL_AWS_INSTANCE_ACCELERATOR_COUNT: info.accelerator_count,
+        awslabels.LABEL_AWS_INSTANCE_CPU_MANUFACTURER: info.cpu_manufacturer,
+        awslabels.LABEL_AWS_INSTANCE_CPU_CLOCK: info.clock_mhz,
+        awslabels.LABEL_AWS_INSTANCE_EBS_BANDWIDTH: info.ebs_bandwidth_mbps,
+        awslabels.LABEL_AWS_INSTANCE_NETWORK_BANDWIDTH: info.network_bandwidth_mbps,
+        awslabels.LABEL_AWS_INSTANCE_LOCAL_NVME: info.local_nvme_gib,
+        awslabels.LABEL_AWS_INSTANCE_GPU_NAME: info.gpu_name,
+        awslabels.LABEL_AWS_INSTANCE_GPU_MANUFACTURER: info.gpu_manufacturer,
+        awslabels.LABEL_AWS_INSTANCE_GPU_COUNT: info.gpu_count,
+        awslabels.LABEL_AWS_INSTANCE_GPU_MEMORY: info.gpu_memory_mib,
+        awslabels.LABEL_AWS_INSTANCE_ACCELERATOR_NAME: info.accelerator_name,
+        awslabels.LABEL_AWS_INSTANCE_ACCELERATOR_MANUFACTURER: info.accelerator_manufacturer,
+        awslabels.LABEL_AWS_INSTANCE_ACCELERATOR_COUNT: info.accelerator_count,
     }
     labels.update({k: str(v) for k, v in optional.items() if v})
     return _freeze(labels)
