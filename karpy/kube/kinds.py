@@ -69,6 +69,10 @@ PODDISRUPTIONBUDGETS: Final = kube_kind(
 )
 PROVISIONERS: Final = cluster_kind(Provisioner)
 
+CORE_KINDS: Final = (NODES, PODS, NODECLAIMS, NODEPOOLS)
+"""What every karpy decision reads: the nodes, their pods, and karpy's own NodeClaims and
+NodePools. A controller declared to read them runs only where all four are informed."""
+
 CONFIGMAPS: Final = kube_kind(ConfigMap, "configmaps", namespaced=True)
 EVENTS: Final = kube_kind(Event, "events", namespaced=True)
 DEPLOYMENTS: Final = kube_kind(Deployment, "deployments", group="apps", namespaced=True)

@@ -16,6 +16,7 @@ from karpy.manager.declare import (
     Singleton,
     Watch,
     by_name,
+    object_controller,
     unless_deleted,
 )
 from karpy.manager.manager import Loop, Manager
@@ -36,5 +37,6 @@ __all__ = [
     "Singleton",
     "Watch",
     "by_name",
+    "object_controller",
     "unless_deleted",
 ]

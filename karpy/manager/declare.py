@@ -28,6 +28,7 @@ from typing import Any, Final, Generic, Protocol, TypeVar, runtime_checkable
 
 import attrs
 
+from karpy.kube.errors import ConflictError, NotFoundError
 from karpy.kube.resources import ResourceKind
 from karpy.kube.watch import Event, EventType
 from karpy.runtime.channels import Keys
@@ -86,6 +87,28 @@ class Controller:
         if self.workers < 1:
             msg = f"controller {self.name!r}: workers must be >= 1, got {self.workers}"
             raise ValueError(msg)
+
+
+def object_controller(
+    name: str,
+    reconcile: Callable[[str], Awaitable[Result]],
+    *,
+    watches: tuple[Watch[Any], ...],
+    reads: tuple[ResourceKind[Any], ...],
+) -> Controller:
+    """The usual shape of a controller over one kind of object: objects are independent, so
+    `PARALLEL_WORKERS` run at once; an object that is gone ends its key quietly (NotFound);
+    a write made from a stale read (Conflict) runs the key again at once, against the newer
+    copy its watch event brings."""
+    return Controller(
+        name=name,
+        reconcile=reconcile,
+        watches=watches,
+        reads=reads,
+        workers=PARALLEL_WORKERS,
+        done_on=(NotFoundError,),
+        requeue_on=(ConflictError,),
+    )
 
 
 class Gate(Protocol):

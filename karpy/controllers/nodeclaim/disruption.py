@@ -46,11 +46,10 @@ from karpy.cloudprovider.protocol import CloudProvider
 from karpy.cloudprovider.requirements import nodepool_requirements
 from karpy.core.drift import HASH_VERSION, DriftReason, requirements_drift, static_drift
 from karpy.kube.client import KubeClient
-from karpy.kube.errors import ConflictError, NotFoundError
-from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, NODES, PODS
+from karpy.kube.kinds import CORE_KINDS, NODECLAIMS, NODEPOOLS
 from karpy.kube.resources import ResourceKind
 from karpy.kube.watch import Event, EventType
-from karpy.manager import PARALLEL_WORKERS, Controller, Watch
+from karpy.manager import Controller, Watch, object_controller
 from karpy.runtime.clock import Clock
 from karpy.runtime.logging import bind
 from karpy.runtime.reconciler import Result
@@ -101,9 +100,9 @@ class NodeClaimDisruptionController:
     def spec(self) -> Controller:
         """Keyed by NodeClaim name: its own changes, its NodePool's (see `_claims_of_pool`) and
         its NodeClass's."""
-        return Controller(
-            name=self.name,
-            reconcile=self.reconcile,
+        return object_controller(
+            self.name,
+            self.reconcile,
             watches=(
                 Watch(kind=NODECLAIMS),
                 Watch(kind=NODEPOOLS, keys=self._claims_of_pool),
@@ -112,10 +111,7 @@ class NodeClaimDisruptionController:
                     for kind in self._nodeclass_kinds
                 ),
             ),
-            reads=(NODES, PODS, NODECLAIMS, NODEPOOLS),
-            workers=PARALLEL_WORKERS,
-            done_on=(NotFoundError,),
-            requeue_on=(ConflictError,),
+            reads=CORE_KINDS,
         )
 
     def _claims_of_pool(self, event: Event[Any]) -> Iterable[str]:

@@ -20,10 +20,10 @@ from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.controllers.nodeclaim import events
 from karpy.kube.client import KubeClient
-from karpy.kube.errors import ConflictError, NotFoundError
+from karpy.kube.errors import NotFoundError
 from karpy.kube.events import Recorder
-from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, NODES, PODS
-from karpy.manager import PARALLEL_WORKERS, Controller, Watch
+from karpy.kube.kinds import CORE_KINDS, NODECLAIMS
+from karpy.manager import Controller, Watch, object_controller
 from karpy.runtime.clock import Clock
 from karpy.runtime.logging import bind
 from karpy.runtime.reconciler import Result
@@ -59,14 +59,11 @@ class ExpirationController:
     def spec(self) -> Controller:
         """Keyed by NodeClaim name, woken by the NodeClaim's changes (and its own requeue at
         the expiry time)."""
-        return Controller(
-            name=self.name,
-            reconcile=self.reconcile,
+        return object_controller(
+            self.name,
+            self.reconcile,
             watches=(Watch(kind=NODECLAIMS),),
-            reads=(NODES, PODS, NODECLAIMS, NODEPOOLS),
-            workers=PARALLEL_WORKERS,
-            done_on=(NotFoundError,),
-            requeue_on=(ConflictError,),
+            reads=CORE_KINDS,
         )
 
     async def reconcile(self, name: str) -> Result:

@@ -24,9 +24,9 @@ from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim
 from karpy.core.drift import HASH_VERSION, rehash_annotations
 from karpy.kube.client import KubeClient
-from karpy.kube.errors import ConflictError, NotFoundError
-from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, NODES, PODS
-from karpy.manager import PARALLEL_WORKERS, Controller, Watch
+from karpy.kube.errors import NotFoundError
+from karpy.kube.kinds import CORE_KINDS, NODECLAIMS, NODEPOOLS
+from karpy.manager import Controller, Watch, object_controller
 from karpy.runtime.logging import bind
 from karpy.runtime.reconciler import Result
 from karpy.state.nodepools import hash_annotations
@@ -53,14 +53,11 @@ class NodePoolHashController:
 
     def spec(self) -> Controller:
         """Keyed by NodePool name, woken by the NodePool's changes."""
-        return Controller(
-            name=self.name,
-            reconcile=self.reconcile,
+        return object_controller(
+            self.name,
+            self.reconcile,
             watches=(Watch(kind=NODEPOOLS),),
-            reads=(NODES, PODS, NODECLAIMS, NODEPOOLS),
-            workers=PARALLEL_WORKERS,
-            done_on=(NotFoundError,),
-            requeue_on=(ConflictError,),
+            reads=CORE_KINDS,
         )
 
     async def reconcile(self, name: str) -> Result:

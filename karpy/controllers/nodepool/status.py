@@ -38,11 +38,10 @@ from karpy.cloudprovider.requirements import (
 from karpy.core.disruption.cron import parse_schedule
 from karpy.core.resources import Resources
 from karpy.kube.client import KubeClient
-from karpy.kube.errors import ConflictError, NotFoundError
-from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, NODES, PODS
+from karpy.kube.kinds import CORE_KINDS, NODECLAIMS, NODEPOOLS
 from karpy.kube.resources import ResourceKind
 from karpy.kube.watch import Event
-from karpy.manager import PARALLEL_WORKERS, Controller, Watch
+from karpy.manager import Controller, Watch, object_controller
 from karpy.runtime.clock import Clock
 from karpy.runtime.logging import bind
 from karpy.runtime.reconciler import Result
@@ -108,9 +107,9 @@ class NodePoolStatusController:
     def spec(self) -> Controller:
         """Keyed by NodePool name: its own changes, its NodeClaims' (its counts and resources),
         and its NodeClass's (its NodeClassReady condition)."""
-        return Controller(
-            name=self.name,
-            reconcile=self.reconcile,
+        return object_controller(
+            self.name,
+            self.reconcile,
             watches=(
                 Watch(kind=NODEPOOLS),
                 Watch(kind=NODECLAIMS, keys=_pool_of_claim),
@@ -119,10 +118,7 @@ class NodePoolStatusController:
                     for kind in self._nodeclass_kinds.values()
                 ),
             ),
-            reads=(NODES, PODS, NODECLAIMS, NODEPOOLS),
-            workers=PARALLEL_WORKERS,
-            done_on=(NotFoundError,),
-            requeue_on=(ConflictError,),
+            reads=CORE_KINDS,
         )
 
     def _pools_of_nodeclass(self, event: Event[Any]) -> Iterable[str]:

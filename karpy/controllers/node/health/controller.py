@@ -33,10 +33,10 @@ from karpy.cloudprovider.protocol import RepairPolicy
 from karpy.controllers.node.health import events
 from karpy.core.repair import ConditionState, Policy, repair_allowed, unhealthy
 from karpy.kube.client import KubeClient
-from karpy.kube.errors import ConflictError, NotFoundError
+from karpy.kube.errors import NotFoundError
 from karpy.kube.events import Recorder
-from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, NODES, PODS
-from karpy.manager import PARALLEL_WORKERS, Controller, Watch
+from karpy.kube.kinds import CORE_KINDS, NODECLAIMS, NODES
+from karpy.manager import Controller, Watch, object_controller
 from karpy.runtime.clock import Clock
 from karpy.runtime.logging import bind
 from karpy.runtime.reconciler import Result
@@ -102,14 +102,11 @@ class NodeHealthController:
     def spec(self) -> Controller:
         """Keyed by Node name, woken by the Node's changes (and its own requeue when a
         condition's toleration runs out)."""
-        return Controller(
-            name=self.name,
-            reconcile=self.reconcile,
+        return object_controller(
+            self.name,
+            self.reconcile,
             watches=(Watch(kind=NODES),),
-            reads=(NODES, PODS, NODECLAIMS, NODEPOOLS),
-            workers=PARALLEL_WORKERS,
-            done_on=(NotFoundError,),
-            requeue_on=(ConflictError,),
+            reads=CORE_KINDS,
         )
 
     async def reconcile(self, name: str) -> Result:
