@@ -31,11 +31,8 @@ from karpy.apis.kube.event import Event
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.cloudprovider.registry import ProviderError
-from karpy.controllers.disruption.controller import (
-    REASON_BLOCKED,
-    REASON_UNCONSOLIDATABLE,
-    explain_pass,
-)
+from karpy.controllers.disruption.controller import explain_pass
+from karpy.controllers.disruption.events import REASON_BLOCKED, REASON_UNCONSOLIDATABLE
 from karpy.core.disruption.candidates import NodeFacts
 from karpy.core.disruption.consolidation import Search, Settings
 from karpy.core.disruption.decision import PassResult

@@ -37,11 +37,9 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import ClassVar, Final
 
-from karpy.apis.kube.node import Node
-from karpy.apis.v1.nodeclaim import API_VERSION as NODECLAIM_API_VERSION
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.cloudprovider.protocol import CloudProvider
-from karpy.controllers.disruption import passes
+from karpy.controllers.disruption import events, passes
 from karpy.controllers.disruption.queue import CommandFailedError, OrchestrationQueue
 from karpy.controllers.disruption.simulation import simulator
 from karpy.core.disruption.budgets import Allowance
@@ -51,7 +49,7 @@ from karpy.core.disruption.decision import Memo, PassResult, disruption_methods,
 from karpy.core.disruption.methods import Command, Method, Reason
 from karpy.core.instancetypes import InstanceType
 from karpy.core.scheduling.scheduler import SchedulerOptions
-from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
+from karpy.kube.events import Recorder
 from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, NODES, PODS
 from karpy.manager import Singleton, Watch
 from karpy.runtime.clock import Clock
@@ -69,10 +67,6 @@ NOT_SYNCED_REQUEUE: Final = 1.0
 NOMINATION_WINDOW: Final = 20.0
 """Seconds a freshly initialized node is kept for the pods it was launched for: Karpenter's
 max(2 x batch max duration, 10 s) with the default 10 s batch max duration."""
-REASON_BLOCKED: Final = "DisruptionBlocked"
-REASON_UNCONSOLIDATABLE: Final = "Unconsolidatable"
-UNCONSOLIDATABLE_DEDUPE: Final = 900.0
-"""Seconds an identical Unconsolidatable event is suppressed (Karpenter's 15 minutes)."""
 SILENT: Final = frozenset({SkipReason.POLICY, SkipReason.NOT_CONSOLIDATABLE})
 """Reasons consolidation keeps a node that get no Unconsolidatable event."""
 VALIDATION_DELAY: Final = 15.0
@@ -264,10 +258,10 @@ class DisruptionController:
                 continue
             claim = claims.get(skip.nodeclaim)
             if claim is not None:
-                await self._recorder.publish(_claim_event(claim, skip.message), now=now)
+                await self._recorder.publish(events.blocked_nodeclaim(claim, skip.message), now=now)
             node = self._view.node(skip.node) if skip.node else None
             if node is not None:
-                await self._recorder.publish(_node_event(node, skip.message), now=now)
+                await self._recorder.publish(events.blocked_node(node, skip.message), now=now)
 
     async def _report_kept(self, kept: Sequence[Skip], claims: Mapping[str, NodeClaim]) -> None:
         """An Unconsolidatable event per node consolidation left alone, with its reason."""
@@ -278,12 +272,12 @@ class DisruptionController:
             claim = claims.get(skip.nodeclaim)
             if claim is not None:
                 await self._recorder.publish(
-                    _event(_claim_ref(claim), REASON_UNCONSOLIDATABLE, skip.message), now=now
+                    events.unconsolidatable_nodeclaim(claim, skip.message), now=now
                 )
             node = self._view.node(skip.node) if skip.node else None
             if node is not None:
                 await self._recorder.publish(
-                    _event(_node_ref(node), REASON_UNCONSOLIDATABLE, skip.message), now=now
+                    events.unconsolidatable_node(node, skip.message), now=now
                 )
 
 
@@ -318,39 +312,3 @@ async def explain_pass(
         provider_timeout=provider_timeout,
     )
     return decided.result
-
-
-def _claim_ref(claim: NodeClaim) -> InvolvedObject:
-    return InvolvedObject(
-        api_version=NODECLAIM_API_VERSION,
-        kind=NodeClaim.KIND,
-        name=claim.metadata.name or "",
-        uid=claim.metadata.uid or "",
-    )
-
-
-def _node_ref(node: Node) -> InvolvedObject:
-    return InvolvedObject(
-        api_version=Node.API_VERSION,
-        kind=Node.KIND,
-        name=node.metadata.name or "",
-        uid=node.metadata.uid or "",
-    )
-
-
-def _event(involved: InvolvedObject, reason: str, message: str) -> Event:
-    return Event(
-        involved=involved,
-        type=EventType.NORMAL,
-        reason=reason,
-        message=message,
-        dedupe_window=UNCONSOLIDATABLE_DEDUPE if reason == REASON_UNCONSOLIDATABLE else None,
-    )
-
-
-def _claim_event(claim: NodeClaim, message: str) -> Event:
-    return _event(_claim_ref(claim), REASON_BLOCKED, f"Cannot disrupt NodeClaim: {message}")
-
-
-def _node_event(node: Node, message: str) -> Event:
-    return _event(_node_ref(node), REASON_BLOCKED, f"Cannot disrupt Node: {message}")

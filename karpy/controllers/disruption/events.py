@@ -1,7 +1,9 @@
-"""The Events disruption records on the NodeClaims it disrupts and on their Nodes (as
-Karpenter's disruption/events.go): the same reason on both, worded for each."""
+"""The Events disruption records on the NodeClaims it disrupts or leaves alone, and on their
+Nodes (as Karpenter's disruption/events.go): the same reason on both, worded for each."""
 
 from __future__ import annotations
+
+from typing import Final
 
 from karpy.apis.kube.node import Node
 from karpy.apis.v1.nodeclaim import NodeClaim
@@ -23,4 +25,53 @@ def on_node(node: Node, reason: str, message: str) -> Event:
         type=EventType.NORMAL,
         reason=reason,
         message=message.replace("NodeClaim", "Node"),
+    )
+
+
+REASON_BLOCKED: Final = "DisruptionBlocked"
+REASON_UNCONSOLIDATABLE: Final = "Unconsolidatable"
+UNCONSOLIDATABLE_DEDUPE: Final = 900.0
+"""Seconds an identical Unconsolidatable event is suppressed (Karpenter's 15 minutes)."""
+
+
+def blocked_nodeclaim(claim: NodeClaim, message: str) -> Event:
+    """Disruption may not touch the NodeClaim now, and why (a do-not-disrupt pod, a PDB...)."""
+    return Event(
+        involved=involved(NODECLAIMS, claim),
+        type=EventType.NORMAL,
+        reason=REASON_BLOCKED,
+        message=f"Cannot disrupt NodeClaim: {message}",
+    )
+
+
+def blocked_node(node: Node, message: str) -> Event:
+    """The same, on the NodeClaim's Node."""
+    return Event(
+        involved=involved(NODES, node),
+        type=EventType.NORMAL,
+        reason=REASON_BLOCKED,
+        message=f"Cannot disrupt Node: {message}",
+    )
+
+
+def unconsolidatable_nodeclaim(claim: NodeClaim, message: str) -> Event:
+    """Consolidation keeps the NodeClaim, and why; repeated only when the reason changes or
+    after the dedupe window."""
+    return Event(
+        involved=involved(NODECLAIMS, claim),
+        type=EventType.NORMAL,
+        reason=REASON_UNCONSOLIDATABLE,
+        message=message,
+        dedupe_window=UNCONSOLIDATABLE_DEDUPE,
+    )
+
+
+def unconsolidatable_node(node: Node, message: str) -> Event:
+    """The same, on the NodeClaim's Node."""
+    return Event(
+        involved=involved(NODES, node),
+        type=EventType.NORMAL,
+        reason=REASON_UNCONSOLIDATABLE,
+        message=message,
+        dedupe_window=UNCONSOLIDATABLE_DEDUPE,
     )
