@@ -109,16 +109,8 @@ class DecisionLog:
         self._provider = provider
         self._recorder = recorder
         self._clock = clock
-        meter = telemetry.meter
-        self._decisions = meter.create_counter(
-            "karpy_dry_run_decisions_total",
-            description="Writes shadow mode (--dry-run) withheld, by action and kind.",
-        )
-        self._price = meter.create_counter(
-            "karpy_dry_run_price_per_hour_total",
-            unit="USD/h",
-            description="$/h the withheld launches would add and disruptions would save.",
-        )
+        self._decisions = telemetry.metrics.dry_run.decisions_total
+        self._price = telemetry.metrics.dry_run.price_per_hour_total
 
     async def _instance_prices(self, nodepool_name: str | None) -> Mapping[str, Sequence[Any]]:
         pool = self._view.nodepool(nodepool_name) if nodepool_name else None

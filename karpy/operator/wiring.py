@@ -189,7 +189,7 @@ def controllers(
             clock=clock,
             scheduler=scheduler,
         ).spec(),
-        StateMetrics(view, cloudprovider=provider, telemetry=telemetry).spec(),
+        StateMetrics(view, cloudprovider=provider, telemetry=telemetry, clock=clock).spec(),
         LifecycleController(
             client,
             view,

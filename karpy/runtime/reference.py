@@ -18,7 +18,7 @@ from typing import Any, Final
 from opentelemetry.metrics import NoOpMeter
 
 from karpy.runtime.options import FEATURE_GATE_DEFAULTS, documented
-from karpy.runtime.telemetry import STATE_GAUGES, Metrics
+from karpy.runtime.telemetry import NOT_SERVED, STATE_GAUGES, Metrics
 
 REPO_ROOT: Final = Path(__file__).resolve().parents[2]
 SETTINGS_DOC: Final = REPO_ROOT / "docs" / "settings.md"
@@ -84,11 +84,16 @@ def render_settings() -> str:
     )
 
 
-def render_metrics() -> str:
+def served_metrics() -> list[tuple[str, str, str]]:
+    """(name, type, description) of every metric karpy serves."""
     catalog = _Catalog()
     Metrics.create(catalog)
-    rows = [f"| `{name}` | {kind} | {text} |" for name, kind, text in catalog.declared]
-    rows += [f"| `{name}` | gauge | {text} |" for name, text in STATE_GAUGES.values()]
+    return [*catalog.declared, *((name, "gauge", text) for name, text in STATE_GAUGES.values())]
+
+
+def render_metrics() -> str:
+    rows = [f"| `{name}` | {kind} | {text} |" for name, kind, text in served_metrics()]
+    absent = [f"| `{name}` | {why} |" for name, why in sorted(NOT_SERVED.items())]
     return (
         HEADER
         + "# Metrics reference\n\n"
@@ -100,6 +105,11 @@ def render_metrics() -> str:
         + "`deploy/grafana/karpy-dashboard.json` is a Grafana dashboard over them.\n\n"
         + "| metric | type | what |\n| --- | --- | --- |\n"
         + "\n".join(sorted(rows))
+        + "\n\n## Karpenter metrics karpy does not serve\n\n"
+        + "Every other metric of Karpenter's metrics reference is above; these are not, and why. "
+        + "`tests/unit/runtime/karpenter_metrics.txt` holds Karpenter's list.\n\n"
+        + "| metric | why not |\n| --- | --- |\n"
+        + "\n".join(absent)
         + "\n"
     )
 

@@ -17,18 +17,21 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
+from functools import partial
 from typing import Final
 
 from karpy.apis.kube.node import Node
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import NodeClaim
+from karpy.apis.v1.nodepool import NodePool
 from karpy.cloudprovider import CloudProvider
 from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, NODES, PODS
 from karpy.manager import Singleton
+from karpy.runtime.clock import Clock, SystemClock
 from karpy.runtime.reconciler import Result
 from karpy.runtime.telemetry import Attributes, Observe, Telemetry, observe_state
 from karpy.state.pods import is_daemon_owned, is_terminal
-from karpy.state.podview import ObjectError, resources_of
+from karpy.state.podview import ObjectError, TranslationError, resources_of
 from karpy.state.snapshot import translate_pod
 from karpy.state.view import ClusterView
 
@@ -39,6 +42,9 @@ PRICE_REFRESH: Final = 60.0
 
 #: Karpenter reports CPU in cores and the rest in base units; Resources hold thousandths.
 _MILLI: Final = 1000.0
+
+_CONDITIONED: Final = ("nodeclaim", "nodepool", "node")
+"""The kinds whose status conditions the operator_<kind>_status_condition_* gauges describe."""
 
 Offering = tuple[str, str, str]
 """(instance type, zone, capacity type)."""
@@ -55,12 +61,16 @@ class StateMetrics:
         *,
         cloudprovider: CloudProvider,
         telemetry: Telemetry,
+        clock: Clock | None = None,
         period: float = PRICE_REFRESH,
     ) -> None:
         self._view = view
+        self._clock: Clock = clock if clock is not None else SystemClock()
         self._cloudprovider = cloudprovider
         self._period = period
         self._prices: dict[str, dict[Offering, float]] = {}
+        self._offerings: dict[Offering, tuple[float, bool]] = {}
+        self._shapes: dict[str, tuple[float, float]] = {}
         observe_state(telemetry.meter, self.sources())
 
     def spec(self) -> Singleton:
@@ -82,20 +92,57 @@ class StateMetrics:
             "cluster_state_node_count": lambda: [(float(len(self._view.nodes())), {})],
             "nodeclaims_count": self._nodeclaims,
             "nodepools_cost": self._cost,
+            "nodes_total_pod_limits": self._limits_on_nodes,
+            "nodes_system_overhead": self._overhead,
+            "nodes_current_lifetime_seconds": self._lifetimes,
+            "cluster_utilization_percent": self._utilization,
+            "instance_type_offering_price_estimate": lambda: [
+                (price, _offering_labels(key)) for key, (price, _) in self._offerings.items()
+            ],
+            "instance_type_offering_available": lambda: [
+                (float(available), _offering_labels(key))
+                for key, (_, available) in self._offerings.items()
+            ],
+            "instance_type_cpu_cores": lambda: [
+                (cpu, {"instance_type": name}) for name, (cpu, _) in self._shapes.items()
+            ],
+            "instance_type_memory_bytes": lambda: [
+                (memory, {"instance_type": name}) for name, (_, memory) in self._shapes.items()
+            ],
+            **{
+                f"{kind}_status_condition_count": partial(self._conditions, kind, count=True)
+                for kind in _CONDITIONED
+            },
+            **{
+                f"{kind}_status_condition_current_status_seconds": partial(
+                    self._conditions, kind, count=False
+                )
+                for kind in _CONDITIONED
+            },
         }
 
     async def reconcile_once(self) -> Result:
         """Refresh the price of every offering of every NodePool's instance types."""
         await self._view.wait_synced()
         prices: dict[str, dict[Offering, float]] = {}
+        offerings: dict[Offering, tuple[float, bool]] = {}
+        shapes: dict[str, tuple[float, float]] = {}
         for pool in self._view.nodepools():
             name = pool.metadata.name or ""
             table = prices[name] = {}
             for instance_type in await self._cloudprovider.get_instance_types(pool):
+                capacity = instance_type.capacity
+                shapes[instance_type.name] = (
+                    capacity.get_amount("cpu") / _MILLI,
+                    capacity.get_amount("memory") / _MILLI,
+                )
                 for offering in instance_type.offerings:
                     key = (instance_type.name, offering.zone, offering.capacity_type)
                     table[key] = offering.price
+                    offerings[key] = (offering.price, offering.available)
         self._prices = prices
+        self._offerings = offerings
+        self._shapes = shapes
         return Result(requeue_after=self._period)
 
     # ------------------------------------------------------------------ observations
@@ -123,6 +170,81 @@ class StateMetrics:
                         totals[resource] += milli
             for resource, milli in totals.items():
                 yield milli / _MILLI, {**_node_labels(node), "resource_type": resource}
+
+    def _limits_on_nodes(self) -> Iterable[tuple[float, Attributes]]:
+        for node in self._managed_nodes():
+            totals: dict[str, int] = defaultdict(int)
+            for kube_pod in self._view.pods_on(node.metadata.name or ""):
+                if is_terminal(kube_pod) or is_daemon_owned(kube_pod):
+                    continue
+                for container in kube_pod.spec.containers:
+                    try:
+                        limits = resources_of(container.resources.limits, field="limits")
+                    except TranslationError:
+                        continue  # a pod the core cannot read is reported by the provisioner
+                    for resource, milli in limits.items():
+                        totals[resource] += milli
+            for resource, milli in totals.items():
+                yield milli / _MILLI, {**_node_labels(node), "resource_type": resource}
+
+    def _overhead(self) -> Iterable[tuple[float, Attributes]]:
+        for node in self._managed_nodes():
+            capacity = resources_of(node.status.capacity, field="status.capacity")
+            allocatable = resources_of(node.status.allocatable, field="status.allocatable")
+            for resource, milli in capacity.items():
+                if resource in allocatable:
+                    held = milli - allocatable.get_amount(resource)
+                    yield held / _MILLI, {**_node_labels(node), "resource_type": resource}
+
+    def _lifetimes(self) -> Iterable[tuple[float, Attributes]]:
+        now = self._clock.now()
+        for node in self._managed_nodes():
+            created = node.metadata.creation_timestamp
+            if created is not None:
+                yield (
+                    (now - created).total_seconds(),
+                    {
+                        "node_name": node.metadata.name or "",
+                        "nodepool": node.metadata.labels.get(wk.LABEL_NODEPOOL, ""),
+                    },
+                )
+
+    def _utilization(self) -> Iterable[tuple[float, Attributes]]:
+        allocatable: dict[str, float] = defaultdict(float)
+        requested: dict[str, float] = defaultdict(float)
+        for value, labels in self._allocatable():
+            allocatable[labels["resource_type"]] += value
+        for daemons in (False, True):
+            for value, labels in self._requests(daemons=daemons):
+                requested[labels["resource_type"]] += value
+        for resource, total in sorted(allocatable.items()):
+            if total > 0:
+                yield 100.0 * requested[resource] / total, {"resource_type": resource}
+
+    def _conditions(self, kind: str, *, count: bool) -> Iterable[tuple[float, Attributes]]:
+        """1 per condition (`count`), or the seconds since each condition's last transition."""
+        now = self._clock.now()
+        objects: Iterable[Node | NodeClaim | NodePool] = (
+            self._view.nodes()
+            if kind == "node"
+            else self._view.nodeclaims()
+            if kind == "nodeclaim"
+            else self._view.nodepools()
+        )
+        for obj in objects:
+            for condition in obj.status.conditions:
+                since = condition.last_transition_time
+                seconds = (now - since).total_seconds() if since is not None else 0.0
+                yield (
+                    1.0 if count else seconds,
+                    {
+                        "name": obj.metadata.name or "",
+                        "namespace": obj.metadata.namespace or "",
+                        "type": condition.type,
+                        "status": str(condition.status),
+                        "reason": condition.reason or "",
+                    },
+                )
 
     def _pods(self) -> Iterable[tuple[float, Attributes]]:
         for pod in self._view.pods():
@@ -199,6 +321,11 @@ def cost_by_nodepool(
         if price is not None and claim.status.provider_id:
             totals[pool, offering[2]] += price
     return dict(totals)
+
+
+def _offering_labels(key: Offering) -> Attributes:
+    instance_type, zone, capacity_type = key
+    return {"instance_type": instance_type, "capacity_type": capacity_type, "zone": zone}
 
 
 def _node_labels(node: Node) -> dict[str, str]:

@@ -13,8 +13,9 @@ nodepool.readiness and nodepool.validation, written as one status patch).
   UnhealthyDependents naming them). The provisioner skips a NodePool whose Ready is False.
 
 Fed by NodePool events, events of the pool's NodeClaims and of NodeClasses (mapped to the pools
-that reference them); everything is read from cluster state. The `karpy_nodepools_usage`,
-`_limit` and `_nodes` gauges are set from the same numbers.
+that reference them); everything is read from cluster state. The `karpy_nodepools_nodes`
+gauge is set from the same numbers (usage and limits are the state gauges
+`karpenter_nodepools_usage`/`_limit`).
 """
 
 from __future__ import annotations
@@ -136,7 +137,7 @@ class NodePoolStatusController:
             if nodepool is None:
                 return Result()
             status = self._status(nodepool)
-            self._record(name, nodepool, status)
+            self._record(name, status)
             if status == nodepool.status:
                 return Result()
             await self._client.patch_status(
@@ -202,20 +203,7 @@ class NodePoolStatusController:
             return ConditionStatus.TRUE, "NodeClassReady", ""
         return ready.status, REASON_NODECLASS_NOT_READY, f"{described} is not Ready"
 
-    def _record(self, name: str, nodepool: NodePool, status: NodePoolStatus) -> None:
-        for resource, quantity in status.resources.items():
-            amount = float(resources_from_quantities({resource: quantity}).get_amount(resource))
-            self._metrics.nodepools_usage.set(
-                amount / 1000, {"nodepool": name, "resource_type": resource}
-            )
-        for resource, quantity in nodepool.spec.limits.items():
-            try:
-                amount = float(resources_from_quantities({resource: quantity}).get_amount(resource))
-            except ValueError:
-                continue
-            self._metrics.nodepools_limit.set(
-                amount / 1000, {"nodepool": name, "resource_type": resource}
-            )
+    def _record(self, name: str, status: NodePoolStatus) -> None:
         self._metrics.nodepools_nodes.set(status.nodes or 0, {"nodepool": name})
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from karpy.runtime.reference import main, render_metrics, render_settings, stale
+from pathlib import Path
+
+from karpy.runtime.reference import main, render_metrics, render_settings, served_metrics, stale
+from karpy.runtime.telemetry import NOT_SERVED
 
 
 def test_committed_reference_matches_the_code() -> None:
@@ -22,3 +25,37 @@ def test_reference_names_every_setting_and_karpenters_metrics() -> None:
         "karpy_nodepools_cost_per_hour",
     ):
         assert f"| `{name}` |" in metrics
+
+
+KARPENTER_METRICS = Path(__file__).with_name("karpenter_metrics.txt")
+
+
+def karpenter_metric_names() -> list[str]:
+    lines = KARPENTER_METRICS.read_text().splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+
+
+def test_every_karpenter_metric_is_served_or_says_why_not() -> None:
+    served = {name for name, _, _ in served_metrics()}
+    names = karpenter_metric_names()
+    assert len(names) > 100
+    missing = [name for name in names if name not in served and name not in NOT_SERVED]
+    assert missing == [], "serve these, or add each to NOT_SERVED with the reason"
+    both = sorted(served & set(NOT_SERVED))
+    assert both == [], "NOT_SERVED names a metric karpy serves"
+    stray = sorted(set(NOT_SERVED) - set(names))
+    assert stray == [], "NOT_SERVED names a metric Karpenter does not have"
+    doc = render_metrics()
+    for name in names:
+        assert f"| `{name}` |" in doc
+
+
+def test_karpy_names_only_what_karpenter_does_not_have() -> None:
+    """A `karpy_*` metric must not repeat one of Karpenter's under karpy's prefix."""
+    karpenter = set(karpenter_metric_names())
+    repeated = [
+        name
+        for name, _, _ in served_metrics()
+        if name.startswith("karpy_") and f"karpenter_{name.removeprefix('karpy_')}" in karpenter
+    ]
+    assert repeated == []

@@ -161,9 +161,7 @@ class TerminationController:
             return Result(requeue_after=INSTANCE_TERMINATION_WAIT)
         await self._kube.remove_finalizer(NODES, node, wk.FINALIZER_TERMINATION)
         if self._metrics is not None:
-            self._metrics.nodes_terminated_total.add(
-                1, {"nodepool": node.metadata.labels.get(wk.LABEL_NODEPOOL, "")}
-            )
+            _count_terminated(self._metrics, node, now)
         self._evictors.pop(name, None)
         log.info("deleted node", extra={"provider-id": node.spec.provider_id or ""})
         return Result()
@@ -253,6 +251,11 @@ class TerminationController:
                     if self._metrics is not None
                     else None
                 ),
+                drained=(
+                    (self._metrics.pods_drained_total, {"reason": _disruption_reason(nodeclaim)})
+                    if self._metrics is not None
+                    else None
+                ),
             )
             self._evictors[name] = evictor
         wait = await evictor.evict(next_to_evict(pods))
@@ -316,3 +319,33 @@ def _grace_deadline(node: Node, nodeclaim: NodeClaim | None) -> datetime.datetim
     if nodeclaim is None:
         return None
     return termination_deadline(nodeclaim, deleted_at=node.metadata.deletion_timestamp)
+
+
+def _count_terminated(metrics: Metrics, node: Node, now: datetime.datetime) -> None:
+    """Karpenter's node counters and durations, once, as the finalizer goes."""
+    labels = node.metadata.labels
+    pool = labels.get(wk.LABEL_NODEPOOL, "")
+    metrics.nodes_terminated_total.add(
+        1, {"nodepool": pool, "zone": labels.get(wk.LABEL_TOPOLOGY_ZONE, "")}
+    )
+    metrics.nodes_drained_total.add(1, {"nodepool": pool})
+    deleted, created = node.metadata.deletion_timestamp, node.metadata.creation_timestamp
+    if deleted is not None:
+        metrics.nodes_termination_duration_seconds.record(
+            (now - deleted).total_seconds(), {"nodepool": pool}
+        )
+    if created is not None:
+        metrics.nodes_lifetime_duration_seconds.record(
+            (now - created).total_seconds(), {"nodepool": pool}
+        )
+
+
+def _disruption_reason(nodeclaim: NodeClaim | None) -> str:
+    """The reason disruption gave the NodeClaim (empty when the Node was deleted directly)."""
+    if nodeclaim is None:
+        return ""
+    found = next(
+        (c for c in nodeclaim.status.conditions if c.type == ConditionType.DISRUPTION_REASON),
+        None,
+    )
+    return (found.reason or "").lower() if found is not None else ""

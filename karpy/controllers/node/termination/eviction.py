@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
 from opentelemetry.metrics import Counter
@@ -80,8 +80,10 @@ class Evictor:
         recorder: Recorder,
         backoff: Backoff = EVICTION_BACKOFF,
         requests: Counter | None = None,
+        drained: tuple[Counter, Mapping[str, str]] | None = None,
     ) -> None:
         self._requests = requests
+        self._drained = drained
         self._kube = kube
         self._recorder = recorder
         self._backoff: KeyedBackoff[str] = KeyedBackoff(backoff)
@@ -122,6 +124,8 @@ class Evictor:
                 )
                 continue
             self._count(200)
+            if self._drained is not None:
+                self._drained[0].add(1, self._drained[1])
             self._forget(key)
             log.info("evicted pod", extra={"pod": f"{pod.metadata.namespace}/{pod.metadata.name}"})
             await self._recorder.publish(events.evicted(pod), now=loop.time())

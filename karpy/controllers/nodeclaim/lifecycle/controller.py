@@ -23,6 +23,7 @@ a reconcile that reads the NodeClaim from before its status write never launches
 
 from __future__ import annotations
 
+import datetime
 import logging
 from typing import ClassVar, Final
 
@@ -30,9 +31,9 @@ import attrs
 from opentelemetry.trace import NoOpTracer, Tracer
 
 from karpy.apis.codec import format_time
-from karpy.apis.meta import with_annotations
+from karpy.apis.meta import ConditionStatus, with_annotations
 from karpy.apis.v1 import labels as wk
-from karpy.apis.v1.nodeclaim import NodeClaim
+from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim
 from karpy.cloudprovider import CloudProvider, NodeClaimNotFoundError
 from karpy.controllers.nodeclaim.lifecycle.fields import Said
 from karpy.controllers.nodeclaim.lifecycle.initialization import Initialization
@@ -49,7 +50,7 @@ from karpy.runtime.clock import Clock
 from karpy.runtime.logging import bind
 from karpy.runtime.reconciler import Result
 from karpy.runtime.telemetry import Metrics
-from karpy.state.conditions import with_ready
+from karpy.state.conditions import get_condition, with_ready
 from karpy.state.deadline import termination_deadline
 from karpy.state.view import ClusterView
 
@@ -75,7 +76,8 @@ class LifecycleController:
         recorder: publishes the InsufficientCapacityError and NodeClassNotReady events.
         tracer: where the launch, registration and initialization spans go (none by default);
             see karpy.state.tracecontext for how they find the trace that created the NodeClaim.
-        metrics: where registered nodes are counted (karpenter_nodes_created_total).
+        metrics: where registered nodes (karpenter_nodes_created_total) and terminated NodeClaims
+            (karpenter_nodeclaims_terminated_total and their durations) are counted.
     """
 
     name: ClassVar[str] = "nodeclaim.lifecycle"
@@ -96,6 +98,7 @@ class LifecycleController:
         self._view = view
         self._cloud = cloud_provider
         self._clock = clock
+        self._metrics = metrics
         # Create results not yet seen persisted, by NodeClaim uid: a lost status write, or a read
         # from before it, must not make the next reconcile launch a second instance.
         self._launched: dict[str, NodeClaim] = {}
@@ -229,7 +232,34 @@ class LifecycleController:
         else:
             return Result(requeue_after=INSTANCE_TERMINATION_WAIT)
         await self._kube.remove_finalizer(NODECLAIMS, nodeclaim, wk.FINALIZER_TERMINATION)
+        if self._metrics is not None:
+            _count_terminated(self._metrics, nodeclaim, self._clock.now())
         self._launched.pop(nodeclaim.metadata.uid or "", None)
         self._said.forget(nodeclaim)
         log.info("deleted nodeclaim", extra={"provider-id": provider_id or ""})
         return Result()
+
+
+def _count_terminated(metrics: Metrics, nodeclaim: NodeClaim, now: datetime.datetime) -> None:
+    """Karpenter's NodeClaim termination counter and durations, once, as the finalizer goes:
+    from the deletion, and from InstanceTerminating (set when the drain finished)."""
+    labels = nodeclaim.metadata.labels
+    pool = {"nodepool": labels.get(wk.LABEL_NODEPOOL, "")}
+    metrics.nodeclaims_terminated_total.add(
+        1,
+        {
+            **pool,
+            "capacity_type": labels.get(wk.LABEL_CAPACITY_TYPE, ""),
+            "zone": labels.get(wk.LABEL_TOPOLOGY_ZONE, ""),
+        },
+    )
+    deleted = nodeclaim.metadata.deletion_timestamp
+    if deleted is not None:
+        metrics.nodeclaims_termination_duration_seconds.record(
+            (now - deleted).total_seconds(), pool
+        )
+    terminating = get_condition(nodeclaim, ConditionType.INSTANCE_TERMINATING)
+    if terminating is not None and terminating.status is ConditionStatus.TRUE:
+        metrics.nodeclaims_instance_termination_duration_seconds.record(
+            (now - terminating.last_transition_time).total_seconds(), pool
+        )

@@ -110,8 +110,14 @@ class Registration:
         if self._said.first("registered", nodeclaim):
             log.info("registered nodeclaim", extra={**log_fields(registered), "node": name})
             if self._nodes_created is not None:
-                pool = nodeclaim.metadata.labels.get(wk.LABEL_NODEPOOL, "")
-                self._nodes_created.add(1, {"nodepool": pool})
+                labels = nodeclaim.metadata.labels
+                self._nodes_created.add(
+                    1,
+                    {
+                        "nodepool": labels.get(wk.LABEL_NODEPOOL, ""),
+                        "zone": labels.get(wk.LABEL_TOPOLOGY_ZONE, ""),
+                    },
+                )
         return Outcome(registered)
 
     async def _not_joined(self, nodeclaim: NodeClaim, now: datetime.datetime) -> Outcome:
