@@ -202,7 +202,7 @@ class StateMetrics:
             created = node.metadata.creation_timestamp
             if created is not None:
                 yield (
-                    (now - created).total_seconds(),
+                    max(0.0, (now - created).total_seconds()),
                     {
                         "node_name": node.metadata.name or "",
                         "nodepool": node.metadata.labels.get(wk.LABEL_NODEPOOL, ""),

@@ -58,6 +58,16 @@ class Harness:
                 return float(line.split()[-1])
         return 0.0
 
+    def total(self, name: str, **labels: str) -> float:
+        """The sum of `name`'s series that carry `labels` (whatever their other labels)."""
+        wanted = [f'{key}="{value}"' for key, value in labels.items()]
+        found = 0.0
+        for line in self.telemetry.prometheus_text().splitlines():
+            series = line.rsplit(" ", 1)[0]
+            if series.startswith(f"{name}{{") and all(w in series for w in wanted):
+                found += float(line.split()[-1])
+        return found
+
 
 async def _registered_node(
     live: LiveView, name: str, *, termination_grace_period: str | None = None
@@ -206,8 +216,13 @@ async def test_a_pdb_allowing_no_disruption_holds_the_node_until_it_allows_one(
     evictions = "karpenter_pods_eviction_requests_total"
     assert h.sample(f'{evictions}{{code="429"}}') >= len(refusals)
     assert h.sample(f'{evictions}{{code="200"}}') == 1
-    assert h.sample('karpenter_nodes_created_total{nodepool="default"}') == 1
-    assert h.sample('karpenter_nodes_terminated_total{nodepool="default"}') == 1
+    assert h.total("karpenter_nodes_created_total", nodepool="default") == 1
+    assert h.total("karpenter_nodes_terminated_total", nodepool="default") == 1
+    assert h.total("karpenter_nodes_drained_total", nodepool="default") == 1
+    assert h.total("karpenter_pods_drained_total") == 1
+    assert h.total("karpenter_nodeclaims_terminated_total", nodepool="default") == 1
+    assert h.total("karpenter_nodes_termination_duration_seconds_count", nodepool="default") == 1
+    assert h.total("karpenter_nodeclaims_termination_duration_seconds_count") == 1
 
 
 async def test_a_do_not_disrupt_pod_holds_the_node_until_the_grace_period_ends(

@@ -332,11 +332,11 @@ def _count_terminated(metrics: Metrics, node: Node, now: datetime.datetime) -> N
     deleted, created = node.metadata.deletion_timestamp, node.metadata.creation_timestamp
     if deleted is not None:
         metrics.nodes_termination_duration_seconds.record(
-            (now - deleted).total_seconds(), {"nodepool": pool}
+            max(0.0, (now - deleted).total_seconds()), {"nodepool": pool}
         )
     if created is not None:
         metrics.nodes_lifetime_duration_seconds.record(
-            (now - created).total_seconds(), {"nodepool": pool}
+            max(0.0, (now - created).total_seconds()), {"nodepool": pool}
         )
 
 

@@ -256,10 +256,10 @@ def _count_terminated(metrics: Metrics, nodeclaim: NodeClaim, now: datetime.date
     deleted = nodeclaim.metadata.deletion_timestamp
     if deleted is not None:
         metrics.nodeclaims_termination_duration_seconds.record(
-            (now - deleted).total_seconds(), pool
+            max(0.0, (now - deleted).total_seconds()), pool
         )
     terminating = get_condition(nodeclaim, ConditionType.INSTANCE_TERMINATING)
     if terminating is not None and terminating.status is ConditionStatus.TRUE:
         metrics.nodeclaims_instance_termination_duration_seconds.record(
-            (now - terminating.last_transition_time).total_seconds(), pool
+            max(0.0, (now - terminating.last_transition_time).total_seconds()), pool
         )
