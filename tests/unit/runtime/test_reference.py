@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 from karpy.runtime.reference import main, render_metrics, render_settings, served_metrics, stale
@@ -59,3 +61,24 @@ def test_karpy_names_only_what_karpenter_does_not_have() -> None:
         if name.startswith("karpy_") and f"karpenter_{name.removeprefix('karpy_')}" in karpenter
     ]
     assert repeated == []
+
+
+DASHBOARD = Path(__file__).resolve().parents[3] / "deploy" / "grafana" / "karpy-dashboard.json"
+PREFIXES = ("karpenter_", "karpy_", "operator_", "controller_runtime_", "workqueue_", "leader_")
+
+
+def test_the_dashboard_reads_only_metrics_karpy_serves() -> None:
+    exprs = [
+        target["expr"]
+        for panel in json.loads(DASHBOARD.read_text())["panels"]
+        for target in panel.get("targets", [])
+    ]
+    served = {name for name, _, _ in served_metrics()}
+    named = {
+        token if token in served else re.sub(r"_(bucket|count|sum)$", "", token)
+        for expr in exprs
+        for token in re.findall(r"[a-z_]+", expr)
+        if token.startswith(PREFIXES)
+    }
+    assert len(named) > 30
+    assert sorted(named - served) == []
