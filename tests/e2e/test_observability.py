@@ -1,11 +1,14 @@
 """karpy observed as a Karpenter user observes it: a real Prometheus (Debian's package, on
 127.0.0.1) scrapes a running karpy through a walkthrough, `promtool check metrics` accepts the
-exposition, and every query of the Grafana dashboard in deploy/grafana returns at least one series.
+exposition, every query of the Grafana dashboard in deploy/grafana returns at least one series,
+and so does every metric docs/metrics.md names (but those whose scenario is not walked here,
+each listed with where it is).
 
-The walkthrough provisions two nodes for `inflate` (capacity, cost, provisioning latency) and then
-scales it to zero so the empty nodes are disrupted (disruption). Gauges of things that exist only
-while nodes run are checked while they run; counters of what happened, at the end: a query passes
-when it returned a series at either checkpoint.
+The walkthrough provisions two nodes for `inflate` (capacity, cost, provisioning latency),
+deletes one so it is drained (evictions, node and NodeClaim termination), and then scales `inflate`
+to zero so the empty nodes are disrupted (disruption). Gauges of things that exist only while nodes
+run are checked while they run; counters of what happened, at the end: a query passes when it
+returned a series at either checkpoint.
 """
 
 from __future__ import annotations
@@ -27,11 +30,13 @@ from kubernetes_asyncio import client
 from karpy.localcluster import ClusterInfo
 from karpy.localcluster.process import free_port
 from karpy.operator.components import Components
+from karpy.runtime.reference import served_metrics
 from tests.e2e.daemon import (
     create_deployment,
     deployment,
     fresh_nodepool,
     no_nodeclaims,
+    nodes_gone,
     running,
     running_daemon,
     scale,
@@ -43,11 +48,59 @@ from tests.support.waiting import eventually
 pytestmark = [pytest.mark.usefixtures("karpy_crds"), ONE_AT_A_TIME]
 
 KARPENTER_NAMES_PROMTOOL_FLAGS = frozenset(
-    {"karpenter_cluster_state_node_count", "karpenter_scheduler_unschedulable_pods_count"}
+    {
+        "karpenter_cluster_state_node_count",
+        "karpenter_scheduler_unschedulable_pods_count",
+        "operator_node_status_condition_count",
+        "operator_nodeclaim_status_condition_count",
+        "operator_nodepool_status_condition_count",
+    }
 )
 """Gauges whose Karpenter names end in `_count`, which promtool's linter reserves for histograms
 and summaries. karpy keeps Karpenter's names so dashboards and alerts carry over; every other
 finding fails the test."""
+
+NOT_WALKED: dict[str, str] = {
+    "controller_runtime_reconcile_errors_total": "no reconcile fails in this walkthrough",
+    "workqueue_retries_total": "no reconcile fails in this walkthrough",
+    "karpenter_cloudprovider_errors_total": "no provider call fails in this walkthrough",
+    "karpy_watch_errors_total": "no watch breaks in this walkthrough",
+    "karpy_dry_run_decisions_total": "shadow mode: tests/e2e/test_shadow.py",
+    "karpy_dry_run_price_per_hour_total": "shadow mode: tests/e2e/test_shadow.py",
+    "karpenter_nodeclaims_drifted_total": "drift: tests/cluster/nodeclaim/test_upkeep.py",
+    "karpenter_nodeclaims_unhealthy_disrupted_total": (
+        "node repair: tests/cluster/health/test_health.py"
+    ),
+    "leader_election_master_status": "leader election is off here: tests/cluster/runtime",
+    "karpy_leader_election_transitions_total": "leader election is off here: tests/cluster/runtime",
+}
+"""Metrics of docs/metrics.md whose scenario this walkthrough does not run, and where it runs."""
+
+WHILE_NODES_RUN = (
+    "karpenter_cluster_utilization_percent",
+    "operator_node_status_condition",
+    "operator_nodeclaim_status_condition",
+)
+"""Gauges other than the per-node ones that have series only while karpy's nodes exist."""
+
+NODE_EVENTS = (
+    "karpenter_nodes_created_total",
+    "karpenter_nodes_terminated_total",
+    "karpenter_nodes_drained_total",
+    "karpenter_nodes_termination_duration_seconds",
+    "karpenter_nodes_lifetime_duration_seconds",
+)
+"""The nodes' counters and histograms, which the drain and scale-in complete."""
+
+
+def metric_queries() -> list[str]:
+    """One query per metric docs/metrics.md names: its series (a histogram's `_count`)."""
+    return [
+        f"{name}_count" if kind == "histogram" else name
+        for name, kind, _ in served_metrics()
+        if name not in NOT_WALKED
+    ]
+
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "karpy-dashboard.json"
 
@@ -121,10 +174,12 @@ async def scraped(components: Components, directory: Path) -> AsyncIterator[str]
 
 
 def _over_node_gauges(expr: str) -> bool:
-    """Whether `expr` reads the per-node gauges (karpenter_nodes_allocatable, ...), not the
-    nodes' counters (created, terminated), which the scale-in completes."""
-    counters = ("karpenter_nodes_created_total", "karpenter_nodes_terminated_total")
-    return "karpenter_nodes_" in expr and not any(name in expr for name in counters)
+    """Whether `expr` reads gauges that have series only while nodes run (the per-node
+    karpenter_nodes_allocatable, ..., utilization, node and NodeClaim conditions), not the nodes'
+    counters and histograms (NODE_EVENTS), which the drain and scale-in complete."""
+    if any(name in expr for name in NODE_EVENTS):
+        return False
+    return "karpenter_nodes_" in expr or any(name in expr for name in WHILE_NODES_RUN)
 
 
 async def _bound(port: int) -> bool:
@@ -147,12 +202,22 @@ def promtool_check(exposition: str) -> subprocess.CompletedProcess[str]:
 async def test_prometheus_scrapes_karpy_and_every_dashboard_query_has_series(
     cluster_info: ClusterInfo, api_client: client.ApiClient, namespace: str, tmp_path: Path
 ) -> None:
-    queries = dashboard_queries()
+    queries = [*dashboard_queries(), *metric_queries()]
     assert len(queries) >= 10
     pool, labels = await fresh_nodepool(
         api_client, "observe", consolidate_after="1s", limits={"cpu": "1000"}
     )
-    await create_deployment(api_client, namespace, deployment("inflate", node_selector=labels))
+    inflate = deployment("inflate", node_selector=labels)
+    # Limits too, so karpenter_nodes_total_pod_limits has series.
+    (container,) = inflate["spec"]["template"]["spec"]["containers"]
+    container["resources"]["limits"] = dict(container["resources"]["requests"])
+    await create_deployment(api_client, namespace, inflate)
+    # A DaemonSet on the pool's nodes, so karpenter_nodes_total_daemon_requests has series.
+    agent = deployment("agent", node_selector=labels, cpu="10m", memory="16Mi")
+    agent["kind"] = "DaemonSet"
+    agent["spec"].pop("replicas")
+    agent["spec"]["template"]["spec"]["tolerations"] = [{"operator": "Exists"}]
+    await client.AppsV1Api(api_client).create_namespaced_daemon_set(namespace, agent)  # type: ignore[arg-type]
     answered: set[str] = set()
 
     async with (
@@ -174,7 +239,11 @@ async def test_prometheus_scrapes_karpy_and_every_dashboard_query_has_series(
             answered.update([q for q in queries if q not in answered and await query(base, q)])
             return all(q in answered for q in queries if _over_node_gauges(q))
 
-        await eventually(nodes_answered, within=60, what="the node queries answered")
+        try:
+            await eventually(nodes_answered, within=60, what="the node queries answered")
+        except AssertionError as error:
+            missing = [q for q in queries if _over_node_gauges(q) and q not in answered]
+            raise AssertionError(f"node queries with no series: {missing}") from error
 
         exposition = await asyncio.to_thread(
             _get, f"http://127.0.0.1:{components.probes.metrics_port}/metrics"
@@ -192,6 +261,14 @@ async def test_prometheus_scrapes_karpy_and_every_dashboard_query_has_series(
             checked.stdout + checked.stderr
         )
         assert not unexpected, unexpected
+
+        # A drain: one node deleted, its pod evicted and run again elsewhere.
+        core = client.CoreV1Api(api_client)
+        pods = await eventually(running(api_client, namespace, "inflate", 2), within=30)
+        victim = pods[0].spec.node_name
+        await core.delete_node(victim)
+        await eventually(lambda: nodes_gone(api_client, [victim]), within=90, what="the drain")
+        await eventually(running(api_client, namespace, "inflate", 2), within=90)
 
         await scale(api_client, namespace, "inflate", 0)
         await eventually(lambda: no_nodeclaims(api_client, pool), within=90)
