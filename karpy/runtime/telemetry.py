@@ -119,6 +119,8 @@ class Metrics:
     cloudprovider_errors_total: Counter
     provisioner_scheduling_duration_seconds: LabelledHistogram
     provisioner_unschedulable_pods: LabelledGauge
+    provisioner_queue_depth: LabelledGauge
+    provisioner_ignored_pods: Gauge
     nodeclaims_created_total: Counter
     nodeclaims_disrupted_total: Counter
     provisioner_batch_size: Histogram
@@ -223,6 +225,19 @@ class Metrics:
                     description="Pods the last scheduling simulation could not place.",
                 ),
                 provisioner,
+            ),
+            provisioner_queue_depth=LabelledGauge(
+                meter.create_gauge(
+                    "karpenter_scheduler_queue_depth",
+                    description="Pods the scheduling simulation running now has to place (0 "
+                    "between simulations), by controller.",
+                ),
+                provisioner,
+            ),
+            provisioner_ignored_pods=meter.create_gauge(
+                "karpenter_scheduler_ignored_pods_count",
+                description="Pending pods the last provisioning batch left out because the "
+                "scheduler cannot represent them (each gets a FailedScheduling event).",
             ),
             nodeclaims_created_total=counter(
                 "karpenter_nodeclaims_created_total", "NodeClaims created, by reason and nodepool."
@@ -404,6 +419,10 @@ STATE_GAUGES: Final[Mapping[str, tuple[str, str]]] = {
         "karpenter_cluster_state_node_count",
         "Nodes in cluster state.",
     ),
+    "cluster_state_unsynced_time_seconds": (
+        "karpenter_cluster_state_unsynced_time_seconds",
+        "Seconds cluster state has been seen not synced (0 while synced).",
+    ),
     "nodes_total_pod_limits": (
         "karpenter_nodes_total_pod_limits",
         "Limits of the non-DaemonSet pods on a node, by node_name, nodepool and resource_type.",
@@ -483,16 +502,13 @@ _NOT_RECORDED_YET: Final = (
     "karpenter_pods_provisioning_unstarted_time_seconds",
     "karpenter_pods_provisioning_unbound_time_seconds",
     "karpenter_pods_provisioning_scheduling_undecided_time_seconds",
-    "karpenter_scheduler_queue_depth",
     "karpenter_scheduler_unfinished_work_seconds",
-    "karpenter_scheduler_ignored_pods_count",
     "karpenter_voluntary_disruption_decision_evaluation_duration_seconds",
     "karpenter_voluntary_disruption_consolidation_timeouts_total",
     "karpenter_voluntary_disruption_failed_validations_total",
     "karpenter_voluntary_disruption_queue_failures_total",
     "karpenter_nodepools_nodes_consuming_budgets",
     "karpenter_nodepools_cost_total",
-    "karpenter_cluster_state_unsynced_time_seconds",
     "karpenter_interruption_received_messages_total",
     "karpenter_interruption_deleted_messages_total",
     "karpenter_interruption_message_queue_duration_seconds",

@@ -51,6 +51,7 @@ KARPENTER_NAMES_PROMTOOL_FLAGS = frozenset(
     {
         "karpenter_cluster_state_node_count",
         "karpenter_scheduler_unschedulable_pods_count",
+        "karpenter_scheduler_ignored_pods_count",
         "operator_node_status_condition_count",
         "operator_nodeclaim_status_condition_count",
         "operator_nodepool_status_condition_count",

@@ -14,6 +14,7 @@ callbacks read that table.
 
 from __future__ import annotations
 
+import datetime
 import logging
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
@@ -71,6 +72,7 @@ class StateMetrics:
         self._prices: dict[str, dict[Offering, float]] = {}
         self._offerings: dict[Offering, tuple[float, bool]] = {}
         self._shapes: dict[str, tuple[float, float]] = {}
+        self._unsynced_since: datetime.datetime | None = None
         observe_state(telemetry.meter, self.sources())
 
     def spec(self) -> Singleton:
@@ -92,6 +94,7 @@ class StateMetrics:
             "cluster_state_node_count": lambda: [(float(len(self._view.nodes())), {})],
             "nodeclaims_count": self._nodeclaims,
             "nodepools_cost": self._cost,
+            "cluster_state_unsynced_time_seconds": self._unsynced,
             "nodes_total_pod_limits": self._limits_on_nodes,
             "nodes_system_overhead": self._overhead,
             "nodes_current_lifetime_seconds": self._lifetimes,
@@ -170,6 +173,15 @@ class StateMetrics:
                         totals[resource] += milli
             for resource, milli in totals.items():
                 yield milli / _MILLI, {**_node_labels(node), "resource_type": resource}
+
+    def _unsynced(self) -> Iterable[tuple[float, Attributes]]:
+        now = self._clock.now()
+        if self._view.synced:
+            self._unsynced_since = None
+        elif self._unsynced_since is None:
+            self._unsynced_since = now
+        since = self._unsynced_since
+        return [(max(0.0, (now - since).total_seconds()) if since is not None else 0.0, {})]
 
     def _limits_on_nodes(self) -> Iterable[tuple[float, Attributes]]:
         for node in self._managed_nodes():

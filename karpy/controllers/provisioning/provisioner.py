@@ -228,6 +228,9 @@ class Provisioner:
                         extra={"kind": error.kind, "object": error.name, "error": error.message},
                     )
             await self._publish(refused)
+            self._telemetry.metrics.provisioner_ignored_pods.set(
+                sum(1 for e in build.errors if e.kind == "Pod" and e.uid in by_uid)
+            )
             if not build.pods:
                 self.node_nominations.passed()
                 span.set_attribute("karpy.unschedulable", len(refused))
@@ -238,9 +241,14 @@ class Provisioner:
                     extra={"pods": len(build.pods), "nodepools": len(pools)},
                 )
                 started = asyncio.get_running_loop().time()
-                results = await asyncio.to_thread(
-                    solve, build.snapshot, list(build.pods), self._scheduler
-                )
+                depth = self._telemetry.metrics.provisioner_queue_depth
+                depth.set(len(build.pods))
+                try:
+                    results = await asyncio.to_thread(
+                        solve, build.snapshot, list(build.pods), self._scheduler
+                    )
+                finally:
+                    depth.set(0)
                 self._telemetry.metrics.provisioner_scheduling_duration_seconds.record(
                     asyncio.get_running_loop().time() - started
                 )
