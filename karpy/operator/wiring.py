@@ -21,6 +21,7 @@ from opentelemetry.sdk.trace.export import SpanExporter
 from karpy.cloudprovider.protocol import CloudProvider
 from karpy.controllers.disruption.controller import DisruptionController
 from karpy.controllers.disruption.queue import OrchestrationQueue
+from karpy.controllers.metrics.conditions import ConditionTransitions
 from karpy.controllers.metrics.state import StateMetrics
 from karpy.controllers.node.health.controller import NodeHealthController, policies_with
 from karpy.controllers.node.termination.controller import TerminationController
@@ -190,6 +191,7 @@ def controllers(
             scheduler=scheduler,
         ).spec(),
         StateMetrics(view, cloudprovider=provider, telemetry=telemetry, clock=clock).spec(),
+        ConditionTransitions(view, metrics=telemetry.metrics, clock=clock).spec(),
         LifecycleController(
             client,
             view,

@@ -142,6 +142,7 @@ class Metrics:
     nodeclaims_instance_termination_duration_seconds: Histogram
     upkeep: UpkeepMetrics
     dry_run: DryRunMetrics
+    conditions: Mapping[str, ConditionMetrics]
 
     @classmethod
     def create(cls, meter: Meter) -> Metrics:
@@ -159,6 +160,7 @@ class Metrics:
         return cls(
             upkeep=UpkeepMetrics.create(meter),
             dry_run=DryRunMetrics.create(meter),
+            conditions={kind: ConditionMetrics.create(meter, kind) for kind in CONDITIONED},
             reconcile_total=counter(
                 "controller_runtime_reconcile_total",
                 "Reconciles by controller and result.",
@@ -362,6 +364,55 @@ class UpkeepMetrics:
         )
 
 
+CONDITIONED: Final = ("nodeclaim", "nodepool", "node")
+"""The kinds whose status conditions the operator_<kind>_* metrics describe."""
+
+TERMINATING: Final = ("nodeclaim", "node")
+"""The kinds karpy holds with a finalizer, whose termination the operator_<kind>_termination_*
+metrics time."""
+
+
+@attrs.frozen
+class ConditionMetrics:
+    """Karpenter's status-condition and termination instruments of one kind (its operatorpkg
+    names, ``operator_<kind>_*``); the count and current-status gauges are state gauges."""
+
+    transitions_total: Counter
+    transition_seconds: Histogram
+    termination_duration_seconds: Histogram | None
+    """None for a kind karpy holds no finalizer on (NodePools): it goes at once."""
+
+    @classmethod
+    def create(cls, meter: Meter, kind: str) -> ConditionMetrics:
+        def histogram(name: str, description: str) -> Histogram:
+            return meter.create_histogram(
+                name,
+                description=description,
+                explicit_bucket_boundaries_advisory=KARPENTER_DURATION_BUCKETS,
+            )
+
+        return cls(
+            transitions_total=meter.create_counter(
+                f"operator_{kind}_status_condition_transitions_total",
+                description=f"Changes of a {kind}'s conditions (a condition appearing or its "
+                "status changing), by type and the new status and reason.",
+            ),
+            transition_seconds=histogram(
+                f"operator_{kind}_status_condition_transition_seconds",
+                f"Seconds a {kind}'s condition held a status before it changed, by type and the "
+                "status and reason it left.",
+            ),
+            termination_duration_seconds=(
+                histogram(
+                    f"operator_{kind}_termination_duration_seconds",
+                    f"Seconds from a {kind}'s deletion to its going (its finalizers removed).",
+                )
+                if kind in TERMINATING
+                else None
+            ),
+        )
+
+
 @attrs.frozen
 class DryRunMetrics:
     """What shadow mode (--dry-run) withheld: karpy's own, Karpenter has no shadow mode."""
@@ -460,6 +511,13 @@ STATE_GAUGES: Final[Mapping[str, tuple[str, str]]] = {
         "Memory of an instance type in bytes, by instance_type.",
     ),
     **{
+        f"{kind}_termination_current_time_seconds": (
+            f"operator_{kind}_termination_current_time_seconds",
+            f"Seconds since a {kind} that is still terminating was deleted, by name and namespace.",
+        )
+        for kind in TERMINATING
+    },
+    **{
         f"{kind}_status_condition_count": (
             f"operator_{kind}_status_condition_count",
             f"1 per condition of a {kind}, by name, namespace, type, status and reason.",
@@ -489,6 +547,10 @@ STATE_GAUGES: Final[Mapping[str, tuple[str, str]]] = {
 _QUEUE_DEPTH_ONLY: Final = "not recorded: karpy's work queues report depth and retries."
 _NOT_CLIENT_GO: Final = "karpy talks to the apiserver through kubernetes_asyncio, not client-go."
 _NOT_GO_SDK: Final = "karpy's AWS provider calls AWS through its own client, not the Go SDK."
+_NODEPOOL_GOES_AT_ONCE: Final = (
+    "karpy holds no finalizer on NodePools: a deleted NodePool goes at once, with no "
+    "terminating time to measure."
+)
 _NO_BATCHER: Final = "karpy's AWS provider does not batch API calls."
 
 _NOT_RECORDED_YET: Final = (
@@ -513,17 +575,13 @@ _NOT_RECORDED_YET: Final = (
     "karpenter_interruption_deleted_messages_total",
     "karpenter_interruption_message_queue_duration_seconds",
     *(
-        f"operator_{kind}_status_condition_{name}"
-        for kind in ("nodeclaim", "nodepool", "node", "ec2nodeclass")
+        f"operator_ec2nodeclass_status_condition_{name}"
         for name in ("transitions_total", "transition_seconds")
     ),
     "operator_ec2nodeclass_status_condition_count",
     "operator_ec2nodeclass_status_condition_current_status_seconds",
-    *(
-        f"operator_{kind}_termination_{name}"
-        for kind in ("nodeclaim", "nodepool", "node", "ec2nodeclass")
-        for name in ("duration_seconds", "current_time_seconds")
-    ),
+    "operator_ec2nodeclass_termination_duration_seconds",
+    "operator_ec2nodeclass_termination_current_time_seconds",
 )
 """Karpenter's metrics whose data karpy has but does not record yet."""
 
@@ -565,6 +623,8 @@ NOT_SERVED: Final[Mapping[str, str]] = {
     "workqueue_unfinished_work_seconds": _QUEUE_DEPTH_ONLY,
     "workqueue_longest_running_processor_seconds": _QUEUE_DEPTH_ONLY,
     "leader_election_slowpath_total": "karpy's lease renewal has one path.",
+    "operator_nodepool_termination_duration_seconds": _NODEPOOL_GOES_AT_ONCE,
+    "operator_nodepool_termination_current_time_seconds": _NODEPOOL_GOES_AT_ONCE,
     **dict.fromkeys(_NOT_RECORDED_YET, "not recorded yet."),
 }
 

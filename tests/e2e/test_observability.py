@@ -72,6 +72,22 @@ NOT_WALKED: dict[str, str] = {
     "karpenter_nodeclaims_unhealthy_disrupted_total": (
         "node repair: tests/cluster/health/test_health.py"
     ),
+    **dict.fromkeys(
+        (
+            "operator_nodepool_status_condition_transition_seconds",
+            "operator_node_status_condition_transition_seconds",
+        ),
+        "no condition changes status here, each appears once: "
+        "tests/unit/controllers/metrics/test_conditions.py",
+    ),
+    **dict.fromkeys(
+        (
+            "operator_nodeclaim_termination_current_time_seconds",
+            "operator_node_termination_current_time_seconds",
+        ),
+        "series only while an object terminates, for under a scrape here: "
+        "tests/unit/controllers/metrics/test_conditions.py",
+    ),
     "leader_election_master_status": "leader election is off here: tests/cluster/runtime",
     "karpy_leader_election_transitions_total": "leader election is off here: tests/cluster/runtime",
 }
@@ -79,8 +95,10 @@ NOT_WALKED: dict[str, str] = {
 
 WHILE_NODES_RUN = (
     "karpenter_cluster_utilization_percent",
-    "operator_node_status_condition",
-    "operator_nodeclaim_status_condition",
+    "operator_node_status_condition_count",
+    "operator_node_status_condition_current_status_seconds",
+    "operator_nodeclaim_status_condition_count",
+    "operator_nodeclaim_status_condition_current_status_seconds",
 )
 """Gauges other than the per-node ones that have series only while karpy's nodes exist."""
 

@@ -30,7 +30,14 @@ from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, NODES, PODS
 from karpy.manager import Singleton
 from karpy.runtime.clock import Clock, SystemClock
 from karpy.runtime.reconciler import Result
-from karpy.runtime.telemetry import Attributes, Observe, Telemetry, observe_state
+from karpy.runtime.telemetry import (
+    CONDITIONED,
+    TERMINATING,
+    Attributes,
+    Observe,
+    Telemetry,
+    observe_state,
+)
 from karpy.state.pods import is_daemon_owned, is_terminal
 from karpy.state.podview import ObjectError, TranslationError, resources_of
 from karpy.state.snapshot import translate_pod
@@ -43,9 +50,6 @@ PRICE_REFRESH: Final = 60.0
 
 #: Karpenter reports CPU in cores and the rest in base units; Resources hold thousandths.
 _MILLI: Final = 1000.0
-
-_CONDITIONED: Final = ("nodeclaim", "nodepool", "node")
-"""The kinds whose status conditions the operator_<kind>_status_condition_* gauges describe."""
 
 Offering = tuple[str, str, str]
 """(instance type, zone, capacity type)."""
@@ -113,14 +117,18 @@ class StateMetrics:
                 (memory, {"instance_type": name}) for name, (_, memory) in self._shapes.items()
             ],
             **{
+                f"{kind}_termination_current_time_seconds": partial(self._terminating, kind)
+                for kind in TERMINATING
+            },
+            **{
                 f"{kind}_status_condition_count": partial(self._conditions, kind, count=True)
-                for kind in _CONDITIONED
+                for kind in CONDITIONED
             },
             **{
                 f"{kind}_status_condition_current_status_seconds": partial(
                     self._conditions, kind, count=False
                 )
-                for kind in _CONDITIONED
+                for kind in CONDITIONED
             },
         }
 
@@ -233,17 +241,27 @@ class StateMetrics:
             if total > 0:
                 yield 100.0 * requested[resource] / total, {"resource_type": resource}
 
+    def _objects(self, kind: str) -> Iterable[Node | NodeClaim | NodePool]:
+        if kind == "node":
+            return self._view.nodes()
+        if kind == "nodeclaim":
+            return self._view.nodeclaims()
+        return self._view.nodepools()
+
+    def _terminating(self, kind: str) -> Iterable[tuple[float, Attributes]]:
+        now = self._clock.now()
+        for obj in self._objects(kind):
+            deleted = obj.metadata.deletion_timestamp
+            if deleted is not None:
+                yield (
+                    max(0.0, (now - deleted).total_seconds()),
+                    {"name": obj.metadata.name or "", "namespace": obj.metadata.namespace or ""},
+                )
+
     def _conditions(self, kind: str, *, count: bool) -> Iterable[tuple[float, Attributes]]:
         """1 per condition (`count`), or the seconds since each condition's last transition."""
         now = self._clock.now()
-        objects: Iterable[Node | NodeClaim | NodePool] = (
-            self._view.nodes()
-            if kind == "node"
-            else self._view.nodeclaims()
-            if kind == "nodeclaim"
-            else self._view.nodepools()
-        )
-        for obj in objects:
+        for obj in self._objects(kind):
             for condition in obj.status.conditions:
                 since = condition.last_transition_time
                 seconds = (now - since).total_seconds() if since is not None else 0.0

@@ -1,0 +1,107 @@
+"""Karpenter's operator_<kind>_status_condition_transitions_total / _transition_seconds and
+operator_<kind>_termination_* series, from the conditions and deletion a NodeClaim shows over
+time (cluster state filled as informers fill it)."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from karpy.apis.codec import from_dict
+from karpy.apis.v1.nodeclaim import NodeClaim
+from karpy.controllers.metrics.conditions import ConditionTransitions
+from karpy.controllers.metrics.state import StateMetrics
+from karpy.kube import kinds
+from karpy.kube.resources import Item, ObjectRef
+from karpy.runtime.clock import FakeClock
+from karpy.runtime.telemetry import Telemetry
+from karpy.state.cluster import ClusterState
+from karpy.state.view import ClusterView
+
+T0 = datetime.datetime(2026, 3, 1, 12, 0, tzinfo=datetime.UTC)
+
+
+def _at(seconds: float) -> str:
+    return (T0 + datetime.timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _claim(launched: str, since: float, *, deleted: float | None = None) -> Item[NodeClaim]:
+    metadata: dict[str, Any] = {"name": "c1", "creationTimestamp": _at(0)}
+    if deleted is not None:
+        metadata["deletionTimestamp"] = _at(deleted)
+        metadata["finalizers"] = ["karpenter.sh/termination"]
+    claim = from_dict(
+        NodeClaim,
+        {
+            "metadata": metadata,
+            "spec": {
+                "requirements": [],
+                "nodeClassRef": {
+                    "group": "karpenter.kwok.sh",
+                    "kind": "KWOKNodeClass",
+                    "name": "x",
+                },
+            },
+            "status": {
+                "conditions": [
+                    {
+                        "type": "Launched",
+                        "status": launched,
+                        "reason": launched,
+                        "message": "",
+                        "lastTransitionTime": _at(since),
+                    }
+                ]
+            },
+        },
+    )
+    ref = ObjectRef(kind="NodeClaim", namespace="", name="c1", uid="uid-c1", resource_version="1")
+    return Item(ref=ref, obj=claim)
+
+
+def _sample(telemetry: Telemetry, series: str) -> float:
+    for line in telemetry.prometheus_text().splitlines():
+        if line.startswith(f"{series} "):
+            return float(line.split()[-1])
+    return 0.0
+
+
+async def test_transitions_durations_and_termination_of_a_nodeclaim(telemetry: Telemetry) -> None:
+    state = ClusterState(metrics=telemetry.metrics)
+    claims = state.register(kinds.NODECLAIMS)
+    for kind in (kinds.NODES, kinds.NODEPOOLS, kinds.PODS):
+        state.register(kind).replace([])
+    claims.replace([_claim("Unknown", 0)])
+    state.mark_listed()
+    view = ClusterView(state)
+    clock = FakeClock(T0 - datetime.timedelta(seconds=1))  # karpy started before c1 was made
+    controller = ConditionTransitions(view, metrics=telemetry.metrics, clock=clock)
+    name = "operator_nodeclaim_status_condition"
+
+    await controller.reconcile("nodeclaim/c1")
+    # A NodeClaim made since start: its first condition is a transition.
+    appeared = f'{name}_transitions_total{{reason="Unknown",status="Unknown",type="Launched"}}'
+    assert _sample(telemetry, appeared) == 1
+
+    claims.replace([_claim("True", 5)])
+    await controller.reconcile("nodeclaim/c1")
+    launched = f'{name}_transitions_total{{reason="True",status="True",type="Launched"}}'
+    assert _sample(telemetry, launched) == 1
+    held = f'{name}_transition_seconds_sum{{reason="Unknown",status="Unknown",type="Launched"}}'
+    assert _sample(telemetry, held) == 5
+    await controller.reconcile("nodeclaim/c1")  # no change, no transition
+    assert _sample(telemetry, launched) == 1
+
+    claims.replace([_claim("True", 5, deleted=10)])
+    clock.set(T0 + datetime.timedelta(seconds=12))
+    await controller.reconcile("nodeclaim/c1")
+    StateMetrics(view, cloudprovider=None, telemetry=telemetry, clock=clock)  # type: ignore[arg-type]
+    terminating = 'operator_nodeclaim_termination_current_time_seconds{name="c1",namespace=""}'
+    assert _sample(telemetry, terminating) == 2
+
+    claims.replace([])
+    clock.set(T0 + datetime.timedelta(seconds=14))
+    await controller.reconcile("nodeclaim/c1")
+    assert _sample(telemetry, "operator_nodeclaim_termination_duration_seconds_count") == 1
+    assert _sample(telemetry, "operator_nodeclaim_termination_duration_seconds_sum") == 4
+    assert _sample(telemetry, terminating) == 0
