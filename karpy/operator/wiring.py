@@ -22,6 +22,7 @@ from karpy.cloudprovider.protocol import CloudProvider
 from karpy.controllers.disruption.controller import DisruptionController
 from karpy.controllers.disruption.queue import OrchestrationQueue
 from karpy.controllers.metrics.conditions import ConditionTransitions
+from karpy.controllers.metrics.pods import PodLatency
 from karpy.controllers.metrics.state import StateMetrics
 from karpy.controllers.node.health.controller import NodeHealthController, policies_with
 from karpy.controllers.node.termination.controller import TerminationController
@@ -192,6 +193,7 @@ def controllers(
         ).spec(),
         StateMetrics(view, cloudprovider=provider, telemetry=telemetry, clock=clock).spec(),
         ConditionTransitions(view, metrics=telemetry.metrics, clock=clock).spec(),
+        PodLatency(view, metrics=telemetry.metrics, clock=clock).spec(),
         LifecycleController(
             client,
             view,

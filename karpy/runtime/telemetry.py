@@ -137,6 +137,8 @@ class Metrics:
     nodes_termination_duration_seconds: Histogram
     nodes_lifetime_duration_seconds: Histogram
     pods_drained_total: Counter
+    pods_bound_duration_seconds: Histogram
+    pods_startup_duration_seconds: Histogram
     nodeclaims_terminated_total: Counter
     nodeclaims_termination_duration_seconds: Histogram
     nodeclaims_instance_termination_duration_seconds: Histogram
@@ -309,6 +311,18 @@ class Metrics:
                 "Pods a drain evicted (eviction accepted), by reason (the NodeClaim's "
                 "disruption reason; empty when the Node was deleted directly).",
             ),
+            pods_bound_duration_seconds=histogram(
+                "karpenter_pods_bound_duration_seconds",
+                "Seconds from a pod's creation to its binding to a node (its PodScheduled "
+                "condition), for pods karpy saw unbound.",
+                KARPENTER_DURATION_BUCKETS,
+            ),
+            pods_startup_duration_seconds=histogram(
+                "karpenter_pods_startup_duration_seconds",
+                "Seconds from a pod's creation to its running (its Ready condition, else when "
+                "karpy saw it Running), for pods karpy saw before they ran.",
+                KARPENTER_DURATION_BUCKETS,
+            ),
             nodeclaims_terminated_total=counter(
                 "karpenter_nodeclaims_terminated_total",
                 "NodeClaims whose termination finished (finalizer removed), by nodepool, "
@@ -470,6 +484,14 @@ STATE_GAUGES: Final[Mapping[str, tuple[str, str]]] = {
         "karpenter_cluster_state_node_count",
         "Nodes in cluster state.",
     ),
+    "pods_unbound_time_seconds": (
+        "karpenter_pods_unbound_time_seconds",
+        "Seconds since an unbound pod was created, by name and namespace.",
+    ),
+    "pods_unstarted_time_seconds": (
+        "karpenter_pods_unstarted_time_seconds",
+        "Seconds since a pod that is not running yet was created, by name and namespace.",
+    ),
     "cluster_state_unsynced_time_seconds": (
         "karpenter_cluster_state_unsynced_time_seconds",
         "Seconds cluster state has been seen not synced (0 while synced).",
@@ -554,10 +576,6 @@ _NODEPOOL_GOES_AT_ONCE: Final = (
 _NO_BATCHER: Final = "karpy's AWS provider does not batch API calls."
 
 _NOT_RECORDED_YET: Final = (
-    "karpenter_pods_startup_duration_seconds",
-    "karpenter_pods_bound_duration_seconds",
-    "karpenter_pods_unstarted_time_seconds",
-    "karpenter_pods_unbound_time_seconds",
     "karpenter_pods_scheduling_decision_duration_seconds",
     "karpenter_pods_provisioning_startup_duration_seconds",
     "karpenter_pods_provisioning_bound_duration_seconds",

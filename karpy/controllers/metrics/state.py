@@ -26,6 +26,7 @@ from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.apis.v1.nodepool import NodePool
 from karpy.cloudprovider import CloudProvider
+from karpy.controllers.metrics.pods import is_running
 from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, NODES, PODS
 from karpy.manager import Singleton
 from karpy.runtime.clock import Clock, SystemClock
@@ -99,6 +100,8 @@ class StateMetrics:
             "nodeclaims_count": self._nodeclaims,
             "nodepools_cost": self._cost,
             "cluster_state_unsynced_time_seconds": self._unsynced,
+            "pods_unbound_time_seconds": partial(self._waiting, started=False),
+            "pods_unstarted_time_seconds": partial(self._waiting, started=True),
             "nodes_total_pod_limits": self._limits_on_nodes,
             "nodes_system_overhead": self._overhead,
             "nodes_current_lifetime_seconds": self._lifetimes,
@@ -181,6 +184,20 @@ class StateMetrics:
                         totals[resource] += milli
             for resource, milli in totals.items():
                 yield milli / _MILLI, {**_node_labels(node), "resource_type": resource}
+
+    def _waiting(self, *, started: bool) -> Iterable[tuple[float, Attributes]]:
+        """Pods not yet bound (or, with `started`, not yet running): seconds since creation."""
+        now = self._clock.now()
+        for pod in self._view.pods():
+            created = pod.metadata.creation_timestamp
+            if created is None or is_terminal(pod) or pod.metadata.deletion_timestamp is not None:
+                continue
+            waiting = not is_running(pod) if started else not pod.spec.node_name
+            if waiting:
+                yield (
+                    max(0.0, (now - created).total_seconds()),
+                    {"name": pod.metadata.name or "", "namespace": pod.metadata.namespace or ""},
+                )
 
     def _unsynced(self) -> Iterable[tuple[float, Attributes]]:
         now = self._clock.now()
