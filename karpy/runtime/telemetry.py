@@ -128,6 +128,7 @@ class Metrics:
     disruption_decisions_total: Counter
     disruption_eligible_nodes: Gauge
     nodepools_allowed_disruptions: Gauge
+    nodepools_nodes_consuming_budgets: Gauge
     disruption_savings_per_hour: UpDownCounter
     # Nodes and their drain.
     nodes_created_total: Counter
@@ -268,6 +269,12 @@ class Metrics:
                 "karpenter_nodepools_allowed_disruptions",
                 description="NodeClaims a NodePool's budgets allow to start disrupting now, "
                 "by nodepool and reason.",
+            ),
+            nodepools_nodes_consuming_budgets=meter.create_gauge(
+                "karpenter_nodepools_nodes_consuming_budgets",
+                description="Initialized NodeClaims of a NodePool that count against its "
+                "disruption budgets now (deleting, in a disruption command, or not Ready), by "
+                "nodepool.",
             ),
             disruption_savings_per_hour=meter.create_up_down_counter(
                 "karpy_voluntary_disruption_savings_per_hour",
@@ -587,7 +594,6 @@ _NOT_RECORDED_YET: Final = (
     "karpenter_voluntary_disruption_consolidation_timeouts_total",
     "karpenter_voluntary_disruption_failed_validations_total",
     "karpenter_voluntary_disruption_queue_failures_total",
-    "karpenter_nodepools_nodes_consuming_budgets",
     "karpenter_nodepools_cost_total",
     "karpenter_interruption_received_messages_total",
     "karpenter_interruption_deleted_messages_total",

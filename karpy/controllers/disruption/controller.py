@@ -224,11 +224,15 @@ class DisruptionController:
         self, by_reason: Mapping[Reason, Mapping[str, Allowance]], candidates: Sequence[Candidate]
     ) -> None:
         metrics = self._telemetry.metrics
+        consuming: dict[str, int] = {}
         for reason, pools in by_reason.items():
             for pool, grant in pools.items():
                 metrics.nodepools_allowed_disruptions.set(
                     grant.allowed, {"nodepool": pool, "reason": reason.value.lower()}
                 )
+                consuming[pool] = max(consuming.get(pool, 0), grant.disrupting)
+        for pool, count in consuming.items():
+            metrics.nodepools_nodes_consuming_budgets.set(count, {"nodepool": pool})
         eligible: dict[str, int] = {}
         for candidate in candidates:
             key = (
