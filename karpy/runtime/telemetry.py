@@ -566,9 +566,9 @@ STATE_GAUGES: Final[Mapping[str, tuple[str, str]]] = {
         "NodeClaims, by nodepool, capacity_type and whether they are launched/registered/ready.",
     ),
     "nodepools_cost": (
-        "karpy_nodepools_cost_per_hour",
-        "What the NodeClaims a NodePool launched cost now, in dollars per hour, by nodepool and "
-        "capacity_type (prices of the offerings karpy launched).",
+        "karpenter_nodepools_cost_total",
+        "What the NodeClaims a NodePool launched cost now, in the provider's price unit (dollars "
+        "per hour), by nodepool: the prices of the offerings they run on. Not a bill.",
     ),
 }
 
@@ -594,7 +594,6 @@ _NOT_RECORDED_YET: Final = (
     "karpenter_voluntary_disruption_consolidation_timeouts_total",
     "karpenter_voluntary_disruption_failed_validations_total",
     "karpenter_voluntary_disruption_queue_failures_total",
-    "karpenter_nodepools_cost_total",
     "karpenter_interruption_received_messages_total",
     "karpenter_interruption_deleted_messages_total",
     "karpenter_interruption_message_queue_duration_seconds",

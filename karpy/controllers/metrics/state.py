@@ -5,11 +5,11 @@ delete the series of objects that went away. Here each gauge is an OpenTelemetry
 callback reads the informer-backed `ClusterView` when Prometheus scrapes, so a deleted node's
 series vanishes with it and nothing is ever stale by more than the informers are.
 
-Cost is karpy's own: each NodeClaim's price is the price of the offering it runs on (its instance
-type, zone and capacity type, from the provider's instance types for its NodePool), summed by
-NodePool and capacity type in dollars per hour. Prices come from the provider, which is async,
-so this controller's only loop refreshes a price table every `period` seconds; the scrape-time
-callbacks read that table.
+Cost (Karpenter's karpenter_nodepools_cost_total): each NodeClaim's price is the price of the
+offering it runs on (its instance type, zone and capacity type, from the provider's instance types
+for its NodePool), summed by NodePool in dollars per hour. Prices come from the provider, which is
+async, so this controller's only loop refreshes a price table (and the instance-type gauges) every
+`period` seconds; the scrape-time callbacks read that table.
 """
 
 from __future__ import annotations
@@ -345,9 +345,11 @@ class StateMetrics:
             yield float(count), {"nodepool": pool, "capacity_type": capacity_type, "state": phase}
 
     def _cost(self) -> Iterable[tuple[float, Attributes]]:
-        totals = cost_by_nodepool(self._view.nodeclaims(), self._prices)
-        for (pool, capacity_type), dollars in sorted(totals.items()):
-            yield dollars, {"nodepool": pool, "capacity_type": capacity_type}
+        pools: dict[str, float] = defaultdict(float)
+        for (pool, _), dollars in cost_by_nodepool(self._view.nodeclaims(), self._prices).items():
+            pools[pool] += dollars
+        for pool, dollars in sorted(pools.items()):
+            yield dollars, {"nodepool": pool}
 
 
 def cost_by_nodepool(

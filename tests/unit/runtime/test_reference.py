@@ -24,7 +24,7 @@ def test_reference_names_every_setting_and_karpenters_metrics() -> None:
         "karpenter_nodeclaims_created_total",
         "karpenter_scheduler_scheduling_duration_seconds",
         "karpenter_nodepools_usage",
-        "karpy_nodepools_cost_per_hour",
+        "karpenter_nodepools_cost_total",
     ):
         assert f"| `{name}` |" in metrics
 
