@@ -139,6 +139,7 @@ class Metrics:
     nodes_lifetime_duration_seconds: Histogram
     pods_drained_total: Counter
     pods_bound_duration_seconds: Histogram
+    pods_scheduling_decision_duration_seconds: Histogram
     pods_startup_duration_seconds: Histogram
     nodeclaims_terminated_total: Counter
     nodeclaims_termination_duration_seconds: Histogram
@@ -324,6 +325,12 @@ class Metrics:
                 "condition), for pods karpy saw unbound.",
                 KARPENTER_DURATION_BUCKETS,
             ),
+            pods_scheduling_decision_duration_seconds=histogram(
+                "karpenter_pods_scheduling_decision_duration_seconds",
+                "Seconds from karpy seeing a provisionable pod (its creation, or karpy's start "
+                "for an older one) to the first scheduling simulation it takes part in.",
+                KARPENTER_DURATION_BUCKETS,
+            ),
             pods_startup_duration_seconds=histogram(
                 "karpenter_pods_startup_duration_seconds",
                 "Seconds from a pod's creation to its running (its Ready condition, else when "
@@ -499,6 +506,16 @@ STATE_GAUGES: Final[Mapping[str, tuple[str, str]]] = {
         "karpenter_pods_unstarted_time_seconds",
         "Seconds since a pod that is not running yet was created, by name and namespace.",
     ),
+    "pods_provisioning_scheduling_undecided_time_seconds": (
+        "karpenter_pods_provisioning_scheduling_undecided_time_seconds",
+        "Seconds a provisionable pod has waited for its first scheduling decision, by name and "
+        "namespace.",
+    ),
+    "scheduler_unfinished_work_seconds": (
+        "karpenter_scheduler_unfinished_work_seconds",
+        "Seconds the scheduling simulation running now has taken so far (0 between "
+        "simulations), by controller.",
+    ),
     "cluster_state_unsynced_time_seconds": (
         "karpenter_cluster_state_unsynced_time_seconds",
         "Seconds cluster state has been seen not synced (0 while synced).",
@@ -583,13 +600,10 @@ _NODEPOOL_GOES_AT_ONCE: Final = (
 _NO_BATCHER: Final = "karpy's AWS provider does not batch API calls."
 
 _NOT_RECORDED_YET: Final = (
-    "karpenter_pods_scheduling_decision_duration_seconds",
     "karpenter_pods_provisioning_startup_duration_seconds",
     "karpenter_pods_provisioning_bound_duration_seconds",
     "karpenter_pods_provisioning_unstarted_time_seconds",
     "karpenter_pods_provisioning_unbound_time_seconds",
-    "karpenter_pods_provisioning_scheduling_undecided_time_seconds",
-    "karpenter_scheduler_unfinished_work_seconds",
     "karpenter_voluntary_disruption_decision_evaluation_duration_seconds",
     "karpenter_voluntary_disruption_consolidation_timeouts_total",
     "karpenter_voluntary_disruption_failed_validations_total",

@@ -92,6 +92,10 @@ NOT_WALKED: dict[str, str] = {
         "series only while an object terminates, for under a scrape here: "
         "tests/unit/controllers/metrics/test_conditions.py",
     ),
+    "karpenter_pods_provisioning_scheduling_undecided_time_seconds": (
+        "a pod waits for its first decision only until the next batch, under a scrape here: "
+        "tests/unit/controllers/provisioning/test_decision_latency.py"
+    ),
     "leader_election_master_status": "leader election is off here: tests/cluster/runtime",
     "karpy_leader_election_transitions_total": "leader election is off here: tests/cluster/runtime",
 }
@@ -241,6 +245,10 @@ async def test_prometheus_scrapes_karpy_and_every_dashboard_query_has_series(
     agent["spec"].pop("replicas")
     agent["spec"]["template"]["spec"]["tolerations"] = [{"operator": "Exists"}]
     await client.AppsV1Api(api_client).create_namespaced_daemon_set(namespace, agent)  # type: ignore[arg-type]
+    # A pod no NodePool can take stays unbound and unstarted, so the waiting-pod gauges have
+    # series however quickly the walkthrough's own pods are placed.
+    stuck = deployment("stuck", node_selector={"karpy.test/nowhere": "true"}, replicas=1)
+    await create_deployment(api_client, namespace, stuck)
     answered: set[str] = set()
 
     async with (

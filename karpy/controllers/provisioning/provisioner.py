@@ -51,6 +51,7 @@ from karpy.controllers.provisioning.deleting import (
     deleting_node,
     pods_of_deleting_nodes,
 )
+from karpy.controllers.provisioning.latency import DecisionLatency
 from karpy.controllers.provisioning.trigger import provisionable_pods
 from karpy.core.instancetypes import InstanceType
 from karpy.core.scheduling.results import NodeClaimPlan, Results
@@ -165,6 +166,7 @@ class Provisioner:
         self._node_window = max(nomination_window, 2 * PENDING_RECHECK)
         self._clock = clock or SystemClock()
         self._type_errors: dict[str, str] = {}
+        self._latency = DecisionLatency(view, telemetry, self._clock)
 
     def spec(self) -> Singleton:
         """One pass each time the batch window closes; the window opens on a provisionable
@@ -243,12 +245,14 @@ class Provisioner:
                 started = asyncio.get_running_loop().time()
                 depth = self._telemetry.metrics.provisioner_queue_depth
                 depth.set(len(build.pods))
+                self._latency.solving(by_uid[p.uid] for p in build.pods if p.uid in by_uid)
                 try:
                     results = await asyncio.to_thread(
                         solve, build.snapshot, list(build.pods), self._scheduler
                     )
                 finally:
                     depth.set(0)
+                    self._latency.solved()
                 self._telemetry.metrics.provisioner_scheduling_duration_seconds.record(
                     asyncio.get_running_loop().time() - started
                 )

@@ -1,0 +1,76 @@
+"""How long provisionable pods wait for the provisioner's first scheduling decision, and how long
+the simulation running now has been at it (Karpenter's
+``karpenter_pods_scheduling_decision_duration_seconds``,
+``karpenter_pods_provisioning_scheduling_undecided_time_seconds`` and
+``karpenter_scheduler_unfinished_work_seconds``).
+
+A pod is seen when it is created, or when karpy started if it is older (karpy cannot have seen it
+before); its decision is the first simulation it takes part in, recorded once. The two gauges are
+read at scrape time (the undecided pods from cluster state: provisionable, no decision yet), so a
+stuck simulation or a pod no pass decides on shows as it grows.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable
+
+from karpy.apis.kube.pod import Pod
+from karpy.runtime.clock import Clock
+from karpy.runtime.telemetry import Attributes, Telemetry, observe_state
+from karpy.state.pods import is_provisionable
+from karpy.state.view import ClusterView
+
+_PROVISIONER: Attributes = {"controller": "provisioner"}
+
+
+class DecisionLatency:
+    """The provisioner's record of which pods have had a decision, and of the running simulation."""
+
+    def __init__(self, view: ClusterView, telemetry: Telemetry, clock: Clock) -> None:
+        self._view = view
+        self._histogram = telemetry.metrics.pods_scheduling_decision_duration_seconds
+        self._clock = clock
+        self._started = clock.now()
+        self._decided: set[str] = set()
+        self._solving: datetime.datetime | None = None
+        observe_state(
+            telemetry.meter,
+            {
+                "pods_provisioning_scheduling_undecided_time_seconds": self._undecided,
+                "scheduler_unfinished_work_seconds": self._unfinished,
+            },
+        )
+
+    def solving(self, pods: Iterable[Pod]) -> None:
+        """A simulation over `pods` starts: each pod's first decision is recorded. Pods no
+        longer provisionable (bound, gone) are forgotten."""
+        now = self._clock.now()
+        self._solving = now
+        for pod in pods:
+            uid = pod.metadata.uid or ""
+            if uid not in self._decided:
+                self._decided.add(uid)
+                self._histogram.record(max(0.0, (now - self._seen(pod)).total_seconds()))
+        self._decided &= {p.metadata.uid or "" for p in self._view.pods() if is_provisionable(p)}
+
+    def solved(self) -> None:
+        self._solving = None
+
+    def _seen(self, pod: Pod) -> datetime.datetime:
+        created = pod.metadata.creation_timestamp
+        return max(created, self._started) if created is not None else self._started
+
+    def _undecided(self) -> Iterable[tuple[float, Attributes]]:
+        now = self._clock.now()
+        for pod in self._view.pods():
+            if is_provisionable(pod) and (pod.metadata.uid or "") not in self._decided:
+                yield (
+                    max(0.0, (now - self._seen(pod)).total_seconds()),
+                    {"name": pod.metadata.name or "", "namespace": pod.metadata.namespace or ""},
+                )
+
+    def _unfinished(self) -> Iterable[tuple[float, Attributes]]:
+        since = self._solving
+        seconds = max(0.0, (self._clock.now() - since).total_seconds()) if since else 0.0
+        return [(seconds, _PROVISIONER)]

@@ -1,0 +1,83 @@
+"""Karpenter's scheduling-decision latency, undecided-time and unfinished-work series, as the
+provisioner feeds them around one simulation."""
+
+from __future__ import annotations
+
+import datetime
+
+from karpy.apis.codec import from_dict
+from karpy.apis.kube.pod import Pod
+from karpy.controllers.provisioning.latency import DecisionLatency
+from karpy.kube import kinds
+from karpy.kube.resources import Item, ObjectRef
+from karpy.runtime.clock import FakeClock
+from karpy.runtime.telemetry import Telemetry
+from karpy.state.cluster import ClusterState
+from karpy.state.view import ClusterView
+
+T0 = datetime.datetime(2026, 3, 1, 12, 0, tzinfo=datetime.UTC)
+
+
+def _pending(name: str, created: float) -> Item[Pod]:
+    stamp = (T0 + datetime.timedelta(seconds=created)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    pod = from_dict(
+        Pod,
+        {
+            "metadata": {
+                "name": name,
+                "namespace": "default",
+                "uid": f"uid-{name}",
+                "creationTimestamp": stamp,
+            },
+            "spec": {"containers": []},
+            "status": {
+                "phase": "Pending",
+                "conditions": [
+                    {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+                ],
+            },
+        },
+    )
+    ref = ObjectRef(
+        kind="Pod", namespace="default", name=name, uid=f"uid-{name}", resource_version="1"
+    )
+    return Item(ref=ref, obj=pod)
+
+
+def _sample(telemetry: Telemetry, series: str) -> float:
+    for line in telemetry.prometheus_text().splitlines():
+        if line.startswith(f"{series} "):
+            return float(line.split()[-1])
+    return 0.0
+
+
+async def test_a_pod_waits_until_its_first_simulation_and_is_timed_once(
+    telemetry: Telemetry,
+) -> None:
+    state = ClusterState(metrics=telemetry.metrics)
+    pods = state.register(kinds.PODS)
+    pods.replace([_pending("old", -60), _pending("new", 2)])
+    state.mark_listed()
+    clock = FakeClock(T0)
+    latency = DecisionLatency(ClusterView(state), telemetry, clock)
+    undecided = "karpenter_pods_provisioning_scheduling_undecided_time_seconds"
+    unfinished = 'karpenter_scheduler_unfinished_work_seconds{controller="provisioner"}'
+
+    clock.set(T0 + datetime.timedelta(seconds=5))
+    # "old" predates karpy: it is seen from karpy's start.
+    assert _sample(telemetry, f'{undecided}{{name="old",namespace="default"}}') == 5
+    assert _sample(telemetry, f'{undecided}{{name="new",namespace="default"}}') == 3
+    assert _sample(telemetry, unfinished) == 0
+
+    latency.solving([p.obj for p in (_pending("old", -60), _pending("new", 2))])
+    clock.set(T0 + datetime.timedelta(seconds=8))
+    assert _sample(telemetry, unfinished) == 3
+    latency.solved()
+    latency.solving([_pending("new", 2).obj])  # decided already: not timed again
+    latency.solved()
+
+    assert _sample(telemetry, unfinished) == 0
+    assert _sample(telemetry, f'{undecided}{{name="new",namespace="default"}}') == 0
+    histogram = "karpenter_pods_scheduling_decision_duration_seconds"
+    assert _sample(telemetry, f"{histogram}_count") == 2
+    assert _sample(telemetry, f"{histogram}_sum") == 5 + 3
