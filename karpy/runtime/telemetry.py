@@ -147,6 +147,7 @@ class Metrics:
     upkeep: UpkeepMetrics
     dry_run: DryRunMetrics
     conditions: Mapping[str, ConditionMetrics]
+    interruption: InterruptionMetrics
 
     @classmethod
     def create(cls, meter: Meter) -> Metrics:
@@ -165,6 +166,7 @@ class Metrics:
             upkeep=UpkeepMetrics.create(meter),
             dry_run=DryRunMetrics.create(meter),
             conditions={kind: ConditionMetrics.create(meter, kind) for kind in CONDITIONED},
+            interruption=InterruptionMetrics.create(meter),
             reconcile_total=counter(
                 "controller_runtime_reconcile_total",
                 "Reconciles by controller and result.",
@@ -442,6 +444,37 @@ class ConditionMetrics:
 
 
 @attrs.frozen
+class InterruptionMetrics:
+    """Karpenter's interruption-queue instruments (its AWS provider's names), recorded by a
+    provider that reads an interruption queue (karpy_aws's SQS controller)."""
+
+    received_messages_total: Counter
+    deleted_messages_total: Counter
+    message_queue_duration_seconds: Histogram
+
+    @classmethod
+    def create(cls, meter: Meter) -> InterruptionMetrics:
+        return cls(
+            received_messages_total=meter.create_counter(
+                "karpenter_interruption_received_messages_total",
+                description="Interruption-queue messages received, by message_type (the kind "
+                "Karpenter names it; no_op for one that asks for nothing, unknown for one karpy "
+                "cannot read).",
+            ),
+            deleted_messages_total=meter.create_counter(
+                "karpenter_interruption_deleted_messages_total",
+                description="Interruption-queue messages handled and deleted, by message_type.",
+            ),
+            message_queue_duration_seconds=meter.create_histogram(
+                "karpenter_interruption_message_queue_duration_seconds",
+                description="Seconds from an interruption event's time to karpy handling its "
+                "message.",
+                explicit_bucket_boundaries_advisory=KARPENTER_DURATION_BUCKETS,
+            ),
+        )
+
+
+@attrs.frozen
 class DryRunMetrics:
     """What shadow mode (--dry-run) withheld: karpy's own, Karpenter has no shadow mode."""
 
@@ -608,9 +641,6 @@ _NOT_RECORDED_YET: Final = (
     "karpenter_voluntary_disruption_consolidation_timeouts_total",
     "karpenter_voluntary_disruption_failed_validations_total",
     "karpenter_voluntary_disruption_queue_failures_total",
-    "karpenter_interruption_received_messages_total",
-    "karpenter_interruption_deleted_messages_total",
-    "karpenter_interruption_message_queue_duration_seconds",
     *(
         f"operator_ec2nodeclass_status_condition_{name}"
         for name in ("transitions_total", "transition_seconds")

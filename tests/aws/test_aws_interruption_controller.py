@@ -325,9 +325,13 @@ async def test_without_a_queue_there_is_no_interruption_loop(
 
 @contextlib.asynccontextmanager
 async def _controller(
-    kube: KubeClient, session: AWSSession, queue: Queue, **options: Any
+    kube: KubeClient,
+    session: AWSSession,
+    queue: Queue,
+    telemetry: Telemetry | None = None,
+    **options: Any,
 ) -> AsyncIterator[tuple[InterruptionController, UnavailableOfferings]]:
-    telemetry = Telemetry.setup(service_name="tests")
+    telemetry = telemetry or Telemetry.setup(service_name="tests")
     unavailable = UnavailableOfferings(FakeClock())
     informed = Informed(kube, telemetry)
     informed.inform(NODECLAIMS, NODES)
@@ -392,9 +396,16 @@ async def test_a_burst_is_handled_a_few_messages_at_a_time(
 ) -> None:
     claims = [await _claim(kube, cleanup) for _ in range(12)]  # more than one receive brings
     queue.send(*(_for(SPOT, c.instance_id) for c in claims))
-    async with _controller(kube, session, queue, concurrency=3) as (_, unavailable):
+    telemetry = Telemetry.setup(service_name="tests")
+    async with _controller(kube, session, queue, telemetry, concurrency=3) as (_, unavailable):
         await eventually(queue.emptied, what="every message to be handled")
+        exposition = telemetry.prometheus_text()
     assert [await _deleting(kube, c) for c in claims] == [True] * len(claims)
+    # Karpenter's interruption counters, by message_type, and the time each message waited.
+    spot = '{message_type="spot_interrupted"}'
+    assert f"karpenter_interruption_received_messages_total{spot} 12.0" in exposition
+    assert f"karpenter_interruption_deleted_messages_total{spot} 12.0" in exposition
+    assert "karpenter_interruption_message_queue_duration_seconds_count 12.0" in exposition
     assert unavailable.is_unavailable(
         capacity_type="spot", instance_type="c5.large", zone="us-west-2b"
     )

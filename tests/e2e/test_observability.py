@@ -96,6 +96,14 @@ NOT_WALKED: dict[str, str] = {
         "a pod waits for its first decision only until the next batch, under a scrape here: "
         "tests/unit/controllers/provisioning/test_decision_latency.py"
     ),
+    **dict.fromkeys(
+        (
+            "karpenter_interruption_received_messages_total",
+            "karpenter_interruption_deleted_messages_total",
+            "karpenter_interruption_message_queue_duration_seconds",
+        ),
+        "the AWS interruption queue: tests/aws/test_aws_interruption_controller.py",
+    ),
     "leader_election_master_status": "leader election is off here: tests/cluster/runtime",
     "karpy_leader_election_transitions_total": "leader election is off here: tests/cluster/runtime",
 }

@@ -202,6 +202,7 @@ class InterruptionController:
         self._queue: SQSInterruptionQueue | None = None
         self._unavailable = unavailable
         self._telemetry = telemetry
+        self._clock = clock
         self._recorder = Recorder(kube, clock)
         self._concurrency = concurrency
         self._wait = wait_seconds
@@ -293,6 +294,12 @@ class InterruptionController:
         self, queue: SQSInterruptionQueue, message: ReceivedMessage, batch: _Batch
     ) -> None:
         event = message.event
+        metrics = self._telemetry.metrics.interruption
+        kind = {"message_type": message_kind(event) if event is not None else "unknown"}
+        metrics.received_messages_total.add(1, kind)
+        if event is not None:
+            waited = (self._clock.now() - event.time).total_seconds()
+            metrics.message_queue_duration_seconds.record(max(0.0, waited))
         if event is None:
             if isinstance(message.error, UnsupportedMessageError):
                 log.debug(
@@ -319,6 +326,7 @@ class InterruptionController:
                     node = batch.nodes.get(claim.status.provider_id or "")
                     await self._act(event, claim, node, batch)
         await queue.delete(message)
+        metrics.deleted_messages_total.add(1, kind)
 
     async def _act(
         self, event: InterruptionEvent, claim: NodeClaim, node: Node | None, batch: _Batch
