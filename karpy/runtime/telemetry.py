@@ -127,6 +127,7 @@ class Metrics:
     # Disruption.
     disruption_decisions_total: Counter
     disruption_eligible_nodes: Gauge
+    disruption_queue_failures_total: Counter
     nodepools_allowed_disruptions: Gauge
     nodepools_nodes_consuming_budgets: Gauge
     disruption_savings_per_hour: UpDownCounter
@@ -263,6 +264,11 @@ class Metrics:
                 "karpenter_voluntary_disruption_decisions_total",
                 "Disruption commands started, by decision (delete, replace), reason and "
                 "consolidation_type.",
+            ),
+            disruption_queue_failures_total=counter(
+                "karpenter_voluntary_disruption_queue_failures_total",
+                "Disruption commands the queue rolled back (a replacement lost or not "
+                "initialized in time), by decision, reason and consolidation_type.",
             ),
             disruption_eligible_nodes=meter.create_gauge(
                 "karpenter_voluntary_disruption_eligible_nodes",
@@ -640,7 +646,6 @@ _NOT_RECORDED_YET: Final = (
     "karpenter_voluntary_disruption_decision_evaluation_duration_seconds",
     "karpenter_voluntary_disruption_consolidation_timeouts_total",
     "karpenter_voluntary_disruption_failed_validations_total",
-    "karpenter_voluntary_disruption_queue_failures_total",
     *(
         f"operator_ec2nodeclass_status_condition_{name}"
         for name in ("transitions_total", "transition_seconds")

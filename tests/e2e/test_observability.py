@@ -104,6 +104,9 @@ NOT_WALKED: dict[str, str] = {
         ),
         "the AWS interruption queue: tests/aws/test_aws_interruption_controller.py",
     ),
+    "karpenter_voluntary_disruption_queue_failures_total": (
+        "a rolled-back command: tests/cluster/disruption/test_queue.py"
+    ),
     "leader_election_master_status": "leader election is off here: tests/cluster/runtime",
     "karpy_leader_election_transitions_total": "leader election is off here: tests/cluster/runtime",
 }

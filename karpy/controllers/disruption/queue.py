@@ -46,7 +46,7 @@ from karpy.apis.v1.nodepool import NodePool
 from karpy.apis.v1.taints import DISRUPTED_TAINT
 from karpy.controllers.disruption import commands, events
 from karpy.core.disruption.consolidation import candidates_price
-from karpy.core.disruption.methods import Command
+from karpy.core.disruption.methods import Command, Kind
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import ConflictError, KubeError, NotFoundError
 from karpy.kube.events import Recorder
@@ -501,6 +501,17 @@ class OrchestrationQueue:
         unmark its candidates. `candidates` and `replacements` name objects this process wrote
         that the view may not show yet."""
         log.warning("rolling back disruption command", extra={"command-id": command_id, "why": why})
+        meta = self._meta.get(command_id)  # None for a command a previous process started
+        self._telemetry.metrics.disruption_queue_failures_total.add(
+            1,
+            {
+                "decision": meta.decision if meta is not None else "replace",
+                "reason": meta.reason.lower() if meta is not None else "",
+                "consolidation_type": (
+                    Kind(meta.method).consolidation_type if meta is not None else ""
+                ),
+            },
+        )
         claims = self._view.nodeclaims()
         doomed = set(replacements)
         for claim in claims:

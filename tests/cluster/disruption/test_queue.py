@@ -171,6 +171,12 @@ async def test_a_replacement_that_goes_away_rolls_the_command_back(
 
         await eventually(unmarked, within=15, interval=0.1)
         assert await env.exists(claim)
+        # Karpenter's count of commands the queue failed.
+        failed = (
+            "karpenter_voluntary_disruption_queue_failures_total"
+            '{consolidation_type="",decision="replace",reason="drifted"} 1.0'
+        )
+        assert failed in env.telemetry.prometheus_text()
 
 
 @contextlib.asynccontextmanager
