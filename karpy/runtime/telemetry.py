@@ -563,6 +563,10 @@ STATE_GAUGES: Final[Mapping[str, tuple[str, str]]] = {
         "karpenter_nodes_total_pod_limits",
         "Limits of the non-DaemonSet pods on a node, by node_name, nodepool and resource_type.",
     ),
+    "nodes_total_daemon_limits": (
+        "karpenter_nodes_total_daemon_limits",
+        "Limits of the DaemonSet pods on a node, by node_name, nodepool and resource_type.",
+    ),
     "nodes_system_overhead": (
         "karpenter_nodes_system_overhead",
         "Capacity a node holds back from pods (status.capacity less status.allocatable), by "
@@ -644,7 +648,6 @@ _NOT_RECORDED_YET: Final = (
     "karpenter_pods_provisioning_unstarted_time_seconds",
     "karpenter_pods_provisioning_unbound_time_seconds",
     "karpenter_voluntary_disruption_decision_evaluation_duration_seconds",
-    "karpenter_voluntary_disruption_consolidation_timeouts_total",
     "karpenter_voluntary_disruption_failed_validations_total",
     *(
         f"operator_ec2nodeclass_status_condition_{name}"
@@ -662,9 +665,6 @@ _NOT_RECORDED_YET: Final = (
 NOT_SERVED: Final[Mapping[str, str]] = {
     "karpenter_cloudprovider_batcher_batch_size": _NO_BATCHER,
     "karpenter_cloudprovider_batcher_batch_time_seconds": _NO_BATCHER,
-    "karpenter_nodes_total_daemon_limits": (
-        "not recorded: karpenter_nodes_total_daemon_requests carries the DaemonSet pods."
-    ),
     "client_go_request_total": _NOT_CLIENT_GO,
     "client_go_request_duration_seconds": _NOT_CLIENT_GO,
     **{
@@ -695,6 +695,9 @@ NOT_SERVED: Final[Mapping[str, str]] = {
     "workqueue_unfinished_work_seconds": _QUEUE_DEPTH_ONLY,
     "workqueue_longest_running_processor_seconds": _QUEUE_DEPTH_ONLY,
     "leader_election_slowpath_total": "karpy's lease renewal has one path.",
+    "karpenter_voluntary_disruption_consolidation_timeouts_total": (
+        "karpy's consolidation search has no time limit, so it never times out."
+    ),
     "operator_nodepool_termination_duration_seconds": _NODEPOOL_GOES_AT_ONCE,
     "operator_nodepool_termination_current_time_seconds": _NODEPOOL_GOES_AT_ONCE,
     **dict.fromkeys(_NOT_RECORDED_YET, "not recorded yet."),

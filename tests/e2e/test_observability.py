@@ -250,11 +250,13 @@ async def test_prometheus_scrapes_karpy_and_every_dashboard_query_has_series(
     (container,) = inflate["spec"]["template"]["spec"]["containers"]
     container["resources"]["limits"] = dict(container["resources"]["requests"])
     await create_deployment(api_client, namespace, inflate)
-    # A DaemonSet on the pool's nodes, so karpenter_nodes_total_daemon_requests has series.
+    # A DaemonSet on the pool's nodes, so the nodes' daemon requests and limits have series.
     agent = deployment("agent", node_selector=labels, cpu="10m", memory="16Mi")
     agent["kind"] = "DaemonSet"
     agent["spec"].pop("replicas")
     agent["spec"]["template"]["spec"]["tolerations"] = [{"operator": "Exists"}]
+    (agent_container,) = agent["spec"]["template"]["spec"]["containers"]
+    agent_container["resources"]["limits"] = dict(agent_container["resources"]["requests"])
     await client.AppsV1Api(api_client).create_namespaced_daemon_set(namespace, agent)  # type: ignore[arg-type]
     # A pod no NodePool can take stays unbound and unstarted, so the waiting-pod gauges have
     # series however quickly the walkthrough's own pods are placed.

@@ -102,7 +102,8 @@ class StateMetrics:
             "cluster_state_unsynced_time_seconds": self._unsynced,
             "pods_unbound_time_seconds": partial(self._waiting, started=False),
             "pods_unstarted_time_seconds": partial(self._waiting, started=True),
-            "nodes_total_pod_limits": self._limits_on_nodes,
+            "nodes_total_pod_limits": partial(self._limits_on_nodes, daemons=False),
+            "nodes_total_daemon_limits": partial(self._limits_on_nodes, daemons=True),
             "nodes_system_overhead": self._overhead,
             "nodes_current_lifetime_seconds": self._lifetimes,
             "cluster_utilization_percent": self._utilization,
@@ -208,11 +209,11 @@ class StateMetrics:
         since = self._unsynced_since
         return [(max(0.0, (now - since).total_seconds()) if since is not None else 0.0, {})]
 
-    def _limits_on_nodes(self) -> Iterable[tuple[float, Attributes]]:
+    def _limits_on_nodes(self, *, daemons: bool) -> Iterable[tuple[float, Attributes]]:
         for node in self._managed_nodes():
             totals: dict[str, int] = defaultdict(int)
             for kube_pod in self._view.pods_on(node.metadata.name or ""):
-                if is_terminal(kube_pod) or is_daemon_owned(kube_pod):
+                if is_terminal(kube_pod) or is_daemon_owned(kube_pod) != daemons:
                     continue
                 for container in kube_pod.spec.containers:
                     try:
