@@ -14,8 +14,8 @@ from typing import Any, Final, TypeVar
 import attrs
 
 from karpy.cloudprovider.protocol import CloudProvider
+from karpy.core.scheduling.options import SchedulerOptions
 from karpy.core.scheduling.preferences import MinValuesPolicy, PreferencePolicy
-from karpy.core.scheduling.scheduler import SchedulerOptions
 from karpy.kube.kinds import (
     DAEMONSETS,
     NODECLAIMS,
