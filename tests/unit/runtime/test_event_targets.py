@@ -42,7 +42,7 @@ def test_a_target_names_the_kind_and_the_object_and_a_namespace_only_when_namesp
 
 def test_constructors_keep_the_words_users_read() -> None:
     deadline = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
-    expiring = termination.grace_period_expiring(POD, deadline, 30)
+    expiring = termination.grace_period_expiring(POD, deadline, grace=30, own=30)
     assert (expiring.type, expiring.reason, expiring.message) == (
         EventType.WARNING,
         "TerminationGracePeriodExpiring",

@@ -315,17 +315,18 @@ class TerminationController:
                 )
             except NotFoundError:
                 continue
+            own = int(pod_grace(pod).total_seconds())
             log.info(
                 "deleted pod under termination grace period",
                 extra={
                     "pod": f"{pod.metadata.namespace}/{pod.metadata.name}",
                     "grace-period-seconds": grace,
-                    "pod-termination-grace-period-seconds": int(pod_grace(pod).total_seconds()),
+                    "pod-termination-grace-period-seconds": own,
                     "termination-time": deadline.isoformat(),
                 },
             )
             await self._recorder.publish(
-                events.grace_period_expiring(pod, deadline, grace),
+                events.grace_period_expiring(pod, deadline, grace=grace, own=own),
                 now=asyncio.get_running_loop().time(),
             )
 

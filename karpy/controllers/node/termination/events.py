@@ -18,10 +18,9 @@ def evicted(pod: Pod) -> Event:
     )
 
 
-def grace_period_expiring(pod: Pod, deadline: datetime.datetime, grace: int) -> Event:
-    """The pod is deleted, not evicted, with `grace` seconds to go: what is left of the node's
-    termination grace period is the pod's own."""
-    own = pod.spec.termination_grace_period_seconds
+def grace_period_expiring(pod: Pod, deadline: datetime.datetime, *, grace: int, own: int) -> Event:
+    """The pod is deleted, not evicted, with `grace` seconds to go of its `own`
+    terminationGracePeriodSeconds: what is left of the node's termination grace period."""
     return Event(
         involved=involved(PODS, pod),
         type=EventType.WARNING,
@@ -29,9 +28,8 @@ def grace_period_expiring(pod: Pod, deadline: datetime.datetime, grace: int) -> 
         message=(
             f"Deleting the pod to accommodate the terminationTime"
             f" {deadline.isoformat()} of the node. The pod was granted {grace} seconds of"
-            f" grace-period of its {own if own is not None else 30}"
-            f" terminationGracePeriodSeconds. This bypasses the PDB of the pod and the"
-            f" do-not-disrupt annotation."
+            f" grace-period of its {own} terminationGracePeriodSeconds. This bypasses the PDB"
+            f" of the pod and the do-not-disrupt annotation."
         ),
     )
 
