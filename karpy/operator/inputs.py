@@ -26,6 +26,7 @@ from karpy.kube.kinds import (
     PODDISRUPTIONBUDGETS,
     PODS,
     STORAGE_CLASSES,
+    VOLUME_ATTACHMENTS,
 )
 from karpy.kube.resources import ResourceKind
 from karpy.runtime.options import Options
@@ -49,9 +50,12 @@ INFORMED_KINDS: tuple[ResourceKind[Any], ...] = (
     NODECLAIMS,
     NODEPOOLS,
     PODDISRUPTIONBUDGETS,
+    VOLUME_ATTACHMENTS,
     *(kind for kind in attrs.astuple(SNAPSHOT_KINDS, recurse=False) if kind is not None),
 )
-"""Kinds every replica keeps in cluster state (karpy's CRDs must be installed)."""
+"""Kinds every replica keeps in cluster state (karpy's CRDs must be installed). Termination reads
+VolumeAttachments (a draining Node's must go before its instance does) and the claims of the
+pods that keep theirs."""
 
 
 def snapshot_kinds(informers: Mapping[str, Informer[Any]]) -> SnapshotKinds:
