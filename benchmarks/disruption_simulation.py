@@ -37,7 +37,7 @@ from karpy.apis.v1.nodepool import NodePool
 from karpy.controllers.disruption.simulation import simulator
 from karpy.core.disruption.candidates import Candidate, NodeFacts, PoolDisruption
 from karpy.core.disruption.methods import Simulation
-from karpy.core.scheduling.scheduler import SchedulerOptions
+from karpy.core.scheduling.options import SchedulerOptions
 from karpy.state.snapshot import ClusterObjects
 from karpy.testing.instancetypes import FAKE_ZONES, make_instance_types
 

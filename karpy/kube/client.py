@@ -122,10 +122,26 @@ class KubeClient:
         return Listed(items=tuple(decode_item(kind, raw) for raw in raws), resource_version=version)
 
     async def delete(
-        self, kind: ResourceKind[Any], name: str, *, namespace: str | None = None
+        self,
+        kind: ResourceKind[Any],
+        name: str,
+        *,
+        namespace: str | None = None,
+        grace_period_seconds: int | None = None,
     ) -> None:
-        """Delete one object. Raises NotFoundError if it is already gone."""
-        await self.request("DELETE", kind.object_path(name, namespace))
+        """Delete one object, with `grace_period_seconds` in place of its own grace period
+        when given (a pod's terminationGracePeriodSeconds). Raises NotFoundError if it is
+        already gone."""
+        body = (
+            None
+            if grace_period_seconds is None
+            else {
+                "apiVersion": "v1",
+                "kind": "DeleteOptions",
+                "gracePeriodSeconds": grace_period_seconds,
+            }
+        )
+        await self.request("DELETE", kind.object_path(name, namespace), body=body)
 
     async def create(
         self, kind: ResourceKind[T], obj: object, *, namespace: str | None = None

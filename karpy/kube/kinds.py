@@ -15,7 +15,12 @@ from karpy.apis.kube.configmap import ConfigMap
 from karpy.apis.kube.event import Event
 from karpy.apis.kube.node import Node
 from karpy.apis.kube.pod import Pod
-from karpy.apis.kube.storage import PersistentVolume, PersistentVolumeClaim, StorageClass
+from karpy.apis.kube.storage import (
+    PersistentVolume,
+    PersistentVolumeClaim,
+    StorageClass,
+    VolumeAttachment,
+)
 from karpy.apis.kube.workloads import DaemonSet, Deployment, PodDisruptionBudget
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.apis.v1.nodepool import NodePool
@@ -64,6 +69,10 @@ PERSISTENT_VOLUME_CLAIMS: Final = kube_kind(
 STORAGE_CLASSES: Final = kube_kind(
     StorageClass, "storageclasses", group="storage.k8s.io", namespaced=False
 )
+VOLUME_ATTACHMENTS: Final = kube_kind(
+    VolumeAttachment, "volumeattachments", group="storage.k8s.io", namespaced=False
+)
+"""Which volumes are attached to which node: termination waits for a draining node's to go."""
 PODDISRUPTIONBUDGETS: Final = kube_kind(
     PodDisruptionBudget, "poddisruptionbudgets", group="policy", namespaced=True
 )

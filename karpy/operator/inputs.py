@@ -14,8 +14,8 @@ from typing import Any, Final, TypeVar
 import attrs
 
 from karpy.cloudprovider.protocol import CloudProvider
+from karpy.core.scheduling.options import SchedulerOptions
 from karpy.core.scheduling.preferences import MinValuesPolicy, PreferencePolicy
-from karpy.core.scheduling.scheduler import SchedulerOptions
 from karpy.kube.kinds import (
     DAEMONSETS,
     NODECLAIMS,
@@ -26,6 +26,7 @@ from karpy.kube.kinds import (
     PODDISRUPTIONBUDGETS,
     PODS,
     STORAGE_CLASSES,
+    VOLUME_ATTACHMENTS,
 )
 from karpy.kube.resources import ResourceKind
 from karpy.runtime.options import Options
@@ -49,9 +50,12 @@ INFORMED_KINDS: tuple[ResourceKind[Any], ...] = (
     NODECLAIMS,
     NODEPOOLS,
     PODDISRUPTIONBUDGETS,
+    VOLUME_ATTACHMENTS,
     *(kind for kind in attrs.astuple(SNAPSHOT_KINDS, recurse=False) if kind is not None),
 )
-"""Kinds every replica keeps in cluster state (karpy's CRDs must be installed)."""
+"""Kinds every replica keeps in cluster state (karpy's CRDs must be installed). Termination reads
+VolumeAttachments (a draining Node's must go before its instance does) and the claims of the
+pods that keep theirs."""
 
 
 def snapshot_kinds(informers: Mapping[str, Informer[Any]]) -> SnapshotKinds:

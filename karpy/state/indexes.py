@@ -3,7 +3,8 @@
 Reconciles look objects up by what the cloud or the scheduler knows them by: a NodeClaim's Node by
 providerID (only the cloud knows which machine joined as which Node), a Node's pods by
 spec.nodeName, a Node's NodeClaim by the status.nodeName registration recorded (the Node may be
-gone from cluster state by the time its last pod leaves). Each index is a function from an object
+gone from cluster state by the time its last pod leaves), a Node's VolumeAttachments by
+spec.nodeName (termination waits for them). Each index is a function from an object
 to the values it is found under.
 """
 
@@ -14,8 +15,9 @@ from typing import Any, Final
 
 from karpy.apis.kube.node import Node
 from karpy.apis.kube.pod import Pod
+from karpy.apis.kube.storage import VolumeAttachment
 from karpy.apis.v1.nodeclaim import NodeClaim
-from karpy.kube.kinds import NODECLAIMS, NODES, PODS
+from karpy.kube.kinds import NODECLAIMS, NODES, PODS, VOLUME_ATTACHMENTS
 
 BY_PROVIDER_ID: Final = "providerID"
 BY_NODE_NAME: Final = "nodeName"
@@ -44,6 +46,10 @@ def _pod_node_name(pod: Pod) -> Iterable[str]:
     return (pod.spec.node_name,) if pod.spec.node_name else ()
 
 
+def _attachment_node_name(attachment: VolumeAttachment) -> Iterable[str]:
+    return (attachment.spec.node_name,) if attachment.spec.node_name else ()
+
+
 DEFAULT_INDEXES: Final[Mapping[str, Mapping[str, Any]]] = {
     NODES.kind: {BY_PROVIDER_ID: _node_provider_id},
     NODECLAIMS.kind: {
@@ -52,5 +58,6 @@ DEFAULT_INDEXES: Final[Mapping[str, Mapping[str, Any]]] = {
         BY_LAUNCH: _nodeclaim_launch,
     },
     PODS.kind: {BY_NODE_NAME: _pod_node_name},
+    VOLUME_ATTACHMENTS.kind: {BY_NODE_NAME: _attachment_node_name},
 }
 """Indexes by kind name; `ClusterState.register` keeps these unless told otherwise."""

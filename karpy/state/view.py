@@ -25,9 +25,10 @@ from typing import Any, TypeVar
 
 from karpy.apis.kube.node import Node
 from karpy.apis.kube.pod import Pod
+from karpy.apis.kube.storage import VolumeAttachment
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.apis.v1.nodepool import NodePool
-from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, NODES, PODS
+from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, NODES, PODS, VOLUME_ATTACHMENTS
 from karpy.kube.resources import ResourceKind
 from karpy.state.cluster import ClusterState
 from karpy.state.indexes import BY_LAUNCH, BY_NODE_NAME, BY_PROVIDER_ID, LAUNCH_PENDING
@@ -147,3 +148,8 @@ class ClusterView:
     def pods_on(self, node_name: str) -> list[Pod]:
         """Every Pod bound to the Node `node_name` (spec.nodeName), terminal ones included."""
         return self._state.store(PODS).by_index(BY_NODE_NAME, node_name)
+
+    def volume_attachments_on(self, node_name: str) -> list[VolumeAttachment]:
+        """Every VolumeAttachment of the Node `node_name` (spec.nodeName), deleting ones
+        included (a volume is attached until its VolumeAttachment is gone)."""
+        return self._state.store(VOLUME_ATTACHMENTS).by_index(BY_NODE_NAME, node_name)

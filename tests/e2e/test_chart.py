@@ -62,6 +62,9 @@ AHEAD_OF_USE: frozenset[Permission] = frozenset(
         # `karpy run` lists Deployments once at start to warn of a Cluster Autoscaler beside it;
         # this walkthrough builds the daemon in-process, without that check.
         ("apps", "deployments", "list"),
+        # Termination deletes pods directly only under a terminationGracePeriod (exercised by
+        # tests/cluster/termination; this walkthrough's NodePool sets none).
+        ("", "pods", "delete"),
         # The v0.x translation creates the NodePool and NodeClass it keeps for a Provisioner
         # (exercised by tests/e2e/test_legacy_seeds.py, not by this v1 walkthrough).
         ("karpenter.sh", "nodepools", "create"),

@@ -51,6 +51,7 @@ PLURALS = {
     "PersistentVolume": "persistentvolumes",
     "PersistentVolumeClaim": "persistentvolumeclaims",
     "StorageClass": "storageclasses",
+    "VolumeAttachment": "volumeattachments",
     "KWOKNodeClass": "kwoknodeclasses",
     "Provisioner": "provisioners",
     "PodDisruptionBudget": "poddisruptionbudgets",

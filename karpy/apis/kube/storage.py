@@ -3,7 +3,9 @@
 A pod's PersistentVolumeClaims pin it to the zone of a bound PersistentVolume (its node
 affinity) or, when unbound, to the zones a StorageClass allows; CSINode reports how many
 volumes a node may attach per driver. The scheduling simulation turns these into zone
-requirements and volume limits.
+requirements and volume limits. A VolumeAttachment says a volume is still attached to a node:
+termination waits for those of a draining node to go before it terminates the instance, so a
+stateful pod's volume can attach on its new node at once.
 """
 
 # karpy.apis.schema.field wraps attrs.field; it is a field specifier
@@ -156,3 +158,34 @@ class CSINode:
     spec: CSINodeSpec = attrs.field(factory=CSINodeSpec)
     api_version: str = "storage.k8s.io/v1"
     kind: str = "CSINode"
+
+
+@attrs.frozen(kw_only=True)
+class VolumeAttachmentSource:
+    """What is attached: a PersistentVolume by name (inline volumes carry none)."""
+
+    persistent_volume_name: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class VolumeAttachmentSpec:
+    attacher: str = ""
+    node_name: str = ""
+    source: VolumeAttachmentSource = attrs.field(factory=VolumeAttachmentSource)
+
+
+@attrs.frozen(kw_only=True)
+class VolumeAttachmentStatus:
+    attached: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class VolumeAttachment:
+    KIND: ClassVar[str] = "VolumeAttachment"
+    API_VERSION: ClassVar[str] = "storage.k8s.io/v1"
+
+    metadata: ObjectMeta = attrs.field(factory=ObjectMeta)
+    spec: VolumeAttachmentSpec = attrs.field(factory=VolumeAttachmentSpec)
+    status: VolumeAttachmentStatus = attrs.field(factory=VolumeAttachmentStatus)
+    api_version: str = "storage.k8s.io/v1"
+    kind: str = "VolumeAttachment"

@@ -48,7 +48,7 @@ from karpy.core.disruption.consolidation import Settings
 from karpy.core.disruption.decision import Memo, PassResult, disruption_methods, revalidate
 from karpy.core.disruption.methods import Command, Method, Reason
 from karpy.core.instancetypes import InstanceType
-from karpy.core.scheduling.scheduler import SchedulerOptions
+from karpy.core.scheduling.options import SchedulerOptions
 from karpy.kube.events import Recorder
 from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, NODES, PODS
 from karpy.manager import Singleton, Watch

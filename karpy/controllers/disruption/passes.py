@@ -33,7 +33,7 @@ from karpy.core.disruption.candidates import Candidate, NodeFacts, PoolDisruptio
 from karpy.core.disruption.decision import Memo, PassResult, disrupt, fingerprint
 from karpy.core.disruption.methods import Method, Reason
 from karpy.core.instancetypes import InstanceType
-from karpy.core.scheduling.scheduler import SchedulerOptions
+from karpy.core.scheduling.options import SchedulerOptions
 from karpy.kube.kinds import PODDISRUPTIONBUDGETS
 from karpy.state.snapshot import ClusterObjects, SnapshotKinds, read_cluster
 from karpy.state.view import ClusterView

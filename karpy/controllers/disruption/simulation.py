@@ -48,8 +48,9 @@ from karpy.core.disruption.consolidation import relaxed_solve
 from karpy.core.disruption.methods import Simulate, Simulation, offers
 from karpy.core.instancetypes import InstanceType
 from karpy.core.pods import Pod as CorePod
+from karpy.core.scheduling.options import SchedulerOptions
 from karpy.core.scheduling.results import Results
-from karpy.core.scheduling.scheduler import SchedulerOptions, solve
+from karpy.core.scheduling.scheduler import solve
 from karpy.core.snapshot import ClusterSnapshot
 from karpy.state.pods import is_daemon_owned, is_reschedulable, is_static, is_terminal
 from karpy.state.snapshot import (

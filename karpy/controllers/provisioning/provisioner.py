@@ -54,8 +54,9 @@ from karpy.controllers.provisioning.deleting import (
 from karpy.controllers.provisioning.latency import DecisionLatency
 from karpy.controllers.provisioning.trigger import provisionable_pods
 from karpy.core.instancetypes import InstanceType
+from karpy.core.scheduling.options import SchedulerOptions
 from karpy.core.scheduling.results import NodeClaimPlan, Results
-from karpy.core.scheduling.scheduler import SchedulerOptions, solve
+from karpy.core.scheduling.scheduler import solve
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import ConflictError, KubeError
 from karpy.kube.events import Event, Recorder

@@ -4,8 +4,9 @@ Pure like the rest of ``karpy.core``: no I/O, clock, logging or unseeded randomn
 plan can be reproduced from its inputs alone.
 """
 
+from karpy.core.scheduling.options import Packing, SchedulerOptions
 from karpy.core.scheduling.results import Explanation, NodeClaimPlan, Nomination, Results
-from karpy.core.scheduling.scheduler import Packing, SchedulerOptions, solve
+from karpy.core.scheduling.scheduler import solve
 
 __all__ = [
     "Explanation",

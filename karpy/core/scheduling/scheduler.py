@@ -8,17 +8,15 @@ that can hold it; a pod that fits nowhere is relaxed one preference and queued a
 loop ends when a full pass makes no progress. Each (shape, bin) refusal that can never turn into a
 yes is remembered, so a class never rechecks a bin that is full for it.
 
-The solve's bins and the NodePool accounting live in ``fleet``, the LP's guidance of growing
-NodeClaims in ``steering``, the pod order in ``queue``; the improvement steps (``improve``)
-and the explanations of unplaced pods (``explain``) work on the same ``Fleet``.
+The solver's settings live in ``options``, the solve's bins and the NodePool accounting in
+``fleet``, the LP's guidance of growing NodeClaims in ``steering``, the pod order in
+``queue``; the improvement steps (``improve``) and the explanations of unplaced pods
+(``explain``) work on the same ``Fleet``.
 """
 
 from __future__ import annotations
 
-import enum
 from collections import deque
-
-import attrs
 
 from karpy.apis.v1 import labels as wk
 from karpy.core.pods import Pod, PodUID
@@ -30,6 +28,7 @@ from karpy.core.scheduling import repack as repack_mod
 from karpy.core.scheduling.existingnode import ExistingNode, Placement
 from karpy.core.scheduling.fleet import Bin, Fleet
 from karpy.core.scheduling.nodeclaim import NodeClaim, finalize
+from karpy.core.scheduling.options import Packing, SchedulerOptions, Variant
 from karpy.core.scheduling.pool import PoolIndex, ResourceSpace, build_space
 from karpy.core.scheduling.queue import (
     PodClass,
@@ -59,63 +58,6 @@ EFFICIENCY_SLACK = 0.2
 REACH_SLACK = 0.02
 ALLOW_UNDEFINED = frozenset(wk.WELL_KNOWN_LABELS)
 _EPSILON = 1e-9
-
-
-@attrs.frozen
-class Variant:
-    """One way of running the greedy pass: ``ordered`` runs the first pass in an interleaved
-    order (else Karpenter's queue alone), ``balanced`` makes that order balance memory against
-    CPU (``balanced_order``, else ``interleaved_order``), ``steer`` keeps NodeClaims on the
-    types the LP buys (``Solver.efficient``)."""
-
-    ordered: bool
-    balanced: bool
-    steer: bool
-
-
-class Packing(enum.StrEnum):
-    """How the first pass orders pods and chooses bins.
-
-    ``balanced`` (default) orders pods so every NodeClaim fills in the batch's memory:CPU shape
-    (``balanced_order``), lets a NodeClaim grow only onto types the LP would buy for its pods
-    (``Solver.efficient``), prefers free fits and ends with the improvement step;
-    ``karpenter`` is Karpenter's own algorithm — CPU then memory descending, first fit, no
-    improvement — kept as the baseline to compare against (docs/scheduling.md, *Packing*).
-    """
-
-    BALANCED = "balanced"
-    KARPENTER = "karpenter"
-
-
-@attrs.frozen
-class SchedulerOptions:
-    """Solver settings.
-
-    ``max_instance_types`` caps each NodeClaim's instance-type options (the AWS launch limit);
-    ``min_values_policy`` BestEffort lets a pod that fits nowhere else break minValues (last
-    rung of the relaxation ladder), and lets the cut to the maximum do so too;
-    ``lookahead`` is how many more bins a pod looks at, after the first that would take it at a
-    price, for one that takes it for free (in the slack of its cheapest type);
-    ``improve`` runs the cost-lowering pass after the greedy one, trying at most
-    ``improve_budget_per_pod`` checks per pending pod (at least 10,000) for each of its two
-    steps; a budget fixed by the input keeps the result deterministic;
-    ``provider_labels`` are the cloud provider's well-known labels (karpy.cloudprovider's
-    ``CloudProvider.well_known_labels``): like karpy's own, a pod may require one that its
-    NodePool does not mention, and the instance types decide.
-    """
-
-    max_instance_types: int = 60
-    preference_policy: preferences.PreferencePolicy = attrs.field(
-        default=preferences.PreferencePolicy.RESPECT, converter=preferences.PreferencePolicy
-    )
-    min_values_policy: preferences.MinValuesPolicy = attrs.field(
-        default=preferences.MinValuesPolicy.STRICT, converter=preferences.MinValuesPolicy
-    )
-    improve: bool = True
-    improve_budget_per_pod: int = 8
-    lookahead: int = 8
-    packing: Packing = attrs.field(default=Packing.BALANCED, converter=Packing)
-    provider_labels: frozenset[str] = frozenset()
 
 
 class Solver:

@@ -19,7 +19,13 @@ from karpy.controllers.nodeclaim.lifecycle import LifecycleController
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError
 from karpy.kube.events import Recorder
-from karpy.kube.kinds import NODECLAIMS, NODES, PODS
+from karpy.kube.kinds import (
+    NODECLAIMS,
+    NODES,
+    PERSISTENT_VOLUME_CLAIMS,
+    PODS,
+    VOLUME_ATTACHMENTS,
+)
 from karpy.manager import Manager
 from karpy.runtime.backoff import Backoff
 from karpy.runtime.clock import SystemClock
@@ -51,7 +57,7 @@ async def test_declared_controllers_carry_a_nodeclaim_through_its_life(
             settings=WatchingOptions(),
             metrics=telemetry.metrics,
         )
-        for kind in (NODES, PODS, NODECLAIMS)
+        for kind in (NODES, PODS, NODECLAIMS, VOLUME_ATTACHMENTS, PERSISTENT_VOLUME_CLAIMS)
     }
     view = ClusterView(state)
     lifecycle = LifecycleController(

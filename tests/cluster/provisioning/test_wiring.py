@@ -65,6 +65,7 @@ async def test_build_with_kwok_registers_the_provisioner_and_the_provider_loop(
             "PersistentVolumeClaim",
             "StorageClass",
             "PodDisruptionBudget",
+            "VolumeAttachment",  # termination waits for a node's volumes to detach
             "Provisioner",  # the v0.x kind, kept as an owned NodePool
             "KWOKNodeClass",  # the kind the provider owns, informed like the core kinds
         }

@@ -1,4 +1,6 @@
-"""Fixtures for the Node termination tests: a client and the KWOKNodeClass kwok launches from."""
+"""Fixtures for the Node termination tests: a client, the KWOKNodeClass kwok launches from, and
+cluster state holding what termination reads (Nodes, Pods, NodeClaims, and the
+VolumeAttachments and PersistentVolumeClaims the wait for volume detachment looks at)."""
 
 from __future__ import annotations
 
@@ -8,12 +10,20 @@ import pytest
 
 from karpy.apis.meta import ObjectMeta
 from karpy.kube.client import KubeClient
+from karpy.kube.kinds import (
+    NODECLAIMS,
+    NODES,
+    PERSISTENT_VOLUME_CLAIMS,
+    PODS,
+    VOLUME_ATTACHMENTS,
+)
 from karpy.localcluster import ClusterInfo
 from karpy_kwok.apis.kinds import KWOK_NODECLASSES
 from karpy_kwok.apis.kwoknodeclass import KWOKNodeClass
-from tests.cluster.nodeclaim.conftest import KWOK_REF, live
+from tests.cluster.nodeclaim.conftest import KWOK_REF
+from tests.support.clusterview import LiveView, live_view
 
-__all__ = ["kube", "live"]
+TERMINATION_KINDS = (NODES, PODS, NODECLAIMS, VOLUME_ATTACHMENTS, PERSISTENT_VOLUME_CLAIMS)
 
 
 @pytest.fixture
@@ -24,3 +34,10 @@ async def kube(cluster_info: ClusterInfo) -> AsyncIterator[KubeClient]:
         yield kube
     finally:
         await kube.close()
+
+
+@pytest.fixture
+async def live(kube: KubeClient) -> AsyncIterator[LiveView]:
+    """What termination reads, in cluster state kept by informers, as the controller reads it."""
+    async with live_view(kube, TERMINATION_KINDS) as view:
+        yield view

@@ -1,21 +1,34 @@
 """Node termination on the real local cluster, with kwok Nodes launched through the NodeClaim
 lifecycle: a PodDisruptionBudget that allows no disruption keeps the Node (the eviction's 429 is
 retried, never deleted around) until it allows one; a do-not-disrupt pod holds the Node until the
-terminationGracePeriod runs out; deleting a NodeClaim removes its Node and instance."""
+terminationGracePeriod runs out; a pod a PDB protects is deleted at the deadline less its own
+grace period, with that grace; a drained Node's VolumeAttachment (a CSIDriver, a
+PersistentVolume, the attachment held by a finalizer the test owns) holds the instance until it
+goes, or until the deadline, unless a pod the drain leaves mounts its volume; deleting a
+NodeClaim removes its Node and instance."""
 
 from __future__ import annotations
 
 import asyncio
 import datetime
+import json
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Final
 
 import attrs
 import pytest
 
 from karpy.apis.codec import parse_time
-from karpy.apis.kube.pod import Container, Pod, PodSpec
-from karpy.apis.meta import ConditionStatus, ObjectMeta
+from karpy.apis.kube.common import Toleration, TolerationOperator
+from karpy.apis.kube.pod import (
+    Container,
+    PersistentVolumeClaimVolumeSource,
+    Pod,
+    PodSpec,
+    Volume,
+)
+from karpy.apis.meta import Condition, ConditionStatus, ObjectMeta
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import ConditionType
 from karpy.controllers.node.termination import TerminationController
@@ -283,3 +296,287 @@ async def test_deleting_a_nodeclaim_removes_its_node_and_instance(
         return await _absent(kube, "tm-claim") and await _nodeclaim_absent(kube, "tm-claim")
 
     await reconcile_until(h.lifecycle.reconcile, "tm-claim", both_gone, within=60)
+
+
+HOLD: Final = "example.com/hold"
+"""A finalizer the test owns, so what it holds stays until the test lets it go."""
+
+
+def _attach(kube_http: KubeHTTP, node: str) -> str:
+    """A CSI volume attached to `node`: its CSIDriver, its PersistentVolume (named after the
+    Node) and a VolumeAttachment held by HOLD. Returns the attachment's path."""
+    driver = f"{node}.csi.example.com"
+    kube_http.request(
+        "POST",
+        "/apis/storage.k8s.io/v1/csidrivers",
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "CSIDriver",
+            "metadata": {"name": driver},
+            "spec": {"attachRequired": True},
+        },
+    )
+    kube_http.request(
+        "POST",
+        "/api/v1/persistentvolumes",
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": node},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "persistentVolumeReclaimPolicy": "Retain",
+                "storageClassName": "",
+                "csi": {"driver": driver, "volumeHandle": f"vol-{node}"},
+            },
+        },
+    )
+    kube_http.request(
+        "POST",
+        "/apis/storage.k8s.io/v1/volumeattachments",
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "VolumeAttachment",
+            "metadata": {"name": node, "finalizers": [HOLD]},
+            "spec": {
+                "attacher": driver,
+                "nodeName": node,
+                "source": {"persistentVolumeName": node},
+            },
+        },
+    )
+    return f"/apis/storage.k8s.io/v1/volumeattachments/{node}"
+
+
+def _detach(kube_http: KubeHTTP, attachment: str) -> None:
+    """The volume detached: the attachment released and deleted, as the attach/detach
+    controller deletes it."""
+    kube_http.merge_patch(attachment, {"metadata": {"finalizers": None}})
+    kube_http.delete(attachment)
+
+
+def _has(
+    claim_conditions: tuple[Condition, ...],
+    kind: ConditionType,
+    status: ConditionStatus,
+    reason: str,
+) -> bool:
+    return any((c.type, c.status, c.reason) == (kind, status, reason) for c in claim_conditions)
+
+
+def _condition(
+    kube: KubeClient, name: str, kind: ConditionType, status: ConditionStatus, reason: str
+) -> Callable[[], Awaitable[bool]]:
+    async def holds() -> bool:
+        return _has((await kube.get(NODECLAIMS, name)).status.conditions, kind, status, reason)
+
+    return holds
+
+
+async def test_a_drained_node_waits_for_its_volume_attachments_to_go(
+    kube: KubeClient, live: LiveView, kube_http: KubeHTTP
+) -> None:
+    h = await _registered_node(live, "tm-vol")
+    attachment = _attach(kube_http, "tm-vol")
+    await kube.delete(NODES, "tm-vol")
+    awaiting = _condition(
+        kube,
+        "tm-vol",
+        ConditionType.VOLUMES_DETACHED,
+        ConditionStatus.UNKNOWN,
+        "AwaitingVolumeDetachment",
+    )
+    await reconcile_until(h.termination.reconcile, "tm-vol", awaiting, within=30)
+
+    for _ in range(3):
+        result = await h.termination.reconcile("tm-vol")
+        assert result.requeue or result.requeue_after is not None
+    node = await kube.get(NODES, "tm-vol")
+    assert wk.FINALIZER_TERMINATION in node.metadata.finalizers, "terminated with a volume on"
+    assert ("Warning", "AwaitingVolumeDetachment") in kube_http.events_about(
+        node.metadata.uid or ""
+    )
+    claim = await kube.get(NODECLAIMS, "tm-vol")
+    assert _has(claim.status.conditions, ConditionType.DRAINED, ConditionStatus.TRUE, "Drained")
+    assert not _has(
+        claim.status.conditions,
+        ConditionType.INSTANCE_TERMINATING,
+        ConditionStatus.TRUE,
+        "InstanceTerminating",
+    )
+
+    _detach(kube_http, attachment)
+    await reconcile_until(
+        h.termination.reconcile, "tm-vol", lambda: _absent(kube, "tm-vol"), within=30
+    )
+    claim = await kube.get(NODECLAIMS, "tm-vol")
+    assert _has(
+        claim.status.conditions,
+        ConditionType.VOLUMES_DETACHED,
+        ConditionStatus.TRUE,
+        "VolumesDetached",
+    )
+
+
+async def test_a_volume_attachment_that_never_goes_holds_the_node_until_the_deadline(
+    kube: KubeClient, live: LiveView, kube_http: KubeHTTP
+) -> None:
+    h = await _registered_node(live, "tm-held", termination_grace_period="2m")
+    attachment = _attach(kube_http, "tm-held")
+    await kube.delete(NODES, "tm-held")
+    awaiting = _condition(
+        kube,
+        "tm-held",
+        ConditionType.VOLUMES_DETACHED,
+        ConditionStatus.UNKNOWN,
+        "AwaitingVolumeDetachment",
+    )
+    await reconcile_until(h.termination.reconcile, "tm-held", awaiting, within=30)
+    result = await h.termination.reconcile("tm-held")
+    # The wait looks again within seconds, and never later than the deadline.
+    assert result.requeue_after is not None
+    assert 0 < result.requeue_after <= 5.0
+    assert not await _absent(kube, "tm-held")
+
+    # The clock stands at the NodeClaim's creation, seconds before the Node's deletion.
+    h.clock.step(datetime.timedelta(minutes=3))
+    await reconcile_until(
+        h.termination.reconcile, "tm-held", lambda: _absent(kube, "tm-held"), within=30
+    )
+    assert kube_http.exists(attachment), "the attachment went, so the deadline was not tested"
+    claim = await kube.get(NODECLAIMS, "tm-held")
+    assert _has(
+        claim.status.conditions,
+        ConditionType.VOLUMES_DETACHED,
+        ConditionStatus.FALSE,
+        "TerminationGracePeriodElapsed",
+    )
+    _detach(kube_http, attachment)
+
+
+async def test_a_volume_a_pod_the_drain_leaves_mounts_does_not_hold_the_node(
+    kube: KubeClient, live: LiveView, kube_http: KubeHTTP, namespace: str
+) -> None:
+    h = await _registered_node(live, "tm-kept")
+    attachment = _attach(kube_http, "tm-kept")
+    kube_http.request(
+        "POST",
+        f"/api/v1/namespaces/{namespace}/persistentvolumeclaims",
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "data"},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "1Gi"}},
+                "storageClassName": "",
+                "volumeName": "tm-kept",
+            },
+        },
+    )
+    # An agent tolerating every taint, as node agents do: the drain leaves it, and its volume.
+    agent = Pod(
+        metadata=ObjectMeta(name="agent"),
+        spec=PodSpec(
+            containers=(Container(name="app", image="registry.k8s.io/pause:3.9"),),
+            node_name="tm-kept",
+            termination_grace_period_seconds=0,
+            tolerations=(Toleration(operator=TolerationOperator.EXISTS),),
+            volumes=(
+                Volume(
+                    name="data",
+                    persistent_volume_claim=PersistentVolumeClaimVolumeSource(claim_name="data"),
+                ),
+            ),
+        ),
+    )
+    await kube.create(PODS, agent, namespace=namespace)
+    await kube.delete(NODES, "tm-kept")
+
+    await reconcile_until(
+        h.termination.reconcile, "tm-kept", lambda: _absent(kube, "tm-kept"), within=30
+    )
+    assert kube_http.exists(attachment)
+    left = await kube.get(PODS, "agent", namespace=namespace)
+    assert left.metadata.deletion_timestamp is None, "the drain evicted a pod it should leave"
+    _detach(kube_http, attachment)
+
+
+async def test_a_pdb_protected_pod_is_deleted_its_own_grace_before_the_deadline(
+    kube: KubeClient, live: LiveView, kube_http: KubeHTTP, namespace: str
+) -> None:
+    h = await _registered_node(live, "tm-early", termination_grace_period="60s")
+    pod = Pod(
+        metadata=ObjectMeta(name="guarded", labels={"app": "guarded"}, finalizers=(HOLD,)),
+        spec=PodSpec(
+            containers=(Container(name="app", image="registry.k8s.io/pause:3.9"),),
+            node_name="tm-early",
+            termination_grace_period_seconds=30,
+        ),
+    )
+    guarded = await kube.create(PODS, pod, namespace=namespace)
+    pod_path = f"/api/v1/namespaces/{namespace}/pods/guarded"
+    kube_http.request(
+        "POST",
+        f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets",
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "guard"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}},
+        },
+    )
+    try:
+        await kube.delete(NODES, "tm-early")
+        await h.termination.reconcile("tm-early")  # taints the Node, deletes its NodeClaim
+        claim = await kube.get(NODECLAIMS, "tm-early")
+        assert claim.metadata.deletion_timestamp is not None
+        deadline = claim.metadata.deletion_timestamp + datetime.timedelta(seconds=60)
+
+        # 29 s in, the PDB still holds the pod, and the drain looks again when its time comes.
+        h.clock.set(deadline - datetime.timedelta(seconds=31))
+        result = await h.termination.reconcile("tm-early")
+        assert result.requeue_after is not None
+        assert result.requeue_after <= 1.0
+        held = await kube.get(PODS, "guarded", namespace=namespace)
+        assert held.metadata.deletion_timestamp is None
+
+        # 30 s in, 30 s before the deadline: deleted past its PDB, with its whole 30 s grace
+        # (kwok finishes the deletion at once, so the grace is read from the update the
+        # apiserver made when the deletion began).
+        h.clock.set(deadline - datetime.timedelta(seconds=30))
+        await h.termination.reconcile("tm-early")
+        grace = await _deletion_grace(
+            kube, namespace, "guarded", since=held.metadata.resource_version or ""
+        )
+        assert grace == 30
+        assert ("Warning", "TerminationGracePeriodExpiring") in kube_http.events_about(
+            guarded.metadata.uid or "", namespace
+        )
+        node = await kube.get(NODES, "tm-early")
+        assert wk.FINALIZER_TERMINATION in node.metadata.finalizers
+    finally:
+        if kube_http.exists(pod_path):
+            kube_http.merge_patch(pod_path, {"metadata": {"finalizers": None}})
+
+
+async def _deletion_grace(kube: KubeClient, namespace: str, name: str, *, since: str) -> int | None:
+    """The deletionGracePeriodSeconds the pod's deletion began with: the first update after
+    `since` that shows it terminating, read from a watch (None if none came)."""
+    buffer = b""
+    async with (
+        asyncio.timeout(15),
+        kube.open_watch(
+            PODS, resource_version=since, timeout_seconds=10, namespace=namespace
+        ) as response,
+    ):
+        while chunk := await response.content.readany():
+            buffer += chunk
+            *lines, buffer = buffer.split(b"\n")
+            for line in filter(bytes.strip, lines):
+                meta = json.loads(line)["object"]["metadata"]
+                if meta.get("name") == name and meta.get("deletionTimestamp"):
+                    grace: int | None = meta.get("deletionGracePeriodSeconds")
+                    return grace
+    return None

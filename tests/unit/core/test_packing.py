@@ -16,9 +16,9 @@ from karpy.core.pods import Pod
 from karpy.core.resources import Resources
 from karpy.core.scheduling import Packing, preferences, repack, scheduler, solve
 from karpy.core.scheduling.lp import covering_lp
+from karpy.core.scheduling.options import SchedulerOptions
 from karpy.core.scheduling.queue import PodClass, balanced_order
 from karpy.core.scheduling.results import NodeClaimPlan
-from karpy.core.scheduling.scheduler import SchedulerOptions
 from karpy.testing.catalogs import realistic_instance_types
 from tests.unit.core import builders as b
 from tests.unit.core.validate import check

@@ -257,3 +257,32 @@ def test_a_controller_needs_a_worker() -> None:
 
     with pytest.raises(ValueError, match="workers must be >= 1"):
         Controller(name="test.none", reconcile=reconcile, workers=0)
+
+
+async def test_a_singleton_runs_a_pass_for_keys_on_its_channel(telemetry: Telemetry) -> None:
+    """As kwok's launch pass is woken when a delayed launch is recorded."""
+    channel = Keys("test.launches")
+    passes: list[int] = []
+    ran = asyncio.Event()
+
+    async def reconcile_once() -> Result:
+        passes.append(len(passes))
+        ran.set()
+        return Result()
+
+    (loop,) = Manager(telemetry=telemetry, backoff=BACKOFF, synced=None).loops(
+        (
+            Singleton(
+                name="test.launches", reconcile=reconcile_once, sources=(channel,), at_start=False
+            ),
+        ),
+        {},
+    )
+    async with asyncio.timeout(10), asyncio.TaskGroup() as group:
+        group.create_task(loop.run())
+        await asyncio.sleep(0.05)
+        assert passes == []
+        channel.send("claim-a")
+        await ran.wait()
+        loop.stop()
+    assert passes == [0]

@@ -42,11 +42,21 @@ def test_a_target_names_the_kind_and_the_object_and_a_namespace_only_when_namesp
 
 def test_constructors_keep_the_words_users_read() -> None:
     deadline = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
-    expiring = termination.grace_period_expiring(POD, deadline)
+    expiring = termination.grace_period_expiring(POD, deadline, grace=30, own=30)
     assert (expiring.type, expiring.reason, expiring.message) == (
         EventType.WARNING,
         "TerminationGracePeriodExpiring",
-        "Deleting the pod to accommodate the terminationTime 2026-01-01T00:00:00+00:00 of the node",
+        "Deleting the pod to accommodate the terminationTime 2026-01-01T00:00:00+00:00 of the"
+        " node. The pod was granted 30 seconds of grace-period of its 30"
+        " terminationGracePeriodSeconds. This bypasses the PDB of the pod and the do-not-disrupt"
+        " annotation.",
+    )
+    awaiting = termination.awaiting_volume_detachment(NODE, 2)
+    assert (awaiting.involved.kind, awaiting.type, awaiting.reason, awaiting.message) == (
+        "Node",
+        EventType.WARNING,
+        "AwaitingVolumeDetachment",
+        "Awaiting deletion of 2 VolumeAttachments bound to node",
     )
     expired = nodeclaim.expired_terminating(CLAIM)
     assert (expired.reason, expired.message) == (

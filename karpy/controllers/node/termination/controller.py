@@ -2,20 +2,26 @@
 
 Karpenter's order on Node deletion: taint the Node karpenter.sh/disrupted:NoSchedule so nothing new
 lands on it, delete its NodeClaim (so the claim cannot relaunch or outlive the Node), drain it in
-tiers through the Eviction API (eviction.py), and once its NodeClaim's terminationGracePeriod has
-run out delete the remaining pods directly; then terminate the instance through the CloudProvider
-and only then remove the finalizer, so the Node object disappears last. Progress shows on the
-NodeClaim as Karpenter's conditions: Drained (False, reason Draining, while pods remain; then
-True) and InstanceTerminating (True once the instance is being deleted).
+tiers through the Eviction API (eviction.py); under the NodeClaim's terminationGracePeriod each
+pod still there is deleted directly at the deadline less its own terminationGracePeriodSeconds,
+with the time left as its grace. Once drained, wait for the Node's VolumeAttachments to go
+(volumes.py: those of pods the drain leaves do not count), until the deadline at most; then
+terminate the instance through the CloudProvider and only then remove the finalizer, so the Node
+object disappears last. Progress shows on the NodeClaim as Karpenter's conditions: Drained
+(False, reason Draining, while pods remain; then True), VolumesDetached (Unknown, reason
+AwaitingVolumeDetachment, while attachments remain; then True, or False with reason
+TerminationGracePeriodElapsed when the deadline cut the wait short) and InstanceTerminating (True
+once the instance is being deleted).
 
-Registering it: a Runner keyed by Node name, `reconcile=controller.reconcile`, fed by Node
-ADDED/MODIFIED events (the Node's name; only Nodes being deleted with the finalizer do anything)
-and by Pod MODIFIED/DELETED events (the pod's spec.nodeName) so a drain moves on as pods leave.
-The controller requeues itself while it waits, so pod events only make it faster.
+It is keyed by Node name and woken by Node events (only Nodes being deleted with the finalizer
+do anything), by the pods leaving a draining Node, and by the VolumeAttachments of a draining
+Node changing or going (watches.py). It requeues itself while it waits, so events only make it
+faster.
 
-The Node, its NodeClaim (by providerID) and its pods (by spec.nodeName) are read from cluster
-state through a `ClusterView`, never listed from the apiserver: at thousands of Nodes a list per
-reconcile is quadratic traffic. A Node missing from the view is done (as NotFound was). The
+The Node, its NodeClaim (by providerID), its pods (by spec.nodeName), its VolumeAttachments (by
+spec.nodeName) and its pods' PersistentVolumeClaims are read from cluster state through a
+`ClusterView`, never listed from the apiserver: at thousands of Nodes a list per reconcile is
+quadratic traffic. A Node missing from the view is done (as NotFound was). The
 view may be a watch event behind: the taint and finalizer patches carry the resourceVersion read,
 so a stale read costs a 409 Conflict and a requeue; a pod the view still shows after it left is
 evicted again and answers NotFound; deleting an already deleted NodeClaim answers NotFound too.
@@ -26,12 +32,14 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
+from collections.abc import Sequence
 from typing import ClassVar, Final
 
 import attrs
 
 from karpy.apis.kube.node import Node
 from karpy.apis.kube.pod import Pod
+from karpy.apis.kube.storage import PersistentVolumeClaim
 from karpy.apis.meta import ConditionStatus, with_labels
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim
@@ -41,13 +49,29 @@ from karpy.controllers.node.termination import events
 from karpy.controllers.node.termination.eviction import (
     EVICTION_BACKOFF,
     Evictor,
+    deletion_grace,
+    drainable,
+    due_for_deletion,
+    next_deletion,
     next_to_evict,
+    pod_grace,
 )
-from karpy.controllers.node.termination.watches import draining_node_of_pod, terminating_node
+from karpy.controllers.node.termination.volumes import blocking_attachments
+from karpy.controllers.node.termination.watches import (
+    draining_node_of_attachment,
+    draining_node_of_pod,
+    terminating_node,
+)
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import ConflictError, NotFoundError
 from karpy.kube.events import Recorder
-from karpy.kube.kinds import NODECLAIMS, NODES, PODS
+from karpy.kube.kinds import (
+    NODECLAIMS,
+    NODES,
+    PERSISTENT_VOLUME_CLAIMS,
+    PODS,
+    VOLUME_ATTACHMENTS,
+)
 from karpy.manager import PARALLEL_WORKERS, Controller, Watch
 from karpy.runtime.backoff import Backoff
 from karpy.runtime.clock import Clock
@@ -65,9 +89,8 @@ log = logging.getLogger(__name__)
 DRAIN_RECHECK: Final = 1.0
 """Seconds between looks at a draining Node when no eviction backoff is shorter."""
 
-STUCK_TERMINATING: Final = datetime.timedelta(minutes=1)
-"""A pod whose deletion time passed this long ago is stuck (no kubelet finishes it, e.g. on a
-node being repaired): the drain stops waiting for it, as Karpenter's does."""
+VOLUME_RECHECK: Final = 5.0
+"""Seconds between looks at a drained Node's VolumeAttachments (their deletion also wakes it)."""
 
 INSTANCE_TERMINATION_WAIT: Final = 5.0
 """Seconds between checks that the cloud instance is gone."""
@@ -78,10 +101,12 @@ class TerminationController:
 
     Args:
         kube: the apiserver client (writes to Nodes, Pods, NodeClaims; evictions).
-        view: cluster state, where the Node, its NodeClaim and its pods are read.
+        view: cluster state, where the Node, its NodeClaim, its pods and their claims, and its
+            VolumeAttachments are read.
         cloud_provider: terminates the instance behind the Node.
         clock: wall clock; the terminationGracePeriod deadline is measured on it.
-        recorder: publishes Evicted, FailedDraining and TerminationGracePeriodExpiring events.
+        recorder: publishes Evicted, FailedDraining, TerminationGracePeriodExpiring and
+            AwaitingVolumeDetachment events.
         eviction_backoff: retry policy for evictions a PDB refused (default 100 ms → 10 s).
         metrics: where nodes terminated and eviction requests are counted (none by default).
     """
@@ -109,15 +134,17 @@ class TerminationController:
         self._evictors: dict[str, Evictor] = {}
 
     def spec(self) -> Controller:
-        """Keyed by Node name: Nodes being deleted, and the pods leaving them (see `watches`)."""
+        """Keyed by Node name: Nodes being deleted, the pods leaving them and their
+        VolumeAttachments going (see `watches`)."""
         return Controller(
             name=self.name,
             reconcile=self.reconcile,
             watches=(
                 Watch(kind=NODES, keys=terminating_node),
                 Watch(kind=PODS, keys=draining_node_of_pod(self._view)),
+                Watch(kind=VOLUME_ATTACHMENTS, keys=draining_node_of_attachment(self._view)),
             ),
-            reads=(NODECLAIMS,),
+            reads=(NODECLAIMS, PERSISTENT_VOLUME_CLAIMS),
             workers=PARALLEL_WORKERS,
         )
 
@@ -152,11 +179,27 @@ class TerminationController:
             except NotFoundError:
                 nodeclaim = None
         now = self._clock.now()
-        pods = [p for p in self._view.pods_on(name) if needs_drain(p) and not _stuck(p, now=now)]
+        on_node = self._view.pods_on(name)
+        pods = [p for p in on_node if needs_drain(p) and drainable(p, now=now)]
         if pods:
-            await self._mark(nodeclaim, pods_left=len(pods))
+            await self._mark(nodeclaim, _DRAINING)
             return await self._drain(node, nodeclaim, pods)
-        await self._mark(nodeclaim, pods_left=0)
+        deadline = _grace_deadline(node, nodeclaim)
+        attached = blocking_attachments(
+            self._view.volume_attachments_on(name), on_node, self._claim, now=now
+        )
+        if attached and (deadline is None or now < deadline):
+            await self._mark(nodeclaim, _AWAITING_VOLUMES)
+            await self._recorder.publish(
+                events.awaiting_volume_detachment(node, len(attached)),
+                now=asyncio.get_running_loop().time(),
+            )
+            log.debug("awaiting volume detachment", extra={"volume-attachments": len(attached)})
+            delay = VOLUME_RECHECK
+            if deadline is not None:
+                delay = min(delay, max((deadline - now).total_seconds(), 0.0))
+            return Result(requeue_after=delay)
+        await self._mark(nodeclaim, _VOLUMES_ABANDONED if attached else _TERMINATING)
         if not await self._instance_terminated(node, nodeclaim):
             return Result(requeue_after=INSTANCE_TERMINATION_WAIT)
         await self._kube.remove_finalizer(NODES, node, wk.FINALIZER_TERMINATION)
@@ -166,29 +209,26 @@ class TerminationController:
         log.info("deleted node", extra={"provider-id": node.spec.provider_id or ""})
         return Result()
 
-    async def _mark(self, nodeclaim: NodeClaim | None, *, pods_left: int) -> None:
-        """Record termination progress on the NodeClaim: Drained False ("Draining"; one write,
-        not one per pod) while pods remain; then Drained True and InstanceTerminating True
-        (the instance is deleted next). Best effort: a lost race is written on a later pass and
-        never fails the drain."""
+    def _claim(self, namespace: str, name: str) -> PersistentVolumeClaim | None:
+        return self._view.get(PERSISTENT_VOLUME_CLAIMS, name, namespace=namespace)
+
+    async def _mark(self, nodeclaim: NodeClaim | None, stage: tuple[_Mark, ...]) -> None:
+        """Record termination progress on the NodeClaim: the conditions of `stage` (one write
+        for all of them, none when they already hold). Best effort: a lost race is written on a
+        later pass and never holds termination up."""
         if nodeclaim is None:
             return
         now = self._clock.now()
         conditions = nodeclaim.status.conditions
-        if pods_left:
+        for mark in stage:
             conditions = with_condition(
                 conditions,
-                ConditionType.DRAINED,
-                ConditionStatus.FALSE,
-                reason="Draining",
-                message="Draining",
+                mark.type,
+                mark.status,
+                reason=mark.reason,
+                message=mark.message,
                 now=now,
             )
-        else:
-            for kind in (ConditionType.DRAINED, ConditionType.INSTANCE_TERMINATING):
-                conditions = with_condition(
-                    conditions, kind, ConditionStatus.TRUE, reason=str(kind), now=now
-                )
         if conditions is nodeclaim.status.conditions:
             return
         try:
@@ -222,24 +262,13 @@ class TerminationController:
         name = node.metadata.name or ""
         deadline = _grace_deadline(node, nodeclaim)
         now = self._clock.now()
-        if deadline is not None and now >= deadline:
-            for pod in pods:
-                if pod.metadata.deletion_timestamp is None:
-                    try:
-                        await self._kube.delete(
-                            PODS, pod.metadata.name or "", namespace=pod.metadata.namespace
-                        )
-                    except NotFoundError:
-                        continue
-                    log.info(
-                        "deleted pod past termination grace period",
-                        extra={"pod": f"{pod.metadata.namespace}/{pod.metadata.name}"},
-                    )
-                    await self._recorder.publish(
-                        events.grace_period_expiring(pod, deadline),
-                        now=asyncio.get_running_loop().time(),
-                    )
-            return Result(requeue_after=DRAIN_RECHECK)
+        if deadline is not None:
+            due = due_for_deletion(pods, deadline, now=now)
+            if due:
+                await self._delete_pods(due, deadline, now=now)
+                # The pods deleted now show as terminating on the next pass, which evicts
+                # what is left in tier order.
+                return Result(requeue_after=DRAIN_RECHECK)
         evictor = self._evictors.get(name)
         if evictor is None:
             evictor = Evictor(
@@ -268,7 +297,41 @@ class TerminationController:
         delay = DRAIN_RECHECK if wait is None else min(wait, DRAIN_RECHECK * 10)
         if deadline is not None:
             delay = min(delay, max((deadline - now).total_seconds(), 0.0))
+            upcoming = next_deletion(pods, deadline, now=now)
+            if upcoming is not None:
+                delay = min(delay, (upcoming - now).total_seconds())
         return Result(requeue_after=delay)
+
+    async def _delete_pods(
+        self, pods: Sequence[Pod], deadline: datetime.datetime, *, now: datetime.datetime
+    ) -> None:
+        """Delete pods whose time under the node's deadline has come, past their PDBs and
+        do-not-disrupt, each with the time left to the deadline as its grace period."""
+        grace = deletion_grace(deadline, now=now)
+        for pod in pods:
+            try:
+                await self._kube.delete(
+                    PODS,
+                    pod.metadata.name or "",
+                    namespace=pod.metadata.namespace,
+                    grace_period_seconds=grace,
+                )
+            except NotFoundError:
+                continue
+            own = int(pod_grace(pod).total_seconds())
+            log.info(
+                "deleted pod under termination grace period",
+                extra={
+                    "pod": f"{pod.metadata.namespace}/{pod.metadata.name}",
+                    "grace-period-seconds": grace,
+                    "pod-termination-grace-period-seconds": own,
+                    "termination-time": deadline.isoformat(),
+                },
+            )
+            await self._recorder.publish(
+                events.grace_period_expiring(pod, deadline, grace=grace, own=own),
+                now=asyncio.get_running_loop().time(),
+            )
 
     async def _instance_terminated(self, node: Node, nodeclaim: NodeClaim | None) -> bool:
         """Ask the provider to terminate the instance; True once it says it is gone.
@@ -306,11 +369,53 @@ class TerminationController:
         return next(iter(self._view.nodeclaims_with_provider_id(provider_id)), None)
 
 
-def _stuck(pod: Pod, *, now: datetime.datetime) -> bool:
-    """Terminating, and its deletion time (deletionTimestamp, which already includes its grace
-    period) is more than STUCK_TERMINATING ago."""
-    deleted = pod.metadata.deletion_timestamp
-    return deleted is not None and now - deleted > STUCK_TERMINATING
+@attrs.frozen
+class _Mark:
+    """One NodeClaim condition termination sets."""
+
+    type: ConditionType
+    status: ConditionStatus
+    reason: str
+    message: str = ""
+
+
+_DRAINED = _Mark(ConditionType.DRAINED, ConditionStatus.TRUE, str(ConditionType.DRAINED))
+_DRAINING = (_Mark(ConditionType.DRAINED, ConditionStatus.FALSE, "Draining", "Draining"),)
+_AWAITING_VOLUMES = (
+    _DRAINED,
+    _Mark(
+        ConditionType.VOLUMES_DETACHED,
+        ConditionStatus.UNKNOWN,
+        "AwaitingVolumeDetachment",
+        "AwaitingVolumeDetachment",
+    ),
+)
+_INSTANCE_TERMINATING = _Mark(
+    ConditionType.INSTANCE_TERMINATING,
+    ConditionStatus.TRUE,
+    str(ConditionType.INSTANCE_TERMINATING),
+)
+_TERMINATING = (
+    _DRAINED,
+    _Mark(
+        ConditionType.VOLUMES_DETACHED,
+        ConditionStatus.TRUE,
+        str(ConditionType.VOLUMES_DETACHED),
+    ),
+    _INSTANCE_TERMINATING,
+)
+_VOLUMES_ABANDONED = (
+    _DRAINED,
+    _Mark(
+        ConditionType.VOLUMES_DETACHED,
+        ConditionStatus.FALSE,
+        "TerminationGracePeriodElapsed",
+        "TerminationGracePeriodElapsed",
+    ),
+    _INSTANCE_TERMINATING,
+)
+"""The conditions of each stage: draining; drained, awaiting volume detachment; drained with
+the volumes detached (or the wait cut short by the deadline), the instance being terminated."""
 
 
 def _grace_deadline(node: Node, nodeclaim: NodeClaim | None) -> datetime.datetime | None:

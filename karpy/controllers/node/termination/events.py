@@ -18,15 +18,18 @@ def evicted(pod: Pod) -> Event:
     )
 
 
-def grace_period_expiring(pod: Pod, deadline: datetime.datetime) -> Event:
-    """The pod is deleted, not evicted: the node's termination grace period is up."""
+def grace_period_expiring(pod: Pod, deadline: datetime.datetime, *, grace: int, own: int) -> Event:
+    """The pod is deleted, not evicted, with `grace` seconds to go of its `own`
+    terminationGracePeriodSeconds: what is left of the node's termination grace period."""
     return Event(
         involved=involved(PODS, pod),
         type=EventType.WARNING,
         reason="TerminationGracePeriodExpiring",
         message=(
             f"Deleting the pod to accommodate the terminationTime"
-            f" {deadline.isoformat()} of the node"
+            f" {deadline.isoformat()} of the node. The pod was granted {grace} seconds of"
+            f" grace-period of its {own} terminationGracePeriodSeconds. This bypasses the PDB"
+            f" of the pod and the do-not-disrupt annotation."
         ),
     )
 
@@ -38,4 +41,14 @@ def failed_draining(node: Node, waiting: int) -> Event:
         type=EventType.WARNING,
         reason="FailedDraining",
         message=f"Failed to drain node, {waiting} pods are waiting to be evicted",
+    )
+
+
+def awaiting_volume_detachment(node: Node, attachments: int) -> Event:
+    """The node is drained, but `attachments` VolumeAttachments still hold its instance."""
+    return Event(
+        involved=involved(NODES, node),
+        type=EventType.WARNING,
+        reason="AwaitingVolumeDetachment",
+        message=f"Awaiting deletion of {attachments} VolumeAttachments bound to node",
     )

@@ -2,16 +2,25 @@
 
 Karpenter drains in tiers so that what other pods depend on leaves last: non-critical non-daemon
 pods, then non-critical DaemonSet pods, then critical non-daemon, then critical DaemonSet pods; a
-tier is evicted only once every earlier tier is gone. Mirror pods (the kubelet owns them) and
-finished pods are left alone; pods annotated karpenter.sh/do-not-disrupt=true are never evicted
-but keep the Node until its termination grace period ends. Evictions go through the Eviction API,
-so PodDisruptionBudgets are honoured: a 429 is retried per pod with backoff (100 ms to 10 s),
-never deleted around.
+tier is evicted only once every earlier tier is gone. Pods the drain leaves alone neither are
+evicted nor hold the Node: finished pods, and those `drainable` rejects, as Karpenter's
+IsDrainable does: static and mirror pods (the kubelet owns them), pods that tolerate
+karpenter.sh/disrupted:NoSchedule (they are meant to run until the instance goes; a DaemonSet
+tolerating every taint would put them straight back) and pods stuck terminating. Pods annotated
+karpenter.sh/do-not-disrupt=true are never evicted but keep the Node until its termination
+grace period ends. Evictions go through the Eviction API, so PodDisruptionBudgets are honoured:
+a 429 is retried per pod with backoff (100 ms to 10 s), never deleted around.
+
+Under a terminationGracePeriod the drain has a deadline, and a pod still there is deleted
+directly (past its PDB and do-not-disrupt) at the deadline minus its own
+terminationGracePeriodSeconds, with the time left as its grace: every pod gets its full grace
+period and the node still goes at the deadline, as Karpenter's terminator does.
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime
 import enum
 import logging
 from collections.abc import Iterable, Mapping, Sequence
@@ -20,17 +29,33 @@ from typing import Final
 from opentelemetry.metrics import Counter
 
 from karpy.apis.kube.pod import Pod
+from karpy.apis.v1.taints import DISRUPTED_TAINT
 from karpy.controllers.node.termination import events
+from karpy.core.taints import Effect, Taint
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError, TooManyRequestsError
 from karpy.kube.events import Recorder
 from karpy.runtime.backoff import Backoff, KeyedBackoff
-from karpy.state.pods import do_not_disrupt, is_daemon_owned, is_terminating, needs_drain
+from karpy.state.pods import (
+    do_not_disrupt,
+    is_daemon_owned,
+    is_static,
+    is_terminating,
+    needs_drain,
+)
+from karpy.state.podview import toleration
 
 log = logging.getLogger(__name__)
 
 EVICTION_BACKOFF: Final = Backoff(base=0.1, cap=10.0)
 """Karpenter's eviction queue retries a refused eviction from 100 ms up to 10 s."""
+
+STUCK_TERMINATING: Final = datetime.timedelta(minutes=1)
+"""A pod whose deletion time passed this long ago is stuck (no kubelet finishes it, e.g. on a
+node being repaired): the drain stops waiting for it, as Karpenter's does."""
+
+DEFAULT_POD_GRACE: Final = datetime.timedelta(seconds=30)
+"""A pod's terminationGracePeriodSeconds when it states none (the apiserver's default)."""
 
 CRITICAL_PRIORITY_CLASSES: Final = frozenset({"system-cluster-critical", "system-node-critical"})
 
@@ -60,6 +85,66 @@ def next_to_evict(pods: Iterable[Pod]) -> tuple[Pod, ...]:
         return ()
     first = min(tier_of(p) for p in evictable)
     return tuple(p for p in evictable if tier_of(p) == first and not is_terminating(p))
+
+
+def stuck(pod: Pod, *, now: datetime.datetime) -> bool:
+    """Terminating, and its deletion time (deletionTimestamp, which already includes its grace
+    period) is more than STUCK_TERMINATING ago."""
+    deleted = pod.metadata.deletion_timestamp
+    return deleted is not None and now - deleted > STUCK_TERMINATING
+
+
+_DISRUPTED: Taint = Taint(
+    key=DISRUPTED_TAINT.key,
+    effect=Effect(DISRUPTED_TAINT.effect),
+    value=DISRUPTED_TAINT.value or "",
+)
+
+
+def tolerates_disrupted(pod: Pod) -> bool:
+    """Whether the pod tolerates karpenter.sh/disrupted:NoSchedule (the drain leaves it be)."""
+    return any(toleration(t).tolerates(_DISRUPTED) for t in pod.spec.tolerations)
+
+
+def drainable(pod: Pod, *, now: datetime.datetime) -> bool:
+    """Whether the drain moves the pod off its Node (Karpenter's IsDrainable): it does not
+    tolerate the disrupted taint, is not a static pod, and is not stuck terminating."""
+    return not (tolerates_disrupted(pod) or is_static(pod) or stuck(pod, now=now))
+
+
+def pod_grace(pod: Pod) -> datetime.timedelta:
+    """The pod's own terminationGracePeriodSeconds."""
+    seconds = pod.spec.termination_grace_period_seconds
+    return DEFAULT_POD_GRACE if seconds is None else datetime.timedelta(seconds=max(seconds, 0))
+
+
+def deletion_time(pod: Pod, deadline: datetime.datetime) -> datetime.datetime:
+    """When a pod still on the node is deleted: the node's deadline less the pod's own grace
+    period, so the pod's grace runs out as the deadline comes."""
+    return deadline - pod_grace(pod)
+
+
+def deletion_grace(deadline: datetime.datetime, *, now: datetime.datetime) -> int:
+    """The grace period (whole seconds, never negative) a pod deleted at `now` is given: the
+    time left to the deadline, which is at most the pod's own once its deletion time came."""
+    return max(int((deadline - now).total_seconds()), 0)
+
+
+def due_for_deletion(
+    pods: Iterable[Pod], deadline: datetime.datetime, *, now: datetime.datetime
+) -> tuple[Pod, ...]:
+    """The pods to delete now: not yet terminating, and their deletion time has come."""
+    return tuple(p for p in pods if not is_terminating(p) and deletion_time(p, deadline) <= now)
+
+
+def next_deletion(
+    pods: Iterable[Pod], deadline: datetime.datetime, *, now: datetime.datetime
+) -> datetime.datetime | None:
+    """The earliest deletion time still ahead among pods not yet terminating, or None."""
+    ahead = [
+        when for p in pods if not is_terminating(p) and (when := deletion_time(p, deadline)) > now
+    ]
+    return min(ahead, default=None)
 
 
 def _key(pod: Pod) -> str:

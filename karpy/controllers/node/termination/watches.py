@@ -2,8 +2,9 @@
 
 The controller is keyed by Node name and only acts on Nodes being deleted that still carry
 karpenter.sh/termination. A drain advances when pods leave, so a pod's change or deletion queues
-the Node it ran on, if that Node is draining. The key functions never block and never do I/O:
-they run on the informer's stream.
+the Node it ran on, if that Node is draining; a drained Node waits for its VolumeAttachments, so
+an attachment's change or deletion queues its Node the same way. The key functions never block
+and never do I/O: they run on the informer's stream.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Callable, Iterable
 
 from karpy.apis.kube.node import Node
 from karpy.apis.kube.pod import Pod
+from karpy.apis.kube.storage import VolumeAttachment
 from karpy.apis.v1 import labels as wk
 from karpy.kube.watch import Event, EventType
 from karpy.state.view import ClusterView
@@ -36,6 +38,23 @@ def draining_node_of_pod(view: ClusterView) -> Callable[[Event[Pod]], Iterable[s
     """The draining Node a pod changed or disappeared on."""
 
     def keys(event: Event[Pod]) -> Iterable[str]:
+        if event.type is EventType.ADDED:
+            return ()
+        node_name = event.item.obj.spec.node_name
+        if not node_name:
+            return ()
+        node = view.node(node_name)
+        return (node_name,) if node is not None and terminating(node) else ()
+
+    return keys
+
+
+def draining_node_of_attachment(
+    view: ClusterView,
+) -> Callable[[Event[VolumeAttachment]], Iterable[str]]:
+    """The draining Node a VolumeAttachment changed or disappeared on."""
+
+    def keys(event: Event[VolumeAttachment]) -> Iterable[str]:
         if event.type is EventType.ADDED:
             return ()
         node_name = event.item.obj.spec.node_name

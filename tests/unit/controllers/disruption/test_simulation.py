@@ -26,7 +26,7 @@ from karpy.controllers.disruption.simulation import (
 )
 from karpy.core.disruption.candidates import Candidate, NodeFacts, PoolDisruption
 from karpy.core.disruption.methods import Simulation
-from karpy.core.scheduling.scheduler import SchedulerOptions
+from karpy.core.scheduling.options import SchedulerOptions
 from karpy.state.pods import is_reschedulable
 from karpy.state.snapshot import ClusterObjects, build_snapshot
 from karpy.testing.instancetypes import make_instance_types

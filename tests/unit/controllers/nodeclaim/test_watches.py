@@ -11,6 +11,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from karpy.apis.kube.node import Node, NodeSpec
 from karpy.apis.kube.pod import Pod, PodSpec
+from karpy.apis.kube.storage import (
+    VolumeAttachment,
+    VolumeAttachmentSource,
+    VolumeAttachmentSpec,
+)
 from karpy.apis.meta import ObjectMeta
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.common import NodeClassReference
@@ -39,7 +44,10 @@ def state() -> Iterator[ClusterState]:
 
 
 def _event(
-    kind: EventType, obj: NodeClaim | Node | Pod, name: str, namespace: str = ""
+    kind: EventType,
+    obj: NodeClaim | Node | Pod | VolumeAttachment,
+    name: str,
+    namespace: str = "",
 ) -> Event[Any]:
     ref = ObjectRef(
         kind=type(obj).__name__, namespace=namespace, name=name, uid=name, resource_version="1"
@@ -124,3 +132,30 @@ def test_a_pod_leaving_a_draining_node_queues_that_node(state: ClusterState) -> 
     on_event(_event(EventType.MODIFIED, pod("live"), "p", "ns"))
     on_event(_event(EventType.ADDED, pod("going"), "p", "ns"))
     assert queued == ["going"]
+
+
+def test_a_volume_attachment_going_from_a_draining_node_queues_that_node(
+    state: ClusterState,
+) -> None:
+    nodes = state.store(NODES)
+    nodes.apply(_event(EventType.ADDED, _node("going", "p://1", deleting=True), "going"))
+    nodes.apply(_event(EventType.ADDED, _node("live", "p://2"), "live"))
+    queued: list[str] = []
+    on_event = _feeding(queued, termination.draining_node_of_attachment(ClusterView(state)))
+
+    def attachment(node: str) -> VolumeAttachment:
+        return VolumeAttachment(
+            metadata=ObjectMeta(name="va"),
+            spec=VolumeAttachmentSpec(
+                attacher="ebs.csi.aws.com",
+                node_name=node,
+                source=VolumeAttachmentSource(persistent_volume_name="pv"),
+            ),
+        )
+
+    on_event(_event(EventType.DELETED, attachment("going"), "va"))
+    on_event(_event(EventType.MODIFIED, attachment("going"), "va"))
+    on_event(_event(EventType.DELETED, attachment("live"), "va"))
+    on_event(_event(EventType.ADDED, attachment("going"), "va"))
+    on_event(_event(EventType.DELETED, attachment("elsewhere"), "va"))
+    assert queued == ["going", "going"]
