@@ -3,15 +3,16 @@
 Spans mark the seams (a reconcile, a batch, a provider call) and metrics count what the operator
 did. Metrics carry Karpenter's names and labels (``karpenter_*``, and controller-runtime's
 ``controller_runtime_*``, ``workqueue_*``, ``leader_election_*``) so existing Karpenter dashboards
-and alerts read karpy unchanged; a ``karpy_*`` name marks a metric Karpenter has no equivalent for.
-docs/metrics.md lists them all. Nothing is registered globally: `Telemetry.setup()` builds a
+and alerts read karpy unchanged (operatorpkg's ``operator_<kind>_*`` too); a ``karpy_*`` name
+marks a metric Karpenter has no equivalent for. docs/metrics.md lists them all, and under them
+each of Karpenter's that karpy does not serve, with why (`NOT_SERVED`). Nothing is registered globally: `Telemetry.setup()` builds a
 tracer and meter provider that wiring passes to constructors, so tests get their own. /metrics is
 rendered by OpenTelemetry's Prometheus exporter into a registry of this Telemetry's own; when
 OTEL_EXPORTER_OTLP_ENDPOINT is set, spans and metrics are pushed over OTLP/HTTP as well.
 
-Gauges that describe the cluster as it is (nodes, pods, NodePool usage and limits, cost) are
-observed at scrape time from callbacks the metrics controller registers (`observe_state`), so a
-deleted node's series vanishes with it.
+Gauges that describe the cluster as it is (nodes, pods, NodePool usage and limits, cost,
+conditions) are observed at scrape time from callbacks the metrics controller and the provisioner
+register (`observe_state`, names in `STATE_GAUGES`), so a deleted node's series vanishes with it.
 """
 
 from __future__ import annotations
