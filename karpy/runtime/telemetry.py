@@ -5,8 +5,9 @@ did. Metrics carry Karpenter's names and labels (``karpenter_*``, and controller
 ``controller_runtime_*``, ``workqueue_*``, ``leader_election_*``) so existing Karpenter dashboards
 and alerts read karpy unchanged (operatorpkg's ``operator_<kind>_*`` too); a ``karpy_*`` name
 marks a metric Karpenter has no equivalent for. docs/metrics.md lists them all, and under them
-each of Karpenter's that karpy does not serve, with why (`NOT_SERVED`). Nothing is registered globally: `Telemetry.setup()` builds a
-tracer and meter provider that wiring passes to constructors, so tests get their own. /metrics is
+each of Karpenter's that karpy does not serve, with why (`NOT_SERVED`). Nothing is registered
+globally: `Telemetry.setup()` builds a tracer and meter provider that wiring passes to
+constructors, so tests get their own. /metrics is
 rendered by OpenTelemetry's Prometheus exporter into a registry of this Telemetry's own; when
 OTEL_EXPORTER_OTLP_ENDPOINT is set, spans and metrics are pushed over OTLP/HTTP as well.
 
