@@ -31,6 +31,7 @@ from tests.e2e.daemon import (
     steadily,
 )
 from tests.support.marks import ONE_AT_A_TIME
+from tests.support.metrics import total
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.usefixtures("karpy_crds"), ONE_AT_A_TIME]
@@ -383,9 +384,6 @@ async def test_a_scaled_down_deployment_settles_on_fewer_nodes(
 
 def _disruption_passes(components: Components) -> float:
     """How many disruption passes the daemon has finished, whatever their result."""
-    return sum(
-        float(line.rsplit(" ", 1)[1])
-        for line in components.telemetry.prometheus_text().splitlines()
-        if line.startswith("controller_runtime_reconcile_total{")
-        and 'controller="disruption"' in line
+    return total(
+        components.telemetry, "controller_runtime_reconcile_total", controller="disruption"
     )

@@ -43,6 +43,7 @@ from karpy.runtime.telemetry import Telemetry
 from karpy_kwok import KwokCloudProvider, KwokOptions
 from karpy_kwok.catalog import load_entries
 from tests.cluster.nodeclaim.conftest import make_nodeclaim, reconcile_until
+from tests.support import metrics
 from tests.support.clusterview import LiveView
 from tests.support.kubehttp import KubeHTTP
 
@@ -66,20 +67,11 @@ class Harness:
 
     def sample(self, series: str) -> float:
         """The value of one series on /metrics (0 when it is absent)."""
-        for line in self.telemetry.prometheus_text().splitlines():
-            if line.startswith(f"{series} "):
-                return float(line.split()[-1])
-        return 0.0
+        return metrics.sample(self.telemetry, series)
 
     def total(self, name: str, **labels: str) -> float:
         """The sum of `name`'s series that carry `labels` (whatever their other labels)."""
-        wanted = [f'{key}="{value}"' for key, value in labels.items()]
-        found = 0.0
-        for line in self.telemetry.prometheus_text().splitlines():
-            series = line.rsplit(" ", 1)[0]
-            if series.startswith(f"{name}{{") and all(w in series for w in wanted):
-                found += float(line.split()[-1])
-        return found
+        return metrics.total(self.telemetry, name, **labels)
 
 
 async def _registered_node(

@@ -17,6 +17,7 @@ from karpy.runtime.clock import FakeClock
 from karpy.runtime.telemetry import Telemetry
 from karpy.state.cluster import ClusterState
 from karpy.state.view import ClusterView
+from tests.support.metrics import sample
 
 T0 = datetime.datetime(2026, 3, 1, 12, 0, tzinfo=datetime.UTC)
 
@@ -59,13 +60,6 @@ def _claim(launched: str, since: float, *, deleted: float | None = None) -> Item
     return Item(ref=ref, obj=claim)
 
 
-def _sample(telemetry: Telemetry, series: str) -> float:
-    for line in telemetry.prometheus_text().splitlines():
-        if line.startswith(f"{series} "):
-            return float(line.split()[-1])
-    return 0.0
-
-
 async def test_transitions_durations_and_termination_of_a_nodeclaim(telemetry: Telemetry) -> None:
     state = ClusterState(metrics=telemetry.metrics)
     claims = state.register(kinds.NODECLAIMS)
@@ -81,27 +75,27 @@ async def test_transitions_durations_and_termination_of_a_nodeclaim(telemetry: T
     await controller.reconcile("nodeclaim/c1")
     # A NodeClaim made since start: its first condition is a transition.
     appeared = f'{name}_transitions_total{{reason="Unknown",status="Unknown",type="Launched"}}'
-    assert _sample(telemetry, appeared) == 1
+    assert sample(telemetry, appeared) == 1
 
     claims.replace([_claim("True", 5)])
     await controller.reconcile("nodeclaim/c1")
     launched = f'{name}_transitions_total{{reason="True",status="True",type="Launched"}}'
-    assert _sample(telemetry, launched) == 1
+    assert sample(telemetry, launched) == 1
     held = f'{name}_transition_seconds_sum{{reason="Unknown",status="Unknown",type="Launched"}}'
-    assert _sample(telemetry, held) == 5
+    assert sample(telemetry, held) == 5
     await controller.reconcile("nodeclaim/c1")  # no change, no transition
-    assert _sample(telemetry, launched) == 1
+    assert sample(telemetry, launched) == 1
 
     claims.replace([_claim("True", 5, deleted=10)])
     clock.set(T0 + datetime.timedelta(seconds=12))
     await controller.reconcile("nodeclaim/c1")
     StateMetrics(view, cloudprovider=None, telemetry=telemetry, clock=clock)  # type: ignore[arg-type]
     terminating = 'operator_nodeclaim_termination_current_time_seconds{name="c1",namespace=""}'
-    assert _sample(telemetry, terminating) == 2
+    assert sample(telemetry, terminating) == 2
 
     claims.replace([])
     clock.set(T0 + datetime.timedelta(seconds=14))
     await controller.reconcile("nodeclaim/c1")
-    assert _sample(telemetry, "operator_nodeclaim_termination_duration_seconds_count") == 1
-    assert _sample(telemetry, "operator_nodeclaim_termination_duration_seconds_sum") == 4
-    assert _sample(telemetry, terminating) == 0
+    assert sample(telemetry, "operator_nodeclaim_termination_duration_seconds_count") == 1
+    assert sample(telemetry, "operator_nodeclaim_termination_duration_seconds_sum") == 4
+    assert sample(telemetry, terminating) == 0

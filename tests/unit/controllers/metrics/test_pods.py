@@ -14,6 +14,7 @@ from karpy.runtime.clock import FakeClock
 from karpy.runtime.telemetry import Telemetry
 from karpy.state.cluster import ClusterState
 from karpy.state.view import ClusterView
+from tests.support.metrics import sample
 
 T0 = datetime.datetime(2026, 3, 1, 12, 0, tzinfo=datetime.UTC)
 
@@ -41,13 +42,6 @@ def _pod(name: str, *, bound: float | None = None, ready: float | None = None) -
     return Item(ref=ref, obj=pod)
 
 
-def _sample(telemetry: Telemetry, series: str) -> float:
-    for line in telemetry.prometheus_text().splitlines():
-        if line.startswith(f"{series} "):
-            return float(line.split()[-1])
-    return 0.0
-
-
 async def test_bound_and_startup_are_recorded_once_for_pods_seen_waiting(
     telemetry: Telemetry,
 ) -> None:
@@ -67,7 +61,7 @@ async def test_bound_and_startup_are_recorded_once_for_pods_seen_waiting(
         await latency.reconcile("default/old")
 
     # Only `waiting` was seen before it was bound and before it ran; each is recorded once.
-    assert _sample(telemetry, "karpenter_pods_bound_duration_seconds_count") == 1
-    assert _sample(telemetry, "karpenter_pods_bound_duration_seconds_sum") == 3
-    assert _sample(telemetry, "karpenter_pods_startup_duration_seconds_count") == 1
-    assert _sample(telemetry, "karpenter_pods_startup_duration_seconds_sum") == 7
+    assert sample(telemetry, "karpenter_pods_bound_duration_seconds_count") == 1
+    assert sample(telemetry, "karpenter_pods_bound_duration_seconds_sum") == 3
+    assert sample(telemetry, "karpenter_pods_startup_duration_seconds_count") == 1
+    assert sample(telemetry, "karpenter_pods_startup_duration_seconds_sum") == 7

@@ -14,6 +14,7 @@ from karpy.runtime.clock import FakeClock
 from karpy.runtime.telemetry import Telemetry
 from karpy.state.cluster import ClusterState
 from karpy.state.view import ClusterView
+from tests.support.metrics import sample
 
 T0 = datetime.datetime(2026, 3, 1, 12, 0, tzinfo=datetime.UTC)
 
@@ -44,13 +45,6 @@ def _pending(name: str, created: float) -> Item[Pod]:
     return Item(ref=ref, obj=pod)
 
 
-def _sample(telemetry: Telemetry, series: str) -> float:
-    for line in telemetry.prometheus_text().splitlines():
-        if line.startswith(f"{series} "):
-            return float(line.split()[-1])
-    return 0.0
-
-
 async def test_a_pod_waits_until_its_first_simulation_and_is_timed_once(
     telemetry: Telemetry,
 ) -> None:
@@ -65,19 +59,19 @@ async def test_a_pod_waits_until_its_first_simulation_and_is_timed_once(
 
     clock.set(T0 + datetime.timedelta(seconds=5))
     # "old" predates karpy: it is seen from karpy's start.
-    assert _sample(telemetry, f'{undecided}{{name="old",namespace="default"}}') == 5
-    assert _sample(telemetry, f'{undecided}{{name="new",namespace="default"}}') == 3
-    assert _sample(telemetry, unfinished) == 0
+    assert sample(telemetry, f'{undecided}{{name="old",namespace="default"}}') == 5
+    assert sample(telemetry, f'{undecided}{{name="new",namespace="default"}}') == 3
+    assert sample(telemetry, unfinished) == 0
 
     latency.solving([p.obj for p in (_pending("old", -60), _pending("new", 2))])
     clock.set(T0 + datetime.timedelta(seconds=8))
-    assert _sample(telemetry, unfinished) == 3
+    assert sample(telemetry, unfinished) == 3
     latency.solved()
     latency.solving([_pending("new", 2).obj])  # decided already: not timed again
     latency.solved()
 
-    assert _sample(telemetry, unfinished) == 0
-    assert _sample(telemetry, f'{undecided}{{name="new",namespace="default"}}') == 0
+    assert sample(telemetry, unfinished) == 0
+    assert sample(telemetry, f'{undecided}{{name="new",namespace="default"}}') == 0
     histogram = "karpenter_pods_scheduling_decision_duration_seconds"
-    assert _sample(telemetry, f"{histogram}_count") == 2
-    assert _sample(telemetry, f"{histogram}_sum") == 5 + 3
+    assert sample(telemetry, f"{histogram}_count") == 2
+    assert sample(telemetry, f"{histogram}_sum") == 5 + 3
