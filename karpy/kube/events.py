@@ -82,6 +82,31 @@ class Event:
     once, so the newest such event is always the current one."""
 
 
+def normal(
+    kind: ResourceKind[Any],
+    obj: HasMetadata,
+    reason: str,
+    message: str,
+    *,
+    dedupe_window: float | None = None,
+) -> Event:
+    """A Normal event about `obj` of `kind`: what a package's event constructors return."""
+    return Event(
+        involved=involved(kind, obj),
+        type=EventType.NORMAL,
+        reason=reason,
+        message=message,
+        dedupe_window=dedupe_window,
+    )
+
+
+def warning(kind: ResourceKind[Any], obj: HasMetadata, reason: str, message: str) -> Event:
+    """A Warning event about `obj` of `kind`."""
+    return Event(
+        involved=involved(kind, obj), type=EventType.WARNING, reason=reason, message=message
+    )
+
+
 class Recorder:
     """Writes Events through `client`, dropping repeats within the dedupe window.
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from karpy.apis.meta import HasMetadata
-from karpy.kube.events import Event, EventType, involved
+from karpy.kube.events import Event, warning
 from karpy.kube.resources import ResourceKind
 
 MESSAGE_LIMIT: Final = 1024
@@ -24,9 +24,4 @@ def translation_failed(kind: ResourceKind[Any], obj: HasMetadata, message: str) 
 
 
 def _warning(kind: ResourceKind[Any], obj: HasMetadata, reason: str, message: str) -> Event:
-    return Event(
-        involved=involved(kind, obj),
-        type=EventType.WARNING,
-        reason=reason,
-        message=message[:MESSAGE_LIMIT],
-    )
+    return warning(kind, obj, reason, message[:MESSAGE_LIMIT])

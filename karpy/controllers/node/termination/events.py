@@ -7,25 +7,23 @@ import datetime
 
 from karpy.apis.kube.node import Node
 from karpy.apis.kube.pod import Pod
-from karpy.kube.events import Event, EventType, involved
+from karpy.kube.events import Event, normal, warning
 from karpy.kube.kinds import NODES, PODS
 
 
 def evicted(pod: Pod) -> Event:
     """The Eviction API accepted the pod's eviction."""
-    return Event(
-        involved=involved(PODS, pod), type=EventType.NORMAL, reason="Evicted", message="Evicted pod"
-    )
+    return normal(PODS, pod, "Evicted", "Evicted pod")
 
 
 def grace_period_expiring(pod: Pod, deadline: datetime.datetime, *, grace: int, own: int) -> Event:
     """The pod is deleted, not evicted, with `grace` seconds to go of its `own`
     terminationGracePeriodSeconds: what is left of the node's termination grace period."""
-    return Event(
-        involved=involved(PODS, pod),
-        type=EventType.WARNING,
-        reason="TerminationGracePeriodExpiring",
-        message=(
+    return warning(
+        PODS,
+        pod,
+        "TerminationGracePeriodExpiring",
+        (
             f"Deleting the pod to accommodate the terminationTime"
             f" {deadline.isoformat()} of the node. The pod was granted {grace} seconds of"
             f" grace-period of its {own} terminationGracePeriodSeconds. This bypasses the PDB"
@@ -36,19 +34,19 @@ def grace_period_expiring(pod: Pod, deadline: datetime.datetime, *, grace: int, 
 
 def failed_draining(node: Node, waiting: int) -> Event:
     """`waiting` pods still hold the node."""
-    return Event(
-        involved=involved(NODES, node),
-        type=EventType.WARNING,
-        reason="FailedDraining",
-        message=f"Failed to drain node, {waiting} pods are waiting to be evicted",
+    return warning(
+        NODES,
+        node,
+        "FailedDraining",
+        f"Failed to drain node, {waiting} pods are waiting to be evicted",
     )
 
 
 def awaiting_volume_detachment(node: Node, attachments: int) -> Event:
     """The node is drained, but `attachments` VolumeAttachments still hold its instance."""
-    return Event(
-        involved=involved(NODES, node),
-        type=EventType.WARNING,
-        reason="AwaitingVolumeDetachment",
-        message=f"Awaiting deletion of {attachments} VolumeAttachments bound to node",
+    return warning(
+        NODES,
+        node,
+        "AwaitingVolumeDetachment",
+        f"Awaiting deletion of {attachments} VolumeAttachments bound to node",
     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from karpy.kube.events import Event, EventType, involved
+from karpy.kube.events import Event, normal
 from karpy_aws.apis.ec2nodeclass import EC2NodeClass
 from karpy_aws.apis.kinds import EC2NODECLASSES
 
@@ -15,9 +15,9 @@ WAITING_ON_NODECLAIMS: Final = "WaitingOnNodeClaimTermination"
 
 def waiting_on_nodeclaims(nodeclass: EC2NodeClass, claims: Sequence[str]) -> Event:
     """The deleted NodeClass stays until the NodeClaims named `claims` that use it are gone."""
-    return Event(
-        involved=involved(EC2NODECLASSES, nodeclass),
-        type=EventType.NORMAL,
-        reason=WAITING_ON_NODECLAIMS,
-        message=f"Waiting on NodeClaim termination for {', '.join(claims)}",
+    return normal(
+        EC2NODECLASSES,
+        nodeclass,
+        WAITING_ON_NODECLAIMS,
+        f"Waiting on NodeClaim termination for {', '.join(claims)}",
     )
