@@ -14,7 +14,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any
 
 from karpy.kube.watch import Event
@@ -26,7 +26,7 @@ from karpy.state.informers import Informer, Subscriber
 
 log = logging.getLogger(__name__)
 
-Synced = Callable[[], Awaitable[None]]
+Synced = Callable[[], Coroutine[Any, Any, None]]
 
 
 class Loop(abc.ABC):
@@ -41,13 +41,12 @@ class Loop(abc.ABC):
     async def run(self) -> None:
         """Wait for cluster state to sync (returning at once if stopped first), then work."""
         if self._synced is not None:
-            synced = asyncio.ensure_future(self._synced())
-            stopping = asyncio.ensure_future(self._stopping.wait())
-            try:
+            async with asyncio.TaskGroup() as group:
+                synced = group.create_task(self._synced(), name=f"{self.name}-sync")
+                stopping = group.create_task(self._stopping.wait(), name=f"{self.name}-stop")
                 await asyncio.wait({synced, stopping}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for waiter in (synced, stopping):
-                    waiter.cancel()
+                synced.cancel()
+                stopping.cancel()
             if self._stopping.is_set():
                 return
         await self._work()

@@ -13,7 +13,7 @@ from typing import Final
 
 import attrs
 
-from karpy.apis.conditions import ConditionSet, find, is_true, with_condition, without_condition
+from karpy.apis.conditions import ConditionSet, find, is_true, with_condition
 from karpy.apis.meta import Condition, ConditionStatus
 from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim
 
@@ -21,13 +21,9 @@ __all__ = [
     "NODECLAIM_CONDITIONS",
     "READY_DEPENDENTS",
     "claim_is_true",
-    "find",
     "get_condition",
-    "is_true",
     "set_condition",
-    "with_condition",
     "with_ready",
-    "without_condition",
 ]
 
 READY_DEPENDENTS: Final = (

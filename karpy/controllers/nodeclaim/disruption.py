@@ -36,6 +36,7 @@ from typing import Any, ClassVar, Final
 
 import attrs
 
+from karpy.apis.conditions import find, is_true, with_condition, without_condition
 from karpy.apis.duration import parse_duration
 from karpy.apis.meta import Condition, ConditionStatus
 from karpy.apis.v1 import labels as wk
@@ -54,7 +55,6 @@ from karpy.runtime.clock import Clock
 from karpy.runtime.logging import bind
 from karpy.runtime.reconciler import Result
 from karpy.runtime.telemetry import Telemetry
-from karpy.state.conditions import find, is_true, with_condition, without_condition
 from karpy.state.nodepools import nodepool_hash
 from karpy.state.view import ClusterView
 

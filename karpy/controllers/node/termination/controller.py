@@ -37,6 +37,7 @@ from typing import ClassVar, Final
 
 import attrs
 
+from karpy.apis.conditions import with_condition
 from karpy.apis.kube.node import Node
 from karpy.apis.kube.pod import Pod
 from karpy.apis.kube.storage import PersistentVolumeClaim
@@ -78,7 +79,6 @@ from karpy.runtime.clock import Clock
 from karpy.runtime.logging import bind
 from karpy.runtime.reconciler import Result
 from karpy.runtime.telemetry import Metrics
-from karpy.state.conditions import with_condition
 from karpy.state.deadline import termination_deadline
 from karpy.state.pods import do_not_disrupt, needs_drain
 from karpy.state.view import ClusterView

@@ -34,33 +34,22 @@ def terminating_node(event: Event[Node]) -> Iterable[str]:
     return ()
 
 
+def _draining(view: ClusterView, event: EventType, node_name: str | None) -> Iterable[str]:
+    """`node_name`, when an object on it (a pod, a VolumeAttachment) changed or went while the
+    node drains: what a drain or a volume wait is waiting for."""
+    if event is EventType.ADDED or not node_name:
+        return ()
+    node = view.node(node_name)
+    return (node_name,) if node is not None and terminating(node) else ()
+
+
 def draining_node_of_pod(view: ClusterView) -> Callable[[Event[Pod]], Iterable[str]]:
     """The draining Node a pod changed or disappeared on."""
-
-    def keys(event: Event[Pod]) -> Iterable[str]:
-        if event.type is EventType.ADDED:
-            return ()
-        node_name = event.item.obj.spec.node_name
-        if not node_name:
-            return ()
-        node = view.node(node_name)
-        return (node_name,) if node is not None and terminating(node) else ()
-
-    return keys
+    return lambda event: _draining(view, event.type, event.item.obj.spec.node_name)
 
 
 def draining_node_of_attachment(
     view: ClusterView,
 ) -> Callable[[Event[VolumeAttachment]], Iterable[str]]:
     """The draining Node a VolumeAttachment changed or disappeared on."""
-
-    def keys(event: Event[VolumeAttachment]) -> Iterable[str]:
-        if event.type is EventType.ADDED:
-            return ()
-        node_name = event.item.obj.spec.node_name
-        if not node_name:
-            return ()
-        node = view.node(node_name)
-        return (node_name,) if node is not None and terminating(node) else ()
-
-    return keys
+    return lambda event: _draining(view, event.type, event.item.obj.spec.node_name)
