@@ -7,6 +7,13 @@ in that gap costs a relaunch. The mark lasts a window (max(2 x batch max duratio
 every pass that places pods there again extends it, so it holds exactly while the pods are
 pending and still fit the node, and lapses soon after they bind, go away, or fit elsewhere.
 
+kube-scheduler does not follow the nominations: it binds a pending pod to whichever node it
+scores best, often not the one it was nominated to. When it binds pod P (nominated to node N)
+to node M, the pod planned for M is now the one that needs N. So a nomination whose own pods
+all went elsewhere still holds while any pod the same pass nominated (to any node) is pending:
+the pending pods need the capacity the pass counted, whichever node each ends on. Only a later
+pass can tell that N is no longer needed.
+
 The window runs only while the provisioner keeps passing. A nomination made by the latest pass
 is *held* past its window until a later pass has looked at the pods again: while cluster state is
 not synced (after an apiserver outage, a launch still resolving) the provisioner cannot pass, and
@@ -52,6 +59,7 @@ class NodeNominations:
     def __init__(self) -> None:
         self._by_node: dict[str, Nomination] = {}
         self._passes = 0
+        self._pass_pods: dict[int, set[PodKey]] = {}
 
     @property
     def passes(self) -> int:
@@ -62,6 +70,13 @@ class NodeNominations:
         """A provisioning pass has looked at every pending pod and nominated what it placed on
         existing or in-flight nodes: nominations it did not renew may now lapse."""
         self._passes += 1
+        for number in [n for n in self._pass_pods if n < self._passes - 1]:
+            del self._pass_pods[number]
+
+    def pods_of_pass(self, number: int) -> frozenset[PodKey]:
+        """Every pod pass `number` nominated, to any node; empty once a later pass completed
+        after it (that pass's own nominations are what count then)."""
+        return frozenset(self._pass_pods.get(number, ()))
 
     def nominate(self, node: str, pods: Iterable[PodKey], *, now: float, window: float) -> None:
         """Nominate `node` for `pods` until `now + window`; a live nomination is extended and
@@ -69,9 +84,11 @@ class NodeNominations:
         if window <= 0:
             msg = f"NodeNominations.nominate: window must be > 0 seconds, got {window}"
             raise ValueError(msg)
+        pods = frozenset(pods)
+        self._pass_pods.setdefault(self._passes, set()).update(pods)
         current = self._by_node.get(node)
         keep = current is not None and current.expires > now
-        pods = frozenset(pods) | (current.pods if keep and current is not None else frozenset())
+        pods = pods | (current.pods if keep and current is not None else frozenset())
         expires = max(now + window, current.expires if keep and current is not None else 0.0)
         self._by_node[node] = Nomination(pods=pods, expires=expires, made_by=self._passes)
 

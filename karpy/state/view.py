@@ -73,18 +73,33 @@ class ClusterView:
         or an in-flight NodeClaim's while it has none) within the nomination window before
         `now` (UTC epoch seconds), and one of those pods is still pending or bound there; or
         the nomination is held past its window (no pass since it was made: the provisioner is
-        waiting on cluster state) and one of its pods is still pending."""
-        nomination = self._state.nominations.get(node_name, now=now)
+        waiting on cluster state) and one of its pods is still pending. Either way it also
+        holds while any pod the same pass nominated elsewhere is pending: kube-scheduler binds
+        where it likes, so a pod of this node's may have taken another's place (see
+        `karpy.state.nominations`)."""
+        nominations = self._state.nominations
+        nomination = nominations.get(node_name, now=now)
         if nomination is None:
             return False
         pods = self._state.store(PODS)
-        for namespace, name in nomination.pods:
+
+        def live(namespace: str, name: str) -> Pod | None:
             pod = pods.get(name, namespace=namespace)
             if pod is None or pod.metadata.deletion_timestamp is not None or is_terminal(pod):
+                return None
+            return pod
+
+        for namespace, name in nomination.pods:
+            pod = live(namespace, name)
+            if pod is None:
                 continue
             if not pod.spec.node_name:
                 return True  # still pending: held past the window until a pass looks again
             if pod.spec.node_name == node_name and not nomination.held:
+                return True
+        for namespace, name in nominations.pods_of_pass(nomination.made_by) - nomination.pods:
+            pod = live(namespace, name)
+            if pod is not None and not pod.spec.node_name:
                 return True
         return False
 

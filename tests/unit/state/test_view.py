@@ -202,6 +202,25 @@ def test_a_held_nomination_counts_pending_pods_only(state: ClusterState) -> None
     assert not view.nominated("n1", 130.0)
 
 
+def test_a_node_whose_pod_kube_scheduler_bound_elsewhere_stays_nominated_while_its_pass_waits(
+    state: ClusterState,
+) -> None:
+    """kube-scheduler bound "c" (nominated to n1) to n2, where the pass placed "pending": n1 is
+    now the node "pending" needs, so it holds while "pending" waits, until a pass looks again."""
+    view = ClusterView(state)
+    state.nominations.nominate("n1", [("default", "c")], now=100.0, window=20.0)
+    state.nominations.nominate("n2", [("default", "pending")], now=100.0, window=20.0)
+    state.nominations.passed()
+    assert view.nominated("n1", 110.0)
+    assert view.nominated("n1", 125.0)  # held: no pass has looked since
+    state.nominations.passed()  # a later pass placed "pending" and did not renew n1
+    assert not view.nominated("n1", 125.0)
+    # Without a pending pod of its pass, a nomination whose pods went elsewhere lapses.
+    state.nominations.nominate("n1", [("default", "c")], now=130.0, window=20.0)
+    state.nominations.passed()
+    assert not view.nominated("n1", 131.0)
+
+
 def test_nominations_are_known_once_the_provisioner_passed_or_nothing_is_pending(
     state: ClusterState,
 ) -> None:
