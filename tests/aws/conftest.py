@@ -107,6 +107,8 @@ class FaultInjector:
     ice_offerings: set[tuple[str, str]] = attrs.Factory(set)
     ice_codes: dict[tuple[str, str], str] = attrs.Factory(dict)
     sent: list[str] = attrs.Factory(list)
+    succeeded: list[str] = attrs.Factory(list)
+    """Operations moto answered with success (HTTP 2xx), in order."""
     requests: dict[str, list[dict[str, Any]]] = attrs.Factory(dict)
     """Parameters of every call made, by operation, as the caller passed them."""
 
@@ -131,6 +133,7 @@ class FaultInjector:
             EventHook("before-parameter-build", self._record),
             EventHook("before-send", self._before_send),
             EventHook("before-call", self._answer),
+            EventHook("after-call", self._record_success),
             EventHook("before-parameter-build.ec2.CreateFleet", self._strip_ice),
             EventHook("before-call.ec2.CreateFleet", self._short_circuit_ice),
             EventHook("after-call.ec2.CreateFleet", self._report_ice),
@@ -160,6 +163,10 @@ class FaultInjector:
                 ).encode()
                 return AioAWSResponse(request.url, fault.status, {}, _Raw(body))
         return None
+
+    def _record_success(self, http_response: Any, event_name: str, **kwargs: Any) -> None:
+        if 200 <= http_response.status_code < 300:
+            self.succeeded.append(event_name.rsplit(".", 1)[-1])
 
     def _answer(self, event_name: str, **kwargs: Any) -> tuple[Any, dict[str, Any]] | None:
         operation = event_name.rsplit(".", 1)[-1]
