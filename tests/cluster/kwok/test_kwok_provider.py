@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import functools
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -166,25 +167,33 @@ async def test_a_registration_delay_creates_the_node_later(
         ).status.provider_id == "kwok://kwok-delayed"
         assert "kwok-delayed" in {nc.metadata.name for nc in await provider.list()}
 
-        async def node_exists() -> bool:
+        async def node_exists(name: str) -> bool:
             try:
-                await kube.get(NODES, "kwok-delayed")
+                await kube.get(NODES, name)
             except NotFoundError:
                 return False
             return True
 
-        assert await eventually(node_exists, within=15, interval=0.1)
+        assert await eventually(
+            functools.partial(node_exists, "kwok-delayed"), within=15, interval=0.1
+        )
         assert loop.time() - started >= 3.0
-        # A deleted pending launch never becomes a Node.
+        # A deleted pending launch never becomes a Node. A launch held after it falls due after
+        # it, and the pass creates due Nodes earliest first: once the later one's Node exists,
+        # the cancelled one's would too, had the delete not dropped it.
         pending = await provider.create(_nodeclaim("kwok-cancelled"))
         await provider.delete(pending)
         with pytest.raises(NodeClaimNotFoundError):
             await provider.get("kwok://kwok-cancelled")
-        await asyncio.sleep(0.8)
+        later = await provider.create(_nodeclaim("kwok-later"))
+        assert await eventually(
+            functools.partial(node_exists, "kwok-later"), within=15, interval=0.1
+        )
         with pytest.raises(NotFoundError):
             await kube.get(NODES, "kwok-cancelled")
         runner.cancel()
     await provider.delete(launched)
+    await provider.delete(later)
 
 
 async def test_unavailable_offerings_are_skipped_then_insufficient_capacity(
