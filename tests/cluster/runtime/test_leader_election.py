@@ -22,12 +22,12 @@ from karpy.localcluster import ClusterInfo
 from karpy.runtime.options import LeaderElectionOptions
 from tests.cluster.runtime.support import (
     Replica,
-    http_get,
     lease_holder,
     spawn_replica,
     stop_replica,
 )
 from tests.support.marks import ONE_AT_A_TIME
+from tests.support.probes import http_get
 from tests.support.waiting import eventually
 
 # karpy run watches NodeClaims and NodePools: /readyz waits for their CRDs.
