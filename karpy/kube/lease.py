@@ -105,6 +105,9 @@ class LeaderElector:
         )
         self._observed: LeaseRecord | None = None
         self._observed_at = 0.0
+        self._taken_from: dict[str, Any] = {}
+        """Whose lease the last acquisition took, and how long it had looked unchanged: logged,
+        so a takeover shows whether it waited a lease out or took a released one."""
         self.leading = asyncio.Event()
         self._labels = {"name": options.name}
         self._fields = {
@@ -131,7 +134,7 @@ class LeaderElector:
         self.leading.set()
         self._metrics.leader_election_leader.set(1, self._labels)
         self._metrics.leader_election_transitions_total.add(1, self._labels)
-        log.info("successfully acquired lease", extra=self._fields)
+        log.info("successfully acquired lease", extra={**self._fields, **self._taken_from})
         try:
             await self._renew_forever()
         finally:
@@ -205,6 +208,7 @@ class LeaderElector:
         if held_by_other and self._observed_at + old.lease_duration > loop_now:
             return False
         mine = old.holder == self.identity
+        unchanged_for = loop_now - self._observed_at
         record = LeaseRecord(
             holder=self.identity,
             lease_duration=duration,
@@ -220,6 +224,11 @@ class LeaderElector:
             log.warning("error updating lease", extra={**self._fields, "error": str(error)})
             return False
         self._observed, self._observed_at = record, self._now()
+        if not mine:
+            self._taken_from = {
+                "previous_holder": old.holder,
+                "unchanged_for_seconds": round(unchanged_for, 3),
+            }
         return True
 
     async def _create(self, now: datetime.datetime, duration: int) -> bool:
