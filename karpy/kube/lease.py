@@ -15,7 +15,7 @@ import asyncio
 import datetime
 import logging
 import random
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
 import attrs
@@ -84,7 +84,13 @@ class LeaderElector:
         *,
         clock: Clock,
         metrics: Metrics,
+        monotonic: Callable[[], float] | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
+        """`clock` stamps the Lease (acquireTime, renewTime); `monotonic` (seconds; the running
+        loop's clock by default) times how long a record has been seen unchanged, and `sleep`
+        waits between attempts. Both are injectable, so how long the elector waits can be proven
+        in its own time, not timed on a machine that may be loaded."""
         if not options.identity:
             msg = "LeaderElector: options.identity must not be empty"
             raise ValueError(msg)
@@ -92,11 +98,16 @@ class LeaderElector:
         self._options = options
         self._clock = clock
         self._metrics = metrics
+        self._monotonic = monotonic
+        self._sleep = sleep
         self._path = (
             f"/apis/coordination.k8s.io/v1/namespaces/{options.namespace}/leases/{options.name}"
         )
         self._observed: LeaseRecord | None = None
         self._observed_at = 0.0
+        self._taken_from: dict[str, Any] = {}
+        """Whose lease the last acquisition took, and how long it had looked unchanged: logged,
+        so a takeover shows whether it waited a lease out or took a released one."""
         self.leading = asyncio.Event()
         self._labels = {"name": options.name}
         self._fields = {
@@ -119,11 +130,11 @@ class LeaderElector:
         while True:
             if await self._try_acquire_or_renew():
                 break
-            await asyncio.sleep(self._options.retry_period * _RNG.uniform(1.0, JITTER_FACTOR))
+            await self._sleep(self._options.retry_period * _RNG.uniform(1.0, JITTER_FACTOR))
         self.leading.set()
         self._metrics.leader_election_leader.set(1, self._labels)
         self._metrics.leader_election_transitions_total.add(1, self._labels)
-        log.info("successfully acquired lease", extra=self._fields)
+        log.info("successfully acquired lease", extra={**self._fields, **self._taken_from})
         try:
             await self._renew_forever()
         finally:
@@ -137,7 +148,7 @@ class LeaderElector:
                     while True:
                         if await self._try_acquire_or_renew():
                             break
-                        await asyncio.sleep(self._options.retry_period)
+                        await self._sleep(self._options.retry_period)
             except TimeoutError as error:
                 log.error("failed to renew lease", extra=self._fields)
                 msg = (
@@ -145,7 +156,12 @@ class LeaderElector:
                     f"{self._options.renew_deadline}s"
                 )
                 raise LeadershipLostError(msg) from error
-            await asyncio.sleep(self._options.retry_period)
+            await self._sleep(self._options.retry_period)
+
+    def _now(self) -> float:
+        return (
+            self._monotonic() if self._monotonic is not None else asyncio.get_running_loop().time()
+        )
 
     async def release(self) -> bool:
         """Give the lease up if this replica holds it. Returns True when it was released."""
@@ -176,7 +192,7 @@ class LeaderElector:
 
     async def _try_acquire_or_renew(self) -> bool:
         now = self._clock.now()
-        loop_now = asyncio.get_running_loop().time()
+        loop_now = self._now()
         duration = max(1, round(self._options.lease_duration))
         try:
             lease = await self._client.request("GET", self._path)
@@ -192,6 +208,7 @@ class LeaderElector:
         if held_by_other and self._observed_at + old.lease_duration > loop_now:
             return False
         mine = old.holder == self.identity
+        unchanged_for = loop_now - self._observed_at
         record = LeaseRecord(
             holder=self.identity,
             lease_duration=duration,
@@ -206,7 +223,12 @@ class LeaderElector:
         except KubeError as error:
             log.warning("error updating lease", extra={**self._fields, "error": str(error)})
             return False
-        self._observed, self._observed_at = record, asyncio.get_running_loop().time()
+        self._observed, self._observed_at = record, self._now()
+        if not mine:
+            self._taken_from = {
+                "previous_holder": old.holder,
+                "unchanged_for_seconds": round(unchanged_for, 3),
+            }
         return True
 
     async def _create(self, now: datetime.datetime, duration: int) -> bool:
@@ -230,7 +252,7 @@ class LeaderElector:
             # A conflict means another replica created it first; anything else is retried too.
             log.debug("could not create lease", extra={**self._fields, "error": str(error)})
             return False
-        self._observed, self._observed_at = record, asyncio.get_running_loop().time()
+        self._observed, self._observed_at = record, self._now()
         return True
 
     async def _put(self, lease: Mapping[str, Any], record: LeaseRecord) -> None:

@@ -74,10 +74,19 @@ class JSONFormatter(logging.Formatter):
         return orjson.dumps(entry, default=str).decode()
 
 
-def configure(level: LogLevel, *, stream: IO[str] | None = None) -> logging.Handler:
-    """Send all logs (karpy's and its libraries') to `stream` as JSON at `level`.
+WIRE_LOGGERS: Final = ("botocore", "aiobotocore", "urllib3")
+"""Libraries whose debug output is the wire itself: the AWS SDK logs every request's headers and
+signed canonical request, which carry the access key id and the session token. Kept at info
+whatever karpy's level, so `debug` never puts a credential in the logs; karpy's own AWS spans
+and logs say which calls were made."""
 
-    Side effects: replaces the root logger's handlers. Returns the installed handler.
+
+def configure(level: LogLevel, *, stream: IO[str] | None = None) -> logging.Handler:
+    """Send all logs (karpy's and its libraries') to `stream` as JSON at `level`, the
+    WIRE_LOGGERS' at info at most.
+
+    Side effects: replaces the root logger's handlers, sets the WIRE_LOGGERS' levels. Returns
+    the installed handler.
     """
     handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
     handler.setFormatter(JSONFormatter())
@@ -86,4 +95,6 @@ def configure(level: LogLevel, *, stream: IO[str] | None = None) -> logging.Hand
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(LEVELS[level])
+    for name in WIRE_LOGGERS:
+        logging.getLogger(name).setLevel(max(LEVELS[level], logging.INFO))
     return handler

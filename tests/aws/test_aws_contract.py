@@ -1,8 +1,12 @@
 """The shared CloudProvider conformance suite (tests/contract), run against AWSCloudProvider on
-moto. The suite's tests are imported here and get this module's ``subject``: the provider of
-the ``kit`` fixture with a Ready EC2NodeClass whose subnets cover all four zones."""
+moto. Every test of the suite is taken into this module by name (a new one runs here without
+being listed) and gets this module's ``subject``: the provider of the ``kit`` fixture with a
+Ready EC2NodeClass whose subnets cover all four zones."""
 
 from __future__ import annotations
+
+import inspect
+from typing import Any
 
 import attrs
 import pytest
@@ -11,40 +15,37 @@ from karpy.apis.v1.common import NodeClassReference
 from karpy_aws.apis import ec2nodeclass as nc
 from karpy_aws.apis import ec2nodeclass_status as nc_status
 from karpy_aws.apis import labels as awslabels
+from tests.contract import test_cloudprovider_contract as contract
 from tests.contract.conftest import Subject, nodepool
-from tests.contract.test_cloudprovider_contract import (
-    test_a_fresh_instance_has_not_drifted,
-    test_create_fits_the_requests,
-    test_create_honours_requirements,
-    test_create_launches_the_cheapest_available_offering,
-    test_create_reports_what_it_launched,
-    test_delete_ends_in_not_found,
-    test_get_and_list_see_the_launched_instance,
-    test_get_of_an_unknown_instance_is_not_found,
-    test_instance_types_are_well_formed,
-    test_it_is_a_cloud_provider,
-    test_unsatisfiable_nodeclaims_get_insufficient_capacity,
-    test_well_known_labels_are_the_providers_own,
-)
 
 from .conftest import DISCOVERY, ProviderKit, ready_nodeclass
 
 pytestmark = pytest.mark.aws
 
-__all__ = [
-    "test_a_fresh_instance_has_not_drifted",
-    "test_create_fits_the_requests",
-    "test_create_honours_requirements",
-    "test_create_launches_the_cheapest_available_offering",
-    "test_create_reports_what_it_launched",
-    "test_delete_ends_in_not_found",
-    "test_get_and_list_see_the_launched_instance",
-    "test_get_of_an_unknown_instance_is_not_found",
-    "test_instance_types_are_well_formed",
-    "test_it_is_a_cloud_provider",
-    "test_unsatisfiable_nodeclaims_get_insufficient_capacity",
-    "test_well_known_labels_are_the_providers_own",
-]
+
+def _contract_tests() -> dict[str, Any]:
+    """Every test of the contract suite, by name."""
+    return {
+        name: test
+        for name, test in vars(contract).items()
+        if name.startswith("test_") and inspect.isfunction(test)
+    }
+
+
+# Every contract test, whatever its name: one added to the suite runs here too.
+globals().update(_contract_tests())
+
+
+def test_every_contract_test_is_collected_here(request: pytest.FixtureRequest) -> None:
+    """A contract test that stopped running against AWS (shadowed here, say) fails this."""
+    module = request.node.getparent(pytest.Module)
+    assert module is not None
+    collected = {
+        item.originalname for item in module.collect() if isinstance(item, pytest.Function)
+    }
+    expected = set(_contract_tests())
+    assert expected, "the contract suite has no tests"
+    assert not expected - collected, sorted(expected - collected)
 
 
 @pytest.fixture

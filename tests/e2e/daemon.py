@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes_asyncio import client
+from opentelemetry.sdk.trace.export import SpanExporter
 
 from karpy.apis.v1 import labels as wk
 from karpy.core.resources import CPU, parse_resource
@@ -39,13 +40,15 @@ async def running_daemon(
     lease_namespace: str | None = None,
     flags: Sequence[str] = (),
     environ: Mapping[str, str] | None = None,
+    span_exporter: SpanExporter | None = None,
 ) -> AsyncIterator[Components]:
     """karpy running against the local cluster with the kwok provider, until the block ends.
 
     It runs as the admin identity unless `kubeconfig` names another, and without leader
     election unless `lease_namespace` says where its Lease goes; `flags` are further `karpy run`
     flags (another provider and its settings, say) and `environ` its environment variables
-    (OTEL_EXPORTER_OTLP_ENDPOINT, say). Batches close after 200 ms idle
+    (OTEL_EXPORTER_OTLP_ENDPOINT, say); `span_exporter` receives every span. Batches close after
+    200 ms idle
     (2 s at most) so scenarios move quickly. A failure of the daemon cancels the test body and
     surfaces from here.
     """
@@ -73,7 +76,7 @@ async def running_daemon(
         ],
         dict(environ or {}),
     )
-    components = await build(options)
+    components = await build(options, span_exporter=span_exporter)
     stop = asyncio.Event()
     try:
         async with asyncio.TaskGroup() as group:

@@ -11,7 +11,8 @@ scaled to 10 once it is. Scaling out launches instances of the NodePool's types 
 deleting the Deployment empties the nodes, and after consolidateAfter (5 s instead of the
 seed's 30 s) Emptiness removes the NodeClaims, termination terminates the instances in moto,
 and nothing is left: no live instance, NodeClaim or Node, and, once the NodeClass is deleted,
-no launch template.
+no launch template. Nothing the daemon said on the way (log lines at debug, spans, Events)
+holds the kube or AWS credentials it used.
 """
 
 from __future__ import annotations
@@ -44,6 +45,13 @@ from tests.e2e.daemon import (
     scale,
 )
 from tests.support.marks import ONE_AT_A_TIME
+from tests.support.secrets import (
+    Witness,
+    assert_no_secrets,
+    aws_secrets,
+    karpy_events,
+    kube_secrets,
+)
 from tests.support.waiting import eventually
 
 pytestmark = [
@@ -133,8 +141,22 @@ def _nodepool(name: str, intent: str) -> dict[str, Any]:
 
 
 async def test_inflate_runs_on_moto_instances_and_leaves_nothing_behind(
-    cluster_info: ClusterInfo, api_client: client.ApiClient, namespace: str, emulator: Emulator
+    cluster_info: ClusterInfo,
+    api_client: client.ApiClient,
+    namespace: str,
+    emulator: Emulator,
+    witness: Witness,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # Credentials of their own (moto takes any), so that finding one in what karpy said means
+    # karpy said it.
+    credentials = {
+        "AWS_ACCESS_KEY_ID": f"AKIA{secrets.token_hex(8).upper()}",
+        "AWS_SECRET_ACCESS_KEY": secrets.token_urlsafe(30),
+        "AWS_SESSION_TOKEN": secrets.token_urlsafe(96),
+    }
+    for key, value in credentials.items():
+        monkeypatch.setenv(key, value)
     custom = client.CustomObjectsApi(api_client)
     core = client.CoreV1Api(api_client)
     name = f"aws-{secrets.token_hex(3)}"
@@ -157,7 +179,7 @@ async def test_inflate_runs_on_moto_instances_and_leaves_nothing_behind(
         )
         return is_ready(found)
 
-    async with running_daemon(cluster_info, flags=emulator.flags()):
+    async with running_daemon(cluster_info, flags=emulator.flags(), span_exporter=witness.spans):
         # karpy resolves the NodeClass against moto: seeded subnets, group and al2023 AMIs.
         # (Pods that go pending before it is Ready are tried again every 10 s; waiting for it
         # keeps the scenario as the seed tells it.)
@@ -206,6 +228,8 @@ async def test_inflate_runs_on_moto_instances_and_leaves_nothing_behind(
         await custom.delete_cluster_custom_object(awslabels.AWS_GROUP, "v1", "ec2nodeclasses", name)
         await eventually(lambda: _nodeclass_gone(custom, name), within=60)
         assert not await _templates(ec2, emulator.cluster_name)
+    found = {**kube_secrets(cluster_info.kubeconfig), **aws_secrets(credentials)}
+    assert_no_secrets(witness, found, await karpy_events(api_client), name)
 
 
 async def _instances(ec2: Any, cluster: str, states: Sequence[str]) -> list[dict[str, Any]]:

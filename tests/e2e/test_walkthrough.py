@@ -5,7 +5,8 @@ runs against the real local control plane with the kwok provider: pending pods b
 NodeClaims, kwok Nodes register and initialize, and kube-scheduler binds the pods, which kwok
 then runs. Scaling to zero empties the nodes; Emptiness then deletes their NodeClaims once
 consolidateAfter has passed since the last pod left (5 s here instead of the seed's 30 s, and a
-100% budget, to keep the suite fast), and termination removes the Nodes.
+100% budget, to keep the suite fast), and termination removes the Nodes. Nothing the daemon
+said on the way (log lines at debug, spans, Events) holds the kube credentials it used.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from tests.e2e.daemon import (
     scale,
     steadily,
 )
+from tests.support.secrets import Witness, assert_no_secrets, karpy_events, kube_secrets
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.usefixtures("karpy_crds")
@@ -45,7 +47,7 @@ QUIET = 3.0
 
 
 async def test_inflate_scales_out_onto_new_kwok_nodes(
-    cluster_info: ClusterInfo, api_client: client.ApiClient, namespace: str
+    cluster_info: ClusterInfo, api_client: client.ApiClient, namespace: str, witness: Witness
 ) -> None:
     core = client.CoreV1Api(api_client)
     name, selector = await fresh_nodepool(api_client, "walk", consolidate_after=CONSOLIDATE_AFTER)
@@ -54,7 +56,7 @@ async def test_inflate_scales_out_onto_new_kwok_nodes(
     async def ready_claims() -> list[dict[str, Any]]:
         return [c for c in await nodeclaims(api_client, name) if is_ready(c)]
 
-    async with running_daemon(cluster_info) as components:
+    async with running_daemon(cluster_info, span_exporter=witness.spans) as components:
         # 0 replicas: nothing is pending, so nothing is launched.
         async with asyncio.timeout(30):
             await components.state.wait_synced()
@@ -93,3 +95,6 @@ async def test_inflate_scales_out_onto_new_kwok_nodes(
 
         await eventually(lambda: no_nodeclaims(api_client, name), within=120)
         await eventually(lambda: nodes_gone(api_client, nodes), within=60)
+    assert_no_secrets(
+        witness, kube_secrets(cluster_info.kubeconfig), await karpy_events(api_client), name
+    )

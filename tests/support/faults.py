@@ -46,6 +46,7 @@ from karpy.kube.kinds import NODECLAIMS, NODES, PODS
 from karpy.localcluster import LocalCluster, PortInUseError
 from karpy_aws.apis import labels as awslabels
 from karpy_kwok.apis import labels as kwoklabels
+from tests.support.probes import wait_ready
 from tests.support.processes import stop as stop_process
 from tests.support.waiting import eventually
 
@@ -224,6 +225,11 @@ class Karpy:
                 env=env,
                 cwd=str(setup.karpy_src or Path.cwd()),
             )
+
+    async def wait_ready(self) -> None:
+        """Wait until the process last started answers /readyz: its informers have listed, so
+        what the trial does next is seen by a process that is watching."""
+        await wait_ready(self.logs[-1])
 
     def keep_running(self) -> None:
         """Start the process again if it exited, as its Deployment would (karpy exits when it
@@ -460,7 +466,7 @@ async def crash_trial(
     await prepare(client, setup, consolidate_after="Never")
     karpy.start()
     try:
-        await asyncio.sleep(4.0)  # informers list, the leader loops start
+        await karpy.wait_ready()
         sampler = Sampler(client, setup)
         await scale(client, setup.deployment_manifest(), setup.pods)
         since = time.monotonic()
@@ -523,7 +529,7 @@ async def outage_trial(
     await prepare(client, setup, consolidate_after="0s")
     karpy.start()
     try:
-        await asyncio.sleep(4.0)
+        await karpy.wait_ready()
         sampler = Sampler(client, setup)
         await scale(client, setup.deployment_manifest(), setup.pods)
         await _sleep_sampling(sampler, karpy, stop_after)

@@ -14,7 +14,7 @@ import attrs
 
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodepool import Disruption
-from karpy.controllers.disruption.controller import DisruptionController
+from karpy.controllers.disruption.controller import POLLING_PERIOD, DisruptionController
 from karpy.controllers.disruption.queue import OrchestrationQueue
 from karpy.controllers.nodeclaim.disruption import NodeClaimDisruptionController
 from karpy.controllers.nodeclaim.podevents import PodEventsController
@@ -137,6 +137,22 @@ class Env:
         await eventually(seen, within=30, interval=0.05)
         return name
 
+    async def undisrupted(self, claim: str, node: str) -> bool:
+        """Whether no disruption command has taken `claim` and its `node`: the claim is there and
+        not being deleted, it carries no command annotation and the node no disrupted taint.
+
+        A command's candidates carry both as soon as `reconcile_once` has submitted it, while
+        the claim itself goes only later, from the queue: a claim that merely still exists
+        right after a pass proves nothing.
+        """
+        if not await self.exists(claim):
+            return False
+        stored = await self.kube.get(NODECLAIMS, claim)
+        if wk.ANNOTATION_DISRUPTION_COMMAND in stored.metadata.annotations:
+            return False
+        taints = (await self.kube.get(NODES, node)).spec.taints
+        return all(t.key != wk.TAINT_DISRUPTED_KEY for t in taints)
+
     async def exists(self, claim: str) -> bool:
         try:
             stored = await self.kube.get(NODECLAIMS, claim)
@@ -179,7 +195,10 @@ def _claim_body(name: str, pool: str, annotations: dict[str, str]) -> dict[str, 
 
 @contextlib.asynccontextmanager
 async def environment(
-    cluster_info: ClusterInfo, *, await_provisioning: bool = False
+    cluster_info: ClusterInfo,
+    *,
+    await_provisioning: bool = False,
+    polling_period: float = POLLING_PERIOD,
 ) -> AsyncIterator[Env]:
     telemetry = Telemetry.setup(service_name="karpy-test")
     kube = await KubeClient.connect(cluster_info.kubeconfig, request_timeout=10.0)
@@ -215,6 +234,7 @@ async def environment(
             recorder=recorder,
             telemetry=telemetry,
             await_provisioning=await_provisioning,
+            polling_period=polling_period,
         )
         podevents = PodEventsController(kube, view, clock=clock)
         conditions = NodeClaimDisruptionController(

@@ -36,6 +36,7 @@ from karpy.runtime.options import ReconcileOptions
 from karpy.state.conditions import get_condition
 from karpy.state.view import ClusterView
 from tests.cluster.disruption.harness import Env, environment
+from tests.support.metrics import total
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.usefixtures("karpy_crds")
@@ -108,7 +109,7 @@ async def test_candidates_are_deleted_only_after_their_replacement_initializes(
         assert reason is not None
         assert reason.status is ConditionStatus.TRUE
         assert reason.reason == "Drifted"
-        await asyncio.sleep(1.0)  # several queue checks while the replacement is not ready
+        await _checked_twice(env)  # while the replacement is not ready
         assert await env.exists(claim)
 
         await env.initialize(made.metadata.name or "", "replacement-node")
@@ -201,6 +202,18 @@ async def _restarted(env: Env) -> AsyncIterator[OrchestrationQueue]:
         await task
 
 
+async def _checked_twice(env: Env) -> None:
+    """Wait until the queue has looked at its commands twice more (a restarted queue shares
+    `env`'s telemetry): what it would do with them, it has done."""
+    name = "controller_runtime_reconcile_total"
+    start = total(env.telemetry, name, controller=OrchestrationQueue.name)
+
+    async def checked() -> bool:
+        return total(env.telemetry, name, controller=OrchestrationQueue.name) >= start + 2
+
+    await eventually(checked, within=30, interval=0.05)
+
+
 def _record(command_id: str, replacements: int, env: Env) -> dict[str, str]:
     return commands.record(command_id, replacements=replacements, started=env.clock.now())
 
@@ -215,7 +228,7 @@ async def test_after_a_restart_a_command_with_its_replacement_is_finished(
         )
         replacement = await env.claim(pool, annotations={wk.ANNOTATION_REPLACEMENT_FOR: "c-finish"})
         async with _restarted(env):
-            await asyncio.sleep(1.0)
+            await _checked_twice(env)
             assert await env.exists(claim), "not before the replacement is Initialized"
             await env.initialize(replacement, "replacement-node")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import functools
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import attrs
 import pytest
 
 from karpy.apis.kube.node import Node, NodeSpec
-from karpy.apis.meta import ConditionStatus, ObjectMeta, Quantity
+from karpy.apis.meta import Condition, ConditionStatus, ObjectMeta, Quantity
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.common import (
     NodeClaimRequirement,
@@ -37,7 +38,7 @@ from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError
 from karpy.kube.kinds import NODECLAIMS, NODES
 from karpy.localcluster import ClusterInfo
-from karpy.runtime.clock import FakeClock
+from karpy.runtime.clock import FakeClock, SystemClock
 from karpy.runtime.telemetry import Telemetry
 from karpy.state.view import ClusterView
 from karpy_aws.apis import labels as awslabels
@@ -166,25 +167,131 @@ async def test_a_registration_delay_creates_the_node_later(
         ).status.provider_id == "kwok://kwok-delayed"
         assert "kwok-delayed" in {nc.metadata.name for nc in await provider.list()}
 
-        async def node_exists() -> bool:
+        async def node_exists(name: str) -> bool:
             try:
-                await kube.get(NODES, "kwok-delayed")
+                await kube.get(NODES, name)
             except NotFoundError:
                 return False
             return True
 
-        assert await eventually(node_exists, within=15, interval=0.1)
+        assert await eventually(
+            functools.partial(node_exists, "kwok-delayed"), within=15, interval=0.1
+        )
         assert loop.time() - started >= 3.0
-        # A deleted pending launch never becomes a Node.
+        # A deleted pending launch never becomes a Node. A launch held after it falls due after
+        # it, and the pass creates due Nodes earliest first: once the later one's Node exists,
+        # the cancelled one's would too, had the delete not dropped it.
         pending = await provider.create(_nodeclaim("kwok-cancelled"))
         await provider.delete(pending)
         with pytest.raises(NodeClaimNotFoundError):
             await provider.get("kwok://kwok-cancelled")
-        await asyncio.sleep(0.8)
+        later = await provider.create(_nodeclaim("kwok-later"))
+        assert await eventually(
+            functools.partial(node_exists, "kwok-later"), within=15, interval=0.1
+        )
         with pytest.raises(NotFoundError):
             await kube.get(NODES, "kwok-cancelled")
         runner.cancel()
     await provider.delete(launched)
+    await provider.delete(later)
+
+
+async def _recorded(
+    kube: KubeClient, provider: KwokCloudProvider, name: str, **conditions: str
+) -> str:
+    """A NodeClaim `name` on the apiserver, launched by `provider` and recorded as the lifecycle
+    controller records a launch (labels, annotations, providerID, capacity, the `conditions`
+    given True at their stamp); returns its UID."""
+    stored = await kube.create(NODECLAIMS, _nodeclaim(name))
+    launched = await provider.create(stored)
+    stamped = tuple(
+        Condition(
+            type=kind,
+            status=ConditionStatus.TRUE,
+            last_transition_time=datetime.datetime.fromisoformat(stamp),
+            reason=kind,
+        )
+        for kind, stamp in conditions.items()
+    )
+    metadata = launched.metadata
+    await kube.merge_patch(
+        NODECLAIMS,
+        name,
+        {"metadata": {"labels": metadata.labels, "annotations": metadata.annotations}},
+    )
+    status = attrs.evolve(launched.status, conditions=stamped)
+    await kube.patch_status(NODECLAIMS, name, status)
+    return stored.metadata.uid or ""
+
+
+async def test_a_restarted_provider_resumes_the_launches_a_crash_left_waiting(
+    kube: KubeClient, telemetry: Telemetry
+) -> None:
+    """Pending launches live in memory; the NodeClaims record them. A provider started after a
+    crash holds them again, due when the first one would have created their Nodes, so garbage
+    collection never finds them missing."""
+    clock = FakeClock(SystemClock().now().replace(microsecond=0))
+    launched_at = clock.now()
+    crashed = _provider(kube, registration_delay=30.0)  # its launches pass never runs
+    waiting_uid = await _recorded(kube, crashed, "kwok-resumed", Launched=launched_at.isoformat())
+    await _recorded(
+        kube,
+        crashed,
+        "kwok-was-registered",
+        Launched=launched_at.isoformat(),
+        Registered=launched_at.isoformat(),
+    )
+    clock.step(datetime.timedelta(seconds=20))
+    await _recorded(kube, crashed, "kwok-just-launched", Launched=clock.now().isoformat())
+    clock.step(datetime.timedelta(seconds=11))  # the first is due, the last is not
+    async with live_view(kube, (NODES, NODECLAIMS)) as live:
+        await live.caught_up()
+        restarted = KwokCloudProvider(
+            kube,
+            load_entries(),
+            options=KwokOptions(registration_delay=30.0),
+            view=live.view,
+            clock=clock,
+        )
+        resumed = await restarted.get("kwok://kwok-resumed")
+        assert resumed.status.provider_id == "kwok://kwok-resumed"
+        # A NodeClaim that registered had a Node: one missing now is gone, for GC to see.
+        with pytest.raises(NodeClaimNotFoundError):
+            await restarted.get("kwok://kwok-was-registered")
+        listed = {nc.metadata.name for nc in await restarted.list()}
+        assert {"kwok-resumed", "kwok-just-launched"} <= listed
+        assert "kwok-was-registered" not in listed
+        # Due when the crashed process would have created them: the first now, the last after
+        # the rest of its 30 s (less the 11 s it has waited).
+        now = asyncio.get_running_loop().time()
+        assert [name for name, _ in restarted.instances.due(now)] == ["kwok-resumed"]
+        assert [name for name, _ in restarted.instances.due(now + 18)] == ["kwok-resumed"]
+        assert {name for name, _ in restarted.instances.due(now + 20)} == {
+            "kwok-resumed",
+            "kwok-just-launched",
+        }
+        async with asyncio.TaskGroup() as tasks:
+            runner = tasks.create_task(run_extension(restarted.extension(), telemetry=telemetry))
+
+            async def node_exists() -> bool:
+                try:
+                    await kube.get(NODES, "kwok-resumed")
+                except NotFoundError:
+                    return False
+                return True
+
+            assert await eventually(node_exists, within=15, interval=0.1)
+            runner.cancel()
+        node = await kube.get(NODES, "kwok-resumed")
+        assert node.metadata.annotations[ANNOTATION_NODECLAIM_UID] == waiting_uid
+        assert node.spec.provider_id == "kwok://kwok-resumed"
+        assert (
+            node.metadata.labels[wk.LABEL_INSTANCE_TYPE]
+            == resumed.metadata.labels[wk.LABEL_INSTANCE_TYPE]
+        )
+        for name in ("kwok-resumed", "kwok-was-registered", "kwok-just-launched"):
+            await kube.delete(NODECLAIMS, name)
+        await kube.delete(NODES, "kwok-resumed")
 
 
 async def test_unavailable_offerings_are_skipped_then_insufficient_capacity(

@@ -17,6 +17,7 @@ import orjson
 from kubernetes_asyncio import client
 
 from karpy.kube.resources import ResourceKind
+from tests.support.probes import http_get
 
 
 @attrs.frozen
@@ -57,21 +58,6 @@ async def create_config_map(
 async def server_names(api: client.ApiClient, namespace: str) -> set[str]:
     listing = await client.CoreV1Api(api).list_namespaced_config_map(namespace)
     return {item.metadata.name for item in listing.items} - {ROOT_CA}
-
-
-async def http_get(port: int, path: str) -> tuple[int, str]:
-    """GET http://127.0.0.1:<port><path>; returns (status, body)."""
-    async with asyncio.timeout(5):
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        try:
-            writer.write(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
-            await writer.drain()
-            data = await reader.read()
-        finally:
-            writer.close()
-            await writer.wait_closed()
-    head, _, body = data.decode().partition("\r\n\r\n")
-    return int(head.split(" ")[1]), body
 
 
 @attrs.define

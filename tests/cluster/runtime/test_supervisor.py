@@ -112,7 +112,7 @@ async def test_reconciles_past_the_grace_period_are_cancelled(
             return Result()
         started.set()
         try:
-            await asyncio.sleep(60)
+            await asyncio.Event().wait()  # never ends: only the shutdown's cancel gets it out
         except asyncio.CancelledError:
             cancelled.append(ref.name)
             raise
@@ -129,7 +129,6 @@ async def test_reconciles_past_the_grace_period_are_cancelled(
     )
     plug_controller(components, namespace, runner)
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
     try:
         async with asyncio.TaskGroup() as group:
             group.create_task(Supervisor(components, stop=stop).run())
@@ -137,9 +136,8 @@ async def test_reconciles_past_the_grace_period_are_cancelled(
             async with asyncio.timeout(30):
                 await started.wait()
             stop.set()
-            stopping = loop.time()
     finally:
         await components.close()
-    assert loop.time() - stopping < 10
+    # The supervisor returned, so it did not wait for a reconcile that never ends: it cancelled it.
     assert cancelled == ["stuck"]
     assert await lease_holder(api_client, namespace, lease) == ""

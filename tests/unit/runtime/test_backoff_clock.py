@@ -55,11 +55,20 @@ def test_keyed_backoff_counts_per_key_and_resets_on_success() -> None:
     assert keyed.failure("a") == 1
 
 
-async def test_sleep_returns_time_left_when_woken() -> None:
+async def test_sleep_returns_time_left_when_woken(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The loop's clock moves only when the test says, so the time left is exact, not timed.
+    loop = asyncio.get_running_loop()
+    now = [1000.0]
+    monkeypatch.setattr(loop, "time", lambda: now[0])
     wakeup = asyncio.Event()
-    asyncio.get_running_loop().call_later(0.01, wakeup.set)
+
+    def wake() -> None:
+        now[0] += 1.5
+        wakeup.set()
+
+    loop.call_soon(wake)
     left = await sleep(5.0, wakeup=wakeup)
-    assert 4.0 < left <= 5.0
+    assert left == 3.5
 
 
 async def test_sleep_returns_zero_when_it_elapses() -> None:

@@ -17,6 +17,7 @@ from karpy.runtime import logging as karpy_logging
 def stream() -> Iterator[io.StringIO]:
     root = logging.getLogger()
     saved = (list(root.handlers), root.level)
+    wire = {name: logging.getLogger(name).level for name in karpy_logging.WIRE_LOGGERS}
     buffer = io.StringIO()
     karpy_logging.configure("debug", stream=buffer)
     yield buffer
@@ -25,6 +26,8 @@ def stream() -> Iterator[io.StringIO]:
     for handler in saved[0]:
         root.addHandler(handler)
     root.setLevel(saved[1])
+    for name, level in wire.items():
+        logging.getLogger(name).setLevel(level)
 
 
 def lines(stream: io.StringIO) -> list[dict[str, object]]:
@@ -85,3 +88,16 @@ def test_level_filters(stream: io.StringIO) -> None:
     logging.getLogger("karpy.test").info("hidden")
     logging.getLogger("karpy.test").warning("shown")
     assert [entry["message"] for entry in lines(stream)] == ["shown"]
+
+
+def test_debug_leaves_out_the_aws_sdks_wire_lines(stream: io.StringIO) -> None:
+    """botocore logs each request's headers and canonical request (the access key id and the
+    session token) at debug: never shown, even at karpy's debug; its info lines still are."""
+    logging.getLogger("karpy.test").debug("decided")
+    logging.getLogger("botocore.endpoint").debug("Sending http request: X-Amz-Security-Token")
+    logging.getLogger("aiobotocore.endpoint").debug("Sending http request")
+    logging.getLogger("botocore.credentials").info("Found credentials in environment variables.")
+    assert [entry["message"] for entry in lines(stream)] == [
+        "decided",
+        "Found credentials in environment variables.",
+    ]

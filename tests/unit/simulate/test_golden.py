@@ -2,6 +2,8 @@
 
 Each scenario has an expected JSON plan and table next to it. After an intended change to the
 solver or the rendering, regenerate them with ``KARPY_UPDATE_GOLDEN=1`` and review the diff.
+A golden only says the output did not change; that the plan it shows is a valid one is for the
+independent plan checker (tests/unit/core/validate.py), which every golden plan passes through.
 """
 
 from __future__ import annotations
@@ -14,7 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from karpy.core.scheduling import solve
+from karpy.core.scheduling.preferences import MinValuesPolicy
+from karpy.simulate import render
 from karpy.simulate.cli import simulate_main
+from karpy.simulate.scenario import load
+from tests.unit.core.validate import check
 
 GOLDEN = Path(__file__).parent / "golden"
 SCENARIOS = sorted(GOLDEN.glob("*.yaml"))
@@ -34,6 +41,29 @@ def test_simulate_matches_golden(
     assert printed == expected.read_text(encoding="utf-8")
     plan = json.loads(scenario.with_suffix(".json").read_text(encoding="utf-8"))
     assert code == (1 if plan["summary"]["unplaced"] else 0)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.stem for s in SCENARIOS])
+def test_every_golden_plan_passes_the_independent_checker(scenario: Path) -> None:
+    """The plan the goldens print keeps every hard constraint: each pod placed or said
+    unplaceable, each NodeClaim's pods fit and tolerate it, limits, affinity and spread hold."""
+    loaded = load(scenario)
+    pods = list(loaded.pods)
+    results = solve(loaded.snapshot, pods, loaded.options)
+    options = loaded.options
+    check(
+        loaded.snapshot,
+        pods,
+        results,
+        options.max_instance_types,
+        # BestEffort lets a NodeClaim that says so (minValuesRelaxed) break minValues.
+        strict_min_values=options.min_values_policy is MinValuesPolicy.STRICT,
+    )
+    # The plan checked is the plan the goldens show.
+    golden = scenario.with_suffix(".json").read_text(encoding="utf-8")
+    assert render.to_json(render.plan_dict(results, loaded.pods)) == golden
+    table = scenario.with_suffix(".txt").read_text(encoding="utf-8")
+    assert render.plan_table(results, loaded.pods) == table
 
 
 def test_every_scenario_has_goldens() -> None:

@@ -10,6 +10,12 @@ the KWOKNodeClass's ``nodeRegistrationDelay``), ``create`` returns at once (the 
 Launched) and holds a *pending launch*; the ``kwok.launches`` pass creates its Node once the
 delay has passed. With no delay the Node is created inside ``create``.
 
+Pending launches outlive the process. They are held in memory, but the NodeClaim records each
+one: Launched with a kwok providerID, not yet Registered, and no Node of its name. A process
+started after a crash holds those launches again (``resume``, once cluster state has synced and
+before it answers ``get`` or ``list``), due when the first process would have created their
+Nodes, so a crash costs a waiting launch nothing: garbage collection never sees it missing.
+
 Insufficient capacity. Offerings matched by ``unavailable`` selectors (settable at runtime with
 ``set_unavailable``) are reported with ``available=False`` and never launched.
 """
@@ -24,9 +30,14 @@ from typing import Final
 
 import attrs
 
-from karpy.apis.v1.nodeclaim import NodeClaim
+from karpy.apis.meta import ConditionStatus
+from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim
 from karpy.apis.v1.nodepool import NodePool
-from karpy.cloudprovider import InsufficientCapacityError, NodeClaimNotFoundError
+from karpy.cloudprovider import (
+    InsufficientCapacityError,
+    NodeClaimNotFoundError,
+    NodeClassNotReadyError,
+)
 from karpy.cloudprovider.protocol import DriftReason, NodeClassKind, RepairPolicy
 from karpy.cloudprovider.selection import cheapest_launch, launched_nodeclaim
 from karpy.core.instancetypes import InstanceType
@@ -34,6 +45,7 @@ from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError
 from karpy.manager import ProviderExtension
 from karpy.runtime.clock import Clock, SystemClock
+from karpy.state.conditions import claim_is_true, get_condition
 from karpy.state.view import ClusterView
 from karpy_kwok.apis.kwoknodeclass import KWOKNodeClass
 from karpy_kwok.apis.labels import LABELS
@@ -98,6 +110,8 @@ class KwokCloudProvider:
         self._types = instance_types(self._catalog, unavailable=options.unavailable)
         self._instances = KwokInstances(kube, view)
         self._nodeclasses = NodeClasses(kube, view)
+        self._resumed = False
+        self._resuming = asyncio.Lock()
 
     @property
     def name(self) -> str:
@@ -190,6 +204,7 @@ class KwokCloudProvider:
             raise NodeClaimNotFoundError(msg) from error
 
     async def get(self, provider_id: str) -> NodeClaim:
+        await self.resume()
         name = _node_name(provider_id)
         pending = self._instances.pending(name)
         if pending is not None:
@@ -204,6 +219,7 @@ class KwokCloudProvider:
         return nodeclaim_of(node)
 
     async def list(self) -> Sequence[NodeClaim]:
+        await self.resume()
         found = {
             node.metadata.name: nodeclaim_of(node)
             for node in await self._instances.read_all()
@@ -212,6 +228,65 @@ class KwokCloudProvider:
         for name, pending in self._instances.pending_nodeclaims():
             found.setdefault(name, pending)
         return tuple(found.values())
+
+    async def resume(self) -> bool:
+        """Hold again the launches an earlier process left waiting for their Node; whether that
+        is done (once per process; False while cluster state has not synced). Built without
+        cluster state (tests) there are no NodeClaims to resume from: done at once.
+
+        A launch left waiting is a NodeClaim Launched with a kwok providerID, not Registered
+        and not being deleted, whose Node does not exist: its Node is built from the NodeClaim
+        (which records what was launched) and falls due at its Launched time plus the
+        registration delay. A Registered NodeClaim without a Node lost an instance that existed,
+        which garbage collection must see. A NodeClaim whose KWOKNodeClass is not Ready any more
+        is left to garbage collection too.
+        """
+        view = self._view
+        if self._resumed:
+            return True
+        if view is None:
+            return True
+        if not view.informers_synced:
+            return False
+        async with self._resuming:  # a concurrent caller waits for the first to finish
+            if not self._resumed:
+                for claim in view.nodeclaims():
+                    await self._resume_one(claim)
+                self._resumed = True
+        return True
+
+    async def _resume_one(self, claim: NodeClaim) -> None:
+        name = node_name_of(claim.status.provider_id or "")
+        launched = get_condition(claim, ConditionType.LAUNCHED)
+        if (
+            name is None
+            or claim.metadata.deletion_timestamp is not None
+            or launched is None
+            or launched.status is not ConditionStatus.TRUE
+            or claim_is_true(claim, ConditionType.REGISTERED)
+            or self._instances.pending(name) is not None
+            or await self._instances.read(name) is not None
+        ):
+            return
+        try:
+            nodeclass = await self._nodeclasses.ready(
+                claim.spec.node_class_ref, owner=f"nodeclaim {claim.metadata.name!r}"
+            )
+        except NodeClassNotReadyError as error:
+            log.warning("not resuming kwok launch", extra={"nodeclaim": name, "error": str(error)})
+            return
+        waited = (self._clock.now() - launched.last_transition_time).total_seconds()
+        left = max(0.0, self._registration_delay(nodeclass) - waited)
+        due = asyncio.get_running_loop().time() + left
+        self._instances.hold(PendingLaunch(node_of(claim), claim, due))
+        log.info(
+            "resumed pending kwok launch",
+            extra={
+                "nodeclaim": name,
+                "provider_id": claim.status.provider_id,
+                "due_in_seconds": round(left, 3),
+            },
+        )
 
     async def get_instance_types(self, nodepool: NodePool) -> Sequence[InstanceType]:
         """The whole catalog, with out-of-capacity offerings marked, for a NodePool whose
@@ -238,7 +313,9 @@ class KwokCloudProvider:
 
     def extension(self) -> ProviderExtension:
         """The KWOKNodeClass kind and the provider's passes (`karpy_kwok.controllers.extension`)."""
-        return extension(self._kube, self._view, self._instances, clock=self._clock)
+        return extension(
+            self._kube, self._view, self._instances, clock=self._clock, resume=self.resume
+        )
 
     def _registration_delay(self, nodeclass: KWOKNodeClass) -> float:
         """Seconds before the Node appears: the NodeClass's spec.nodeRegistrationDelay when it

@@ -7,6 +7,7 @@ is held and when the next one falls due) and ``kwok.garbagecollection``.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Final
 
 from karpy.kube.client import KubeClient
@@ -25,10 +26,16 @@ GARBAGE_COLLECTION: Final = "kwok.garbagecollection"
 
 
 def extension(
-    kube: KubeClient, view: ClusterView | None, instances: KwokInstances, *, clock: Clock
+    kube: KubeClient,
+    view: ClusterView | None,
+    instances: KwokInstances,
+    *,
+    clock: Clock,
+    resume: Callable[[], Awaitable[bool]],
 ) -> ProviderExtension:
-    """The KWOKNodeClass kind and the provider's passes over `instances`."""
-    launches = LaunchController(instances)
+    """The KWOKNodeClass kind and the provider's passes over `instances`; `resume` holds again
+    the launches an earlier process left waiting (the cloud provider's ``resume``)."""
+    launches = LaunchController(instances, resume=resume)
     leaked = LeakedNodeController(kube, view, instances, clock=clock)
     return ProviderExtension(
         kinds=(KWOK_NODECLASSES,),
