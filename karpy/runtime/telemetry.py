@@ -251,11 +251,13 @@ class Metrics:
                 "scheduler cannot represent them (each gets a FailedScheduling event).",
             ),
             nodeclaims_created_total=counter(
-                "karpenter_nodeclaims_created_total", "NodeClaims created, by reason and nodepool."
+                "karpenter_nodeclaims_created_total",
+                "NodeClaims created, by reason (provisioned, or the disruption reason a "
+                "replacement was made for), nodepool and min_values_relaxed.",
             ),
             nodeclaims_disrupted_total=counter(
                 "karpenter_nodeclaims_disrupted_total",
-                "NodeClaims disrupted, by reason and nodepool.",
+                "NodeClaims disrupted, by reason, nodepool and capacity_type.",
             ),
             provisioner_batch_size=histogram(
                 "karpy_provisioner_batch_size",

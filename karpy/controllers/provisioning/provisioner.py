@@ -72,6 +72,7 @@ from karpy.state.plans import (
     summarize_instance_types,
 )
 from karpy.state.pods import is_provisionable
+from karpy.state.series import PROVISIONED_REASON, created_labels
 from karpy.state.snapshot import ClusterObjects, SnapshotKinds, build_snapshot, read_cluster
 from karpy.state.tracecontext import with_origin
 from karpy.state.view import ClusterView
@@ -416,7 +417,7 @@ class Provisioner:
             name = stored.metadata.name or ""
             created.append(name)
             self._telemetry.metrics.nodeclaims_created_total.add(
-                1, {"reason": "provisioning", "nodepool": plan.nodepool}
+                1, created_labels(stored, PROVISIONED_REASON)
             )
             self.nominations.nominate(plan.pods, name, now=asyncio.get_running_loop().time())
             log.info(

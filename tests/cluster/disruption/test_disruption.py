@@ -51,7 +51,10 @@ async def test_empty_node_is_deleted_after_consolidate_after_and_not_before(
             return not await env.exists(claim)
 
         await eventually(deleted, within=10, interval=0.05)
-        disrupted = f'karpenter_nodeclaims_disrupted_total{{nodepool="{pool}",reason="empty"}} 1'
+        disrupted = (
+            'karpenter_nodeclaims_disrupted_total{capacity_type="",'
+            f'nodepool="{pool}",reason="empty"}} 1'
+        )
 
         async def counted() -> bool:
             return disrupted in env.telemetry.prometheus_text()

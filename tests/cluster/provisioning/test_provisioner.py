@@ -79,7 +79,8 @@ async def test_pending_pods_become_one_nodeclaim_of_the_template(
 
         exposition = h.telemetry.prometheus_text()
         created_line = (
-            f'karpenter_nodeclaims_created_total{{nodepool="{pool}",reason="provisioning"}} 1'
+            'karpenter_nodeclaims_created_total{min_values_relaxed="false",'
+            f'nodepool="{pool}",reason="provisioned"}} 1'
         )
         assert created_line in exposition
         assert (
