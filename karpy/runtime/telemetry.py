@@ -130,6 +130,8 @@ class Metrics:
     disruption_decisions_total: Counter
     disruption_eligible_nodes: Gauge
     disruption_queue_failures_total: Counter
+    disruption_evaluation_duration_seconds: Histogram
+    disruption_failed_validations_total: Counter
     nodepools_allowed_disruptions: Gauge
     nodepools_nodes_consuming_budgets: Gauge
     disruption_savings_per_hour: UpDownCounter
@@ -273,6 +275,17 @@ class Metrics:
                 "karpenter_voluntary_disruption_queue_failures_total",
                 "Disruption commands the queue rolled back (a replacement lost or not "
                 "initialized in time), by decision, reason and consolidation_type.",
+            ),
+            disruption_evaluation_duration_seconds=histogram(
+                "karpenter_voluntary_disruption_decision_evaluation_duration_seconds",
+                "Seconds one disruption method took to decide, by reason and "
+                "consolidation_type (each method a pass asks, until one yields commands).",
+                KARPENTER_DURATION_BUCKETS,
+            ),
+            disruption_failed_validations_total=counter(
+                "karpenter_voluntary_disruption_failed_validations_total",
+                "Candidates of consolidation commands dropped because the cluster changed "
+                "during the validation delay, by consolidation_type.",
             ),
             disruption_eligible_nodes=meter.create_gauge(
                 "karpenter_voluntary_disruption_eligible_nodes",
@@ -651,8 +664,6 @@ _NOT_RECORDED_YET: Final = (
     "karpenter_pods_provisioning_bound_duration_seconds",
     "karpenter_pods_provisioning_unstarted_time_seconds",
     "karpenter_pods_provisioning_unbound_time_seconds",
-    "karpenter_voluntary_disruption_decision_evaluation_duration_seconds",
-    "karpenter_voluntary_disruption_failed_validations_total",
     *(
         f"operator_ec2nodeclass_status_condition_{name}"
         for name in ("transitions_total", "transition_seconds")
