@@ -146,6 +146,8 @@ class Metrics:
     pods_bound_duration_seconds: Histogram
     pods_scheduling_decision_duration_seconds: Histogram
     pods_startup_duration_seconds: Histogram
+    pods_provisioning_bound_duration_seconds: Histogram
+    pods_provisioning_startup_duration_seconds: Histogram
     nodeclaims_terminated_total: Counter
     nodeclaims_termination_duration_seconds: Histogram
     nodeclaims_instance_termination_duration_seconds: Histogram
@@ -362,6 +364,18 @@ class Metrics:
                 "karpy saw it Running), for pods karpy saw before they ran.",
                 KARPENTER_DURATION_BUCKETS,
             ),
+            pods_provisioning_bound_duration_seconds=histogram(
+                "karpenter_pods_provisioning_bound_duration_seconds",
+                "Seconds from the provisioner first placing a pod to its binding to a node (its "
+                "PodScheduled condition).",
+                KARPENTER_DURATION_BUCKETS,
+            ),
+            pods_provisioning_startup_duration_seconds=histogram(
+                "karpenter_pods_provisioning_startup_duration_seconds",
+                "Seconds from the provisioner first placing a pod to its running (its Ready "
+                "condition, else when karpy saw it Running).",
+                KARPENTER_DURATION_BUCKETS,
+            ),
             nodeclaims_terminated_total=counter(
                 "karpenter_nodeclaims_terminated_total",
                 "NodeClaims whose termination finished (finalizer removed), by nodepool, "
@@ -567,6 +581,16 @@ STATE_GAUGES: Final[Mapping[str, tuple[str, str]]] = {
         "Seconds a provisionable pod has waited for its first scheduling decision, by name and "
         "namespace.",
     ),
+    "pods_provisioning_unbound_time_seconds": (
+        "karpenter_pods_provisioning_unbound_time_seconds",
+        "Seconds since the provisioner first placed a pod that is not bound yet, by name and "
+        "namespace.",
+    ),
+    "pods_provisioning_unstarted_time_seconds": (
+        "karpenter_pods_provisioning_unstarted_time_seconds",
+        "Seconds since the provisioner first placed a pod that is not running yet, by name and "
+        "namespace.",
+    ),
     "scheduler_unfinished_work_seconds": (
         "karpenter_scheduler_unfinished_work_seconds",
         "Seconds the scheduling simulation running now has taken so far (0 between "
@@ -660,10 +684,6 @@ _NODEPOOL_GOES_AT_ONCE: Final = (
 _NO_BATCHER: Final = "karpy's AWS provider does not batch API calls."
 
 _NOT_RECORDED_YET: Final = (
-    "karpenter_pods_provisioning_startup_duration_seconds",
-    "karpenter_pods_provisioning_bound_duration_seconds",
-    "karpenter_pods_provisioning_unstarted_time_seconds",
-    "karpenter_pods_provisioning_unbound_time_seconds",
     *(
         f"operator_ec2nodeclass_status_condition_{name}"
         for name in ("transitions_total", "transition_seconds")

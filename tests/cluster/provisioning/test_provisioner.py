@@ -87,6 +87,13 @@ async def test_pending_pods_become_one_nodeclaim_of_the_template(
             'karpenter_scheduler_unschedulable_pods_count{controller="provisioner"} 0' in exposition
         )
         assert "karpenter_scheduler_scheduling_duration_seconds_count" in exposition
+        # The pass placed each pod: each waits, unbound, from that placement.
+        for i in range(3):
+            series = (
+                "karpenter_pods_provisioning_unbound_time_seconds"
+                f'{{name="inflate-{i}",namespace="{namespace}"}}'
+            )
+            assert series in exposition
 
     messages = [r.getMessage() for r in caplog.records]
     assert "found provisionable pod(s)" in messages
