@@ -195,8 +195,16 @@ def controllers(
             clock=clock,
             scheduler=scheduler,
         ).spec(),
-        StateMetrics(view, cloudprovider=provider, telemetry=telemetry, clock=clock).spec(),
-        ConditionTransitions(view, metrics=telemetry.metrics, clock=clock).spec(),
+        StateMetrics(
+            view,
+            cloudprovider=provider,
+            telemetry=telemetry,
+            clock=clock,
+            nodeclass_kinds=nodeclass_kinds,
+        ).spec(),
+        ConditionTransitions(
+            view, metrics=telemetry.metrics, clock=clock, nodeclass_kinds=nodeclass_kinds
+        ).spec(),
         PodLatency(view, metrics=telemetry.metrics, clock=clock, schedulable=schedulable).spec(),
         LifecycleController(
             client,

@@ -431,11 +431,24 @@ class UpkeepMetrics:
         )
 
 
-CONDITIONED: Final = ("nodeclaim", "nodepool", "node")
+def _a(kind: str) -> str:
+    """`kind` with its indefinite article, for descriptions."""
+    return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
+
+
+NODECLASSES: Final = ("ec2nodeclass",)
+"""The NodeClass kinds (lower-cased, as operatorpkg names them) whose operator_<kind>_* metrics
+karpy declares: Karpenter's metrics reference lists its AWS provider's EC2NodeClass. A provider
+whose NodeClass is one of them gets its conditions and termination described (the metrics
+controllers watch the provider's NodeClass kinds); the instruments are declared here, with the
+rest, so docs/metrics.md lists them."""
+
+CONDITIONED: Final = ("nodeclaim", "nodepool", "node", *NODECLASSES)
 """The kinds whose status conditions the operator_<kind>_* metrics describe."""
 
-TERMINATING: Final = ("nodeclaim", "node")
-"""The kinds karpy holds with a finalizer, whose termination the operator_<kind>_termination_*
+TERMINATING: Final = ("nodeclaim", "node", *NODECLASSES)
+"""The kinds karpy holds with a finalizer (the AWS provider holds one on its EC2NodeClasses
+until their AWS resources are gone), whose termination the operator_<kind>_termination_*
 metrics time."""
 
 
@@ -461,18 +474,18 @@ class ConditionMetrics:
         return cls(
             transitions_total=meter.create_counter(
                 f"operator_{kind}_status_condition_transitions_total",
-                description=f"Changes of a {kind}'s conditions (a condition appearing or its "
+                description=f"Changes of {_a(kind)}'s conditions (a condition appearing or its "
                 "status changing), by type and the new status and reason.",
             ),
             transition_seconds=histogram(
                 f"operator_{kind}_status_condition_transition_seconds",
-                f"Seconds a {kind}'s condition held a status before it changed, by type and the "
+                f"Seconds {_a(kind)}'s condition held a status before it changed, by type and the "
                 "status and reason it left.",
             ),
             termination_duration_seconds=(
                 histogram(
                     f"operator_{kind}_termination_duration_seconds",
-                    f"Seconds from a {kind}'s deletion to its going (its finalizers removed).",
+                    f"Seconds from {_a(kind)}'s deletion to its going (its finalizers removed).",
                 )
                 if kind in TERMINATING
                 else None
@@ -643,24 +656,25 @@ STATE_GAUGES: Final[Mapping[str, tuple[str, str]]] = {
     **{
         f"{kind}_termination_current_time_seconds": (
             f"operator_{kind}_termination_current_time_seconds",
-            f"Seconds since a {kind} that is still terminating was deleted, by name and namespace.",
+            f"Seconds since {_a(kind)} that is still terminating was deleted, by name and "
+            "namespace.",
         )
         for kind in TERMINATING
     },
     **{
         f"{kind}_status_condition_count": (
             f"operator_{kind}_status_condition_count",
-            f"1 per condition of a {kind}, by name, namespace, type, status and reason.",
+            f"1 per condition of {_a(kind)}, by name, namespace, type, status and reason.",
         )
-        for kind in ("nodeclaim", "nodepool", "node")
+        for kind in CONDITIONED
     },
     **{
         f"{kind}_status_condition_current_status_seconds": (
             f"operator_{kind}_status_condition_current_status_seconds",
-            f"Seconds a {kind}'s condition has held its status (since its lastTransitionTime), "
+            f"Seconds {_a(kind)}'s condition has held its status (since its lastTransitionTime), "
             "by name, namespace, type, status and reason.",
         )
-        for kind in ("nodeclaim", "nodepool", "node")
+        for kind in CONDITIONED
     },
     "nodeclaims_count": (
         "karpy_nodeclaims",
@@ -683,17 +697,6 @@ _NODEPOOL_GOES_AT_ONCE: Final = (
 )
 _NO_BATCHER: Final = "karpy's AWS provider does not batch API calls."
 
-_NOT_RECORDED_YET: Final = (
-    *(
-        f"operator_ec2nodeclass_status_condition_{name}"
-        for name in ("transitions_total", "transition_seconds")
-    ),
-    "operator_ec2nodeclass_status_condition_count",
-    "operator_ec2nodeclass_status_condition_current_status_seconds",
-    "operator_ec2nodeclass_termination_duration_seconds",
-    "operator_ec2nodeclass_termination_current_time_seconds",
-)
-"""Karpenter's metrics whose data karpy has but does not record yet."""
 
 #: Karpenter's metrics (tests/unit/runtime/karpenter_metrics.txt) karpy does not serve, each with
 #: why; docs/metrics.md lists them under the table.
@@ -735,7 +738,6 @@ NOT_SERVED: Final[Mapping[str, str]] = {
     ),
     "operator_nodepool_termination_duration_seconds": _NODEPOOL_GOES_AT_ONCE,
     "operator_nodepool_termination_current_time_seconds": _NODEPOOL_GOES_AT_ONCE,
-    **dict.fromkeys(_NOT_RECORDED_YET, "not recorded yet."),
 }
 
 
