@@ -14,7 +14,7 @@ import attrs
 
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodepool import Disruption
-from karpy.controllers.disruption.controller import DisruptionController
+from karpy.controllers.disruption.controller import VALIDATION_DELAY, DisruptionController
 from karpy.controllers.disruption.queue import OrchestrationQueue
 from karpy.controllers.nodeclaim.disruption import NodeClaimDisruptionController
 from karpy.controllers.nodeclaim.podevents import PodEventsController
@@ -137,6 +137,22 @@ class Env:
         await eventually(seen, within=30, interval=0.05)
         return name
 
+    async def allocatable(self, node: str, **amounts: str) -> None:
+        """Give `node` this allocatable (and capacity), as its kubelet reports it, and wait
+        until cluster state shows it."""
+        await self.kube.request(
+            "PATCH",
+            NODES.object_path(node) + "/status",
+            body={"status": {"allocatable": amounts, "capacity": amounts}},
+            content_type="application/merge-patch+json",
+        )
+
+        async def seen() -> bool:
+            stored = self.state.store(NODES).get(node)
+            return stored is not None and bool(stored.status.allocatable)
+
+        await eventually(seen, within=30, interval=0.05)
+
     async def exists(self, claim: str) -> bool:
         try:
             stored = await self.kube.get(NODECLAIMS, claim)
@@ -179,7 +195,10 @@ def _claim_body(name: str, pool: str, annotations: dict[str, str]) -> dict[str, 
 
 @contextlib.asynccontextmanager
 async def environment(
-    cluster_info: ClusterInfo, *, await_provisioning: bool = False
+    cluster_info: ClusterInfo,
+    *,
+    await_provisioning: bool = False,
+    validation_delay: float = VALIDATION_DELAY,
 ) -> AsyncIterator[Env]:
     telemetry = Telemetry.setup(service_name="karpy-test")
     kube = await KubeClient.connect(cluster_info.kubeconfig, request_timeout=10.0)
@@ -215,6 +234,7 @@ async def environment(
             recorder=recorder,
             telemetry=telemetry,
             await_provisioning=await_provisioning,
+            validation_delay=validation_delay,
         )
         podevents = PodEventsController(kube, view, clock=clock)
         conditions = NodeClaimDisruptionController(
