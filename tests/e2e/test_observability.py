@@ -2,7 +2,8 @@
 127.0.0.1) scrapes a running karpy through a walkthrough, `promtool check metrics` accepts the
 exposition, every query of the Grafana dashboard in deploy/grafana returns at least one series,
 and so does every metric docs/metrics.md names (but those whose scenario is not walked here,
-each listed with where it is).
+each listed with where it is; test_observability_aws.py walks the AWS path: an interruption
+and an EC2NodeClass).
 
 The walkthrough provisions two nodes for `inflate` (capacity, cost, provisioning latency),
 deletes one so it is drained (evictions, node and NodeClaim termination), and then scales `inflate`
@@ -108,7 +109,7 @@ NOT_WALKED: dict[str, str] = {
             "karpenter_interruption_deleted_messages_total",
             "karpenter_interruption_message_queue_duration_seconds",
         ),
-        "the AWS interruption queue: tests/aws/test_aws_interruption_controller.py",
+        "the AWS interruption queue: tests/e2e/test_observability_aws.py",
     ),
     "karpenter_voluntary_disruption_queue_failures_total": (
         "a rolled-back command: tests/cluster/disruption/test_queue.py"
@@ -132,12 +133,18 @@ NOT_WALKED: dict[str, str] = {
                 "status_condition_count",
                 "status_condition_current_status_seconds",
                 "status_condition_transitions_total",
-                "status_condition_transition_seconds",
-                "termination_current_time_seconds",
                 "termination_duration_seconds",
             )
         ),
-        "the AWS provider's NodeClass: tests/unit/controllers/metrics/test_conditions.py",
+        "the AWS provider's NodeClass: tests/e2e/test_observability_aws.py",
+    ),
+    **dict.fromkeys(
+        (
+            "operator_ec2nodeclass_status_condition_transition_seconds",
+            "operator_ec2nodeclass_termination_current_time_seconds",
+        ),
+        "a status change timed, or a NodeClass terminating, under a scrape: "
+        "tests/unit/controllers/metrics/test_conditions.py",
     ),
     "leader_election_master_status": "leader election is off here: tests/cluster/runtime",
     "karpy_leader_election_transitions_total": "leader election is off here: tests/cluster/runtime",
