@@ -26,6 +26,7 @@ import asyncio
 import datetime
 import enum
 import logging
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
@@ -129,8 +130,11 @@ def deletion_time(pod: Pod, deadline: datetime.datetime) -> datetime.datetime:
 
 def deletion_grace(deadline: datetime.datetime, *, now: datetime.datetime) -> int:
     """The grace period (whole seconds, never negative) a pod deleted at `now` is given: the
-    time left to the deadline, which is at most the pod's own once its deletion time came."""
-    return max(int((deadline - now).total_seconds()), 0)
+    time left to the deadline, which is at most the pod's own once its deletion time came.
+    Rounded up: the drain wakes a moment after a pod's deletion time, and truncating would take
+    a second off the pod's grace (29 s of its 30); the pod's end may then pass the deadline by
+    under a second."""
+    return max(math.ceil((deadline - now).total_seconds()), 0)
 
 
 def due_for_deletion(

@@ -165,6 +165,13 @@ def test_a_pod_is_deleted_its_own_grace_before_the_deadline_with_that_grace() ->
     assert next_deletion([pod], DEADLINE, now=on_time) is None
 
 
+def test_a_pod_deleted_a_moment_after_its_time_keeps_its_whole_grace() -> None:
+    # The drain wakes a little after the deletion time: the grace is not cut to 29 s.
+    late = DEADLINE - datetime.timedelta(seconds=30) + datetime.timedelta(milliseconds=20)
+    assert deletion_grace(DEADLINE, now=late) == 30
+    assert deletion_grace(DEADLINE, now=DEADLINE - datetime.timedelta(seconds=29.5)) == 30
+
+
 def test_grace_periods_longer_than_the_deadline_allows_are_due_at_once() -> None:
     slow = _pod("slow", grace=3600)
     unset = _pod("unset", grace=None)  # the apiserver's default, 30 s
