@@ -34,7 +34,8 @@ _PROVISIONER: Attributes = {"controller": "provisioner"}
 
 
 class DecisionLatency:
-    """The provisioner's record of which pods have had a decision, and of the running simulation."""
+    """The provisioner's record of which pods have had a decision, of the running simulation,
+    and of when each pod was first placed."""
 
     def __init__(
         self, view: ClusterView, telemetry: Telemetry, clock: Clock, schedulable: SchedulableTimes
