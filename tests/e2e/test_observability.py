@@ -133,18 +133,15 @@ NOT_WALKED: dict[str, str] = {
                 "status_condition_count",
                 "status_condition_current_status_seconds",
                 "status_condition_transitions_total",
+                "status_condition_transition_seconds",
                 "termination_duration_seconds",
             )
         ),
         "the AWS provider's NodeClass: tests/e2e/test_observability_aws.py",
     ),
-    **dict.fromkeys(
-        (
-            "operator_ec2nodeclass_status_condition_transition_seconds",
-            "operator_ec2nodeclass_termination_current_time_seconds",
-        ),
-        "a status change timed, or a NodeClass terminating, under a scrape: "
-        "tests/unit/controllers/metrics/test_conditions.py",
+    "operator_ec2nodeclass_termination_current_time_seconds": (
+        "a series only while a NodeClass terminates, under a scrape: "
+        "tests/unit/controllers/metrics/test_conditions.py"
     ),
     "leader_election_master_status": "leader election is off here: tests/cluster/runtime",
     "karpy_leader_election_transitions_total": "leader election is off here: tests/cluster/runtime",

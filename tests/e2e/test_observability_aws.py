@@ -6,8 +6,9 @@ transitions; one node is launched for `inflate`, and a spot interruption warning
 node's instance is put on the queue, so karpy handles the message and replaces the node. A real
 Prometheus scrapes karpy throughout: every dashboard query and every metric of docs/metrics.md
 that the kwok walk leaves to the AWS path (interruption, EC2NodeClass) has a series, and so
-has the interrupted NodeClaim's disrupted count, with its capacity type. The NodeClass is
-deleted at the end, so its termination is timed.
+has the interrupted NodeClaim's disrupted count, with its capacity type. At the end the
+NodeClass's subnets are selected away, so its Ready condition changes and how long it held is
+timed, and it is deleted, so its termination is timed.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from tests.e2e.test_observability import (
     query,
     scraped,
 )
+from tests.support.kubehttp import KubeHTTP
 from tests.support.marks import ONE_AT_A_TIME
 from tests.support.waiting import eventually
 
@@ -55,13 +57,8 @@ AWS_PATH = tuple(
     name
     for name in NOT_WALKED
     if name.startswith(("karpenter_interruption_", "operator_ec2nodeclass_"))
-    # A series only while the NodeClass terminates, for under a scrape here; a status change
-    # is timed only when karpy reads the NodeClass between two writes.
-    and name
-    not in (
-        "operator_ec2nodeclass_termination_current_time_seconds",
-        "operator_ec2nodeclass_status_condition_transition_seconds",
-    )
+    # A series only while the NodeClass terminates, for under a scrape here.
+    and name != "operator_ec2nodeclass_termination_current_time_seconds"
 )
 """The metrics the kwok walk leaves to this one."""
 
@@ -95,6 +92,7 @@ async def test_prometheus_sees_an_interruption_and_the_ec2nodeclass(
     api_client: client.ApiClient,
     namespace: str,
     emulator: Emulator,  # noqa: F811
+    kube_http: KubeHTTP,
     tmp_path: Path,
 ) -> None:
     custom = client.CustomObjectsApi(api_client)
@@ -156,7 +154,7 @@ async def test_prometheus_sees_an_interruption_and_the_ec2nodeclass(
         async def replaced() -> bool:
             claims = await nodeclaims(api_client, name)
             return bool(claims) and all(
-                c["status"].get("providerID") not in (None, provider_id) for c in claims
+                c.get("status", {}).get("providerID") not in (None, provider_id) for c in claims
             )
 
         await eventually(replaced, within=180, what="the interrupted node replaced")
@@ -176,6 +174,17 @@ async def test_prometheus_sees_an_interruption_and_the_ec2nodeclass(
         await client.AppsV1Api(api_client).delete_namespaced_deployment("inflate", namespace)
         await custom.delete_cluster_custom_object(wk.GROUP, "v1", "nodepools", name)
         await eventually(lambda: no_nodeclaims(api_client, name), within=120)
+        # Its subnets selected away, the NodeClass is no longer Ready: how long Ready held is
+        # timed.
+        kube_http.merge_patch(
+            f"/apis/{awslabels.AWS_GROUP}/v1/ec2nodeclasses/{name}",
+            {"spec": {"subnetSelectorTerms": [{"tags": {"karpy.test/none": "none"}}]}},
+        )
+
+        async def nodeclass_not_ready() -> bool:
+            return not await nodeclass_ready()
+
+        await eventually(nodeclass_not_ready, within=60, what="the EC2NodeClass not Ready")
         await custom.delete_cluster_custom_object(awslabels.AWS_GROUP, "v1", "ec2nodeclasses", name)
 
         async def all_answered() -> bool:
