@@ -55,6 +55,7 @@ from karpy.runtime.telemetry import Telemetry
 from karpy.state.cluster import ClusterState
 from karpy.state.informers import Informer
 from karpy.state.nominations import NodeNominations
+from karpy.state.schedulable import SchedulableTimes
 from karpy.state.view import ClusterView
 
 
@@ -126,6 +127,7 @@ async def build(
             telemetry=telemetry,
             clock=clock,
             nominations=state.nominations,
+            schedulable=state.schedulable,
         ),
         *(c for extension in extensions for c in extension.controllers),
     ]
@@ -168,6 +170,7 @@ def controllers(
     telemetry: Telemetry,
     clock: Clock,
     nominations: NodeNominations,
+    schedulable: SchedulableTimes,
 ) -> list[Declaration]:
     """Every core controller, declared. They all read through `view`, the one read path:
     cluster state, never a list per reconcile. The manager leaves out one whose kinds are not
@@ -188,12 +191,21 @@ def controllers(
             nomination_window=inputs.nomination_window(options),
             snapshot_kinds=snapshot_kinds,
             node_nominations=nominations,
+            schedulable=schedulable,
             clock=clock,
             scheduler=scheduler,
         ).spec(),
-        StateMetrics(view, cloudprovider=provider, telemetry=telemetry, clock=clock).spec(),
-        ConditionTransitions(view, metrics=telemetry.metrics, clock=clock).spec(),
-        PodLatency(view, metrics=telemetry.metrics, clock=clock).spec(),
+        StateMetrics(
+            view,
+            cloudprovider=provider,
+            telemetry=telemetry,
+            clock=clock,
+            nodeclass_kinds=nodeclass_kinds,
+        ).spec(),
+        ConditionTransitions(
+            view, metrics=telemetry.metrics, clock=clock, nodeclass_kinds=nodeclass_kinds
+        ).spec(),
+        PodLatency(view, metrics=telemetry.metrics, clock=clock, schedulable=schedulable).spec(),
         LifecycleController(
             client,
             view,

@@ -130,6 +130,8 @@ class Metrics:
     disruption_decisions_total: Counter
     disruption_eligible_nodes: Gauge
     disruption_queue_failures_total: Counter
+    disruption_evaluation_duration_seconds: Histogram
+    disruption_failed_validations_total: Counter
     nodepools_allowed_disruptions: Gauge
     nodepools_nodes_consuming_budgets: Gauge
     disruption_savings_per_hour: UpDownCounter
@@ -144,6 +146,8 @@ class Metrics:
     pods_bound_duration_seconds: Histogram
     pods_scheduling_decision_duration_seconds: Histogram
     pods_startup_duration_seconds: Histogram
+    pods_provisioning_bound_duration_seconds: Histogram
+    pods_provisioning_startup_duration_seconds: Histogram
     nodeclaims_terminated_total: Counter
     nodeclaims_termination_duration_seconds: Histogram
     nodeclaims_instance_termination_duration_seconds: Histogram
@@ -251,11 +255,13 @@ class Metrics:
                 "scheduler cannot represent them (each gets a FailedScheduling event).",
             ),
             nodeclaims_created_total=counter(
-                "karpenter_nodeclaims_created_total", "NodeClaims created, by reason and nodepool."
+                "karpenter_nodeclaims_created_total",
+                "NodeClaims created, by reason (provisioned, or the disruption reason a "
+                "replacement was made for), nodepool and min_values_relaxed.",
             ),
             nodeclaims_disrupted_total=counter(
                 "karpenter_nodeclaims_disrupted_total",
-                "NodeClaims disrupted, by reason and nodepool.",
+                "NodeClaims disrupted, by reason, nodepool and capacity_type.",
             ),
             provisioner_batch_size=histogram(
                 "karpy_provisioner_batch_size",
@@ -271,6 +277,17 @@ class Metrics:
                 "karpenter_voluntary_disruption_queue_failures_total",
                 "Disruption commands the queue rolled back (a replacement lost or not "
                 "initialized in time), by decision, reason and consolidation_type.",
+            ),
+            disruption_evaluation_duration_seconds=histogram(
+                "karpenter_voluntary_disruption_decision_evaluation_duration_seconds",
+                "Seconds one disruption method took to decide, by reason and "
+                "consolidation_type (each method a pass asks, until one yields commands).",
+                KARPENTER_DURATION_BUCKETS,
+            ),
+            disruption_failed_validations_total=counter(
+                "karpenter_voluntary_disruption_failed_validations_total",
+                "Candidates of consolidation commands dropped because the cluster changed "
+                "during the validation delay, by consolidation_type.",
             ),
             disruption_eligible_nodes=meter.create_gauge(
                 "karpenter_voluntary_disruption_eligible_nodes",
@@ -347,6 +364,18 @@ class Metrics:
                 "karpy saw it Running), for pods karpy saw before they ran.",
                 KARPENTER_DURATION_BUCKETS,
             ),
+            pods_provisioning_bound_duration_seconds=histogram(
+                "karpenter_pods_provisioning_bound_duration_seconds",
+                "Seconds from the provisioner first placing a pod to its binding to a node (its "
+                "PodScheduled condition).",
+                KARPENTER_DURATION_BUCKETS,
+            ),
+            pods_provisioning_startup_duration_seconds=histogram(
+                "karpenter_pods_provisioning_startup_duration_seconds",
+                "Seconds from the provisioner first placing a pod to its running (its Ready "
+                "condition, else when karpy saw it Running).",
+                KARPENTER_DURATION_BUCKETS,
+            ),
             nodeclaims_terminated_total=counter(
                 "karpenter_nodeclaims_terminated_total",
                 "NodeClaims whose termination finished (finalizer removed), by nodepool, "
@@ -402,11 +431,24 @@ class UpkeepMetrics:
         )
 
 
-CONDITIONED: Final = ("nodeclaim", "nodepool", "node")
+def _a(kind: str) -> str:
+    """`kind` with its indefinite article, for descriptions."""
+    return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
+
+
+NODECLASSES: Final = ("ec2nodeclass",)
+"""The NodeClass kinds (lower-cased, as operatorpkg names them) whose operator_<kind>_* metrics
+karpy declares: Karpenter's metrics reference lists its AWS provider's EC2NodeClass. A provider
+whose NodeClass is one of them gets its conditions and termination described (the metrics
+controllers watch the provider's NodeClass kinds); the instruments are declared here, with the
+rest, so docs/metrics.md lists them."""
+
+CONDITIONED: Final = ("nodeclaim", "nodepool", "node", *NODECLASSES)
 """The kinds whose status conditions the operator_<kind>_* metrics describe."""
 
-TERMINATING: Final = ("nodeclaim", "node")
-"""The kinds karpy holds with a finalizer, whose termination the operator_<kind>_termination_*
+TERMINATING: Final = ("nodeclaim", "node", *NODECLASSES)
+"""The kinds karpy holds with a finalizer (the AWS provider holds one on its EC2NodeClasses
+until their AWS resources are gone), whose termination the operator_<kind>_termination_*
 metrics time."""
 
 
@@ -432,18 +474,18 @@ class ConditionMetrics:
         return cls(
             transitions_total=meter.create_counter(
                 f"operator_{kind}_status_condition_transitions_total",
-                description=f"Changes of a {kind}'s conditions (a condition appearing or its "
+                description=f"Changes of {_a(kind)}'s conditions (a condition appearing or its "
                 "status changing), by type and the new status and reason.",
             ),
             transition_seconds=histogram(
                 f"operator_{kind}_status_condition_transition_seconds",
-                f"Seconds a {kind}'s condition held a status before it changed, by type and the "
+                f"Seconds {_a(kind)}'s condition held a status before it changed, by type and the "
                 "status and reason it left.",
             ),
             termination_duration_seconds=(
                 histogram(
                     f"operator_{kind}_termination_duration_seconds",
-                    f"Seconds from a {kind}'s deletion to its going (its finalizers removed).",
+                    f"Seconds from {_a(kind)}'s deletion to its going (its finalizers removed).",
                 )
                 if kind in TERMINATING
                 else None
@@ -552,6 +594,16 @@ STATE_GAUGES: Final[Mapping[str, tuple[str, str]]] = {
         "Seconds a provisionable pod has waited for its first scheduling decision, by name and "
         "namespace.",
     ),
+    "pods_provisioning_unbound_time_seconds": (
+        "karpenter_pods_provisioning_unbound_time_seconds",
+        "Seconds since the provisioner first placed a pod that is not bound yet, by name and "
+        "namespace.",
+    ),
+    "pods_provisioning_unstarted_time_seconds": (
+        "karpenter_pods_provisioning_unstarted_time_seconds",
+        "Seconds since the provisioner first placed a pod that is not running yet, by name and "
+        "namespace.",
+    ),
     "scheduler_unfinished_work_seconds": (
         "karpenter_scheduler_unfinished_work_seconds",
         "Seconds the scheduling simulation running now has taken so far (0 between "
@@ -604,24 +656,25 @@ STATE_GAUGES: Final[Mapping[str, tuple[str, str]]] = {
     **{
         f"{kind}_termination_current_time_seconds": (
             f"operator_{kind}_termination_current_time_seconds",
-            f"Seconds since a {kind} that is still terminating was deleted, by name and namespace.",
+            f"Seconds since {_a(kind)} that is still terminating was deleted, by name and "
+            "namespace.",
         )
         for kind in TERMINATING
     },
     **{
         f"{kind}_status_condition_count": (
             f"operator_{kind}_status_condition_count",
-            f"1 per condition of a {kind}, by name, namespace, type, status and reason.",
+            f"1 per condition of {_a(kind)}, by name, namespace, type, status and reason.",
         )
-        for kind in ("nodeclaim", "nodepool", "node")
+        for kind in CONDITIONED
     },
     **{
         f"{kind}_status_condition_current_status_seconds": (
             f"operator_{kind}_status_condition_current_status_seconds",
-            f"Seconds a {kind}'s condition has held its status (since its lastTransitionTime), "
+            f"Seconds {_a(kind)}'s condition has held its status (since its lastTransitionTime), "
             "by name, namespace, type, status and reason.",
         )
-        for kind in ("nodeclaim", "nodepool", "node")
+        for kind in CONDITIONED
     },
     "nodeclaims_count": (
         "karpy_nodeclaims",
@@ -644,23 +697,6 @@ _NODEPOOL_GOES_AT_ONCE: Final = (
 )
 _NO_BATCHER: Final = "karpy's AWS provider does not batch API calls."
 
-_NOT_RECORDED_YET: Final = (
-    "karpenter_pods_provisioning_startup_duration_seconds",
-    "karpenter_pods_provisioning_bound_duration_seconds",
-    "karpenter_pods_provisioning_unstarted_time_seconds",
-    "karpenter_pods_provisioning_unbound_time_seconds",
-    "karpenter_voluntary_disruption_decision_evaluation_duration_seconds",
-    "karpenter_voluntary_disruption_failed_validations_total",
-    *(
-        f"operator_ec2nodeclass_status_condition_{name}"
-        for name in ("transitions_total", "transition_seconds")
-    ),
-    "operator_ec2nodeclass_status_condition_count",
-    "operator_ec2nodeclass_status_condition_current_status_seconds",
-    "operator_ec2nodeclass_termination_duration_seconds",
-    "operator_ec2nodeclass_termination_current_time_seconds",
-)
-"""Karpenter's metrics whose data karpy has but does not record yet."""
 
 #: Karpenter's metrics (tests/unit/runtime/karpenter_metrics.txt) karpy does not serve, each with
 #: why; docs/metrics.md lists them under the table.
@@ -702,7 +738,6 @@ NOT_SERVED: Final[Mapping[str, str]] = {
     ),
     "operator_nodepool_termination_duration_seconds": _NODEPOOL_GOES_AT_ONCE,
     "operator_nodepool_termination_current_time_seconds": _NODEPOOL_GOES_AT_ONCE,
-    **dict.fromkeys(_NOT_RECORDED_YET, "not recorded yet."),
 }
 
 

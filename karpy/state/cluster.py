@@ -24,6 +24,7 @@ from karpy.kube.watch import Event, EventType
 from karpy.runtime.telemetry import Metrics
 from karpy.state.indexes import DEFAULT_INDEXES
 from karpy.state.nominations import NodeNominations
+from karpy.state.schedulable import SchedulableTimes
 
 T = TypeVar("T")
 
@@ -138,13 +139,15 @@ class Store(Generic[T]):
 
 
 class ClusterState:
-    """Every store, whether all of them have been listed, and the provisioner's nominations
-    (which nodes pending pods are expected on; see karpy.state.nominations)."""
+    """Every store, whether all of them have been listed, the provisioner's nominations (which
+    nodes pending pods are expected on; see karpy.state.nominations) and when it first placed
+    each pending pod (karpy.state.schedulable)."""
 
     def __init__(self, *, metrics: Metrics) -> None:
         self._metrics = metrics
         self._stores: dict[str, Store[Any]] = {}
         self.nominations = NodeNominations()
+        self.schedulable = SchedulableTimes()
         self._synced = asyncio.Event()
         metrics.cluster_state_synced.set(0)
 

@@ -99,9 +99,10 @@ async def create_nodepool(
     consolidate_after: str = "Never",
     weight: int | None = None,
     limits: Mapping[str, str] | None = None,
+    termination_grace_period: str | None = None,
 ) -> None:
     """A KWOKNodeClass and a WhenEmpty NodePool (100% budget), both called `name`, whose nodes
-    carry `labels`."""
+    carry `labels` (and whose NodeClaims have `termination_grace_period`, when given)."""
     custom = client.CustomObjectsApi(api)
     await custom.create_cluster_custom_object(
         kwoklabels.KWOK_GROUP,
@@ -135,6 +136,8 @@ async def create_nodepool(
     }
     if weight is not None:
         spec["weight"] = weight
+    if termination_grace_period is not None:
+        spec["template"]["spec"]["terminationGracePeriod"] = termination_grace_period
     if limits is not None:
         spec["limits"] = dict(limits)
     await custom.create_cluster_custom_object(

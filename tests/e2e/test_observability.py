@@ -2,7 +2,8 @@
 127.0.0.1) scrapes a running karpy through a walkthrough, `promtool check metrics` accepts the
 exposition, every query of the Grafana dashboard in deploy/grafana returns at least one series,
 and so does every metric docs/metrics.md names (but those whose scenario is not walked here,
-each listed with where it is).
+each listed with where it is; test_observability_aws.py walks the AWS path: an interruption
+and an EC2NodeClass).
 
 The walkthrough provisions two nodes for `inflate` (capacity, cost, provisioning latency),
 deletes one so it is drained (evictions, node and NodeClaim termination), and then scales `inflate`
@@ -15,11 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 import subprocess
 import urllib.parse
 import urllib.request
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Collection, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
@@ -107,10 +109,39 @@ NOT_WALKED: dict[str, str] = {
             "karpenter_interruption_deleted_messages_total",
             "karpenter_interruption_message_queue_duration_seconds",
         ),
-        "the AWS interruption queue: tests/aws/test_aws_interruption_controller.py",
+        "the AWS interruption queue: tests/e2e/test_observability_aws.py",
     ),
     "karpenter_voluntary_disruption_queue_failures_total": (
         "a rolled-back command: tests/cluster/disruption/test_queue.py"
+    ),
+    "karpenter_voluntary_disruption_failed_validations_total": (
+        "a consolidation command the cluster changed under: "
+        "tests/cluster/disruption/test_disruption.py"
+    ),
+    **dict.fromkeys(
+        (
+            "karpenter_pods_provisioning_unbound_time_seconds",
+            "karpenter_pods_provisioning_unstarted_time_seconds",
+        ),
+        "a placed pod waits only until its node is up, under a scrape here: "
+        "tests/unit/controllers/provisioning/test_decision_latency.py",
+    ),
+    **dict.fromkeys(
+        (
+            f"operator_ec2nodeclass_{name}"
+            for name in (
+                "status_condition_count",
+                "status_condition_current_status_seconds",
+                "status_condition_transitions_total",
+                "status_condition_transition_seconds",
+                "termination_duration_seconds",
+            )
+        ),
+        "the AWS provider's NodeClass: tests/e2e/test_observability_aws.py",
+    ),
+    "operator_ec2nodeclass_termination_current_time_seconds": (
+        "a series only while a NodeClass terminates, under a scrape: "
+        "tests/unit/controllers/metrics/test_conditions.py"
     ),
     "leader_election_master_status": "leader election is off here: tests/cluster/runtime",
     "karpy_leader_election_transitions_total": "leader election is off here: tests/cluster/runtime",
@@ -148,9 +179,22 @@ def metric_queries() -> list[str]:
 DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "karpy-dashboard.json"
 
 
-def dashboard_queries() -> list[str]:
+def dashboard_queries(not_walked: Collection[str] = NOT_WALKED) -> list[str]:
+    """The dashboard's queries, less those that read only metrics `not_walked` names."""
     panels = json.loads(DASHBOARD.read_text())["panels"]
-    return [target["expr"] for panel in panels for target in panel.get("targets", [])]
+    served = {name for name, _, _ in served_metrics()}
+    exprs = [target["expr"] for panel in panels for target in panel.get("targets", [])]
+    return [e for e in exprs if not _metrics_of(e, served) <= set(not_walked)]
+
+
+def _metrics_of(expr: str, served: Collection[str]) -> set[str]:
+    """The metrics karpy serves that a query reads (a histogram's by its own name)."""
+    tokens = re.findall(r"[a-z][a-z0-9_]*", expr)
+    return {
+        t
+        for t in (*tokens, *(re.sub(r"_(bucket|count|sum)$", "", t) for t in tokens))
+        if t in served
+    }
 
 
 def _get(url: str, *, timeout: float = 10.0) -> str:

@@ -5,8 +5,9 @@ PersistentVolume and its VolumeAttachment, which the test holds with a finalizer
 a CSI attacher holds it until the volume is detached). `kubectl delete node` drains the pod to a
 new node, but the drained node stays, its NodeClaim `VolumesDetached=Unknown`
 (`AwaitingVolumeDetachment`), for as long as the attachment does; once the attachment is
-deleted the instance, the NodeClaim and the Node go. The VolumeAttachment reaches termination
-through its informer and its watch, as every kind karpy reads.
+deleted the instance, the NodeClaim and the Node go. Under a terminationGracePeriod an
+attachment that never goes holds the node only until the deadline. The VolumeAttachment reaches
+termination through its informer and its watch, as every kind karpy reads.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ pytestmark = pytest.mark.usefixtures("karpy_crds")
 HOLD: Final = "example.com/hold"
 HELD: Final = 5.0
 """Seconds the drained node is watched while its volume stays attached."""
+GRACE: Final = 20.0
+"""The NodePool's terminationGracePeriod where the attachment is never released."""
 
 
 def _attach(kube_http: KubeHTTP, name: str, node: str) -> list[str]:
@@ -140,6 +143,50 @@ async def test_a_drained_node_stays_until_its_volume_attachment_goes(
                 )
 
             await eventually(released, within=60)
+    finally:
+        for path in created:
+            kube_http.force_delete(path)
+
+
+async def test_a_volume_attachment_that_never_goes_holds_the_node_only_until_the_deadline(
+    cluster_info: ClusterInfo, api_client: client.ApiClient, kube_http: KubeHTTP, namespace: str
+) -> None:
+    core = client.CoreV1Api(api_client)
+    pool, labels = await fresh_nodepool(
+        api_client, "voldl", termination_grace_period=f"{GRACE:.0f}s"
+    )
+    await create_deployment(
+        api_client, namespace, deployment("stateful", node_selector=labels, replicas=1)
+    )
+    created: list[str] = []
+    try:
+        async with running_daemon(cluster_info):
+            (pod,) = await eventually(running(api_client, namespace, "stateful", 1), within=60)
+            node_name = pod.spec.node_name
+            (claim,) = await nodeclaims(api_client, pool)
+            created = _attach(kube_http, f"vol-{pool}", node_name)
+            await core.delete_node(node_name)
+
+            async def awaiting_detachment() -> bool:
+                return any(
+                    (c["type"], c["status"], c.get("reason"))
+                    == ("VolumesDetached", "Unknown", "AwaitingVolumeDetachment")
+                    for current in await nodeclaims(api_client, pool)
+                    if current["metadata"]["name"] == claim["metadata"]["name"]
+                    for c in current["status"].get("conditions", [])
+                )
+
+            await eventually(awaiting_detachment, within=30)
+
+            # The attachment is never released: the node goes once the grace period is over.
+            async def released() -> bool:
+                names = {c["metadata"]["name"] for c in await nodeclaims(api_client, pool)}
+                return node_name not in await node_names(api_client) and (
+                    claim["metadata"]["name"] not in names
+                )
+
+            await eventually(released, within=GRACE + 60)
+            assert kube_http.exists(created[0]), "the test's finalizer still holds the attachment"
     finally:
         for path in created:
             kube_http.force_delete(path)

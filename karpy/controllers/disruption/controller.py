@@ -42,6 +42,7 @@ from karpy.cloudprovider.protocol import CloudProvider
 from karpy.controllers.disruption import events, passes
 from karpy.controllers.disruption.queue import CommandFailedError, OrchestrationQueue
 from karpy.controllers.disruption.simulation import simulator
+from karpy.controllers.disruption.timing import timed
 from karpy.core.disruption.budgets import Allowance
 from karpy.core.disruption.candidates import Candidate, Policy, Skip, SkipReason, priced
 from karpy.core.disruption.consolidation import Settings
@@ -109,7 +110,11 @@ class DisruptionController:
         self._provider = cloudprovider
         self._scheduler = scheduler or SchedulerOptions()
         self._kinds = snapshot_kinds
-        self._methods = tuple(methods) if methods is not None else disruption_methods(consolidation)
+        evaluation = telemetry.metrics.disruption_evaluation_duration_seconds
+        self._methods = tuple(
+            timed(m, evaluation)
+            for m in (methods if methods is not None else disruption_methods(consolidation))
+        )
         self._memo = Memo()
         self._spot_to_spot = (consolidation or Settings()).spot_to_spot
         self._min_improvement = min_improvement
@@ -198,6 +203,7 @@ class DisruptionController:
     ) -> Command | None:
         """The consolidation command re-decided after the validation delay, or None (logged)
         when the cluster changed under it."""
+        log.debug("validating consolidation command", extra={"nodeclaims": list(command.names)})
         await asyncio.sleep(self._validation_delay)
         state = self._read()
         node_facts = priced(state.facts, types)
@@ -216,6 +222,9 @@ class DisruptionController:
             log.info(
                 "abandoning consolidation command",
                 extra={"nodeclaims": list(command.names), "reason": checked},
+            )
+            self._telemetry.metrics.disruption_failed_validations_total.add(
+                len(command.names), {"consolidation_type": command.method.consolidation_type}
             )
             return None
         return checked

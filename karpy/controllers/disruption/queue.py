@@ -59,6 +59,7 @@ from karpy.runtime.reconciler import Result
 from karpy.runtime.telemetry import Telemetry, current_link, remote_parent, traceparent
 from karpy.state.conditions import claim_is_true, get_condition, set_condition
 from karpy.state.plans import PlanError, nodeclaim_from_plan, nodeclaim_from_template
+from karpy.state.series import created_labels, disrupted_labels
 from karpy.state.tracecontext import with_origin
 from karpy.state.view import ClusterView
 
@@ -255,7 +256,9 @@ class OrchestrationQueue:
                         # The Node changed since the view's copy; the command's reconcile taints
                         # it before anything else, retried by the runner until it holds.
                         log.debug("disrupted taint conflicted", extra={"command-id": command_id})
-                await self._create([with_origin(c, span) for c in replacements], created)
+                await self._create(
+                    [with_origin(c, span) for c in replacements], created, meta.reason.lower()
+                )
         except KubeError as error:
             log.error(
                 "failed to start disruption command",
@@ -347,16 +350,17 @@ class OrchestrationQueue:
             return
         await _write_taint(self._client, node, present=True)
 
-    async def _create(self, replacements: Sequence[NodeClaim], created: list[str]) -> None:
-        """Create `replacements`, appending each name to `created` as soon as it exists."""
+    async def _create(
+        self, replacements: Sequence[NodeClaim], created: list[str], reason: str
+    ) -> None:
+        """Create `replacements`, appending each name to `created` as soon as it exists; they
+        count as created for the command's disruption reason, as Karpenter's do."""
         for claim in replacements:
             stored = await self._client.create(NODECLAIMS, claim)
             name = stored.metadata.name or ""
             created.append(name)
             pool = stored.metadata.labels.get(wk.LABEL_NODEPOOL, "")
-            self._telemetry.metrics.nodeclaims_created_total.add(
-                1, {"reason": "disruption", "nodepool": pool}
-            )
+            self._telemetry.metrics.nodeclaims_created_total.add(1, created_labels(stored, reason))
             log.info("created nodeclaim", extra={"nodeclaim": name, "nodepool": pool})
 
     # ------------------------------------------------------------------ finishing a command
@@ -465,11 +469,7 @@ class OrchestrationQueue:
             except NotFoundError:
                 continue
             self._telemetry.metrics.nodeclaims_disrupted_total.add(
-                1,
-                {
-                    "reason": reason.lower(),
-                    "nodepool": claim.metadata.labels.get(wk.LABEL_NODEPOOL, ""),
-                },
+                1, disrupted_labels(claim, reason.lower())
             )
             log.info(
                 "deleted nodeclaim",

@@ -1,6 +1,7 @@
 """Karpenter's status-condition transitions and termination durations (operatorpkg's
 ``operator_<kind>_status_condition_transitions_total``, ``…_transition_seconds`` and
-``operator_<kind>_termination_duration_seconds``) for NodeClaims, NodePools and Nodes.
+``operator_<kind>_termination_duration_seconds``) for NodeClaims, NodePools, Nodes and the
+provider's NodeClass kinds that have such metrics (``operator_ec2nodeclass_*``).
 
 These count what changed, so they need each object's previous conditions: this controller keeps
 the conditions and deletion time it last saw of each object, keyed ``<kind>/<name>``, and compares
@@ -14,16 +15,14 @@ seen terminating and then gone records the time since its deletion.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from functools import partial
 from typing import Any
 
 import attrs
 
-from karpy.apis.kube.node import Node
-from karpy.apis.v1.nodeclaim import NodeClaim
-from karpy.apis.v1.nodepool import NodePool
 from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, NODES
+from karpy.kube.resources import ResourceKind
 from karpy.kube.watch import Event
 from karpy.manager import Controller, Watch, object_controller
 from karpy.runtime.clock import Clock
@@ -54,15 +53,26 @@ class ConditionTransitions:
 
     name = "metrics.conditions"
 
-    def __init__(self, view: ClusterView, *, metrics: Metrics, clock: Clock) -> None:
+    def __init__(
+        self,
+        view: ClusterView,
+        *,
+        metrics: Metrics,
+        clock: Clock,
+        nodeclass_kinds: Sequence[ResourceKind[Any]] = (),
+    ) -> None:
         self._view = view
+        # The provider's NodeClass kinds that have operator_<kind>_* metrics, by that name.
+        self._nodeclasses = {
+            k.kind.lower(): k for k in nodeclass_kinds if k.kind.lower() in metrics.conditions
+        }
         self._metrics = metrics
         self._clock = clock
         self._started = clock.now()
         self._last: dict[str, Last] = {}
 
     def spec(self) -> Controller:
-        """Keyed ``<kind>/<name>`` by every event of the three kinds, deletions included."""
+        """Keyed ``<kind>/<name>`` by every event of the kinds, deletions included."""
         return object_controller(
             self.name,
             self.reconcile,
@@ -70,8 +80,9 @@ class ConditionTransitions:
                 Watch(kind=NODES, keys=partial(_key, "node")),
                 Watch(kind=NODECLAIMS, keys=partial(_key, "nodeclaim")),
                 Watch(kind=NODEPOOLS, keys=partial(_key, "nodepool")),
+                *(Watch(kind=k, keys=partial(_key, n)) for n, k in self._nodeclasses.items()),
             ),
-            reads=(NODES, NODECLAIMS, NODEPOOLS),
+            reads=(NODES, NODECLAIMS, NODEPOOLS, *self._nodeclasses.values()),
         )
 
     async def reconcile(self, key: str) -> Result:
@@ -94,19 +105,21 @@ class ConditionTransitions:
         self._last[key] = Last(conditions=now, deleted=obj.metadata.deletion_timestamp)
         return Result()
 
-    def _get(self, kind: str, name: str) -> Node | NodeClaim | NodePool | None:
+    def _get(self, kind: str, name: str) -> Any:
         if kind == "node":
             return self._view.node(name)
         if kind == "nodeclaim":
             return self._view.nodeclaim(name)
-        return self._view.nodepool(name)
+        if kind == "nodepool":
+            return self._view.nodepool(name)
+        return self._view.get(self._nodeclasses[kind], name)
 
 
 def _key(kind: str, event: Event[Any]) -> Iterable[str]:
     return (f"{kind}/{event.item.ref.name}",)
 
 
-def _conditions(obj: Node | NodeClaim | NodePool) -> dict[str, Seen]:
+def _conditions(obj: Any) -> dict[str, Seen]:
     return {
         c.type: Seen(status=str(c.status), reason=c.reason or "", since=c.last_transition_time)
         for c in obj.status.conditions

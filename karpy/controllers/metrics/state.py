@@ -17,17 +17,17 @@ from __future__ import annotations
 import datetime
 import logging
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
-from typing import Final
+from typing import Any, Final
 
 from karpy.apis.kube.node import Node
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import NodeClaim
-from karpy.apis.v1.nodepool import NodePool
 from karpy.cloudprovider import CloudProvider
 from karpy.controllers.metrics.pods import is_running
 from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, NODES, PODS
+from karpy.kube.resources import ResourceKind
 from karpy.manager import Singleton
 from karpy.runtime.clock import Clock, SystemClock
 from karpy.runtime.reconciler import Result
@@ -69,8 +69,12 @@ class StateMetrics:
         telemetry: Telemetry,
         clock: Clock | None = None,
         period: float = PRICE_REFRESH,
+        nodeclass_kinds: Sequence[ResourceKind[Any]] = (),
     ) -> None:
         self._view = view
+        # The provider's NodeClass kinds, by operatorpkg's lower-cased name, for their
+        # operator_<kind>_* gauges (a kind without such gauges is not described).
+        self._nodeclasses = {k.kind.lower(): k for k in nodeclass_kinds}
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._cloudprovider = cloudprovider
         self._period = period
@@ -259,12 +263,17 @@ class StateMetrics:
             if total > 0:
                 yield 100.0 * requested[resource] / total, {"resource_type": resource}
 
-    def _objects(self, kind: str) -> Iterable[Node | NodeClaim | NodePool]:
+    def _objects(self, kind: str) -> Iterable[Any]:
+        """The objects of `kind`: Nodes, NodeClaims, NodePools or a NodeClass kind (none of a
+        NodeClass kind the provider does not have)."""
         if kind == "node":
             return self._view.nodes()
         if kind == "nodeclaim":
             return self._view.nodeclaims()
-        return self._view.nodepools()
+        if kind == "nodepool":
+            return self._view.nodepools()
+        nodeclass = self._nodeclasses.get(kind)
+        return self._view.objects(nodeclass) if nodeclass is not None else ()
 
     def _terminating(self, kind: str) -> Iterable[tuple[float, Attributes]]:
         now = self._clock.now()

@@ -28,6 +28,7 @@ from karpy.runtime.clock import Clock
 from karpy.runtime.logging import bind
 from karpy.runtime.reconciler import Result
 from karpy.runtime.telemetry import Telemetry
+from karpy.state.series import disrupted_labels
 from karpy.state.view import ClusterView
 
 log = logging.getLogger(__name__)
@@ -97,7 +98,7 @@ class ExpirationController:
             extra={"nodepool": nodepool, "expire-after": claim.spec.expire_after},
         )
         self._telemetry.metrics.nodeclaims_disrupted_total.add(
-            1, {"reason": DISRUPTED_REASON, "nodepool": nodepool}
+            1, disrupted_labels(claim, DISRUPTED_REASON)
         )
         await self._recorder.publish(
             events.expired_terminating(claim), now=asyncio.get_running_loop().time()

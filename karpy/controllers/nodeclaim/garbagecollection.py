@@ -42,6 +42,7 @@ from karpy.runtime.clock import Clock
 from karpy.runtime.reconciler import Result
 from karpy.runtime.telemetry import Telemetry
 from karpy.state.conditions import get_condition
+from karpy.state.series import disrupted_labels
 from karpy.state.view import ClusterView
 
 log = logging.getLogger(__name__)
@@ -151,7 +152,7 @@ class GarbageCollectionController:
                 continue
             nodepool = claim.metadata.labels.get(wk.LABEL_NODEPOOL, "")
             self._telemetry.metrics.nodeclaims_disrupted_total.add(
-                1, {"reason": "garbage_collected", "nodepool": nodepool}
+                1, disrupted_labels(claim, "garbage_collected")
             )
             log.info(
                 "garbage collecting nodeclaim with no cloudprovider representation",

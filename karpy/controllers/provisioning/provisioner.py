@@ -72,6 +72,8 @@ from karpy.state.plans import (
     summarize_instance_types,
 )
 from karpy.state.pods import is_provisionable
+from karpy.state.schedulable import SchedulableTimes
+from karpy.state.series import PROVISIONED_REASON, created_labels
 from karpy.state.snapshot import ClusterObjects, SnapshotKinds, build_snapshot, read_cluster
 from karpy.state.tracecontext import with_origin
 from karpy.state.view import ClusterView
@@ -147,6 +149,7 @@ class Provisioner:
         nomination_window: float = 20.0,
         provider_timeout: float = 60.0,
         node_nominations: NodeNominations | None = None,
+        schedulable: SchedulableTimes | None = None,
         clock: Clock | None = None,
     ) -> None:
         self._client = client
@@ -167,7 +170,12 @@ class Provisioner:
         self._node_window = max(nomination_window, 2 * PENDING_RECHECK)
         self._clock = clock or SystemClock()
         self._type_errors: dict[str, str] = {}
-        self._latency = DecisionLatency(view, telemetry, self._clock)
+        self._latency = DecisionLatency(
+            view,
+            telemetry,
+            self._clock,
+            schedulable if schedulable is not None else SchedulableTimes(),
+        )
 
     def spec(self) -> Singleton:
         """One pass each time the batch window closes; the window opens on a provisionable
@@ -263,6 +271,7 @@ class Provisioner:
                 solve_span.set_attribute("karpy.nominated", len(results.nominations))
                 solve_span.set_attribute("karpy.unplaced", len(results.unplaced))
             self._nominate(results, by_uid)
+            self._latency.placed(by_uid[uid] for uid in results.placed() if uid in by_uid)
             self.node_nominations.passed()
             await self._report(results, objects, by_uid)
             unschedulable = len(results.unplaced) + len(refused)
@@ -416,7 +425,7 @@ class Provisioner:
             name = stored.metadata.name or ""
             created.append(name)
             self._telemetry.metrics.nodeclaims_created_total.add(
-                1, {"reason": "provisioning", "nodepool": plan.nodepool}
+                1, created_labels(stored, PROVISIONED_REASON)
             )
             self.nominations.nominate(plan.pods, name, now=asyncio.get_running_loop().time())
             log.info(

@@ -14,7 +14,11 @@ import attrs
 
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodepool import Disruption
-from karpy.controllers.disruption.controller import POLLING_PERIOD, DisruptionController
+from karpy.controllers.disruption.controller import (
+    POLLING_PERIOD,
+    VALIDATION_DELAY,
+    DisruptionController,
+)
 from karpy.controllers.disruption.queue import OrchestrationQueue
 from karpy.controllers.nodeclaim.disruption import NodeClaimDisruptionController
 from karpy.controllers.nodeclaim.podevents import PodEventsController
@@ -153,6 +157,22 @@ class Env:
         taints = (await self.kube.get(NODES, node)).spec.taints
         return all(t.key != wk.TAINT_DISRUPTED_KEY for t in taints)
 
+    async def allocatable(self, node: str, **amounts: str) -> None:
+        """Give `node` this allocatable (and capacity), as its kubelet reports it, and wait
+        until cluster state shows it."""
+        await self.kube.request(
+            "PATCH",
+            NODES.object_path(node) + "/status",
+            body={"status": {"allocatable": amounts, "capacity": amounts}},
+            content_type="application/merge-patch+json",
+        )
+
+        async def seen() -> bool:
+            stored = self.state.store(NODES).get(node)
+            return stored is not None and bool(stored.status.allocatable)
+
+        await eventually(seen, within=30, interval=0.05)
+
     async def exists(self, claim: str) -> bool:
         try:
             stored = await self.kube.get(NODECLAIMS, claim)
@@ -199,6 +219,7 @@ async def environment(
     *,
     await_provisioning: bool = False,
     polling_period: float = POLLING_PERIOD,
+    validation_delay: float = VALIDATION_DELAY,
 ) -> AsyncIterator[Env]:
     telemetry = Telemetry.setup(service_name="karpy-test")
     kube = await KubeClient.connect(cluster_info.kubeconfig, request_timeout=10.0)
@@ -235,6 +256,7 @@ async def environment(
             telemetry=telemetry,
             await_provisioning=await_provisioning,
             polling_period=polling_period,
+            validation_delay=validation_delay,
         )
         podevents = PodEventsController(kube, view, clock=clock)
         conditions = NodeClaimDisruptionController(

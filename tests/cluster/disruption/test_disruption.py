@@ -11,16 +11,19 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import logging
 
 import attrs
 import pytest
 
+from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodepool import Budget, ConsolidationPolicy, Disruption
 from karpy.kube.kinds import NODECLAIMS, PODS
 from karpy.localcluster import ClusterInfo
 from karpy.runtime.telemetry import Telemetry
 from karpy.state.pods import is_provisionable
 from tests.cluster.disruption.harness import environment
+from tests.support import metrics
 from tests.support.metrics import total
 from tests.support.waiting import eventually
 
@@ -53,7 +56,10 @@ async def test_empty_node_is_deleted_after_consolidate_after_and_not_before(
             return not await env.exists(claim)
 
         await eventually(deleted, within=10, interval=0.05)
-        disrupted = f'karpenter_nodeclaims_disrupted_total{{nodepool="{pool}",reason="empty"}} 1'
+        disrupted = (
+            'karpenter_nodeclaims_disrupted_total{capacity_type="",'
+            f'nodepool="{pool}",reason="empty"}} 1'
+        )
 
         async def counted() -> bool:
             return disrupted in env.telemetry.prometheus_text()
@@ -245,3 +251,90 @@ async def test_a_restarted_disruption_waits_for_the_first_provisioning_pass_whil
 def _passes(telemetry: Telemetry) -> float:
     """How many disruption passes have finished, whatever their result."""
     return total(telemetry, "controller_runtime_reconcile_total", controller="disruption")
+
+
+UNDERUTILIZED_AT_ONCE = Disruption(
+    consolidation_policy=ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED,
+    consolidate_after="0s",
+    budgets=(Budget(nodes="100%"),),
+)
+VALIDATING = 10.0
+"""Seconds a consolidation command waits before it is checked again: long enough for the test
+to change the cluster under it."""
+
+
+async def test_a_consolidation_the_cluster_changed_under_is_dropped_and_counted(
+    cluster_info: ClusterInfo, namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="karpy.controllers.disruption.controller")
+    async with environment(cluster_info, validation_delay=VALIDATING) as env:
+        pool = await env.pool(UNDERUTILIZED_AT_ONCE)
+        claims: list[str] = []
+        for _ in range(2):
+            claim, node = await env.node_with_claim(pool)
+            await env.allocatable(node, cpu="4", memory="8Gi", pods="110")
+            body = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": f"small-{node}"},
+                "spec": {
+                    "nodeName": node,
+                    "containers": [
+                        {
+                            "name": "c",
+                            "image": "registry.k8s.io/pause:3.9",
+                            "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
+                        }
+                    ],
+                },
+            }
+            await env.kube.create_raw(PODS, body, namespace=namespace)
+            claims.append(claim)
+
+        async def pods_seen() -> bool:
+            return len([p for p in env.state.store(PODS).objects() if p.spec.node_name]) >= 2
+
+        await eventually(pods_seen, within=30, interval=0.05)
+        env.clock.step(datetime.timedelta(seconds=30))  # past the new nodes' nomination window
+        await env.mark()
+
+        # Each node's one small pod fits on the other: consolidation deletes one of them, once
+        # the validation delay has passed and the cluster still agrees.
+        passing = asyncio.create_task(env.controller.reconcile_once())
+
+        async def validating() -> bool:
+            return any(r.getMessage() == "validating consolidation command" for r in caplog.records)
+
+        await eventually(validating, within=30, interval=0.05)
+        # While it waits, a user marks both NodeClaims do-not-disrupt.
+        for claim in claims:
+            await env.kube.request(
+                "PATCH",
+                NODECLAIMS.object_path(claim),
+                body={"metadata": {"annotations": {wk.ANNOTATION_DO_NOT_DISRUPT: "true"}}},
+                content_type="application/merge-patch+json",
+            )
+
+        async def annotated() -> bool:
+            return all(
+                (c := env.state.store(NODECLAIMS).get(name)) is not None
+                and wk.ANNOTATION_DO_NOT_DISRUPT in c.metadata.annotations
+                for name in claims
+            )
+
+        await eventually(annotated, within=5, interval=0.05)
+        await passing
+
+        # The command was dropped: both NodeClaims stay, and its candidate is counted.
+        assert [await env.exists(c) for c in claims] == [True, True]
+        assert any(r.getMessage() == "abandoning consolidation command" for r in caplog.records)
+        failed = "karpenter_voluntary_disruption_failed_validations_total"
+        counted = {
+            kind: metrics.total(env.telemetry, failed, consolidation_type=kind)
+            for kind in ("multi", "single")
+        }
+        assert sum(counted.values()) == 1, counted
+        decided = "karpenter_voluntary_disruption_decisions_total"
+        assert metrics.total(env.telemetry, decided) == 0
+        evaluated = "karpenter_voluntary_disruption_decision_evaluation_duration_seconds_count"
+        assert metrics.total(env.telemetry, evaluated, reason="underutilized") >= 1

@@ -8,9 +8,11 @@ import datetime
 import logging
 import secrets
 
+import attrs
 import pytest
 
 from karpy.apis.meta import Condition, ConditionStatus
+from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim, NodeClaimStatus
 from karpy.controllers.nodeclaim.garbagecollection import GarbageCollectionController
 from karpy.kube.client import KubeClient
@@ -30,8 +32,12 @@ GRACE = 30.0
 async def _launched(
     kube: KubeClient, name: str, provider_id: str, *, at: datetime.datetime
 ) -> NodeClaim:
-    """Create a NodeClaim and give it a providerID and a Launched condition stamped `at`."""
-    await kube.create(NODECLAIMS, make_nodeclaim(name))
+    """Create a spot NodeClaim and give it a providerID and a Launched condition stamped `at`."""
+    claim = make_nodeclaim(name)
+    labels = {**claim.metadata.labels, wk.LABEL_CAPACITY_TYPE: wk.CAPACITY_TYPE_SPOT}
+    await kube.create(
+        NODECLAIMS, attrs.evolve(claim, metadata=attrs.evolve(claim.metadata, labels=labels))
+    )
     launched = Condition(
         type=ConditionType.LAUNCHED,
         status=ConditionStatus.TRUE,
@@ -93,8 +99,8 @@ async def test_a_nodeclaim_whose_instance_is_gone_is_deleted_and_the_others_are_
     assert record.__dict__["provider-id"] == gone.status.provider_id
     assert record.__dict__["nodepool"] == "default"
     assert (
-        'karpenter_nodeclaims_disrupted_total{nodepool="default",reason="garbage_collected"} 1'
-        in (telemetry.prometheus_text())
+        'karpenter_nodeclaims_disrupted_total{capacity_type="spot",nodepool="default",'
+        'reason="garbage_collected"} 1' in (telemetry.prometheus_text())
     )
 
     # Past the grace period the recent one goes as well; the healthy one stays.

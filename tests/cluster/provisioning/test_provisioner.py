@@ -79,13 +79,21 @@ async def test_pending_pods_become_one_nodeclaim_of_the_template(
 
         exposition = h.telemetry.prometheus_text()
         created_line = (
-            f'karpenter_nodeclaims_created_total{{nodepool="{pool}",reason="provisioning"}} 1'
+            'karpenter_nodeclaims_created_total{min_values_relaxed="false",'
+            f'nodepool="{pool}",reason="provisioned"}} 1'
         )
         assert created_line in exposition
         assert (
             'karpenter_scheduler_unschedulable_pods_count{controller="provisioner"} 0' in exposition
         )
         assert "karpenter_scheduler_scheduling_duration_seconds_count" in exposition
+        # The pass placed each pod: each waits, unbound, from that placement.
+        for i in range(3):
+            series = (
+                "karpenter_pods_provisioning_unbound_time_seconds"
+                f'{{name="inflate-{i}",namespace="{namespace}"}}'
+            )
+            assert series in exposition
 
     messages = [r.getMessage() for r in caplog.records]
     assert "found provisionable pod(s)" in messages

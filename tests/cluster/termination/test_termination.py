@@ -4,8 +4,9 @@ retried, never deleted around) until it allows one; a do-not-disrupt pod holds t
 terminationGracePeriod runs out; a pod a PDB protects is deleted at the deadline less its own
 grace period, with that grace; a drained Node's VolumeAttachment (a CSIDriver, a
 PersistentVolume, the attachment held by a finalizer the test owns) holds the instance until it
-goes, or until the deadline, unless a pod the drain leaves mounts its volume; deleting a
-NodeClaim removes its Node and instance."""
+goes, or until the deadline, unless a pod the drain leaves mounts its volume; a pod already
+terminating with more grace than the deadline leaves is deleted again with the time left;
+deleting a NodeClaim removes its Node and instance."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import asyncio
 import datetime
 import json
 import logging
+import secrets
 from collections.abc import Awaitable, Callable
 from typing import Final
 
@@ -21,6 +23,7 @@ import pytest
 
 from karpy.apis.codec import parse_time
 from karpy.apis.kube.common import Toleration, TolerationOperator
+from karpy.apis.kube.node import Node, NodeSpec
 from karpy.apis.kube.pod import (
     Container,
     PersistentVolumeClaimVolumeSource,
@@ -30,7 +33,7 @@ from karpy.apis.kube.pod import (
 )
 from karpy.apis.meta import Condition, ConditionStatus, ObjectMeta
 from karpy.apis.v1 import labels as wk
-from karpy.apis.v1.nodeclaim import ConditionType
+from karpy.apis.v1.nodeclaim import ConditionType, NodeClaimStatus
 from karpy.controllers.node.termination import TerminationController
 from karpy.controllers.nodeclaim.lifecycle import LifecycleController
 from karpy.kube.client import KubeClient
@@ -40,6 +43,7 @@ from karpy.kube.kinds import NODECLAIMS, NODES, PODS
 from karpy.runtime.clock import FakeClock
 from karpy.runtime.reconciler import Result
 from karpy.runtime.telemetry import Telemetry
+from karpy.testing.fake_cloudprovider import FakeCloudProvider
 from karpy_kwok import KwokCloudProvider, KwokOptions
 from karpy_kwok.catalog import load_entries
 from tests.cluster.nodeclaim.conftest import make_nodeclaim, reconcile_until
@@ -572,3 +576,80 @@ async def _deletion_grace(kube: KubeClient, namespace: str, name: str, *, since:
                     grace: int | None = meta.get("deletionGracePeriodSeconds")
                     return grace
     return None
+
+
+async def test_a_pod_terminating_past_the_deadline_is_deleted_again_to_end_by_it(
+    kube: KubeClient, live: LiveView, kube_http: KubeHTTP, namespace: str
+) -> None:
+    # A Node no kwok manages: nothing finishes a pod's deletion there, so a terminating pod
+    # stays terminating for its whole grace, as on a node whose kubelet waits it out.
+    name = f"tm-overrun-{secrets.token_hex(3)}"
+    provider_id = f"fake:///zone-a/{name}"
+    claim = make_nodeclaim(name, termination_grace_period="60s")
+    claim = attrs.evolve(
+        claim, metadata=attrs.evolve(claim.metadata, finalizers=(wk.FINALIZER_TERMINATION,))
+    )
+    await kube.create(NODECLAIMS, claim)
+    await kube.patch_status(
+        NODECLAIMS, name, NodeClaimStatus(provider_id=provider_id, node_name=name)
+    )
+    node = Node(
+        metadata=ObjectMeta(
+            name=name,
+            labels={wk.LABEL_NODEPOOL: "default"},
+            finalizers=(wk.FINALIZER_TERMINATION,),
+        ),
+        spec=NodeSpec(provider_id=provider_id),
+    )
+    await kube.create(NODES, node)
+    # A pod whose own grace (5 minutes) is longer than the node's 60 s; held by a finalizer.
+    pod = Pod(
+        metadata=ObjectMeta(name="lingering", finalizers=(HOLD,)),
+        spec=PodSpec(
+            containers=(Container(name="app", image="registry.k8s.io/pause:3.9"),),
+            node_name=name,
+            termination_grace_period_seconds=300,
+        ),
+    )
+    lingering = await kube.create(PODS, pod, namespace=namespace)
+    pod_path = f"/api/v1/namespaces/{namespace}/pods/lingering"
+    try:
+        # Someone deleted the pod with its own grace: it would end 5 minutes from now.
+        await kube.delete(PODS, "lingering", namespace=namespace)
+        before = await kube.get(PODS, "lingering", namespace=namespace)
+        assert before.metadata.deletion_grace_period_seconds == 300
+
+        await kube.delete(NODES, name)
+        deleting = await kube.get(NODES, name)
+        assert deleting.metadata.deletion_timestamp is not None
+        deadline = deleting.metadata.deletion_timestamp + datetime.timedelta(seconds=60)
+        clock = FakeClock(deadline - datetime.timedelta(seconds=50))
+        termination = live.settled(
+            TerminationController(
+                kube, live.view, FakeCloudProvider(), clock=clock, recorder=Recorder(kube, clock)
+            ).reconcile
+        )
+        await termination(name)
+
+        # Deleted again with the 50 s left: it now ends by the deadline, not 4 minutes after.
+        after = await kube.get(PODS, "lingering", namespace=namespace)
+        assert after.metadata.deletion_grace_period_seconds == 50
+        assert after.metadata.deletion_timestamp is not None
+        assert after.metadata.deletion_timestamp <= deadline
+        assert ("Warning", "TerminationGracePeriodExpiring") in kube_http.events_about(
+            lingering.metadata.uid or "", namespace
+        )
+        # Ending by the deadline, it is left to end: the next pass deletes it no more.
+        await termination(name)
+        again = await kube.get(PODS, "lingering", namespace=namespace)
+        assert again.metadata.resource_version == after.metadata.resource_version
+        node_now = await kube.get(NODES, name)
+        assert wk.FINALIZER_TERMINATION in node_now.metadata.finalizers
+    finally:
+        if kube_http.exists(pod_path):
+            kube_http.merge_patch(pod_path, {"metadata": {"finalizers": None}})
+        for path in (f"/api/v1/nodes/{name}", f"/apis/{wk.GROUP}/v1/nodeclaims/{name}"):
+            if kube_http.exists(path):
+                kube_http.merge_patch(path, {"metadata": {"finalizers": None}})
+                if kube_http.exists(path):
+                    kube_http.request("DELETE", path)

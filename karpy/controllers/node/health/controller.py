@@ -41,6 +41,7 @@ from karpy.runtime.clock import Clock
 from karpy.runtime.logging import bind
 from karpy.runtime.reconciler import Result
 from karpy.runtime.telemetry import Telemetry
+from karpy.state.series import disrupted_labels
 from karpy.state.view import ClusterView
 
 log = logging.getLogger(__name__)
@@ -177,7 +178,7 @@ class NodeHealthController:
         pool = node.metadata.labels.get(wk.LABEL_NODEPOOL, "")
         log.info("deleting unhealthy node", extra={"nodeclaim": name, "condition": condition})
         metrics = self._telemetry.metrics
-        metrics.nodeclaims_disrupted_total.add(1, {"reason": DISRUPTED_REASON, "nodepool": pool})
+        metrics.nodeclaims_disrupted_total.add(1, disrupted_labels(claim, DISRUPTED_REASON))
         metrics.upkeep.nodeclaims_unhealthy_disrupted_total.add(
             1, {"condition": condition, "nodepool": pool}
         )

@@ -55,6 +55,7 @@ from karpy.controllers.node.termination.eviction import (
     due_for_deletion,
     next_deletion,
     next_to_evict,
+    overrunning,
     pod_grace,
 )
 from karpy.controllers.node.termination.volumes import blocking_attachments
@@ -263,11 +264,14 @@ class TerminationController:
         deadline = _grace_deadline(node, nodeclaim)
         now = self._clock.now()
         if deadline is not None:
-            due = due_for_deletion(pods, deadline, now=now)
+            due = (
+                *due_for_deletion(pods, deadline, now=now),
+                *overrunning(pods, deadline, now=now),
+            )
             if due:
                 await self._delete_pods(due, deadline, now=now)
-                # The pods deleted now show as terminating on the next pass, which evicts
-                # what is left in tier order.
+                # The pods deleted now show as terminating, by the deadline, on the next pass,
+                # which evicts what is left in tier order.
                 return Result(requeue_after=DRAIN_RECHECK)
         evictor = self._evictors.get(name)
         if evictor is None:
@@ -306,7 +310,8 @@ class TerminationController:
         self, pods: Sequence[Pod], deadline: datetime.datetime, *, now: datetime.datetime
     ) -> None:
         """Delete pods whose time under the node's deadline has come, past their PDBs and
-        do-not-disrupt, each with the time left to the deadline as its grace period."""
+        do-not-disrupt, each with the time left to the deadline as its grace period (again, for
+        a pod already terminating past the deadline)."""
         grace = deletion_grace(deadline, now=now)
         for pod in pods:
             try:

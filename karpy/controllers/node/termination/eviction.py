@@ -14,7 +14,10 @@ a 429 is retried per pod with backoff (100 ms to 10 s), never deleted around.
 Under a terminationGracePeriod the drain has a deadline, and a pod still there is deleted
 directly (past its PDB and do-not-disrupt) at the deadline minus its own
 terminationGracePeriodSeconds, with the time left as its grace: every pod gets its full grace
-period and the node still goes at the deadline, as Karpenter's terminator does.
+period and the node still goes at the deadline, as Karpenter's terminator does. A pod already
+terminating whose grace runs past the deadline (a user deleted it, or an eviction began it, with
+more grace than the time left) is deleted again with the time left, so it too is gone by the
+deadline; the apiserver only ever shortens a deletion's grace.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import asyncio
 import datetime
 import enum
 import logging
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
@@ -126,8 +130,11 @@ def deletion_time(pod: Pod, deadline: datetime.datetime) -> datetime.datetime:
 
 def deletion_grace(deadline: datetime.datetime, *, now: datetime.datetime) -> int:
     """The grace period (whole seconds, never negative) a pod deleted at `now` is given: the
-    time left to the deadline, which is at most the pod's own once its deletion time came."""
-    return max(int((deadline - now).total_seconds()), 0)
+    time left to the deadline, which is at most the pod's own once its deletion time came.
+    Rounded up: the drain wakes a moment after a pod's deletion time, and truncating would take
+    a second off the pod's grace (29 s of its 30); the pod's end may then pass the deadline by
+    under a second."""
+    return max(math.ceil((deadline - now).total_seconds()), 0)
 
 
 def due_for_deletion(
@@ -135,6 +142,18 @@ def due_for_deletion(
 ) -> tuple[Pod, ...]:
     """The pods to delete now: not yet terminating, and their deletion time has come."""
     return tuple(p for p in pods if not is_terminating(p) and deletion_time(p, deadline) <= now)
+
+
+def overrunning(
+    pods: Iterable[Pod], deadline: datetime.datetime, *, now: datetime.datetime
+) -> tuple[Pod, ...]:
+    """The terminating pods whose grace ends after the deadline and after `now` (their
+    deletionTimestamp is the end of their grace): deleted again, with the time left as their
+    grace. One whose grace has already run out gains nothing from another deletion."""
+    end = max(deadline, now)
+    return tuple(
+        p for p in pods if (ends := p.metadata.deletion_timestamp) is not None and ends > end
+    )
 
 
 def next_deletion(

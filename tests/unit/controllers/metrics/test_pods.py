@@ -13,6 +13,7 @@ from karpy.kube.resources import Item, ObjectRef
 from karpy.runtime.clock import FakeClock
 from karpy.runtime.telemetry import Telemetry
 from karpy.state.cluster import ClusterState
+from karpy.state.schedulable import SchedulableTimes
 from karpy.state.view import ClusterView
 from tests.support.metrics import sample
 
@@ -65,3 +66,51 @@ async def test_bound_and_startup_are_recorded_once_for_pods_seen_waiting(
     assert sample(telemetry, "karpenter_pods_bound_duration_seconds_sum") == 3
     assert sample(telemetry, "karpenter_pods_startup_duration_seconds_count") == 1
     assert sample(telemetry, "karpenter_pods_startup_duration_seconds_sum") == 7
+
+
+async def test_provisioning_latencies_run_from_the_first_placement(
+    telemetry: Telemetry,
+) -> None:
+    state = ClusterState(metrics=telemetry.metrics)
+    pods = state.register(kinds.PODS)
+    pods.replace([_pod("placed"), _pod("unplaced")])
+    state.mark_listed()
+    schedulable = SchedulableTimes()
+    latency = PodLatency(
+        ClusterView(state), metrics=telemetry.metrics, clock=FakeClock(T0), schedulable=schedulable
+    )
+    for key in ("default/placed", "default/unplaced"):
+        await latency.reconcile(key)
+    schedulable.placed([("default", "placed")], at=T0 + datetime.timedelta(seconds=2))
+
+    pods.replace([_pod("placed", bound=3, ready=7), _pod("unplaced", bound=3, ready=7)])
+    for key in ("default/placed", "default/unplaced"):
+        await latency.reconcile(key)
+
+    # Both are timed from creation; only the placed one from its placement (2 s in).
+    assert sample(telemetry, "karpenter_pods_bound_duration_seconds_count") == 2
+    assert sample(telemetry, "karpenter_pods_provisioning_bound_duration_seconds_count") == 1
+    assert sample(telemetry, "karpenter_pods_provisioning_bound_duration_seconds_sum") == 1
+    assert sample(telemetry, "karpenter_pods_provisioning_startup_duration_seconds_count") == 1
+    assert sample(telemetry, "karpenter_pods_provisioning_startup_duration_seconds_sum") == 5
+    # Running, it is forgotten: nothing more is measured from its placement.
+    assert schedulable.since(("default", "placed")) is None
+
+
+async def test_a_pod_that_goes_is_forgotten_by_the_placement_record(
+    telemetry: Telemetry,
+) -> None:
+    state = ClusterState(metrics=telemetry.metrics)
+    pods = state.register(kinds.PODS)
+    pods.replace([_pod("short-lived")])
+    state.mark_listed()
+    schedulable = SchedulableTimes()
+    schedulable.placed([("default", "short-lived")], at=T0)
+    latency = PodLatency(
+        ClusterView(state), metrics=telemetry.metrics, clock=FakeClock(T0), schedulable=schedulable
+    )
+    await latency.reconcile("default/short-lived")
+    assert len(schedulable) == 1
+    pods.replace([])
+    await latency.reconcile("default/short-lived")
+    assert len(schedulable) == 0

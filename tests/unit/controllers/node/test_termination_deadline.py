@@ -32,6 +32,7 @@ from karpy.controllers.node.termination.eviction import (
     drainable,
     due_for_deletion,
     next_deletion,
+    overrunning,
 )
 from karpy.controllers.node.termination.volumes import blocking_attachments
 
@@ -164,6 +165,13 @@ def test_a_pod_is_deleted_its_own_grace_before_the_deadline_with_that_grace() ->
     assert next_deletion([pod], DEADLINE, now=on_time) is None
 
 
+def test_a_pod_deleted_a_moment_after_its_time_keeps_its_whole_grace() -> None:
+    # The drain wakes a little after the deletion time: the grace is not cut to 29 s.
+    late = DEADLINE - datetime.timedelta(seconds=30) + datetime.timedelta(milliseconds=20)
+    assert deletion_grace(DEADLINE, now=late) == 30
+    assert deletion_grace(DEADLINE, now=DEADLINE - datetime.timedelta(seconds=29.5)) == 30
+
+
 def test_grace_periods_longer_than_the_deadline_allows_are_due_at_once() -> None:
     slow = _pod("slow", grace=3600)
     unset = _pod("unset", grace=None)  # the apiserver's default, 30 s
@@ -180,6 +188,22 @@ def test_terminating_pods_are_not_deleted_again_and_past_the_deadline_there_is_n
     assert due_for_deletion([leaving], DEADLINE, now=late) == ()
     assert next_deletion([leaving], DEADLINE, now=NOW) is None
     assert deletion_grace(DEADLINE, now=late) == 0
+
+
+def test_a_pod_terminating_past_the_deadline_is_deleted_again_with_the_time_left() -> None:
+    # deletionTimestamp is when a terminating pod's grace ends.
+    lingering = _pod("lingering", deleted_at=DEADLINE + datetime.timedelta(seconds=240))
+    leaving = _pod("leaving", deleted_at=DEADLINE - datetime.timedelta(seconds=5))
+    assert overrunning([lingering, leaving], DEADLINE, now=NOW) == (lingering,)
+    assert deletion_grace(DEADLINE, now=NOW) == 60
+    # Deleted again, it ends by the deadline: not deleted a third time.
+    shortened = _pod("lingering", deleted_at=NOW + datetime.timedelta(seconds=60))
+    assert overrunning([shortened], DEADLINE, now=NOW) == ()
+    # Past the deadline, a pod given no grace has nothing more to lose.
+    late = DEADLINE + datetime.timedelta(seconds=10)
+    spent = _pod("spent", deleted_at=late)
+    assert overrunning([spent], DEADLINE, now=late) == ()
+    assert overrunning([lingering], DEADLINE, now=late) == (lingering,)
 
 
 @given(

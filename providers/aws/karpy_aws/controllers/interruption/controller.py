@@ -49,6 +49,7 @@ from karpy.runtime.bounded import count_failures
 from karpy.runtime.clock import Clock
 from karpy.runtime.reconciler import Result
 from karpy.runtime.telemetry import Telemetry
+from karpy.state.series import disrupted_labels
 from karpy.state.view import ClusterView
 from karpy_aws.controllers.interruption.messages import (
     Action,
@@ -392,9 +393,7 @@ class InterruptionController:
                 None,
                 node,
             )
-        self._telemetry.metrics.nodeclaims_disrupted_total.add(
-            1, {"reason": kind, "nodepool": nodepool}
-        )
+        self._telemetry.metrics.nodeclaims_disrupted_total.add(1, disrupted_labels(claim, kind))
 
     async def _publish(self, notice: Notice, claim: NodeClaim | None, node: Node | None) -> None:
         """Record ``notice`` on the NodeClaim and the Node (either may be None). Best effort:
