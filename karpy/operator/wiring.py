@@ -55,6 +55,7 @@ from karpy.runtime.telemetry import Telemetry
 from karpy.state.cluster import ClusterState
 from karpy.state.informers import Informer
 from karpy.state.nominations import NodeNominations
+from karpy.state.registrationhealth import RegistrationHealth
 from karpy.state.view import ClusterView
 
 
@@ -177,6 +178,9 @@ def controllers(
     snapshot_kinds = inputs.snapshot_kinds(informers)
     nodeclass_kinds = inputs.nodeclass_kinds(provider, informers)
     queue = OrchestrationQueue(client, view, clock=clock, recorder=recorder, telemetry=telemetry)
+    # NodePools' recent registration outcomes: the lifecycle records them, the NodePool status
+    # controller forgets them when a pool's spec or NodeClass changes.
+    registration_health = RegistrationHealth()
     declarations: list[Declaration] = [
         Provisioner(
             client,
@@ -202,6 +206,7 @@ def controllers(
             recorder=recorder,
             tracer=telemetry.tracer,
             metrics=telemetry.metrics,
+            registration_health=registration_health,
         ).spec(),
         TerminationController(
             client, view, provider, clock=clock, recorder=recorder, metrics=telemetry.metrics
@@ -216,6 +221,7 @@ def controllers(
             clock=clock,
             telemetry=telemetry,
             nodeclass_kinds={(k.group, k.kind): k for k in nodeclass_kinds},
+            registration_health=registration_health,
         ).spec(),
         NodeClaimDisruptionController(
             client,

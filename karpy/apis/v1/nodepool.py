@@ -248,6 +248,14 @@ class NodePoolStatus:
         factory=dict, doc="Summed capacity of the pool's nodes.", crd_default=False
     )
     nodes: int | None = field(default=None, doc="Number of nodes in the pool.", format="int64")
+    node_class_observed_generation: int | None = field(
+        default=None,
+        doc=(
+            "Generation of the NodeClass NodeRegistrationHealthy was last reset for; a newer one "
+            "resets it to Unknown."
+        ),
+        format="int64",
+    )
     conditions: tuple[Condition, ...] = conditions_field()
 
 

@@ -9,8 +9,16 @@ nodepool.readiness and nodepool.validation, written as one status patch).
 * `ValidationSucceeded`: what the CRD's schema cannot check holds — the requirements form a
   satisfiable set, the durations and budget schedules parse (False with reason
   NodePoolValidationFailed and the error).
-* `Ready`: both of the above are True (False when either is False, else Unknown, with reason
-  UnhealthyDependents naming them). The provisioner skips a NodePool whose Ready is False.
+* `NodeRegistrationHealthy`: Unknown (reason AwaitingReconciliation) when the pool has none yet,
+  or when the pool's spec (its generation, against the condition's observedGeneration) or its
+  NodeClass (its generation, against `status.nodeClassObservedGeneration`) changed since it was
+  set, and the pool's window of registration outcomes (karpy.state.registrationhealth) is
+  emptied: what failed before says nothing of the new configuration. The NodeClaim lifecycle
+  sets it True or False as nodes register or time out. It is not part of Ready: an unhealthy
+  pool still launches (its next node may be the one that works), as in Karpenter.
+* `Ready`: ValidationSucceeded and NodeClassReady are True (False when either is False, else
+  Unknown, with reason UnhealthyDependents naming them). The provisioner skips a NodePool whose
+  Ready is False.
 
 Fed by NodePool events, events of the pool's NodeClaims and of NodeClasses (mapped to the pools
 that reference them); everything is read from cluster state. The `karpy_nodepools_nodes`
@@ -20,6 +28,7 @@ gauge is set from the same numbers (usage and limits are the state gauges
 
 from __future__ import annotations
 
+import datetime
 import logging
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar, Final
@@ -47,6 +56,7 @@ from karpy.runtime.clock import Clock
 from karpy.runtime.logging import bind
 from karpy.runtime.reconciler import Result
 from karpy.runtime.telemetry import Telemetry
+from karpy.state.registrationhealth import RegistrationHealth
 from karpy.state.view import ClusterView
 
 log = logging.getLogger(__name__)
@@ -55,6 +65,8 @@ REASON_NODECLASS_NOT_FOUND: Final = "NodeClassNotFound"
 REASON_NODECLASS_NOT_READY: Final = "NodeClassNotReady"
 REASON_UNSUPPORTED_NODECLASS: Final = "UnsupportedNodeClass"
 REASON_VALIDATION_FAILED: Final = "NodePoolValidationFailed"
+REASON_AWAITING_RECONCILIATION: Final = "AwaitingReconciliation"
+MESSAGE_AWAITING_RECONCILIATION: Final = "object is awaiting reconciliation"
 READY_DEPENDENTS: Final = (ConditionType.VALIDATION_SUCCEEDED, ConditionType.NODE_CLASS_READY)
 NODEPOOL_CONDITIONS: Final = ConditionSet(dependents=READY_DEPENDENTS, root=ConditionType.READY)
 
@@ -97,8 +109,14 @@ class NodePoolStatusController:
         clock: Clock,
         telemetry: Telemetry,
         nodeclass_kinds: Mapping[tuple[str, str], ResourceKind[Any]],
+        registration_health: RegistrationHealth | None = None,
     ) -> None:
-        """`nodeclass_kinds`: the informed NodeClass kinds by (group, kind)."""
+        """`nodeclass_kinds`: the informed NodeClass kinds by (group, kind);
+        `registration_health`: the pools' registration outcomes, shared with the NodeClaim
+        lifecycle (a private one when not given)."""
+        self._registration_health = (
+            registration_health if registration_health is not None else RegistrationHealth()
+        )
         self._client = client
         self._view = view
         self._clock = clock
@@ -179,12 +197,47 @@ class NodePoolStatusController:
             message=error or "",
             now=now,
         )
+        conditions, observed = self._registration_reset(nodepool, conditions, now=now)
         return attrs.evolve(
             nodepool.status,
             resources=quantities_from_resources(total),
             nodes=len(claims),
+            node_class_observed_generation=observed,
             conditions=NODEPOOL_CONDITIONS.with_root(conditions, now=now),
         )
+
+    def _registration_reset(
+        self, nodepool: NodePool, conditions: tuple[Condition, ...], *, now: datetime.datetime
+    ) -> tuple[tuple[Condition, ...], int | None]:
+        """NodeRegistrationHealthy back to Unknown after a spec or NodeClass change, and the
+        NodeClass generation seen. Side effect: the pool's outcome window is emptied then."""
+        observed = nodepool.status.node_class_observed_generation
+        nodeclass = self._nodeclass(nodepool)
+        if nodeclass is None:
+            return conditions, observed
+        generation = getattr(getattr(nodeclass, "metadata", None), "generation", None)
+        current = find(conditions, ConditionType.NODE_REGISTRATION_HEALTHY)
+        if (
+            current is None
+            or observed != generation
+            or current.observed_generation != nodepool.metadata.generation
+        ):
+            conditions = with_condition(
+                conditions,
+                ConditionType.NODE_REGISTRATION_HEALTHY,
+                ConditionStatus.UNKNOWN,
+                reason=REASON_AWAITING_RECONCILIATION,
+                message=MESSAGE_AWAITING_RECONCILIATION,
+                now=now,
+                generation=nodepool.metadata.generation,
+            )
+            self._registration_health.reset(nodepool.metadata.uid or "")
+        return conditions, generation
+
+    def _nodeclass(self, nodepool: NodePool) -> object | None:
+        ref = nodepool.spec.template.spec.node_class_ref
+        kind = self._nodeclass_kinds.get((ref.group, ref.kind))
+        return None if kind is None else self._view.get(kind, ref.name)
 
     def _nodeclass_ready(self, nodepool: NodePool) -> tuple[ConditionStatus, str, str]:
         ref = nodepool.spec.template.spec.node_class_ref
