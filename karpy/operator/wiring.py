@@ -13,6 +13,7 @@ spans, sync wait — over the informers; the supervisor runs them on the leader.
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -207,6 +208,7 @@ def controllers(
             tracer=telemetry.tracer,
             metrics=telemetry.metrics,
             registration_health=registration_health,
+            extended_resource_timeout=_seconds(options.initialization.extended_resource_timeout),
         ).spec(),
         TerminationController(
             client, view, provider, clock=clock, recorder=recorder, metrics=telemetry.metrics
@@ -271,3 +273,7 @@ def controllers(
             ).spec()
         )
     return declarations
+
+
+def _seconds(value: float | None) -> datetime.timedelta | None:
+    return None if value is None else datetime.timedelta(seconds=value)

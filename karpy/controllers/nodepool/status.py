@@ -7,7 +7,8 @@ nodepool.readiness and nodepool.validation, written as one status patch).
   reason NodeClassNotFound or NodeClassNotReady otherwise; Unknown, reason UnsupportedNodeClass,
   when the reference names a kind the cloud provider does not serve).
 * `ValidationSucceeded`: what the CRD's schema cannot check holds — the requirements form a
-  satisfiable set, the durations and budget schedules parse (False with reason
+  satisfiable set, the durations and budget schedules parse, and so does the
+  karpy.sh/extended-resource-initialization-timeout annotation (False with reason
   NodePoolValidationFailed and the error).
 * `NodeRegistrationHealthy`: Unknown (reason AwaitingReconciliation) when the pool has none yet,
   or when the pool's spec (its generation, against the condition's observedGeneration) or its
@@ -56,6 +57,7 @@ from karpy.runtime.clock import Clock
 from karpy.runtime.logging import bind
 from karpy.runtime.reconciler import Result
 from karpy.runtime.telemetry import Telemetry
+from karpy.state.nodepools import extended_resource_timeout
 from karpy.state.registrationhealth import RegistrationHealth
 from karpy.state.view import ClusterView
 
@@ -75,6 +77,7 @@ def validation_error(nodepool: NodePool) -> str | None:
     """Why `nodepool` fails runtime validation, or None when it passes."""
     try:
         nodepool_requirements(nodepool)
+        extended_resource_timeout(nodepool, default=None)
         spec = nodepool.spec.template.spec
         parse_duration(spec.expire_after, field_name="spec.template.spec.expireAfter")
         if spec.termination_grace_period is not None:

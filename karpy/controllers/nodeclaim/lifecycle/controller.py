@@ -75,11 +75,15 @@ class LifecycleController:
         view: cluster state, where NodeClaims and their Nodes are read.
         cloud_provider: launches and terminates instances (wrap it in `instrumented` for spans).
         clock: wall clock for condition stamps and the launch/registration timeouts.
-        recorder: publishes the InsufficientCapacityError and NodeClassNotReady events.
+        recorder: publishes the InsufficientCapacityError, NodeClassNotReady and
+            ResourceNotRegistered events.
         tracer: where the launch, registration and initialization spans go (none by default);
             see karpy.state.tracecontext for how they find the trace that created the NodeClaim.
         registration_health: the NodePools' recent registration outcomes (shared with the
             NodePool status controller, which resets them); a private one when not given.
+        extended_resource_timeout: how long a registered node may go without an extended
+            resource its NodeClaim requested before it is replaced, unless its NodePool says
+            otherwise (None: off).
         metrics: where registered nodes (karpenter_nodes_created_total) and terminated NodeClaims
             (karpenter_nodeclaims_terminated_total and their durations) are counted.
     """
@@ -97,6 +101,7 @@ class LifecycleController:
         tracer: Tracer | None = None,
         metrics: Metrics | None = None,
         registration_health: RegistrationHealth | None = None,
+        extended_resource_timeout: datetime.timedelta | None = None,
     ) -> None:
         tracer = tracer if tracer is not None else NoOpTracer()
         self._kube = kube
@@ -135,7 +140,15 @@ class LifecycleController:
                 nodes_created=metrics.nodes_created_total if metrics is not None else None,
                 pool_health=pool_health,
             ),
-            Initialization(kube, view, clock=clock, said=self._said, tracer=tracer),
+            Initialization(
+                kube,
+                view,
+                clock=clock,
+                said=self._said,
+                tracer=tracer,
+                recorder=recorder,
+                extended_resource_timeout=extended_resource_timeout,
+            ),
         )
 
     def spec(self) -> Controller:
