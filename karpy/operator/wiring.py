@@ -27,6 +27,7 @@ from karpy.controllers.metrics.pods import PodLatency
 from karpy.controllers.metrics.state import StateMetrics
 from karpy.controllers.node.health.controller import NodeHealthController, policies_with
 from karpy.controllers.node.termination.controller import TerminationController
+from karpy.controllers.nodeclaim.consistency import ConsistencyController
 from karpy.controllers.nodeclaim.disruption import NodeClaimDisruptionController
 from karpy.controllers.nodeclaim.expiration import ExpirationController
 from karpy.controllers.nodeclaim.garbagecollection import GarbageCollectionController
@@ -236,6 +237,7 @@ def controllers(
         ExpirationController(
             client, view, clock=clock, recorder=recorder, telemetry=telemetry
         ).spec(),
+        ConsistencyController(client, view, clock=clock, recorder=recorder).spec(),
         queue.spec(),
         DisruptionController(
             view,

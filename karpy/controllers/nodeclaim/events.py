@@ -14,6 +14,7 @@ from karpy.kube.kinds import NODECLAIMS, NODES
 
 REASON_DISRUPTION_TERMINATING: Final = "DisruptionTerminating"
 REASON_RESOURCE_NOT_REGISTERED: Final = "ResourceNotRegistered"
+REASON_FAILED_CONSISTENCY_CHECK: Final = "FailedConsistencyCheck"
 
 
 def launch_failed(claim: NodeClaim, reason: str, error: str) -> Event:
@@ -48,3 +49,8 @@ def resource_not_registered(
         warning(NODECLAIMS, claim, REASON_RESOURCE_NOT_REGISTERED, message),
         warning(NODES, node, REASON_RESOURCE_NOT_REGISTERED, message),
     )
+
+
+def failed_consistency_check(claim: NodeClaim, issue: str) -> Event:
+    """A consistency check found the NodeClaim and its Node disagreeing (`issue` says how)."""
+    return warning(NODECLAIMS, claim, REASON_FAILED_CONSISTENCY_CHECK, issue)
