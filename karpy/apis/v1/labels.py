@@ -91,6 +91,10 @@ ANNOTATION_EXTENDED_RESOURCE_INITIALIZATION_TIMEOUT: Final = (
 )
 """NodePool annotation: how long a registered node may go without reporting an extended
 resource its NodeClaim requested before it is replaced (a duration, or Never)."""
+LIMIT_COST_PER_HOUR: Final = "karpy.sh/cost-per-hour"
+"""NodePool spec.limits key: a cap on the summed hourly price of the pool's nodes, in the cloud
+provider's currency (e.g. "5" or "2.5"); karpy's only key in limits, which Karpenter reads as an
+extended resource no node has and so never hits."""
 TAINT_UNREGISTERED_KEY: Final = "karpenter.sh/unregistered"
 TAINT_NODE_NOT_READY: Final = "node.kubernetes.io/not-ready"
 TAINT_NODE_UNREACHABLE: Final = "node.kubernetes.io/unreachable"
