@@ -225,6 +225,7 @@ def controllers(
             telemetry=telemetry,
             nodeclass_kinds={(k.group, k.kind): k for k in nodeclass_kinds},
             registration_health=registration_health,
+            cloudprovider=provider,
         ).spec(),
         NodeClaimDisruptionController(
             client,

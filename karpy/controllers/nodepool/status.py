@@ -3,12 +3,16 @@ nodepool.readiness and nodepool.validation, written as one status patch).
 
 * `status.resources` and `status.nodes`: the summed capacity and the number of the pool's
   NodeClaims (deleting ones included: they still hold their capacity, as Karpenter counts them).
+  A pool with a cost limit (spec.limits karpy.sh/cost-per-hour) also gets its NodeClaims'
+  summed hourly price under that key, each at its offering's price (instance type, zone and
+  capacity type) in the cloud provider's instance types, or its type's dearest offering.
 * `NodeClassReady`: the NodeClass the template references exists and is Ready (False with
   reason NodeClassNotFound or NodeClassNotReady otherwise; Unknown, reason UnsupportedNodeClass,
   when the reference names a kind the cloud provider does not serve).
 * `ValidationSucceeded`: what the CRD's schema cannot check holds — the requirements form a
   satisfiable set, the durations and budget schedules parse, and so does the
-  karpy.sh/extended-resource-initialization-timeout annotation (False with reason
+  karpy.sh/extended-resource-initialization-timeout annotation, and the cost limit is not
+  negative (False with reason
   NodePoolValidationFailed and the error).
 * `NodeRegistrationHealthy`: Unknown (reason AwaitingReconciliation) when the pool has none yet,
   or when the pool's spec (its generation, against the condition's observedGeneration) or its
@@ -38,16 +42,20 @@ import attrs
 
 from karpy.apis.conditions import ConditionSet, find, with_condition
 from karpy.apis.duration import parse_duration
-from karpy.apis.meta import Condition, ConditionStatus
+from karpy.apis.meta import Condition, ConditionStatus, Quantity
 from karpy.apis.v1 import labels as wk
+from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.apis.v1.nodepool import ConditionType, NodePool, NodePoolStatus
+from karpy.cloudprovider import CloudProvider
 from karpy.cloudprovider.requirements import (
     nodepool_requirements,
     quantities_from_resources,
     resources_from_quantities,
 )
 from karpy.core.disruption.cron import parse_schedule
+from karpy.core.instancetypes import InstanceType
 from karpy.core.resources import Resources
+from karpy.core.scheduling.cost import price_milli
 from karpy.kube.client import KubeClient
 from karpy.kube.kinds import CORE_KINDS, NODECLAIMS, NODEPOOLS
 from karpy.kube.resources import ResourceKind
@@ -78,6 +86,10 @@ def validation_error(nodepool: NodePool) -> str | None:
     try:
         nodepool_requirements(nodepool)
         extended_resource_timeout(nodepool, default=None)
+        cost = nodepool.spec.limits.get(wk.LIMIT_COST_PER_HOUR)
+        if cost is not None and str(cost).startswith("-"):
+            msg = f"spec.limits[{wk.LIMIT_COST_PER_HOUR}]: must not be negative, got {cost!r}"
+            raise ValueError(msg)
         spec = nodepool.spec.template.spec
         parse_duration(spec.expire_after, field_name="spec.template.spec.expireAfter")
         if spec.termination_grace_period is not None:
@@ -113,10 +125,13 @@ class NodePoolStatusController:
         telemetry: Telemetry,
         nodeclass_kinds: Mapping[tuple[str, str], ResourceKind[Any]],
         registration_health: RegistrationHealth | None = None,
+        cloudprovider: CloudProvider | None = None,
     ) -> None:
         """`nodeclass_kinds`: the informed NodeClass kinds by (group, kind);
         `registration_health`: the pools' registration outcomes, shared with the NodeClaim
-        lifecycle (a private one when not given)."""
+        lifecycle (a private one when not given); `cloudprovider`: prices the NodeClaims of
+        pools with a cost limit."""
+        self._cloudprovider = cloudprovider
         self._registration_health = (
             registration_health if registration_health is not None else RegistrationHealth()
         )
@@ -157,7 +172,7 @@ class NodePoolStatusController:
             nodepool = self._view.nodepool(name)
             if nodepool is None:
                 return Result()
-            status = self._status(nodepool)
+            status = self._status(nodepool, cost=await self._cost(nodepool))
             self._record(name, status)
             if status == nodepool.status:
                 return Result()
@@ -170,11 +185,22 @@ class NodePoolStatusController:
             )
             return Result()
 
-    def _status(self, nodepool: NodePool) -> NodePoolStatus:
+    async def _cost(self, nodepool: NodePool) -> int | None:
+        """The pool's NodeClaims' summed hourly price in milli-units, when it has a cost limit
+        (None otherwise, or without a cloud provider to price them)."""
+        if wk.LIMIT_COST_PER_HOUR not in nodepool.spec.limits or self._cloudprovider is None:
+            return None
+        types = {t.name: t for t in await self._cloudprovider.get_instance_types(nodepool)}
+        return sum(_price_milli(claim, types) for claim in self._claims(nodepool))
+
+    def _claims(self, nodepool: NodePool) -> list[NodeClaim]:
         name = nodepool.metadata.name or ""
-        claims = [
+        return [
             c for c in self._view.nodeclaims() if c.metadata.labels.get(wk.LABEL_NODEPOOL) == name
         ]
+
+    def _status(self, nodepool: NodePool, *, cost: int | None = None) -> NodePoolStatus:
+        claims = self._claims(nodepool)
         total = Resources()
         for claim in claims:
             total = total + resources_from_quantities(
@@ -201,9 +227,12 @@ class NodePoolStatusController:
             now=now,
         )
         conditions, observed = self._registration_reset(nodepool, conditions, now=now)
+        resources = quantities_from_resources(total)
+        if cost is not None:
+            resources[wk.LIMIT_COST_PER_HOUR] = Quantity(f"{cost / 1000:g}")
         return attrs.evolve(
             nodepool.status,
-            resources=quantities_from_resources(total),
+            resources=resources,
             nodes=len(claims),
             node_class_observed_generation=observed,
             conditions=NODEPOOL_CONDITIONS.with_root(conditions, now=now),
@@ -274,3 +303,19 @@ def _pool_of_claim(event: Event[Any]) -> Iterable[str]:
     """The NodePool a changed NodeClaim belongs to."""
     pool = event.item.obj.metadata.labels.get(wk.LABEL_NODEPOOL)
     return (pool,) if pool else ()
+
+
+def _price_milli(claim: NodeClaim, types: Mapping[str, InstanceType]) -> int:
+    """What `claim` costs an hour (milli-units, rounded up): its offering's price, else its
+    type's dearest offering's; 0 for a type the provider does not list (or not yet chosen)."""
+    labels = claim.metadata.labels
+    found = types.get(labels.get(wk.LABEL_INSTANCE_TYPE, ""))
+    if found is None:
+        return 0
+    for offering in found.offerings:
+        if (offering.zone, offering.capacity_type) == (
+            labels.get(wk.LABEL_TOPOLOGY_ZONE),
+            labels.get(wk.LABEL_CAPACITY_TYPE),
+        ):
+            return price_milli(offering.price)
+    return price_milli(max((o.price for o in found.offerings), default=0.0))
