@@ -77,3 +77,11 @@ def test_no_cap_no_charge() -> None:
 )
 def test_prices_round_up_to_a_tenth_of_a_cent(price: float, milli: int) -> None:
     assert price_milli(price) == milli
+
+
+def test_a_fractional_cap_is_kept_to_the_tenth_of_a_cent() -> None:
+    # $1.20 holds three launches of $0.40 but not four (a cap rounded to whole dollars would
+    # allow five, or two).
+    results = b.run(b.snapshot([_pool("1.2")], types=[ONLY]), _pods(5))
+    assert len(results.nodeclaims) == 3
+    assert Resources.of({COST: "1.2"})[COST] == 1200
