@@ -168,3 +168,11 @@ async def test_a_node_whose_gpu_never_appears_is_replaced_after_its_timeout(
         await eventually(replaced, within=30, interval=0.5)
         (replacement,) = [c for c in await h.nodeclaims() if c.metadata.name != name]
         assert replacement.spec.resources.requests[GPU] == "1"
+
+        # A pending pod left behind would count as unschedulable in later tests' provisioners.
+        await kube.delete(PODS, "trainer", namespace=namespace, grace_period_seconds=0)
+
+        async def no_pod() -> bool:
+            return h.state.store(PODS).get("trainer", namespace=namespace) is None
+
+        await eventually(no_pod, within=30)
