@@ -5,6 +5,8 @@ offering's price; the explanation says which cap and how much is left."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from karpy.apis.v1 import labels as wk
 from karpy.core.pods import Pod
@@ -85,3 +87,34 @@ def test_a_fractional_cap_is_kept_to_the_tenth_of_a_cent() -> None:
     results = b.run(b.snapshot([_pool("1.2")], types=[ONLY]), _pods(5))
     assert len(results.nodeclaims) == 3
     assert Resources.of({COST: "1.2"})[COST] == 1200
+
+
+@given(
+    cap_cents=st.integers(0, 400),
+    price_cents=st.integers(1, 120),
+    pods=st.integers(0, 8),
+    held=st.integers(0, 2),
+)
+def test_the_pool_launches_exactly_what_the_cap_pays_for(
+    cap_cents: int, price_cents: int, pods: int, held: int
+) -> None:
+    """One whole node per pod: with `held` nodes already running, the pool launches as many
+    as the rest of the cap pays for, and never more."""
+    price = price_cents / 100
+    only = b.instance_type("it-4", 4, 8, price=price, zones=("zone-a",))
+    labels = {
+        wk.LABEL_INSTANCE_TYPE: "it-4",
+        wk.LABEL_CAPACITY_TYPE: wk.CAPACITY_TYPE_ON_DEMAND,
+        wk.LABEL_NODEPOOL: "default",
+    }
+    nodes = [
+        b.node(
+            f"old-{i}", labels=labels, nodepool_name="default", pods_=b.pods(1, f"busy{i}", cpu="3")
+        )
+        for i in range(held)
+    ]
+    snap = b.snapshot([_pool(f"{cap_cents / 100}")], types=[only], nodes=nodes)
+    results = b.run(snap, _pods(pods))
+    affordable = max(0, cap_cents // price_cents - held)
+    assert len(results.nodeclaims) == min(pods, affordable)
+    assert len(results.unplaced) == pods - min(pods, affordable)
