@@ -32,6 +32,7 @@ from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.apis.v1.nodepool import ConditionType, NodePool
 from karpy.controllers.nodeclaim.lifecycle.fields import Said
 from karpy.kube.client import KubeClient
+from karpy.kube.errors import NotFoundError
 from karpy.kube.kinds import NODEPOOLS
 from karpy.runtime.clock import Clock
 from karpy.state.registrationhealth import Health, RegistrationHealth
@@ -82,6 +83,8 @@ class PoolHealth:
         self._health.seed(uid, _seed(pool))
         try:
             await self._write(pool, nodeclaim, registered=registered)
+        except NotFoundError:
+            return  # the pool is gone: nobody left to tell
         except BaseException:
             # Not counted: the retry reports it again.
             self._said.forget_one(said, nodeclaim)
