@@ -46,7 +46,7 @@ from karpy.apis.meta import Condition, ConditionStatus, Quantity
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.apis.v1.nodepool import ConditionType, NodePool, NodePoolStatus
-from karpy.cloudprovider import CloudProvider
+from karpy.cloudprovider import CloudProvider, CloudProviderError
 from karpy.cloudprovider.requirements import (
     nodepool_requirements,
     quantities_from_resources,
@@ -54,7 +54,7 @@ from karpy.cloudprovider.requirements import (
 )
 from karpy.core.disruption.cron import parse_schedule
 from karpy.core.instancetypes import InstanceType
-from karpy.core.resources import Resources
+from karpy.core.resources import Resources, parse_quantity
 from karpy.core.scheduling.cost import price_milli
 from karpy.kube.client import KubeClient
 from karpy.kube.kinds import CORE_KINDS, NODECLAIMS, NODEPOOLS
@@ -190,7 +190,15 @@ class NodePoolStatusController:
         (None otherwise, or without a cloud provider to price them)."""
         if wk.LIMIT_COST_PER_HOUR not in nodepool.spec.limits or self._cloudprovider is None:
             return None
-        types = {t.name: t for t in await self._cloudprovider.get_instance_types(nodepool)}
+        try:
+            offered = await self._cloudprovider.get_instance_types(nodepool)
+        except CloudProviderError as error:
+            # Prices are not worth holding the pool's conditions back: the cost already shown
+            # stays until the next reconcile prices it.
+            log.warning("failed pricing nodepool nodeclaims", extra={"error": str(error)})
+            shown = nodepool.status.resources.get(wk.LIMIT_COST_PER_HOUR)
+            return None if shown is None else parse_quantity(str(shown))
+        types = {t.name: t for t in offered}
         return sum(_price_milli(claim, types) for claim in self._claims(nodepool))
 
     def _claims(self, nodepool: NodePool) -> list[NodeClaim]:
