@@ -19,6 +19,8 @@ from typing import Final
 
 import attrs
 
+from karpy.apis.v1.labels import LIMIT_COST_PER_HOUR
+
 CPU: Final = "cpu"
 MEMORY: Final = "memory"
 PODS: Final = "pods"
@@ -97,9 +99,10 @@ def parse_resource(name: str, value: str | int | float) -> int:
     """Parse a request or capacity of resource ``name`` the way kube-scheduler reads it.
 
     CPU is read with ``MilliValue()``; every other resource with ``Value()`` (whole units, rounded
-    up), so ``memory: 1.5`` is 2 bytes. The result is in milli-units either way.
+    up), so ``memory: 1.5`` is 2 bytes. The result is in milli-units either way. A NodePool's
+    cost limit (karpy's, no kube-scheduler resource) keeps its fraction, as CPU does.
     """
-    if name == CPU:
+    if name in (CPU, LIMIT_COST_PER_HOUR):
         return parse_quantity(value)
     return math.ceil(parse_quantity_exact(value)) * MILLI
 

@@ -13,6 +13,7 @@ spans, sync wait — over the informers; the supervisor runs them on the leader.
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -26,6 +27,7 @@ from karpy.controllers.metrics.pods import PodLatency
 from karpy.controllers.metrics.state import StateMetrics
 from karpy.controllers.node.health.controller import NodeHealthController, policies_with
 from karpy.controllers.node.termination.controller import TerminationController
+from karpy.controllers.nodeclaim.consistency import ConsistencyController
 from karpy.controllers.nodeclaim.disruption import NodeClaimDisruptionController
 from karpy.controllers.nodeclaim.expiration import ExpirationController
 from karpy.controllers.nodeclaim.garbagecollection import GarbageCollectionController
@@ -55,6 +57,7 @@ from karpy.runtime.telemetry import Telemetry
 from karpy.state.cluster import ClusterState
 from karpy.state.informers import Informer
 from karpy.state.nominations import NodeNominations
+from karpy.state.registrationhealth import RegistrationHealth
 from karpy.state.schedulable import SchedulableTimes
 from karpy.state.view import ClusterView
 
@@ -180,6 +183,9 @@ def controllers(
     snapshot_kinds = inputs.snapshot_kinds(informers)
     nodeclass_kinds = inputs.nodeclass_kinds(provider, informers)
     queue = OrchestrationQueue(client, view, clock=clock, recorder=recorder, telemetry=telemetry)
+    # NodePools' recent registration outcomes: the lifecycle records them, the NodePool status
+    # controller forgets them when a pool's spec or NodeClass changes.
+    registration_health = RegistrationHealth()
     declarations: list[Declaration] = [
         Provisioner(
             client,
@@ -214,6 +220,8 @@ def controllers(
             recorder=recorder,
             tracer=telemetry.tracer,
             metrics=telemetry.metrics,
+            registration_health=registration_health,
+            extended_resource_timeout=_seconds(options.initialization.extended_resource_timeout),
         ).spec(),
         TerminationController(
             client, view, provider, clock=clock, recorder=recorder, metrics=telemetry.metrics
@@ -228,6 +236,8 @@ def controllers(
             clock=clock,
             telemetry=telemetry,
             nodeclass_kinds={(k.group, k.kind): k for k in nodeclass_kinds},
+            registration_health=registration_health,
+            cloudprovider=provider,
         ).spec(),
         NodeClaimDisruptionController(
             client,
@@ -240,6 +250,7 @@ def controllers(
         ExpirationController(
             client, view, clock=clock, recorder=recorder, telemetry=telemetry
         ).spec(),
+        ConsistencyController(client, view, clock=clock, recorder=recorder).spec(),
         queue.spec(),
         DisruptionController(
             view,
@@ -277,3 +288,7 @@ def controllers(
             ).spec()
         )
     return declarations
+
+
+def _seconds(value: float | None) -> datetime.timedelta | None:
+    return None if value is None else datetime.timedelta(seconds=value)

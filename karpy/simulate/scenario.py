@@ -174,13 +174,21 @@ def _nodepool(node: Node) -> NodePool:
     )
     weight = node.get("weight")
     labels = node.get("labels")
+    limits = parse_resources(node.get("limits"))
+    for key, amount in limits.items():
+        # As the apiserver and NodePool validation: karpy's one limit, never below zero.
+        if key.startswith("karpy.sh/") and key != wk.LIMIT_COST_PER_HOUR:
+            msg = f"unknown limit {key!r}: the only karpy.sh/ limit is {wk.LIMIT_COST_PER_HOUR}"
+            raise node.req("limits").fail(msg)
+        if key == wk.LIMIT_COST_PER_HOUR and amount < 0:
+            raise node.req("limits").fail(f"{key} must not be negative")
     return NodePool(
         name=NodePoolName(node.req("name").text()),
         requirements=parse_requirements(node.get("requirements")),
         labels=labels.string_map() if labels else {},
         taints=tuple(parse_taint(t) for t in items_of(node.get("taints"))),
         startup_taints=tuple(parse_taint(t) for t in items_of(node.get("startupTaints"))),
-        limits=parse_resources(node.get("limits")),
+        limits=limits,
         weight=weight.integer() if weight else 0,
     )
 

@@ -1,5 +1,6 @@
-"""A NodePool's template hash, read from the API model: the one place that says which template
-fields karpy hashes (see karpy.core.drift for why those).
+"""What several controllers read off a NodePool the same way: its template hash (the one place
+that says which template fields karpy hashes; see karpy.core.drift for why those), and its
+extended-resource initialization timeout.
 
 The provisioner stamps the hash on every NodeClaim it creates, the nodepool.hash controller
 keeps it on the NodePool and the nodeclaim.disruption controller compares the two; all three
@@ -7,6 +8,8 @@ call `nodepool_hash` here (below every controller, so none imports another). Pur
 """
 
 from __future__ import annotations
+
+from datetime import timedelta
 
 from karpy.apis.duration import parse_duration
 from karpy.apis.kube.common import Taint
@@ -58,3 +61,26 @@ def hash_annotations(nodepool: NodePool) -> dict[str, str]:
         wk.ANNOTATION_NODEPOOL_HASH: nodepool_hash(nodepool),
         wk.ANNOTATION_NODEPOOL_HASH_VERSION: HASH_VERSION,
     }
+
+
+def extended_resource_timeout(
+    nodepool: NodePool | None, *, default: timedelta | None
+) -> timedelta | None:
+    """How long a registered node of `nodepool` may go without an extended resource its
+    NodeClaim requested before it is replaced; None: it waits for ever.
+
+    The NodePool's karpy.sh/extended-resource-initialization-timeout annotation (a duration, or
+    Never) overrides `default` (the global option, None when off). Raises ValueError naming the
+    NodePool and the annotation for a value that is neither a positive duration nor Never."""
+    if nodepool is None:
+        return default
+    key = wk.ANNOTATION_EXTENDED_RESOURCE_INITIALIZATION_TIMEOUT
+    value = nodepool.metadata.annotations.get(key)
+    if value is None:
+        return default
+    where = f"nodepool {nodepool.metadata.name!r} annotation {key}"
+    timeout = parse_duration(value, field_name=where)
+    if timeout is not None and timeout <= timedelta(0):
+        msg = f"{where}: must be greater than zero, or Never; got {value!r}"
+        raise ValueError(msg)
+    return timeout

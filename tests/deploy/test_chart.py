@@ -164,6 +164,7 @@ def test_every_daemon_setting_is_a_value_and_karpy_accepts_what_the_chart_sets(
         "settings.provider": provider,
         "tracing.otlpEndpoint": "http://collector:4318",
         "settings.nodeRepair.toleration": "5m",
+        "settings.extendedResourceInitializationTimeout": "10m",
     }
     if provider == "aws":
         values |= {
@@ -187,6 +188,7 @@ def test_every_daemon_setting_is_a_value_and_karpy_accepts_what_the_chart_sets(
     assert options.telemetry.otlp_endpoint == "http://collector:4318"
     assert options.feature_gates == FeatureGates()  # Karpenter's defaults
     assert options.node_repair.toleration == 300.0
+    assert options.initialization.extended_resource_timeout == 600.0
     if provider == "aws":
         aws = AWSProviderOptions.from_settings(options.provider.settings)
         assert aws.region == "us-west-2"

@@ -86,6 +86,15 @@ ANNOTATION_DISRUPTION_TRACEPARENT: Final = "karpy.sh/disruption-traceparent"
 ANNOTATION_TRACEPARENT: Final = "karpy.sh/traceparent"
 """W3C traceparent of the span that created a NodeClaim (a provisioning batch's or a disruption
 command's), so its later lifecycle spans join or link to that trace (docs/tracing.md)."""
+ANNOTATION_EXTENDED_RESOURCE_INITIALIZATION_TIMEOUT: Final = (
+    "karpy.sh/extended-resource-initialization-timeout"
+)
+"""NodePool annotation: how long a registered node may go without reporting an extended
+resource its NodeClaim requested before it is replaced (a duration, or Never)."""
+LIMIT_COST_PER_HOUR: Final = "karpy.sh/cost-per-hour"
+"""NodePool spec.limits key: a cap on the summed hourly price of the pool's nodes, in the cloud
+provider's currency (e.g. "5" or "2.5"); karpy's only key in limits, which Karpenter reads as an
+extended resource no node has and so never hits."""
 TAINT_UNREGISTERED_KEY: Final = "karpenter.sh/unregistered"
 TAINT_NODE_NOT_READY: Final = "node.kubernetes.io/not-ready"
 TAINT_NODE_UNREACHABLE: Final = "node.kubernetes.io/unreachable"

@@ -209,10 +209,28 @@ class NodePoolSpec:
     )
     limits: Mapping[str, Quantity] = field(
         factory=dict,
-        doc="Upper bound on the summed capacity of the pool's nodes (cpu, memory, nodes, ...).",
+        doc=(
+            "Upper bound on the summed capacity of the pool's nodes (cpu, memory, nodes, ...), "
+            "and with karpy.sh/cost-per-hour on their summed hourly price."
+        ),
         crd_default=False,
         max_properties=64,
         values=item(pattern=QUANTITY_PATTERN),
+        rules=(
+            Rule(
+                rule=(
+                    "self.all(k, !k.startsWith('karpy.sh/') || k == '"
+                    + labels.LIMIT_COST_PER_HOUR
+                    + "')"
+                ),
+                message=(
+                    "the only karpy.sh/ limit is "
+                    + labels.LIMIT_COST_PER_HOUR
+                    + " (a cap on the pool's hourly price)"
+                ),
+                reason="FieldValueInvalid",
+            ),
+        ),
     )
     weight: int | None = field(
         default=None,
@@ -248,6 +266,14 @@ class NodePoolStatus:
         factory=dict, doc="Summed capacity of the pool's nodes.", crd_default=False
     )
     nodes: int | None = field(default=None, doc="Number of nodes in the pool.", format="int64")
+    node_class_observed_generation: int | None = field(
+        default=None,
+        doc=(
+            "Generation of the NodeClass NodeRegistrationHealthy was last reset for; a newer one "
+            "resets it to Unknown."
+        ),
+        format="int64",
+    )
     conditions: tuple[Condition, ...] = conditions_field()
 
 

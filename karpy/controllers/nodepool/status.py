@@ -3,14 +3,27 @@ nodepool.readiness and nodepool.validation, written as one status patch).
 
 * `status.resources` and `status.nodes`: the summed capacity and the number of the pool's
   NodeClaims (deleting ones included: they still hold their capacity, as Karpenter counts them).
+  A pool with a cost limit (spec.limits karpy.sh/cost-per-hour) also gets its NodeClaims'
+  summed hourly price under that key, each at its offering's price (instance type, zone and
+  capacity type) in the cloud provider's instance types, or its type's dearest offering.
 * `NodeClassReady`: the NodeClass the template references exists and is Ready (False with
   reason NodeClassNotFound or NodeClassNotReady otherwise; Unknown, reason UnsupportedNodeClass,
   when the reference names a kind the cloud provider does not serve).
 * `ValidationSucceeded`: what the CRD's schema cannot check holds — the requirements form a
-  satisfiable set, the durations and budget schedules parse (False with reason
+  satisfiable set, the durations and budget schedules parse, and so does the
+  karpy.sh/extended-resource-initialization-timeout annotation, and the cost limit is not
+  negative (False with reason
   NodePoolValidationFailed and the error).
-* `Ready`: both of the above are True (False when either is False, else Unknown, with reason
-  UnhealthyDependents naming them). The provisioner skips a NodePool whose Ready is False.
+* `NodeRegistrationHealthy`: Unknown (reason AwaitingReconciliation) when the pool has none yet,
+  or when the pool's spec (its generation, against the condition's observedGeneration) or its
+  NodeClass (its generation, against `status.nodeClassObservedGeneration`) changed since it was
+  set, and the pool's window of registration outcomes (karpy.state.registrationhealth) is
+  emptied: what failed before says nothing of the new configuration. The NodeClaim lifecycle
+  sets it True or False as nodes register or time out. It is not part of Ready: an unhealthy
+  pool still launches (its next node may be the one that works), as in Karpenter.
+* `Ready`: ValidationSucceeded and NodeClassReady are True (False when either is False, else
+  Unknown, with reason UnhealthyDependents naming them). The provisioner skips a NodePool whose
+  Ready is False.
 
 Fed by NodePool events, events of the pool's NodeClaims and of NodeClasses (mapped to the pools
 that reference them); everything is read from cluster state. The `karpy_nodepools_nodes`
@@ -20,6 +33,7 @@ gauge is set from the same numbers (usage and limits are the state gauges
 
 from __future__ import annotations
 
+import datetime
 import logging
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar, Final
@@ -28,16 +42,20 @@ import attrs
 
 from karpy.apis.conditions import ConditionSet, find, with_condition
 from karpy.apis.duration import parse_duration
-from karpy.apis.meta import Condition, ConditionStatus
+from karpy.apis.meta import Condition, ConditionStatus, Quantity
 from karpy.apis.v1 import labels as wk
+from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.apis.v1.nodepool import ConditionType, NodePool, NodePoolStatus
+from karpy.cloudprovider import CloudProvider, CloudProviderError
 from karpy.cloudprovider.requirements import (
     nodepool_requirements,
     quantities_from_resources,
     resources_from_quantities,
 )
 from karpy.core.disruption.cron import parse_schedule
-from karpy.core.resources import Resources
+from karpy.core.instancetypes import InstanceType
+from karpy.core.resources import Resources, parse_quantity
+from karpy.core.scheduling.cost import price_milli
 from karpy.kube.client import KubeClient
 from karpy.kube.kinds import CORE_KINDS, NODECLAIMS, NODEPOOLS
 from karpy.kube.resources import ResourceKind
@@ -47,6 +65,8 @@ from karpy.runtime.clock import Clock
 from karpy.runtime.logging import bind
 from karpy.runtime.reconciler import Result
 from karpy.runtime.telemetry import Telemetry
+from karpy.state.nodepools import extended_resource_timeout
+from karpy.state.registrationhealth import RegistrationHealth
 from karpy.state.view import ClusterView
 
 log = logging.getLogger(__name__)
@@ -55,6 +75,8 @@ REASON_NODECLASS_NOT_FOUND: Final = "NodeClassNotFound"
 REASON_NODECLASS_NOT_READY: Final = "NodeClassNotReady"
 REASON_UNSUPPORTED_NODECLASS: Final = "UnsupportedNodeClass"
 REASON_VALIDATION_FAILED: Final = "NodePoolValidationFailed"
+REASON_AWAITING_RECONCILIATION: Final = "AwaitingReconciliation"
+MESSAGE_AWAITING_RECONCILIATION: Final = "object is awaiting reconciliation"
 READY_DEPENDENTS: Final = (ConditionType.VALIDATION_SUCCEEDED, ConditionType.NODE_CLASS_READY)
 NODEPOOL_CONDITIONS: Final = ConditionSet(dependents=READY_DEPENDENTS, root=ConditionType.READY)
 
@@ -63,6 +85,11 @@ def validation_error(nodepool: NodePool) -> str | None:
     """Why `nodepool` fails runtime validation, or None when it passes."""
     try:
         nodepool_requirements(nodepool)
+        extended_resource_timeout(nodepool, default=None)
+        cost = nodepool.spec.limits.get(wk.LIMIT_COST_PER_HOUR)
+        if cost is not None and str(cost).startswith("-"):
+            msg = f"spec.limits[{wk.LIMIT_COST_PER_HOUR}]: must not be negative, got {cost!r}"
+            raise ValueError(msg)
         spec = nodepool.spec.template.spec
         parse_duration(spec.expire_after, field_name="spec.template.spec.expireAfter")
         if spec.termination_grace_period is not None:
@@ -97,8 +124,17 @@ class NodePoolStatusController:
         clock: Clock,
         telemetry: Telemetry,
         nodeclass_kinds: Mapping[tuple[str, str], ResourceKind[Any]],
+        registration_health: RegistrationHealth | None = None,
+        cloudprovider: CloudProvider | None = None,
     ) -> None:
-        """`nodeclass_kinds`: the informed NodeClass kinds by (group, kind)."""
+        """`nodeclass_kinds`: the informed NodeClass kinds by (group, kind);
+        `registration_health`: the pools' registration outcomes, shared with the NodeClaim
+        lifecycle (a private one when not given); `cloudprovider`: prices the NodeClaims of
+        pools with a cost limit."""
+        self._cloudprovider = cloudprovider
+        self._registration_health = (
+            registration_health if registration_health is not None else RegistrationHealth()
+        )
         self._client = client
         self._view = view
         self._clock = clock
@@ -136,7 +172,7 @@ class NodePoolStatusController:
             nodepool = self._view.nodepool(name)
             if nodepool is None:
                 return Result()
-            status = self._status(nodepool)
+            status = self._status(nodepool, cost=await self._cost(nodepool))
             self._record(name, status)
             if status == nodepool.status:
                 return Result()
@@ -149,11 +185,30 @@ class NodePoolStatusController:
             )
             return Result()
 
-    def _status(self, nodepool: NodePool) -> NodePoolStatus:
+    async def _cost(self, nodepool: NodePool) -> int | None:
+        """The pool's NodeClaims' summed hourly price in milli-units, when it has a cost limit
+        (None otherwise, or without a cloud provider to price them)."""
+        if wk.LIMIT_COST_PER_HOUR not in nodepool.spec.limits or self._cloudprovider is None:
+            return None
+        try:
+            offered = await self._cloudprovider.get_instance_types(nodepool)
+        except CloudProviderError as error:
+            # Prices are not worth holding the pool's conditions back: the cost already shown
+            # stays until the next reconcile prices it.
+            log.warning("failed pricing nodepool nodeclaims", extra={"error": str(error)})
+            shown = nodepool.status.resources.get(wk.LIMIT_COST_PER_HOUR)
+            return None if shown is None else parse_quantity(str(shown))
+        types = {t.name: t for t in offered}
+        return sum(_price_milli(claim, types) for claim in self._claims(nodepool))
+
+    def _claims(self, nodepool: NodePool) -> list[NodeClaim]:
         name = nodepool.metadata.name or ""
-        claims = [
+        return [
             c for c in self._view.nodeclaims() if c.metadata.labels.get(wk.LABEL_NODEPOOL) == name
         ]
+
+    def _status(self, nodepool: NodePool, *, cost: int | None = None) -> NodePoolStatus:
+        claims = self._claims(nodepool)
         total = Resources()
         for claim in claims:
             total = total + resources_from_quantities(
@@ -179,12 +234,50 @@ class NodePoolStatusController:
             message=error or "",
             now=now,
         )
+        conditions, observed = self._registration_reset(nodepool, conditions, now=now)
+        resources = quantities_from_resources(total)
+        if cost is not None:
+            resources[wk.LIMIT_COST_PER_HOUR] = Quantity(f"{cost / 1000:g}")
         return attrs.evolve(
             nodepool.status,
-            resources=quantities_from_resources(total),
+            resources=resources,
             nodes=len(claims),
+            node_class_observed_generation=observed,
             conditions=NODEPOOL_CONDITIONS.with_root(conditions, now=now),
         )
+
+    def _registration_reset(
+        self, nodepool: NodePool, conditions: tuple[Condition, ...], *, now: datetime.datetime
+    ) -> tuple[tuple[Condition, ...], int | None]:
+        """NodeRegistrationHealthy back to Unknown after a spec or NodeClass change, and the
+        NodeClass generation seen. Side effect: the pool's outcome window is emptied then."""
+        observed = nodepool.status.node_class_observed_generation
+        nodeclass = self._nodeclass(nodepool)
+        if nodeclass is None:
+            return conditions, observed
+        generation = getattr(getattr(nodeclass, "metadata", None), "generation", None)
+        current = find(conditions, ConditionType.NODE_REGISTRATION_HEALTHY)
+        if (
+            current is None
+            or observed != generation
+            or current.observed_generation != nodepool.metadata.generation
+        ):
+            conditions = with_condition(
+                conditions,
+                ConditionType.NODE_REGISTRATION_HEALTHY,
+                ConditionStatus.UNKNOWN,
+                reason=REASON_AWAITING_RECONCILIATION,
+                message=MESSAGE_AWAITING_RECONCILIATION,
+                now=now,
+                generation=nodepool.metadata.generation,
+            )
+            self._registration_health.reset(nodepool.metadata.uid or "")
+        return conditions, generation
+
+    def _nodeclass(self, nodepool: NodePool) -> object | None:
+        ref = nodepool.spec.template.spec.node_class_ref
+        kind = self._nodeclass_kinds.get((ref.group, ref.kind))
+        return None if kind is None else self._view.get(kind, ref.name)
 
     def _nodeclass_ready(self, nodepool: NodePool) -> tuple[ConditionStatus, str, str]:
         ref = nodepool.spec.template.spec.node_class_ref
@@ -218,3 +311,19 @@ def _pool_of_claim(event: Event[Any]) -> Iterable[str]:
     """The NodePool a changed NodeClaim belongs to."""
     pool = event.item.obj.metadata.labels.get(wk.LABEL_NODEPOOL)
     return (pool,) if pool else ()
+
+
+def _price_milli(claim: NodeClaim, types: Mapping[str, InstanceType]) -> int:
+    """What `claim` costs an hour (milli-units, rounded up): its offering's price, else its
+    type's dearest offering's; 0 for a type the provider does not list (or not yet chosen)."""
+    labels = claim.metadata.labels
+    found = types.get(labels.get(wk.LABEL_INSTANCE_TYPE, ""))
+    if found is None:
+        return 0
+    for offering in found.offerings:
+        if (offering.zone, offering.capacity_type) == (
+            labels.get(wk.LABEL_TOPOLOGY_ZONE),
+            labels.get(wk.LABEL_CAPACITY_TYPE),
+        ):
+            return price_milli(offering.price)
+    return price_milli(max((o.price for o in found.offerings), default=0.0))

@@ -18,6 +18,7 @@ from karpy.apis.v1 import labels as wk
 from karpy.core.pods import Pod
 from karpy.core.requirements import Requirements
 from karpy.core.resources import format_quantity
+from karpy.core.scheduling.cost import COST
 from karpy.core.scheduling.existingnode import Placement
 from karpy.core.scheduling.fleet import Fleet
 from karpy.core.scheduling.nodeclaim import NodeClaim, pool_verdict
@@ -220,6 +221,11 @@ def _offering_detail(reqs: Requirements) -> str:
     return "no available offering for " + ("; ".join(parts) if parts else "these requirements")
 
 
+def _cheapest_charge(index: PoolIndex, r: int) -> int:
+    """The least a new NodeClaim of the pool would be charged in limited resource `r`."""
+    return min((cap[r] for cap in index.cap), default=0)
+
+
 def _limit_detail(fleet: Fleet, index: PoolIndex) -> str:
     name = index.pool.name
     if index.node_limit is not None and fleet.nodes_in(name) >= index.node_limit:
@@ -230,6 +236,12 @@ def _limit_detail(fleet: Fleet, index: PoolIndex) -> str:
         if resource in index.limit_names:
             limit = index.pool.limits.get_amount(resource)
             left = max(limit - charged[r], 0)
+            if resource == COST:
+                parts.append(
+                    f"{resource}={limit / 1000:g} (${left / 1000:.3f}/h left, the cheapest"
+                    f" launch needs ${_cheapest_charge(index, r) / 1000:.3f}/h)"
+                )
+                continue
             parts.append(
                 f"{resource}={format_quantity(resource, limit)}"
                 f" ({format_quantity(resource, left)} left)"

@@ -21,6 +21,7 @@ import attrs
 from karpy.core.requirements import Requirement
 from karpy.core.resources import Resources
 from karpy.core.scheduling import preferences
+from karpy.core.scheduling.cost import COST, node_milli
 from karpy.core.scheduling.existingnode import ExistingNode, Placement
 from karpy.core.scheduling.nodeclaim import MergeCache, NodeClaim, pool_verdict
 from karpy.core.scheduling.pool import PoolIndex, ResourceSpace
@@ -85,12 +86,16 @@ class Fleet:
         for index in pools:
             self._nodes[index.pool.name] = 0
             self._charged[index.pool.name] = [0] * len(space.names)
+        cost = space.names.index(COST) if COST in space.names else None
         for node in snapshot.nodes:
             if node.nodepool in self._nodes:
                 self._nodes[node.nodepool] += 1
                 charged = self._charged[node.nodepool]
                 for r, amount in enumerate(space.vector(node.capacity)):
                     charged[r] += amount
+                if cost is not None:
+                    types = snapshot.instance_types.get(node.nodepool, ())
+                    charged[cost] += node_milli(node, types)
 
     # ------------------------------------------------------------------ shapes
     def context(self, shape: preferences.Shape, requests: Resources) -> ShapeContext:

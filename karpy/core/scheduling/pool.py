@@ -18,6 +18,7 @@ from karpy.apis.v1 import labels as wk
 from karpy.core.instancetypes import InstanceType, Offering
 from karpy.core.requirements import Requirements
 from karpy.core.resources import Resources
+from karpy.core.scheduling.cost import COST, dearest_milli
 from karpy.core.scheduling.preferences import PreferencePolicy, pod_requirements, start
 from karpy.core.snapshot import NODES_LIMIT, DaemonSet, NodePool
 from karpy.core.taints import Taint, untolerated
@@ -136,6 +137,13 @@ class PoolIndex:
         self.overhead_vec = space.vector(self.overhead)
         self.alloc: list[Vector] = [space.vector(t.allocatable) for t in kept]
         self.cap: list[Vector] = [space.vector(t.capacity) for t in kept]
+        if COST in space.names:
+            # A cost limit is charged what a NodeClaim of the type could cost at most.
+            r = space.names.index(COST)
+            self.cap = [
+                (*v[:r], dearest_milli(t, self.template), *v[r + 1 :])
+                for v, t in zip(self.cap, kept, strict=True)
+            ]
         self._sorted: list[list[int]] = []
         self._suffix: list[list[int]] = []
         for r in range(len(space.names)):

@@ -24,6 +24,7 @@ from karpy.runtime.logging import LogLevel
 from karpy.runtime.options.autoscaling import (
     BatchingOptions,
     ConsolidationOptions,
+    InitializationOptions,
     NodeRepairOptions,
     ProviderOptions,
     SchedulingOptions,
@@ -70,6 +71,7 @@ __all__ = [
     "BatchingOptions",
     "ConsolidationOptions",
     "FeatureGates",
+    "InitializationOptions",
     "KubeOptions",
     "LeaderElectionOptions",
     "NodeRepairOptions",
@@ -118,6 +120,7 @@ class Options:
     )  # fmt: skip
     node_repair: NodeRepairOptions = group(NodeRepairOptions)
     consolidation: ConsolidationOptions = group(ConsolidationOptions)
+    initialization: InitializationOptions = group(InitializationOptions)
 
 
 SETTINGS: Final[tuple[Setting, ...]] = declared(Options)

@@ -110,6 +110,21 @@ class NodeRepairOptions:
 
 
 @attrs.frozen
+class InitializationOptions:
+    """How long a registered node may take to become usable."""
+
+    extended_resource_timeout: float | None = option(
+        "KARPY_EXTENDED_RESOURCE_INITIALIZATION_TIMEOUT",
+        "--extended-resource-initialization-timeout", None, positive_duration,
+        "replace a node still missing a requested extended resource this long after it registered",
+    )  # fmt: skip
+    """Seconds after registration after which a Ready node that has not reported an extended
+    resource its NodeClaim requested (a GPU whose device plugin never came up) is replaced; None
+    (the default) waits for ever, as Karpenter does. A NodePool's
+    `karpy.sh/extended-resource-initialization-timeout` annotation overrides it."""
+
+
+@attrs.frozen
 class ConsolidationOptions:
     """How consolidation searches and how much it must save (docs/consolidation.md)."""
 

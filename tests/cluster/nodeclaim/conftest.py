@@ -12,12 +12,13 @@ from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.common import NodeClassReference
 from karpy.apis.v1.nodeclaim import NodeClaim, NodeClaimSpec
 from karpy.kube.client import KubeClient
+from karpy.kube.kinds import NODEPOOLS
 from karpy.localcluster import ClusterInfo
 from karpy.runtime.reconciler import Result
 from karpy_kwok.apis import labels as kwoklabels
 from karpy_kwok.apis.kinds import KWOK_NODECLASSES
 from karpy_kwok.apis.kwoknodeclass import KWOKNodeClass
-from tests.support.clusterview import LiveView, live_view
+from tests.support.clusterview import CORE_KINDS, LiveView, live_view
 from tests.support.waiting import eventually
 
 KWOK_REF = NodeClassReference(
@@ -37,8 +38,9 @@ async def kube(cluster_info: ClusterInfo) -> AsyncIterator[KubeClient]:
 
 @pytest.fixture
 async def live(kube: KubeClient) -> AsyncIterator[LiveView]:
-    """Nodes, Pods and NodeClaims in cluster state, kept by informers, as controllers read them."""
-    async with live_view(kube) as view:
+    """Nodes, Pods, NodeClaims and NodePools in cluster state, kept by informers, as controllers
+    read them."""
+    async with live_view(kube, (*CORE_KINDS, NODEPOOLS)) as view:
         yield view
 
 

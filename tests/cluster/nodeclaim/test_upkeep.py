@@ -271,6 +271,8 @@ async def test_nodepool_status_counts_its_nodeclaims_and_says_it_is_ready(
         "NodeClassReady": ConditionStatus.TRUE,
         "ValidationSucceeded": ConditionStatus.TRUE,
         "Ready": ConditionStatus.TRUE,
+        # Unknown until one of its nodes registers (test_registration_health.py).
+        "NodeRegistrationHealthy": ConditionStatus.UNKNOWN,
     }
     assert f'karpy_nodepools_nodes{{nodepool="{pool_name}"}} 2' in telemetry.prometheus_text()
 

@@ -21,6 +21,7 @@ from karpy.kube.errors import NotFoundError
 from karpy.kube.events import Recorder
 from karpy.kube.kinds import (
     NODECLAIMS,
+    NODEPOOLS,
     NODES,
     PERSISTENT_VOLUME_CLAIMS,
     PODS,
@@ -57,7 +58,14 @@ async def test_declared_controllers_carry_a_nodeclaim_through_its_life(
             settings=WatchingOptions(),
             metrics=telemetry.metrics,
         )
-        for kind in (NODES, PODS, NODECLAIMS, VOLUME_ATTACHMENTS, PERSISTENT_VOLUME_CLAIMS)
+        for kind in (
+            NODES,
+            PODS,
+            NODECLAIMS,
+            NODEPOOLS,
+            VOLUME_ATTACHMENTS,
+            PERSISTENT_VOLUME_CLAIMS,
+        )
     }
     view = ClusterView(state)
     lifecycle = LifecycleController(

@@ -12,6 +12,7 @@ from karpy.apis.meta import ObjectMeta
 from karpy.kube.client import KubeClient
 from karpy.kube.kinds import (
     NODECLAIMS,
+    NODEPOOLS,
     NODES,
     PERSISTENT_VOLUME_CLAIMS,
     PODS,
@@ -23,7 +24,14 @@ from karpy_kwok.apis.kwoknodeclass import KWOKNodeClass
 from tests.cluster.nodeclaim.conftest import KWOK_REF
 from tests.support.clusterview import LiveView, live_view
 
-TERMINATION_KINDS = (NODES, PODS, NODECLAIMS, VOLUME_ATTACHMENTS, PERSISTENT_VOLUME_CLAIMS)
+TERMINATION_KINDS = (
+    NODES,
+    PODS,
+    NODECLAIMS,
+    NODEPOOLS,  # the lifecycle reads the NodeClaim's NodePool (registration health)
+    VOLUME_ATTACHMENTS,
+    PERSISTENT_VOLUME_CLAIMS,
+)
 
 
 @pytest.fixture

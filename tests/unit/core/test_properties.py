@@ -22,6 +22,7 @@ from karpy.core.pods import (
 )
 from karpy.core.resources import Resources
 from karpy.core.scheduling import solve
+from karpy.core.scheduling.cost import COST
 from karpy.core.snapshot import ClusterSnapshot, DaemonSet
 from karpy.core.taints import Effect, Taint, Toleration
 from tests.unit.core import builders as b
@@ -64,6 +65,11 @@ def scenarios(draw: st.DrawFn) -> tuple[ClusterSnapshot, list[Pod], int]:
             fields["limits"] = Resources.of({"cpu": draw(st.sampled_from(("4", "16", "64")))})
         if draw(st.booleans()):
             fields["limits"] = Resources.of({"nodes": draw(st.integers(1, 4))})
+        if draw(st.integers(0, 2)) == 0:  # a cost cap, alone or beside a cpu limit
+            cap = Resources.of({COST: draw(st.sampled_from(("0.5", "1", "2.5", "6")))})
+            limits = fields.get("limits")
+            before = dict(limits) if isinstance(limits, Resources) else {}
+            fields["limits"] = Resources.milli({**before, **cap})
         pool_reqs = []
         if draw(st.booleans()):
             ct = draw(st.sampled_from((wk.CAPACITY_TYPE_SPOT, wk.CAPACITY_TYPE_ON_DEMAND)))

@@ -18,6 +18,7 @@ from karpy.core.instancetypes import InstanceType
 from karpy.core.pods import LabelSelector, Pod, PodAffinityTerm, PodUID, TopologySpreadConstraint
 from karpy.core.requirements import Requirement, Requirements
 from karpy.core.scheduling import NodeClaimPlan, Results
+from karpy.core.scheduling.cost import COST, dearest_milli, node_milli
 from karpy.core.snapshot import NODES_LIMIT, ClusterSnapshot, Node, NodePool
 from karpy.core.taints import Effect, Taint, Toleration, TolerationOperator
 from karpy_aws.apis import labels as awslabels
@@ -445,16 +446,21 @@ def _limits(snap: ClusterSnapshot, results: Results) -> None:
         types = {t.name: t for t in snap.instance_types[pool.name]}
         total: dict[str, int] = defaultdict(int)
         count = 0
+        template = pool.template_requirements()
         for node in snap.nodes:
             if node.nodepool == pool.name:
                 count += 1
                 for k, v in node.capacity.items():
                     total[k] += v
+                total[COST] += node_milli(node, snap.instance_types[pool.name])
         for claim in results.nodeclaims:
             if claim.nodepool != pool.name:
                 continue
             count += 1
             for k in pool.limits:
+                if k == COST:  # what the dearest offering it may launch would cost
+                    total[k] += max(dearest_milli(types[n], template) for n in claim.instance_types)
+                    continue
                 total[k] += max(types[n].capacity.get_amount(k) for n in claim.instance_types)
         for k, limit in pool.limits.items():
             used = count * 1000 if k == NODES_LIMIT else total[k]

@@ -194,6 +194,17 @@ def test_kubernetes_shaped_fields_are_understood() -> None:
             "maxSkew: must be at least 1",
             id="bad-skew",
         ),
+        pytest.param(
+            _with(nodePools=[{"name": "p", "limits": {"karpy.sh/cost": "1"}}]),
+            "nodePools[0].limits: unknown limit 'karpy.sh/cost': the only karpy.sh/ limit is"
+            " karpy.sh/cost-per-hour",
+            id="unknown-karpy-limit",
+        ),
+        pytest.param(
+            _with(nodePools=[{"name": "p", "limits": {"karpy.sh/cost-per-hour": "-1"}}]),
+            "nodePools[0].limits: karpy.sh/cost-per-hour must not be negative",
+            id="negative-cost-limit",
+        ),
         pytest.param(_with(pods="nope"), "pods: expected a list", id="not-a-list"),
         pytest.param(
             _with(options={"maxInstanceTypes": 0}),

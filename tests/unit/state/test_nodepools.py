@@ -1,6 +1,9 @@
-"""Which NodePool template fields the hash covers: requirements never, the rest always."""
+"""Which NodePool template fields the hash covers (requirements never, the rest always), and
+how a NodePool's extended-resource initialization timeout is read."""
 
 from __future__ import annotations
+
+import datetime
 
 import attrs
 import pytest
@@ -22,7 +25,8 @@ from karpy.apis.v1.nodepool import (
     NodePool,
     NodePoolSpec,
 )
-from karpy.state.nodepools import hash_annotations, nodepool_hash
+from karpy.controllers.nodepool.status import validation_error
+from karpy.state.nodepools import extended_resource_timeout, hash_annotations, nodepool_hash
 
 
 def _pool(**spec: object) -> NodePool:
@@ -99,3 +103,47 @@ def test_template_metadata_is_hashed() -> None:
         wk.ANNOTATION_NODEPOOL_HASH: nodepool_hash(pool),
         wk.ANNOTATION_NODEPOOL_HASH_VERSION: "karpy-v1",
     }
+
+
+def _annotated(value: str) -> NodePool:
+    pool = _pool()
+    key = wk.ANNOTATION_EXTENDED_RESOURCE_INITIALIZATION_TIMEOUT
+    return attrs.evolve(pool, metadata=attrs.evolve(pool.metadata, annotations={key: value}))
+
+
+@pytest.mark.parametrize(
+    ("pool", "default", "expected"),
+    [
+        pytest.param(None, None, None, id="no-pool-no-default"),
+        pytest.param(
+            None, datetime.timedelta(minutes=5), datetime.timedelta(minutes=5), id="no-pool"
+        ),
+        pytest.param(_pool(), None, None, id="off-by-default"),
+        pytest.param(
+            _pool(), datetime.timedelta(minutes=5), datetime.timedelta(minutes=5), id="global"
+        ),
+        pytest.param(_annotated("90s"), None, datetime.timedelta(seconds=90), id="pool-sets-it"),
+        pytest.param(
+            _annotated("1h"),
+            datetime.timedelta(minutes=5),
+            datetime.timedelta(hours=1),
+            id="pool-overrides",
+        ),
+        pytest.param(_annotated("Never"), datetime.timedelta(minutes=5), None, id="pool-opts-out"),
+    ],
+)
+def test_the_extended_resource_timeout_is_the_pools_else_the_global_one(
+    pool: NodePool | None, default: datetime.timedelta | None, expected: datetime.timedelta | None
+) -> None:
+    assert extended_resource_timeout(pool, default=default) == expected
+
+
+@pytest.mark.parametrize("value", ["soon", "0s", "-5m", ""])
+def test_a_bad_timeout_annotation_is_refused_naming_it(value: str) -> None:
+    key = wk.ANNOTATION_EXTENDED_RESOURCE_INITIALIZATION_TIMEOUT
+    with pytest.raises(ValueError, match=f"nodepool 'default' annotation {key}"):
+        extended_resource_timeout(_annotated(value), default=None)
+    # The NodePool's runtime validation reports it (ValidationSucceeded=False).
+    error = validation_error(_annotated(value))
+    assert error is not None
+    assert key in error

@@ -39,12 +39,13 @@ from karpy.controllers.nodeclaim.lifecycle.fields import Said
 from karpy.controllers.nodeclaim.lifecycle.initialization import Initialization
 from karpy.controllers.nodeclaim.lifecycle.launch import LAUNCH_TIMEOUT, Launch
 from karpy.controllers.nodeclaim.lifecycle.outcome import Outcome
+from karpy.controllers.nodeclaim.lifecycle.poolhealth import PoolHealth
 from karpy.controllers.nodeclaim.lifecycle.registration import REGISTRATION_TIMEOUT, Registration
 from karpy.controllers.nodeclaim.lifecycle.watches import claims_of_node
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import ConflictError, NotFoundError
 from karpy.kube.events import Recorder
-from karpy.kube.kinds import NODECLAIMS, NODES, PODS
+from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, NODES, PODS
 from karpy.manager import PARALLEL_WORKERS, Controller, Watch, unless_deleted
 from karpy.runtime.clock import Clock
 from karpy.runtime.logging import bind
@@ -52,6 +53,7 @@ from karpy.runtime.reconciler import Result
 from karpy.runtime.telemetry import Metrics
 from karpy.state.conditions import get_condition, with_ready
 from karpy.state.deadline import termination_deadline
+from karpy.state.registrationhealth import RegistrationHealth
 from karpy.state.view import ClusterView
 
 __all__ = ["LAUNCH_TIMEOUT", "REGISTRATION_TIMEOUT", "LifecycleController"]
@@ -73,9 +75,15 @@ class LifecycleController:
         view: cluster state, where NodeClaims and their Nodes are read.
         cloud_provider: launches and terminates instances (wrap it in `instrumented` for spans).
         clock: wall clock for condition stamps and the launch/registration timeouts.
-        recorder: publishes the InsufficientCapacityError and NodeClassNotReady events.
+        recorder: publishes the InsufficientCapacityError, NodeClassNotReady and
+            ResourceNotRegistered events.
         tracer: where the launch, registration and initialization spans go (none by default);
             see karpy.state.tracecontext for how they find the trace that created the NodeClaim.
+        registration_health: the NodePools' recent registration outcomes (shared with the
+            NodePool status controller, which resets them); a private one when not given.
+        extended_resource_timeout: how long a registered node may go without an extended
+            resource its NodeClaim requested before it is replaced, unless its NodePool says
+            otherwise (None: off).
         metrics: where registered nodes (karpenter_nodes_created_total) and terminated NodeClaims
             (karpenter_nodeclaims_terminated_total and their durations) are counted.
     """
@@ -92,6 +100,8 @@ class LifecycleController:
         recorder: Recorder,
         tracer: Tracer | None = None,
         metrics: Metrics | None = None,
+        registration_health: RegistrationHealth | None = None,
+        extended_resource_timeout: datetime.timedelta | None = None,
     ) -> None:
         tracer = tracer if tracer is not None else NoOpTracer()
         self._kube = kube
@@ -103,6 +113,13 @@ class LifecycleController:
         # from before it, must not make the next reconcile launch a second instance.
         self._launched: dict[str, NodeClaim] = {}
         self._said = Said()
+        pool_health = PoolHealth(
+            kube,
+            view,
+            clock=clock,
+            health=registration_health if registration_health is not None else RegistrationHealth(),
+            said=self._said,
+        )
         self._steps = (
             Launch(
                 kube,
@@ -112,6 +129,7 @@ class LifecycleController:
                 launched=self._launched,
                 said=self._said,
                 tracer=tracer,
+                pool_health=pool_health,
             ),
             Registration(
                 kube,
@@ -120,8 +138,17 @@ class LifecycleController:
                 said=self._said,
                 tracer=tracer,
                 nodes_created=metrics.nodes_created_total if metrics is not None else None,
+                pool_health=pool_health,
             ),
-            Initialization(kube, view, clock=clock, said=self._said, tracer=tracer),
+            Initialization(
+                kube,
+                view,
+                clock=clock,
+                said=self._said,
+                tracer=tracer,
+                recorder=recorder,
+                extended_resource_timeout=extended_resource_timeout,
+            ),
         )
 
     def spec(self) -> Controller:
@@ -133,7 +160,7 @@ class LifecycleController:
                 Watch(kind=NODECLAIMS, keys=unless_deleted),
                 Watch(kind=NODES, keys=claims_of_node(self._view)),
             ),
-            reads=(PODS,),
+            reads=(PODS, NODEPOOLS),
             workers=PARALLEL_WORKERS,
         )
 

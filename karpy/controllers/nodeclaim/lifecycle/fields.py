@@ -43,6 +43,10 @@ class Said:
             self._said.popitem(last=False)
         return True
 
+    def forget_one(self, message: str, nodeclaim: NodeClaim) -> None:
+        """Unsay `message` about `nodeclaim` (what it reported did not go through)."""
+        self._said.pop((message, nodeclaim.metadata.uid or nodeclaim.metadata.name or ""), None)
+
     def forget(self, nodeclaim: NodeClaim) -> None:
         """Drop everything said about `nodeclaim` (it is gone)."""
         uid = nodeclaim.metadata.uid or nodeclaim.metadata.name or ""

@@ -32,6 +32,7 @@ from karpy.cloudprovider import (
 from karpy.controllers.nodeclaim import events
 from karpy.controllers.nodeclaim.lifecycle.fields import Said, log_fields
 from karpy.controllers.nodeclaim.lifecycle.outcome import Outcome
+from karpy.controllers.nodeclaim.lifecycle.poolhealth import PoolHealth
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError
 from karpy.kube.events import Recorder
@@ -61,8 +62,10 @@ class Launch:
         launched: dict[str, NodeClaim],
         said: Said | None = None,
         tracer: Tracer | None = None,
+        pool_health: PoolHealth | None = None,
     ) -> None:
         self._tracer = tracer if tracer is not None else NoOpTracer()
+        self._pool_health = pool_health
         self._kube = kube
         self._recorder = recorder
         self._cloud = cloud_provider
@@ -81,6 +84,8 @@ class Launch:
                 "terminating due to timeout",
                 extra={"reason": "launch_timeout", "ttl": LAUNCH_TIMEOUT.total_seconds()},
             )
+            if self._pool_health is not None:
+                await self._pool_health.failed(nodeclaim)
             return await self._delete(nodeclaim)
         cached = self._launched.get(nodeclaim.metadata.uid or "")
         if cached is None:

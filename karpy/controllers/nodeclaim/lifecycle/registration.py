@@ -30,6 +30,7 @@ from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim
 from karpy.controllers.nodeclaim.lifecycle.fields import Said, log_fields
 from karpy.controllers.nodeclaim.lifecycle.outcome import Outcome
+from karpy.controllers.nodeclaim.lifecycle.poolhealth import PoolHealth
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError
 from karpy.kube.kinds import NODECLAIMS, NODES
@@ -61,8 +62,10 @@ class Registration:
         said: Said | None = None,
         tracer: Tracer | None = None,
         nodes_created: Counter | None = None,
+        pool_health: PoolHealth | None = None,
     ) -> None:
         self._nodes_created = nodes_created
+        self._pool_health = pool_health
         self._tracer = tracer if tracer is not None else NoOpTracer()
         self._kube = kube
         self._view = view
@@ -99,6 +102,8 @@ class Registration:
             },
         ):
             await self._sync_node(nodeclaim, node)
+        if self._pool_health is not None:
+            await self._pool_health.registered(nodeclaim)
         status = attrs.evolve(nodeclaim.status, node_name=name)
         registered = set_condition(
             attrs.evolve(nodeclaim, status=status),
@@ -132,6 +137,8 @@ class Registration:
                     "ttl": REGISTRATION_TIMEOUT.total_seconds(),
                 },
             )
+            if self._pool_health is not None:
+                await self._pool_health.failed(nodeclaim)
             with contextlib.suppress(NotFoundError):
                 await self._kube.delete(NODECLAIMS, nodeclaim.metadata.name or "")
             return Outcome(nodeclaim, stop=Result(), deleted=True)
