@@ -252,15 +252,30 @@ def parse_provider_settings(
             raise OptionsError(msg)
         key = _setting_key(key.strip(), source=PROVIDER_SETTING_FLAG)
         flag_values[key] = (f"{PROVIDER_SETTING_FLAG} {key}", value)
+    _merge_named(env_values, flag_values, environ, provider=provider, named_flags=named_flags)
+    settings = {key: value for key, (_, value) in env_values.items()}
+    settings.update({key: value for key, (_, value) in flag_values.items()})
+    return settings
+
+
+def _merge_named(
+    env_values: dict[str, tuple[str, str]],
+    flag_values: dict[str, tuple[str, str]],
+    environ: Mapping[str, str],
+    *,
+    provider: str,
+    named_flags: Mapping[str, str | None] | None,
+) -> None:
+    """Add the named settings to the aliases' (source, value) by key, level by level."""
     given_flags = named_flags or {}
     for named in NAMED_PROVIDER_SETTINGS:
         flag_value = given_flags.get(named.dest)
         env_value = environ.get(named.env)
         if named.provider != provider:
-            for source, value in ((named.flag, flag_value), (named.env, env_value)):
-                if value is not None:
+            for other, given in ((named.flag, flag_value), (named.env, env_value)):
+                if given is not None:
                     msg = (
-                        f"{source} is a setting of the {named.provider} provider, and the "
+                        f"{other} is a setting of the {named.provider} provider, and the "
                         f"provider is {provider!r}"
                     )
                     raise OptionsError(msg)
@@ -275,6 +290,3 @@ def parse_provider_settings(
             )
             if chosen is not None:
                 values[named.key] = chosen
-    settings = {key: value for key, (_, value) in env_values.items()}
-    settings.update({key: value for key, (_, value) in flag_values.items()})
-    return settings
