@@ -367,13 +367,46 @@ async def test_registered_instances_get_the_nodeclaim_and_name_tags(
     launched = await kit.provider.create(make_nodeclaim(name="tagged-abc"))
     provider_id = launched.status.provider_id or ""
     instances = Instances(await session.client("ec2"), cluster_name=kit.cluster.name)
-    await instances.tag_registered(
-        parse_provider_id(provider_id), nodeclaim="tagged-abc", node_name="ip-10-0-1-5.internal"
+    added = await instances.tag_registered(
+        await instances.get(parse_provider_id(provider_id)),
+        nodeclaim="tagged-abc",
+        node_name="ip-10-0-1-5.internal",
     )
+    # karpenter.sh/nodeclaim and eks:eks-cluster-name were set at launch already.
+    assert added == ("Name",)
     (instance,) = await instances.list()
     assert instance.tags["karpenter.sh/nodeclaim"] == "tagged-abc"
     assert instance.tags["Name"] == "ip-10-0-1-5.internal"
     assert (await kit.provider.get(provider_id)).metadata.name == "tagged-abc"
+
+
+async def test_a_name_from_the_nodeclass_tags_is_never_overwritten(
+    kit: ProviderKit, session: AWSSession
+) -> None:
+    """Seed 003's AWSNodeTemplate names its instances: the Name survives registration."""
+    base = ready_nodeclass(kit.moto)
+    kit.nodeclasses.put(
+        attrs.evolve(
+            base,
+            spec=attrs.evolve(base.spec, tags={"Name": "karpenter-node", "team": "batch"}),
+        )
+    )
+    launched = await kit.provider.create(make_nodeclaim(name="named-abc"))
+    instances = Instances(await session.client("ec2"), cluster_name=kit.cluster.name)
+    instance = await instances.get(parse_provider_id(launched.status.provider_id or ""))
+    assert instance.tags["Name"] == "karpenter-node"  # carried from the NodeClass at launch
+    kit.faults.requests.pop("CreateTags", None)
+    added = await instances.tag_registered(
+        instance, nodeclaim="named-abc", node_name="ip-10-0-1-7.internal"
+    )
+    # Name, karpenter.sh/nodeclaim and eks:eks-cluster-name are all there since the launch:
+    # nothing to add, and no CreateTags call at all.
+    assert added == ()
+    assert "CreateTags" not in kit.faults.requests
+    after = await instances.get(instance.id)
+    assert after.tags["Name"] == "karpenter-node"
+    assert after.tags["team"] == "batch"
+    assert after.tags["eks:eks-cluster-name"] == kit.cluster.name
 
 
 async def test_a_launch_that_cannot_keep_min_values_is_refused(kit: ProviderKit) -> None:
