@@ -5,15 +5,19 @@ cluster read from EKS (moto) for what is not given."""
 
 from __future__ import annotations
 
+import base64
 import secrets
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
+import yaml
 
 from karpy.apis.v1 import labels as wk
 from karpy.cloudprovider.registry import ProviderConfigError, ProviderContext
 from karpy.core.resources import MEMORY, PODS
 from karpy.kube.client import KubeClient
+from karpy.kube.errors import NotFoundError
 from karpy.runtime.clock import FakeClock
 from karpy.runtime.options import load
 from karpy.runtime.telemetry import Telemetry
@@ -34,7 +38,14 @@ from karpy_aws.session import AWSSession
 from karpy_aws_emulator.imds import TOKEN_PATH, ZONE_PATH, metadata_service
 from tests.support.providers import Informed
 
-from .conftest import REGION, Moto, boto_client, provider_settings
+from .conftest import (
+    REGION,
+    Moto,
+    boto_client,
+    make_nodeclaim,
+    provider_settings,
+    ready_nodeclass,
+)
 
 pytestmark = pytest.mark.aws
 
@@ -214,19 +225,87 @@ async def test_eks_fills_in_what_is_not_given_and_what_is_given_wins(
     )["cluster"]
     # CLUSTER_ENDPOINT alone (Karpenter's chart sets only that): the CA comes from EKS.
     only_endpoint = AWSProviderOptions.from_settings({"cluster-endpoint": "https://mine.test"})
-    info, version = await _cluster(session, only_endpoint, name=name)
+    info, version, _ = await _cluster(session, only_endpoint, name=name)
     assert info.endpoint == "https://mine.test"
     assert info.ca_bundle == created["certificateAuthority"]["data"]
     assert version == "1.31"
     # Endpoint and CA given: EKS is not asked unless EKS_CONTROL_PLANE says the plane is EKS.
     given = {"cluster-endpoint": "https://mine.test", "cluster-ca-bundle": "Q0E="}
-    info, version = await _cluster(
+    info, version, _ = await _cluster(
         session, AWSProviderOptions.from_settings(given), name="not-in-eks"
     )
     assert (info.ca_bundle, info.service_cidr, version) == ("Q0E=", None, None)
     eks = AWSProviderOptions.from_settings({**given, "eks-control-plane": "true"})
-    info, version = await _cluster(session, eks, name=name)
+    info, version, family = await _cluster(session, eks, name=name)
     assert (info.endpoint, info.ca_bundle) == ("https://mine.test", "Q0E=")
-    assert (info.service_cidr, version) == ("172.20.0.0/16", "1.31")
+    assert (info.service_cidr, version, family) == ("172.20.0.0/16", "1.31", None)
     with pytest.raises(ProviderConfigError, match="EKS_CONTROL_PLANE=false"):
         await _cluster(session, eks, name="not-in-eks")
+
+
+@pytest.mark.cluster
+async def test_nodes_get_the_clusters_dns_address_from_its_kube_dns_service(
+    kube: KubeClient, moto: Moto, telemetry: Telemetry
+) -> None:
+    """As Karpenter does: the kube-dns Service's ClusterIP is the kubelet's clusterDNS in the
+    user data of an EC2NodeClass that names none, and its family is the cluster's."""
+    services = "/api/v1/namespaces/kube-system/services"
+    try:
+        existing: Mapping[str, Any] | None = await kube.request("GET", f"{services}/kube-dns")
+    except NotFoundError:
+        existing = None
+    if existing is None:
+        created = await kube.request(
+            "POST",
+            services,
+            body={
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": "kube-dns", "namespace": "kube-system"},
+                "spec": {"ports": [{"name": "dns", "port": 53, "protocol": "UDP"}]},
+            },
+        )
+    dns_ip = str((existing or created)["spec"]["clusterIP"])
+    name = f"dns-{secrets.token_hex(3)}"
+    cluster_name = f"dns-{secrets.token_hex(3)}"
+    await kube.create(EC2NODECLASSES, ready_nodeclass(moto, name=name))
+    try:
+        await kube.patch_status(EC2NODECLASSES, name, ready_nodeclass(moto, name=name).status)
+        informed = Informed(kube, telemetry)
+        informed.inform(EC2NODECLASSES)
+        async with informed.running() as view:
+            provider = await build(
+                ProviderContext(
+                    kube=kube,
+                    view=view,
+                    clock=FakeClock(),
+                    cluster_name=cluster_name,
+                    settings=provider_settings(
+                        moto, **{"cluster-endpoint": "https://k.test", "cluster-ca-bundle": "Q0E="}
+                    ),
+                )
+            )
+            try:
+                assert isinstance(provider, AWSCloudProvider)
+                assert (provider.cluster.dns_ip, provider.cluster.ip_family) == (dns_ip, "ipv4")
+                launched = await provider.create(make_nodeclaim(nodeclass=name))
+                await provider.delete(launched)
+            finally:
+                await provider.aclose()
+    finally:
+        await kube.delete(EC2NODECLASSES, name)
+        if existing is None:
+            await kube.request("DELETE", f"{services}/kube-dns")
+    ec2 = boto_client(moto, "ec2")
+    templates = ec2.describe_launch_templates(
+        Filters=[{"Name": "tag:karpenter.k8s.aws/cluster", "Values": [cluster_name]}]
+    )["LaunchTemplates"]
+    assert templates  # one per launch group (AMI and max pods)
+    for template in templates:
+        (version,) = ec2.describe_launch_template_versions(
+            LaunchTemplateId=template["LaunchTemplateId"], Versions=["$Latest"]
+        )["LaunchTemplateVersions"]
+        user_data = base64.b64decode(version["LaunchTemplateData"]["UserData"]).decode()
+        part = user_data.split('Content-Type: application/node.eks.aws; charset="us-ascii"')[1]
+        config = yaml.safe_load(part.split("\n--//")[0])
+        assert config["spec"]["kubelet"]["config"]["clusterDNS"] == [dns_ip]

@@ -93,6 +93,17 @@ def test_rbac_is_least_privilege() -> None:
     kwok_groups = {g for r in kwok for g in r["apiGroups"]}
     assert "karpenter.kwok.sh" in kwok_groups
     assert "karpenter.k8s.aws" not in kwok_groups
+    # The AWS provider reads one Service, the cluster DNS, and nothing else of Services.
+    services = [r for r in cluster_rules if "services" in r["resources"]]
+    assert services == [
+        {
+            "apiGroups": [""],
+            "resources": ["services"],
+            "resourceNames": ["kube-dns"],
+            "verbs": ["get"],
+        }
+    ]
+    assert not any("services" in r["resources"] for r in kwok)
 
 
 def test_the_deployment_runs_as_karpenter_does() -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -23,6 +24,7 @@ from opentelemetry import trace
 
 from karpy.cloudprovider.registry import ProviderConfigError, ProviderContext
 from karpy.kube.client import KubeClient
+from karpy.kube.errors import KubeError
 from karpy.manager import Declaration
 from karpy.runtime.telemetry import Telemetry
 from karpy.state.view import ClusterView
@@ -36,7 +38,14 @@ from karpy_aws.controllers.tagging import TaggingController
 from karpy_aws.controllers.upkeep import LeakedInstanceController
 from karpy_aws.errors import AWSError, ConfigurationError
 from karpy_aws.providers.amifamily.amis import DEFAULT_SSM_PREFIX
-from karpy_aws.providers.cluster import ClusterInfo, describe_cluster
+from karpy_aws.providers.cluster import (
+    KUBE_DNS_PATH,
+    ClusterInfo,
+    IPFamily,
+    describe_cluster,
+    kube_dns_ip,
+    with_network,
+)
 from karpy_aws.providers.instance import Instances
 from karpy_aws.providers.instanceprofile import InstanceProfiles
 from karpy_aws.providers.instancetype.instancetypes import (
@@ -56,6 +65,8 @@ __all__ = ["EC2NODECLASSES", "AWSProviderOptions", "ViewNodeClasses", "build"]
 _BOOLEANS: Final = {"true": True, "false": False}
 TELEMETRY_SERVICE: Final = "karpy-aws"
 VIEW_SYNC_WAIT: Final = 60.0  # seconds a NodeClass read waits for the view's first listing
+
+log = logging.getLogger(__name__)
 
 
 class ViewNodeClasses:
@@ -237,7 +248,18 @@ async def build(context: ProviderContext[KubeClient, ClusterView]) -> AWSCloudPr
     session = AWSSession(settings, tracer=telemetry.tracer)
     await session.__aenter__()
     try:
-        cluster, eks_version = await _cluster(session, options, name=context.cluster_name)
+        cluster, eks_version, eks_family = await _cluster(
+            session, options, name=context.cluster_name
+        )
+        cluster = with_network(cluster, dns_ip=await _kube_dns(context.kube), ip_family=eks_family)
+        log.info(
+            "discovered cluster network",
+            extra={
+                "ip_family": cluster.ip_family,
+                "cluster_dns": cluster.dns_ip,
+                "service_cidr": cluster.service_cidr,
+            },
+        )
         view = context.view
         if view is None:
             raise ProviderConfigError("aws provider: the context has no cluster view to read")
@@ -339,10 +361,22 @@ async def _imds_region(options: AWSProviderOptions) -> str:
         raise ProviderConfigError(f"aws provider: {e}") from e
 
 
+async def _kube_dns(kube: KubeClient) -> str | None:
+    """The ``kube-dns`` Service's ClusterIP, or None (logged) when there is none to read: a
+    cluster with another DNS setup still gets nodes, whose AMI then picks the DNS address, as
+    with Karpenter."""
+    try:
+        service = await kube.request("GET", KUBE_DNS_PATH)
+    except KubeError as e:
+        log.warning("unable to read the kube-dns service", extra={"error": str(e)})
+        return None
+    return kube_dns_ip(service)
+
+
 async def _cluster(
     session: AWSSession, options: AWSProviderOptions, *, name: str
-) -> tuple[ClusterInfo, str | None]:
-    """The cluster nodes join, and EKS's Kubernetes version when EKS was asked.
+) -> tuple[ClusterInfo, str | None, IPFamily | None]:
+    """The cluster nodes join, and EKS's Kubernetes version and IP family when EKS was asked.
 
     EKS is asked (DescribeCluster) when the endpoint or the CA bundle is not given, or when
     EKS_CONTROL_PLANE says the control plane is EKS; a given endpoint, CA or service CIDR
@@ -350,13 +384,17 @@ async def _cluster(
     """
     endpoint, ca_bundle = options.cluster_endpoint, options.cluster_ca_bundle
     if endpoint is not None and ca_bundle is not None and not options.eks_control_plane:
-        return ClusterInfo(
-            name=name,
-            region=session.settings.region,
-            endpoint=endpoint,
-            ca_bundle=ca_bundle,
-            service_cidr=options.cluster_cidr,
-        ), None
+        return (
+            ClusterInfo(
+                name=name,
+                region=session.settings.region,
+                endpoint=endpoint,
+                ca_bundle=ca_bundle,
+                service_cidr=options.cluster_cidr,
+            ),
+            None,
+            None,
+        )
     try:
         found = await describe_cluster(await session.client("eks"), name)
     except (AWSError, ConfigurationError) as e:
@@ -365,10 +403,10 @@ async def _cluster(
             "CLUSTER_ENDPOINT and CLUSTER_CA_BUNDLE instead (and EKS_CONTROL_PLANE=false)"
         ) from e
     info = found.info
-    overrides = {
-        "endpoint": endpoint,
-        "ca_bundle": ca_bundle,
-        "service_cidr": options.cluster_cidr,
-    }
-    info = attrs.evolve(info, **{k: v for k, v in overrides.items() if v is not None})
-    return info, found.kubernetes_version or None
+    info = attrs.evolve(
+        info,
+        endpoint=endpoint or info.endpoint,
+        ca_bundle=ca_bundle or info.ca_bundle,
+        service_cidr=options.cluster_cidr or info.service_cidr,
+    )
+    return info, found.kubernetes_version or None, found.ip_family
