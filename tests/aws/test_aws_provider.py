@@ -11,7 +11,7 @@ from typing import Any
 import attrs
 import pytest
 
-from karpy.apis.meta import ObjectMeta
+from karpy.apis.meta import ObjectMeta, Quantity
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.common import NodeClaimRequirement, NodeClassReference, RequirementOperator
 from karpy.apis.v1.nodepool import NodeClaimTemplate, NodeClaimTemplateSpec, NodePool, NodePoolSpec
@@ -25,6 +25,7 @@ from karpy.cloudprovider import (
 )
 from karpy_aws.apis import labels as awslabels
 from karpy_aws.providers.instance import Instances, parse_provider_id
+from karpy_aws.providers.instancetype.trunking import branch_interfaces
 from karpy_aws.providers.launch import MAX_INSTANCE_TYPES
 from karpy_aws.session import AWSSession
 from karpy_kwok.apis import labels as kwoklabels
@@ -407,6 +408,28 @@ async def test_a_name_from_the_nodeclass_tags_is_never_overwritten(
     assert after.tags["Name"] == "karpenter-node"
     assert after.tags["team"] == "batch"
     assert after.tags["eks:eks-cluster-name"] == kit.cluster.name
+
+
+async def test_a_security_groups_for_pods_pod_launches_only_trunking_types(
+    kit: ProviderKit,
+) -> None:
+    """A NodeClaim asking for vpc.amazonaws.com/pod-eni is offered to EC2 only on types that can
+    trunk ENIs, and comes back with their branch ENIs as capacity."""
+    launched = await kit.provider.create(
+        make_nodeclaim(requests={"vpc.amazonaws.com/pod-eni": "1", "cpu": "100m"})
+    )
+    offered = {o["InstanceType"] for o in _overrides(_fleet(kit))}
+    assert offered
+    assert "t3.micro" not in offered  # no ENI trunking
+    assert all(branch_interfaces(t) >= 1 for t in offered)
+    chosen = launched.metadata.labels[IT]
+    assert launched.status.capacity["vpc.amazonaws.com/pod-eni"] == Quantity(
+        str(branch_interfaces(chosen))
+    )
+    with pytest.raises(InsufficientCapacityError):
+        await kit.provider.create(
+            make_nodeclaim((IT, "In", ("t3.micro",)), requests={"vpc.amazonaws.com/pod-eni": "1"})
+        )
 
 
 async def test_a_launch_that_cannot_keep_min_values_is_refused(kit: ProviderKit) -> None:
