@@ -157,6 +157,9 @@ class NamedProviderSetting:
     help: str
     switch: bool = False
     """A true/false setting whose flag may stand alone (`--isolated-vpc` means true)."""
+    environment_wide: bool = False
+    """The variable is not karpy's but the environment's (`AWS_REGION`, set by AWS tooling and
+    pod identity webhooks): another provider leaves it alone instead of refusing it."""
 
     @property
     def dest(self) -> str:
@@ -167,6 +170,7 @@ NAMED_PROVIDER_SETTINGS: Final = (
     NamedProviderSetting(
         "aws", "region", "AWS_REGION", None,
         "the AWS region; read from instance metadata (IMDS) when unset",
+        environment_wide=True,
     ),
     NamedProviderSetting(
         "aws", "cluster-endpoint", "CLUSTER_ENDPOINT", "--cluster-endpoint",
@@ -237,7 +241,8 @@ def parse_provider_settings(
     `--cluster-endpoint`, ...) are read too; `named_flags` holds the value of each such flag
     given, by its `dest`. Karpenter's name and karpy's alias at the same level (two variables,
     or two flags) must agree, else OptionsError names both; a flag overrides a variable as
-    everywhere. Another provider's named setting is refused, by name, rather than ignored.
+    everywhere. Another provider's named setting is refused, by name, rather than ignored,
+    except a variable the wider environment sets (`AWS_REGION`), which is not karpy's.
     """
     env_values: dict[str, tuple[str, str]] = {}
     for name in sorted(environ):
@@ -272,7 +277,8 @@ def _merge_named(
         flag_value = given_flags.get(named.dest)
         env_value = environ.get(named.env)
         if named.provider != provider:
-            for other, given in ((named.flag, flag_value), (named.env, env_value)):
+            env_refused = None if named.environment_wide else env_value
+            for other, given in ((named.flag, flag_value), (named.env, env_refused)):
                 if given is not None:
                     msg = (
                         f"{other} is a setting of the {named.provider} provider, and the "

@@ -225,6 +225,13 @@ def test_another_providers_named_setting_is_refused(
         load(argv, environ)
 
 
+def test_aws_region_is_the_environments_and_another_provider_leaves_it_alone() -> None:
+    """AWS tooling and pod identity webhooks set AWS_REGION; running kwok there must work."""
+    assert load([], {"AWS_REGION": "eu-west-1"}).provider.settings == {}
+    aws = load(["--provider", "aws"], {"AWS_REGION": "eu-west-1"})
+    assert aws.provider.settings == {"region": "eu-west-1"}
+
+
 def test_scheduling_policies_take_karpenters_names_and_values() -> None:
     assert load([], {}).scheduling.preference_policy == "Respect"
     assert load([], {}).scheduling.min_values_policy == "Strict"
