@@ -83,8 +83,9 @@ def render_settings() -> str:
         + "`--provider-setting key=value` flags; each provider names the keys it knows "
         + "([providers/aws.md](providers/aws.md)). The AWS provider's settings Karpenter has "
         + "names for are read under those names too, when the provider is `aws` (another "
-        + "provider refuses them, except `AWS_REGION`, which AWS tooling sets). karpy's spelling stays an alias: given both ways at the same "
-        + "level (two variables, or two flags) the values must agree, else karpy refuses to "
+        + "provider refuses them, except `AWS_REGION`, which AWS tooling sets). karpy's "
+        + "spelling stays an alias: given both ways at the same level (two variables, or two "
+        + "flags) the values must agree, else karpy refuses to "
         + "start naming both; a flag overrides a variable.\n\n"
         + "| environment variable | flag | provider setting | what |\n| --- | --- | --- | --- |\n"
         + "\n".join(named)
