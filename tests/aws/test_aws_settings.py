@@ -72,6 +72,9 @@ def test_karpenters_variables_reach_the_provider_typed() -> None:
     assert typed.use_pricing_api is False  # an isolated VPC cannot reach the Pricing API
     assert typed.eks_control_plane is True
     assert AWSProviderOptions.from_settings({}).region is None  # from IMDS at build time
+    # Go's ParseBool words, as Karpenter reads its booleans
+    assert AWSProviderOptions.from_settings({"eks-control-plane": "1"}).eks_control_plane
+    assert not AWSProviderOptions.from_settings({"isolated-vpc": "F"}).isolated_vpc
 
 
 @pytest.mark.parametrize(
@@ -89,7 +92,7 @@ def test_karpenters_variables_reach_the_provider_typed() -> None:
             {"isolated-vpc": "yes please"}, r"'isolated-vpc' \(ISOLATED_VPC\)", id="isolated"
         ),
         pytest.param(
-            {"eks-control-plane": "1"}, r"'eks-control-plane' \(EKS_CONTROL_PLANE\)", id="eks"
+            {"eks-control-plane": "yes"}, r"'eks-control-plane' \(EKS_CONTROL_PLANE\)", id="eks"
         ),
         pytest.param(
             {"isolated-vpc": "true", "use-pricing-api": "true"},

@@ -62,7 +62,8 @@ from karpy_aws.session import AWSSession, AWSSettings, is_loopback
 
 __all__ = ["EC2NODECLASSES", "AWSProviderOptions", "ViewNodeClasses", "build"]
 
-_BOOLEANS: Final = {"true": True, "false": False}
+_BOOLEANS: Final = {"true": True, "t": True, "1": True, "false": False, "f": False, "0": False}
+"""Go's strconv.ParseBool words (case aside), as Karpenter reads ISOLATED_VPC and the like."""
 TELEMETRY_SERVICE: Final = "karpy-aws"
 VIEW_SYNC_WAIT: Final = 60.0  # seconds a NodeClass read waits for the view's first listing
 
