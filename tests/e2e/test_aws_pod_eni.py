@@ -5,7 +5,9 @@ The whole daemon runs with `--provider aws` against moto and the kubelet bridge 
 test_aws_walkthrough). The NodePool allows t3.medium (cheaper, no ENI trunking) and m5.large
 (9 branch ENIs); the pod's request rules t3.medium out, so karpy launches m5.large, whose Node
 (registered by the bridge as the VPC resource controller would advertise it) offers the pod ENIs
-kube-scheduler binds the pod to.
+kube-scheduler binds the pod to. The EC2NodeClass names its instances (`tags: {Name: ...}`, as
+seed 003's AWSNodeTemplate does): once the node registered and karpy's tagging loop marked the
+NodeClaim, the instance still carries that Name.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from tests.e2e.daemon import (
     deployment,
     is_ready,
     no_nodeclaims,
+    nodeclaims,
     running,
     running_daemon,
     scale,
@@ -41,6 +44,7 @@ pytestmark = [
 ]
 
 POD_ENI = "vpc.amazonaws.com/pod-eni"
+TAGGED = "karpenter.k8s.aws/tagged"
 
 
 def _nodepool(name: str, intent: str) -> dict[str, Any]:
@@ -80,8 +84,10 @@ async def test_a_pod_eni_pod_runs_on_a_trunking_instance(
     core = client.CoreV1Api(api_client)
     name = f"eni-{secrets.token_hex(3)}"
     intent = f"sgp-{secrets.token_hex(3)}"
+    nodeclass = _nodeclass(name, emulator.cluster_name)
+    nodeclass["spec"]["tags"] = {"Name": "karpenter-sgp/default", "team": "sgp"}
     await custom.create_cluster_custom_object(
-        awslabels.AWS_GROUP, "v1", "ec2nodeclasses", _nodeclass(name, emulator.cluster_name)
+        awslabels.AWS_GROUP, "v1", "ec2nodeclasses", nodeclass
     )
     await custom.create_cluster_custom_object(wk.GROUP, "v1", "nodepools", _nodepool(name, intent))
     body = deployment("sgp", node_selector={"intent": intent}, cpu="100m", memory="128Mi")
@@ -105,6 +111,21 @@ async def test_a_pod_eni_pod_runs_on_a_trunking_instance(
         assert node.status.allocatable[POD_ENI] == "9"
         launched = await _instances(_ec2(emulator), emulator.cluster_name, ("running",))
         assert {i["InstanceType"] for i in launched} == {"m5.large"}
+
+        async def tagged() -> list[dict[str, Any]]:
+            claims = await nodeclaims(api_client, name)
+            marked = [
+                c for c in claims if c["metadata"].get("annotations", {}).get(TAGGED) == "true"
+            ]
+            return marked if marked and len(marked) == len(claims) else []
+
+        (claim,) = await eventually(tagged, within=90)
+        (instance,) = await _instances(_ec2(emulator), emulator.cluster_name, ("running",))
+        tags = {t["Key"]: t["Value"] for t in instance.get("Tags", [])}
+        assert tags["Name"] == "karpenter-sgp/default"  # the user's, not the node's name
+        assert tags["team"] == "sgp"
+        assert tags["karpenter.sh/nodeclaim"] == claim["metadata"]["name"]
+        assert tags["eks:eks-cluster-name"] == emulator.cluster_name
 
         await client.AppsV1Api(api_client).delete_namespaced_deployment("sgp", namespace)
         await eventually(lambda: no_nodeclaims(api_client, name), within=120)
