@@ -6,6 +6,7 @@ cluster read from EKS (moto) for what is not given."""
 from __future__ import annotations
 
 import base64
+import os
 import secrets
 from collections.abc import Mapping
 from typing import Any
@@ -33,7 +34,7 @@ from karpy_aws.providers.instancetype.instancetypes import (
 from karpy_aws.providers.instancetype.offerings import InstanceTypeCatalog
 from karpy_aws.providers.instancetype.unavailable import UnavailableOfferings
 from karpy_aws.providers.pricing import PriceCache
-from karpy_aws.providers.region import region_from_imds
+from karpy_aws.providers.region import configured_region, region_from_imds
 from karpy_aws.session import AWSSession
 from karpy_aws_emulator.imds import TOKEN_PATH, ZONE_PATH, metadata_service
 from tests.support.providers import Informed
@@ -137,6 +138,7 @@ async def test_no_metadata_service_is_an_error_that_says_to_set_the_region(
 async def test_without_a_region_a_loopback_only_provider_refuses_a_real_imds(
     kube: KubeClient, moto: Moto, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
     monkeypatch.setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", "http://169.254.169.254/")
     settings = provider_settings(moto)
     del settings["region"]
@@ -153,6 +155,7 @@ async def test_a_provider_without_a_region_setting_runs_in_the_instances_region(
 ) -> None:
     """Only the cluster name (and how to reach the cluster) given, as with Karpenter's chart."""
     monkeypatch.delenv("AWS_EC2_METADATA_DISABLED", raising=False)
+    monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)  # moto's environment sets it
     async with metadata_service(f"{REGION}c") as imds:
         monkeypatch.setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", imds.endpoint)
         settings = provider_settings(
@@ -184,6 +187,18 @@ async def test_a_provider_without_a_region_setting_runs_in_the_instances_region(
             finally:
                 await provider.aclose()
     assert [path.rstrip("/") for _, path, _ in imds.requests] == [TOKEN_PATH, ZONE_PATH]
+
+
+async def test_the_sdks_configured_region_comes_before_instance_metadata(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """AWS_DEFAULT_REGION (EKS Pod Identity and IRSA set it beside AWS_REGION) is the SDK's
+    second source, as in Karpenter's SDK; no IMDS call is made then."""
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-central-1")
+    assert configured_region() == "eu-central-1"
+    monkeypatch.delenv("AWS_DEFAULT_REGION")
+    monkeypatch.setenv("AWS_CONFIG_FILE", os.devnull)  # no profile to name a region either
+    assert configured_region() is None
 
 
 async def test_memory_overhead_and_reserved_enis_shape_the_instance_types(

@@ -56,7 +56,7 @@ from karpy_aws.providers.instancetype.offerings import InstanceTypeCatalog
 from karpy_aws.providers.instancetype.unavailable import UnavailableOfferings
 from karpy_aws.providers.launchtemplate import LaunchTemplates
 from karpy_aws.providers.pricing import PriceCache, pricing_endpoint_region
-from karpy_aws.providers.region import imds_endpoint, region_from_imds
+from karpy_aws.providers.region import configured_region, imds_endpoint, region_from_imds
 from karpy_aws.providers.version import KubernetesVersion, check_pinned
 from karpy_aws.session import AWSSession, AWSSettings, is_loopback
 
@@ -224,7 +224,7 @@ async def build(context: ProviderContext[KubeClient, ClusterView]) -> AWSCloudPr
     without a cluster view (the provider reads EC2NodeClasses and NodeClaims through it).
     """
     options = AWSProviderOptions.from_settings(context.settings)
-    region = options.region or await _imds_region(options)
+    region = options.region or configured_region() or await _imds_region(options)
     try:
         settings = AWSSettings(
             region=region,

@@ -1,11 +1,13 @@
 """The region karpy runs in, when no setting names it: the instance metadata service's answer.
 
-Karpenter's AWS SDK takes the region from ``AWS_REGION`` and, without it, from the instance it
-runs on (IMDS), so a Karpenter chart needs only the cluster name. karpy does the same: the
-operator hands ``AWS_REGION`` in as the ``region`` setting, and without it this module asks IMDS
-(IMDSv2: a session token, then the placement availability zone, less its letter) through
-botocore's own fetcher, which honours ``AWS_EC2_METADATA_SERVICE_ENDPOINT`` and the rest of the
-SDK's metadata configuration as Karpenter's SDK does.
+Karpenter's AWS SDK takes the region from ``AWS_REGION``, then the SDK's own configuration
+(``AWS_DEFAULT_REGION``, the shared config file's profile) and, without any, from the instance
+it runs on (IMDS), so a Karpenter chart needs only the cluster name. karpy does the same: the
+operator hands ``AWS_REGION`` in as the ``region`` setting; without it ``configured_region``
+reads botocore's configuration, and without that this module asks IMDS (IMDSv2: a session
+token, then the placement availability zone, less its letter) through botocore's own fetcher,
+which honours ``AWS_EC2_METADATA_SERVICE_ENDPOINT`` and the rest of the SDK's metadata
+configuration as Karpenter's SDK does.
 """
 
 from __future__ import annotations
@@ -23,6 +25,13 @@ IMDS_DEADLINE: Final = 10.0
 """Seconds the whole metadata exchange may take (botocore's own per-request timeout is 1 s)."""
 DEFAULT_IMDS_ENDPOINT: Final = "http://169.254.169.254/"
 _REGION: Final = re.compile(r"[a-z]{2}(-[a-z]+)+-\d+")
+
+
+def configured_region() -> str | None:
+    """The region botocore's configuration names (``AWS_DEFAULT_REGION``, the profile's
+    ``region``), if any."""
+    configured = get_session().get_config_variable("region")
+    return str(configured) if configured else None
 
 
 def imds_endpoint() -> str:
