@@ -151,6 +151,7 @@ def build_parser(prog: str = "karpy run") -> argparse.ArgumentParser:
                 named.flag,
                 dest=named.dest,
                 default=None,
+                metavar=named.env,
                 nargs="?" if named.switch else None,
                 const="true" if named.switch else None,
                 help=argparse_text(f"{named.provider}: {named.help} [env {named.env}]"),
