@@ -23,6 +23,7 @@ from typing import Any, Final, TextIO
 import attrs
 
 from karpy.apis.v1 import labels as wk
+from karpy.runtime.options import NAMED_PROVIDER_SETTINGS
 
 EMULATOR_MODULE: Final = "karpy_aws_emulator"
 READY_TIMEOUT: Final = 90.0
@@ -58,15 +59,15 @@ class Emulator:
         return {str(k): str(v) for k, v in self.ready["environment"].items()}
 
     def flags(self) -> list[str]:
-        """``karpy run`` flags: the aws provider, this cluster and moto's settings."""
-        settings = self.ready["providerSettings"].items()
-        return [
-            "--provider",
-            "aws",
-            "--cluster-name",
-            self.cluster_name,
-            *(arg for key, value in settings for arg in ("--provider-setting", f"{key}={value}")),
-        ]
+        """``karpy run`` flags: the aws provider, this cluster and moto's settings, each under
+        Karpenter's flag where it has one (``--cluster-endpoint``), as a Karpenter user gives
+        them, else as ``--provider-setting key=value``."""
+        named = {s.key: s.flag for s in NAMED_PROVIDER_SETTINGS if s.provider == "aws" and s.flag}
+        flags = ["--provider", "aws", "--cluster-name", self.cluster_name]
+        for key, value in self.ready["providerSettings"].items():
+            flag = named.get(key)
+            flags += [flag, value] if flag else ["--provider-setting", f"{key}={value}"]
+        return flags
 
     def nodeclass(self, name: str) -> dict[str, Any]:
         """The announced EC2NodeClass, called ``name``."""

@@ -16,8 +16,12 @@ GLOBAL_SETTINGS_NAME: Final = "karpenter-global-settings"
 
 ENV_OF_KEY: Final = {
     "aws.clusterName": "CLUSTER_NAME",
+    "aws.clusterEndpoint": "CLUSTER_ENDPOINT",
     "aws.defaultInstanceProfile": "AWS_DEFAULT_INSTANCE_PROFILE",
-    "aws.interruptionQueueName": "KARPY_PROVIDER_SETTING_INTERRUPTION_QUEUE",
+    "aws.interruptionQueueName": "INTERRUPTION_QUEUE",
+    "aws.isolatedVPC": "ISOLATED_VPC",
+    "aws.reservedENIs": "RESERVED_ENIS",
+    "aws.vmMemoryOverheadPercent": "VM_MEMORY_OVERHEAD_PERCENT",
     "batchIdleDuration": "BATCH_IDLE_DURATION",
     "batchMaxDuration": "BATCH_MAX_DURATION",
 }

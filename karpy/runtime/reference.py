@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from opentelemetry.metrics import NoOpMeter
 
-from karpy.runtime.options import FEATURE_GATE_DEFAULTS, documented
+from karpy.runtime.options import FEATURE_GATE_DEFAULTS, NAMED_PROVIDER_SETTINGS, documented
 from karpy.runtime.telemetry import NOT_SERVED, STATE_GAUGES, Metrics
 
 REPO_ROOT: Final = Path(__file__).resolve().parents[2]
@@ -65,6 +65,10 @@ def render_settings() -> str:
         f"| `{env}` | `{flag}` | {text} |"
         for flag, env, text in sorted(documented(), key=lambda row: row[1])
     ]
+    named = [
+        f"| `{s.env}` | {f'`{s.flag}`' if s.flag else '—'} | `{s.key}` | {s.help} |"
+        for s in sorted(NAMED_PROVIDER_SETTINGS, key=lambda s: (s.provider, s.env))
+    ]
     gates = ", ".join(f"`{name}`" for name in FEATURE_GATE_DEFAULTS)
     return (
         HEADER
@@ -77,7 +81,15 @@ def render_settings() -> str:
         + "\n".join(rows)
         + "\n\nA provider's own settings are `KARPY_PROVIDER_SETTING_<KEY>` variables or "
         + "`--provider-setting key=value` flags; each provider names the keys it knows "
-        + "([providers/aws.md](providers/aws.md)).\n\n"
+        + "([providers/aws.md](providers/aws.md)). The AWS provider's settings Karpenter has "
+        + "names for are read under those names too, when the provider is `aws` (another "
+        + "provider refuses them, except `AWS_REGION`, which AWS tooling sets). karpy's "
+        + "spelling stays an alias: given both ways at the same level (two variables, or two "
+        + "flags) the values must agree, else karpy refuses to "
+        + "start naming both; a flag overrides a variable.\n\n"
+        + "| environment variable | flag | provider setting | what |\n| --- | --- | --- | --- |\n"
+        + "\n".join(named)
+        + "\n\n"
         + f"`FEATURE_GATES` takes Karpenter's gates ({gates}) as `Name=true|false,...`, with "
         + "Karpenter's defaults; `NodeRepair` is built, and a gate karpy has not built is "
         + "refused, by name, in the state that would ask for it.\n"

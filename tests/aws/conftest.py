@@ -496,9 +496,16 @@ def node_role(moto: Moto) -> str:
     return name
 
 
-def launch_tagged(moto: Moto, cluster: str, *, nodepool: str = "default") -> tuple[str, str]:
-    """An instance tagged as karpy tags its launches; returns (instance id, provider id)."""
-    tags = {f"kubernetes.io/cluster/{cluster}": "owned", "karpenter.sh/nodepool": nodepool}
+def launch_tagged(
+    moto: Moto, cluster: str, *, nodepool: str = "default", **extra: str
+) -> tuple[str, str]:
+    """An instance tagged as karpy tags its launches (plus ``extra``, as the EC2NodeClass's
+    tags are); returns (instance id, provider id)."""
+    tags = {
+        f"kubernetes.io/cluster/{cluster}": "owned",
+        "karpenter.sh/nodepool": nodepool,
+        **extra,
+    }
     reservation = boto_client(moto, "ec2").run_instances(
         ImageId=AMI_IDS["al2023x86new"],
         InstanceType="t3.micro",

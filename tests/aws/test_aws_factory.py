@@ -43,16 +43,12 @@ pytestmark = pytest.mark.aws
 @pytest.mark.parametrize(
     ("settings", "match"),
     [
-        pytest.param({}, "'region' is required", id="no-region"),
         pytest.param({"region": REGION, "colour": "red"}, "'colour' is unknown", id="unknown"),
         pytest.param(
             {"region": REGION, "use-pricing-api": "maybe"}, "'use-pricing-api'", id="bool"
         ),
         pytest.param({"region": REGION, "max-attempts": "0"}, "'max-attempts'", id="count"),
         pytest.param({"region": REGION, "retry-mode": "eager"}, "'retry-mode'", id="mode"),
-        pytest.param(
-            {"region": REGION, "cluster-endpoint": "https://x"}, "go together", id="half-cluster"
-        ),
     ],
 )
 def test_bad_settings_name_the_key(settings: dict[str, str], match: str) -> None:

@@ -31,6 +31,7 @@ from karpy_aws.providers.instancetype.instancetypes import (
     overhead,
 )
 from karpy_aws.providers.instancetype.offerings import InstanceTypeCatalog, describe_instance_types
+from karpy_aws.providers.instancetype.trunking import POD_ENI, branch_interfaces, parse_limits
 from karpy_aws.providers.instancetype.unavailable import UnavailableOfferings
 from karpy_aws.providers.pricing import PriceCache
 from karpy_aws.session import AWSSession
@@ -320,3 +321,39 @@ async def test_conversion_to_the_core_instance_type(session: AWSSession) -> None
     offering = core.cheapest(wants_spot_2b)
     assert offering is not None
     assert offering.zone == "us-west-2b"
+
+
+def test_trunking_types_offer_pod_enis_and_others_none() -> None:
+    """vpc.amazonaws.com/pod-eni is a type's branch ENIs (the VPC resource controller's table):
+    m5 and c6g trunk, t3 does not."""
+    assert branch_interfaces("m5.large") == 9
+    assert branch_interfaces("m5.xlarge") == 18
+    assert branch_interfaces("c6g.large") == 9
+    assert branch_interfaces("t3.micro") == 0
+    assert branch_interfaces("no-such.type") == 0
+
+
+async def test_pod_eni_is_capacity_of_trunking_types(session: AWSSession) -> None:
+    catalog, _ = await _catalog(session, FakeClock())
+    types = {
+        t.name: t
+        for t in catalog.instance_types(family=AMIFamily.AL2023, kubelet=KubeletSettings())
+    }
+    assert types["m5.large"].capacity[POD_ENI] == 9
+    assert types["m5.large"].allocatable[POD_ENI] == 9
+    assert types["m5.metal"].capacity[POD_ENI] == branch_interfaces("m5.metal") > 0
+    assert POD_ENI not in types["t3.micro"].capacity
+
+
+def test_the_trunking_table_is_read_from_the_controllers_go_source() -> None:
+    source = (
+        "var Limits = map[string]*VPCLimits{\n"
+        '\t"m9.large": {\n\t\tInterface:               3,\n'
+        "\t\tIsTrunkingCompatible:    true,\n\t\tBranchInterface:         9,\n"
+        "\t\tNetworkCards: []NetworkCard{\n\t\t\t{\n\t\t\t},\n\t\t},\n\t},\n"
+        '\t"t9.micro": {\n\t\tIsTrunkingCompatible:    false,\n'
+        "\t\tBranchInterface:         0,\n\t},\n}\n"
+    )
+    assert parse_limits(source) == {"m9.large": 9}
+    with pytest.raises(ValueError, match=r"'x9\.large' has no IsTrunkingCompatible"):
+        parse_limits('\t"x9.large": {\n\t\tInterface:               3,\n\t},\n')

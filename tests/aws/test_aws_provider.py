@@ -11,7 +11,7 @@ from typing import Any
 import attrs
 import pytest
 
-from karpy.apis.meta import ObjectMeta
+from karpy.apis.meta import ObjectMeta, Quantity
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.common import NodeClaimRequirement, NodeClassReference, RequirementOperator
 from karpy.apis.v1.nodepool import NodeClaimTemplate, NodeClaimTemplateSpec, NodePool, NodePoolSpec
@@ -25,6 +25,7 @@ from karpy.cloudprovider import (
 )
 from karpy_aws.apis import labels as awslabels
 from karpy_aws.providers.instance import Instances, parse_provider_id
+from karpy_aws.providers.instancetype.trunking import branch_interfaces
 from karpy_aws.providers.launch import MAX_INSTANCE_TYPES
 from karpy_aws.session import AWSSession
 from karpy_kwok.apis import labels as kwoklabels
@@ -367,13 +368,68 @@ async def test_registered_instances_get_the_nodeclaim_and_name_tags(
     launched = await kit.provider.create(make_nodeclaim(name="tagged-abc"))
     provider_id = launched.status.provider_id or ""
     instances = Instances(await session.client("ec2"), cluster_name=kit.cluster.name)
-    await instances.tag_registered(
-        parse_provider_id(provider_id), nodeclaim="tagged-abc", node_name="ip-10-0-1-5.internal"
+    added = await instances.tag_registered(
+        await instances.get(parse_provider_id(provider_id)),
+        nodeclaim="tagged-abc",
+        node_name="ip-10-0-1-5.internal",
     )
+    # karpenter.sh/nodeclaim and eks:eks-cluster-name were set at launch already.
+    assert added == ("Name",)
     (instance,) = await instances.list()
     assert instance.tags["karpenter.sh/nodeclaim"] == "tagged-abc"
     assert instance.tags["Name"] == "ip-10-0-1-5.internal"
     assert (await kit.provider.get(provider_id)).metadata.name == "tagged-abc"
+
+
+async def test_a_name_from_the_nodeclass_tags_is_never_overwritten(
+    kit: ProviderKit, session: AWSSession
+) -> None:
+    """Seed 003's AWSNodeTemplate names its instances: the Name survives registration."""
+    base = ready_nodeclass(kit.moto)
+    kit.nodeclasses.put(
+        attrs.evolve(
+            base,
+            spec=attrs.evolve(base.spec, tags={"Name": "karpenter-node", "team": "batch"}),
+        )
+    )
+    launched = await kit.provider.create(make_nodeclaim(name="named-abc"))
+    instances = Instances(await session.client("ec2"), cluster_name=kit.cluster.name)
+    instance = await instances.get(parse_provider_id(launched.status.provider_id or ""))
+    assert instance.tags["Name"] == "karpenter-node"  # carried from the NodeClass at launch
+    kit.faults.requests.pop("CreateTags", None)
+    added = await instances.tag_registered(
+        instance, nodeclaim="named-abc", node_name="ip-10-0-1-7.internal"
+    )
+    # Name, karpenter.sh/nodeclaim and eks:eks-cluster-name are all there since the launch:
+    # nothing to add, and no CreateTags call at all.
+    assert added == ()
+    assert "CreateTags" not in kit.faults.requests
+    after = await instances.get(instance.id)
+    assert after.tags["Name"] == "karpenter-node"
+    assert after.tags["team"] == "batch"
+    assert after.tags["eks:eks-cluster-name"] == kit.cluster.name
+
+
+async def test_a_security_groups_for_pods_pod_launches_only_trunking_types(
+    kit: ProviderKit,
+) -> None:
+    """A NodeClaim asking for vpc.amazonaws.com/pod-eni is offered to EC2 only on types that can
+    trunk ENIs, and comes back with their branch ENIs as capacity."""
+    launched = await kit.provider.create(
+        make_nodeclaim(requests={"vpc.amazonaws.com/pod-eni": "1", "cpu": "100m"})
+    )
+    offered = {o["InstanceType"] for o in _overrides(_fleet(kit))}
+    assert offered
+    assert "t3.micro" not in offered  # no ENI trunking
+    assert all(branch_interfaces(t) >= 1 for t in offered)
+    chosen = launched.metadata.labels[IT]
+    assert launched.status.capacity["vpc.amazonaws.com/pod-eni"] == Quantity(
+        str(branch_interfaces(chosen))
+    )
+    with pytest.raises(InsufficientCapacityError):
+        await kit.provider.create(
+            make_nodeclaim((IT, "In", ("t3.micro",)), requests={"vpc.amazonaws.com/pod-eni": "1"})
+        )
 
 
 async def test_a_launch_that_cannot_keep_min_values_is_refused(kit: ProviderKit) -> None:

@@ -51,9 +51,9 @@ class Machine:
     provider_id: str
 
 
-def _launch(moto: Moto, cluster: str) -> Machine:
-    """An instance tagged as karpy's launches are."""
-    return Machine(*launch_tagged(moto, cluster))
+def _launch(moto: Moto, cluster: str, **tags: str) -> Machine:
+    """An instance tagged as karpy's launches are (with the EC2NodeClass's ``tags``)."""
+    return Machine(*launch_tagged(moto, cluster, **tags))
 
 
 def _tags(moto: Moto, instance_id: str) -> dict[str, str]:
@@ -250,6 +250,43 @@ async def test_a_pass_fails_without_marking_a_nodeclaim_whose_instance_is_gone(
     # What CreateTags sent is what the controller's IAM policy allows on a running instance.
     sent = {t["Key"] for call in faults.requests["CreateTags"] for t in call["Tags"]}
     assert sent == _registered_tag_keys()
+
+
+async def test_a_users_name_tag_survives_registration(
+    kube: KubeClient,
+    moto: Moto,
+    cleanup: list[str],
+    session: AWSSession,
+    telemetry: Telemetry,
+    faults: FaultInjector,
+) -> None:
+    """A Name from the EC2NodeClass's tags (seed 003 sets one) wins over the node's name, as in
+    Karpenter; an instance without one is still named after its node."""
+    cluster = f"tag-{secrets.token_hex(4)}"
+    named = _launch(moto, cluster, Name="karpenter-batch", team="batch")
+    plain = _launch(moto, cluster)
+    named_claim = await _claim(kube, cleanup, named)
+    plain_claim = await _claim(kube, cleanup, plain)
+    informed = Informed(kube, telemetry)
+    informed.inform(NODECLAIMS)
+    controller = TaggingController(
+        kube, informed.view, Instances(await session.client("ec2"), cluster_name=cluster)
+    )
+    faults.requests.pop("CreateTags", None)
+    async with informed.running():
+        await controller.reconcile_once()
+    assert _tags(moto, named.instance_id)["Name"] == "karpenter-batch"
+    assert _tags(moto, named.instance_id)["karpenter.sh/nodeclaim"] == named_claim
+    assert _tags(moto, plain.instance_id)["Name"] == f"node-{plain_claim}"
+    sent = {
+        call["Resources"][0]: sorted(t["Key"] for t in call["Tags"])
+        for call in faults.requests["CreateTags"]
+    }
+    assert sent == {
+        named.instance_id: ["eks:eks-cluster-name", "karpenter.sh/nodeclaim"],
+        plain.instance_id: ["Name", "eks:eks-cluster-name", "karpenter.sh/nodeclaim"],
+    }
+    assert await _annotation(kube, named_claim) == "true"
 
 
 def _registered_tag_keys() -> set[str]:

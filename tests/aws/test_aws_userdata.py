@@ -287,3 +287,33 @@ async def test_hydrate_adopts_the_clusters_templates_so_they_expire(
     assert await restarted.hydrate("another-cluster") == 0
     clock.step(datetime.timedelta(minutes=1))
     assert options.name in await restarted.delete_expired()
+
+
+def _ipv6_options() -> BootstrapOptions:
+    base = _options()
+    return BootstrapOptions(
+        cluster_name=base.cluster_name,
+        cluster_endpoint=base.cluster_endpoint,
+        ca_bundle=base.ca_bundle,
+        cluster_cidr="fd3a:1b2c:3d4e::/108",
+        ip_family="ipv6",
+        labels=dict(base.labels),
+        kubelet=KubeletConfig(max_pods=110, cluster_dns=("fd3a:1b2c:3d4e::a",)),
+    )
+
+
+def test_an_ipv6_cluster_is_bootstrapped_as_ipv6_by_every_family() -> None:
+    ((_, script),) = _parts(render_user_data(AMIFamily.AL2, _ipv6_options()))
+    assert "--ip-family ipv6 \\\n" in script
+    assert "--service-ipv6-cidr fd3a:1b2c:3d4e::/108 \\\n" in script
+    assert "--dns-cluster-ip fd3a:1b2c:3d4e::a \\\n" in script
+    # IPv4 clusters keep bootstrap.sh's default family: no flag at all.
+    ((_, ipv4_script),) = _parts(render_user_data(AMIFamily.AL2, _options()))
+    assert "--ip-family" not in ipv4_script
+    assert "--service-ipv6-cidr" not in ipv4_script
+    ((_, nodeconfig),) = _parts(render_user_data(AMIFamily.AL2023, _ipv6_options()))
+    spec = yaml.safe_load(nodeconfig)["spec"]
+    assert spec["cluster"]["cidr"] == "fd3a:1b2c:3d4e::/108"
+    assert spec["kubelet"]["config"]["clusterDNS"] == ["fd3a:1b2c:3d4e::a"]
+    toml = tomllib.loads(render_user_data(AMIFamily.BOTTLEROCKET, _ipv6_options()))
+    assert toml["settings"]["kubernetes"]["cluster-dns-ip"] == ["fd3a:1b2c:3d4e::a"]

@@ -48,6 +48,9 @@ def test_helm_lint_passes_strictly() -> None:
         ({"logLevel": "verbose"}, "logLevel"),
         ({"settings.provider": "gcp"}, "provider"),
         ({"settings.provider": "kwok", "settings.interruptionQueue": "q"}, "interruptionQueue"),
+        ({"settings.provider": "kwok", "settings.reservedENIs": 1}, "reservedENIs"),
+        ({"settings.vmMemoryOverheadPercent": 7.5}, "vmMemoryOverheadPercent"),
+        ({"settings.aws.region": "Oregon"}, "region"),
     ],
 )
 def test_the_schema_refuses_a_bad_value_naming_its_key(values: dict[str, object], key: str) -> None:
@@ -57,13 +60,17 @@ def test_the_schema_refuses_a_bad_value_naming_its_key(values: dict[str, object]
     assert key in result.stderr, result.stderr
 
 
-def test_a_cluster_name_and_an_aws_region_are_required() -> None:
+def test_only_a_cluster_name_is_required_the_region_comes_from_the_instance() -> None:
     missing_name = template({"settings.aws.region": "us-west-2"})
     assert missing_name.code != 0
     assert "clusterName" in missing_name.stderr
-    missing_region = template({"settings.clusterName": "demo"})
-    assert missing_region.code != 0
-    assert "region" in missing_region.stderr
+    env = _env(render({"settings.clusterName": "demo"}))
+    assert "AWS_REGION" not in env
+    aws = AWSProviderOptions.from_settings(load([], env).provider.settings)
+    assert aws.region is None  # the provider asks instance metadata
+    assert _env(render({**REQUIRED, "settings.aws.region": "eu-west-1"}))["AWS_REGION"] == (
+        "eu-west-1"
+    )
 
 
 def test_rbac_is_least_privilege() -> None:
@@ -86,6 +93,17 @@ def test_rbac_is_least_privilege() -> None:
     kwok_groups = {g for r in kwok for g in r["apiGroups"]}
     assert "karpenter.kwok.sh" in kwok_groups
     assert "karpenter.k8s.aws" not in kwok_groups
+    # The AWS provider reads one Service, the cluster DNS, and nothing else of Services.
+    services = [r for r in cluster_rules if "services" in r["resources"]]
+    assert services == [
+        {
+            "apiGroups": [""],
+            "resources": ["services"],
+            "resourceNames": ["kube-dns"],
+            "verbs": ["get"],
+        }
+    ]
+    assert not any("services" in r["resources"] for r in kwok)
 
 
 def test_the_deployment_runs_as_karpenter_does() -> None:
@@ -168,13 +186,29 @@ def test_every_daemon_setting_is_a_value_and_karpy_accepts_what_the_chart_sets(
     }
     if provider == "aws":
         values |= {
+            "settings.aws.region": "us-west-2",
             "settings.aws.defaultInstanceProfile": "KarpenterNodeInstanceProfile",
             "settings.interruptionQueue": "karpy-demo",
             "settings.clusterEndpoint": "https://example.eks.amazonaws.com",
             "settings.clusterCABundle": "Q0E=",
             "settings.aws.instanceTypes": "m5.large,c5.large",
+            "settings.vmMemoryOverheadPercent": 0.1,
+            "settings.reservedENIs": 1,
+            "settings.isolatedVPC": True,
+            "settings.eksControlPlane": True,
         }
     env = _env(render(values))
+    if provider == "aws":  # Karpenter's names, as a Karpenter user's tooling expects
+        assert {
+            "AWS_REGION",
+            "CLUSTER_ENDPOINT",
+            "CLUSTER_CA_BUNDLE",
+            "INTERRUPTION_QUEUE",
+            "VM_MEMORY_OVERHEAD_PERCENT",
+            "RESERVED_ENIS",
+            "ISOLATED_VPC",
+            "EKS_CONTROL_PLANE",
+        } <= set(env)
     daemon = {variable for _, variable, _ in documented()}
     # The v0.x default instance profile is an AWS setting, rendered with the aws provider only.
     expected = (
@@ -194,6 +228,16 @@ def test_every_daemon_setting_is_a_value_and_karpy_accepts_what_the_chart_sets(
         assert aws.region == "us-west-2"
         assert aws.interruption_queue == "karpy-demo"
         assert aws.instance_types == ("c5.large", "m5.large")
+        assert (aws.cluster_endpoint, aws.cluster_ca_bundle) == (
+            "https://example.eks.amazonaws.com",
+            "Q0E=",
+        )
+        assert (aws.vm_memory_overhead_percent, aws.reserved_enis) == (0.1, 1)
+        assert (aws.isolated_vpc, aws.use_pricing_api, aws.eks_control_plane) == (
+            True,
+            False,
+            True,
+        )
     else:
         options_from_settings(dict(options.provider.settings))
         assert set(options.provider.settings) == {"registration-delay"}

@@ -16,8 +16,9 @@ from karpy.localcluster import KUBERNETES_VERSION, ensure_helm
 
 CHART = Path(__file__).resolve().parents[2] / "deploy" / "charts" / "karpy"
 
-#: The least a user must give: a cluster name, and a region for the default (aws) provider.
-REQUIRED: Mapping[str, str] = {"settings.clusterName": "demo", "settings.aws.region": "us-west-2"}
+#: The least a user must give: a cluster name (the aws provider reads its region from instance
+#: metadata when none is set, as Karpenter does).
+REQUIRED: Mapping[str, str] = {"settings.clusterName": "demo"}
 
 
 @attrs.frozen

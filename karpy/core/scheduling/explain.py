@@ -159,14 +159,23 @@ def _explain_pool(fleet: Fleet, index: PoolIndex, ctx: ShapeContext) -> PoolExpl
     need = tuple(o + r for o, r in zip(index.overhead_vec, ctx.vector, strict=True))
     if mask:
         short: Counter[str] = Counter()
+        without: Counter[str] = Counter()
         for i in bits(mask):
             for r, name in enumerate(fleet.space.names):
                 if index.alloc[i][r] < need[r]:
                     short[name] += 1
+                    if index.alloc[i][r] <= 0:
+                        without[name] += 1
         mask &= index.fits_mask(need)
+        # A resource none of the short types has at all (an extended resource such as
+        # vpc.amazonaws.com/pod-eni) is said so: no bigger type of the same kind would help.
         lacking = ", ".join(
             f"{name} (needs {format_quantity(name, need[fleet.space.names.index(name)])},"
-            f" {count} types too small)"
+            + (
+                f" {count} types have none)"
+                if without[name] == count
+                else f" {count} types too small)"
+            )
             for name, count in sorted(short.items())
         )
         overhead = "; needs include daemonset overhead" if any(index.overhead_vec) else ""

@@ -58,6 +58,7 @@ from karpy.runtime.options.process import (
     check_leader_timings,
 )
 from karpy.runtime.options.values import (
+    NAMED_PROVIDER_SETTINGS,
     PROVIDER_SETTING_ENV_PREFIX,
     PROVIDER_SETTING_FLAG,
     parse_bool,
@@ -67,6 +68,7 @@ from karpy.runtime.options.values import (
 
 __all__ = [
     "FEATURE_GATE_DEFAULTS",
+    "NAMED_PROVIDER_SETTINGS",
     "UNSUPPORTED_GATE_STATES",
     "BatchingOptions",
     "ConsolidationOptions",
@@ -146,6 +148,17 @@ def build_parser(prog: str = "karpy run") -> argparse.ArgumentParser:
             f"a cloud provider setting; repeatable [env {PROVIDER_SETTING_ENV_PREFIX}<KEY>]"
         ),
     )
+    for named in NAMED_PROVIDER_SETTINGS:
+        if named.flag is not None:
+            parser.add_argument(
+                named.flag,
+                dest=named.dest,
+                default=None,
+                metavar=named.env,
+                nargs="?" if named.switch else None,
+                const="true" if named.switch else None,
+                help=argparse_text(f"{named.provider}: {named.help} [env {named.env}]"),
+            )
     add_arguments(parser, SETTINGS)
     return parser
 
@@ -158,7 +171,16 @@ def load(argv: Sequence[str], environ: Mapping[str, str]) -> Options:
     """
     namespace = build_parser().parse_args(list(argv))
     options = assemble(Options, given(SETTINGS, namespace, environ))
-    settings = parse_provider_settings(namespace.provider_settings, environ)
+    settings = parse_provider_settings(
+        namespace.provider_settings,
+        environ,
+        provider=options.provider.name,
+        named_flags={
+            named.dest: getattr(namespace, named.dest)
+            for named in NAMED_PROVIDER_SETTINGS
+            if named.flag is not None
+        },
+    )
     leader_election = options.leader_election
     if not leader_election.identity:
         leader_election = attrs.evolve(leader_election, identity=_default_identity())

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -23,6 +24,7 @@ from opentelemetry import trace
 
 from karpy.cloudprovider.registry import ProviderConfigError, ProviderContext
 from karpy.kube.client import KubeClient
+from karpy.kube.errors import KubeError
 from karpy.manager import Declaration
 from karpy.runtime.telemetry import Telemetry
 from karpy.state.view import ClusterView
@@ -36,21 +38,36 @@ from karpy_aws.controllers.tagging import TaggingController
 from karpy_aws.controllers.upkeep import LeakedInstanceController
 from karpy_aws.errors import AWSError, ConfigurationError
 from karpy_aws.providers.amifamily.amis import DEFAULT_SSM_PREFIX
-from karpy_aws.providers.cluster import ClusterInfo, describe_cluster
+from karpy_aws.providers.cluster import (
+    KUBE_DNS_PATH,
+    ClusterInfo,
+    IPFamily,
+    describe_cluster,
+    kube_dns_ip,
+    with_network,
+)
 from karpy_aws.providers.instance import Instances
 from karpy_aws.providers.instanceprofile import InstanceProfiles
+from karpy_aws.providers.instancetype.instancetypes import (
+    DEFAULT_RESERVED_ENIS,
+    VM_MEMORY_OVERHEAD_PERCENT,
+)
 from karpy_aws.providers.instancetype.offerings import InstanceTypeCatalog
 from karpy_aws.providers.instancetype.unavailable import UnavailableOfferings
 from karpy_aws.providers.launchtemplate import LaunchTemplates
 from karpy_aws.providers.pricing import PriceCache, pricing_endpoint_region
+from karpy_aws.providers.region import configured_region, imds_endpoint, region_from_imds
 from karpy_aws.providers.version import KubernetesVersion, check_pinned
-from karpy_aws.session import AWSSession, AWSSettings
+from karpy_aws.session import AWSSession, AWSSettings, is_loopback
 
 __all__ = ["EC2NODECLASSES", "AWSProviderOptions", "ViewNodeClasses", "build"]
 
-_BOOLEANS: Final = {"true": True, "false": False}
+_BOOLEANS: Final = {"true": True, "t": True, "1": True, "false": False, "f": False, "0": False}
+"""Go's strconv.ParseBool words (case aside), as Karpenter reads ISOLATED_VPC and the like."""
 TELEMETRY_SERVICE: Final = "karpy-aws"
 VIEW_SYNC_WAIT: Final = 60.0  # seconds a NodeClass read waits for the view's first listing
+
+log = logging.getLogger(__name__)
 
 
 class ViewNodeClasses:
@@ -76,9 +93,13 @@ class ViewNodeClasses:
 
 @attrs.frozen(kw_only=True)
 class AWSProviderOptions:
-    """The provider's settings (``--provider-setting key=value``), typed."""
+    """The provider's settings, typed: Karpenter's variables and flags (`CLUSTER_ENDPOINT`,
+    `--cluster-endpoint`, ...: karpy.runtime.options.NAMED_PROVIDER_SETTINGS) or karpy's
+    ``--provider-setting key=value``, both arriving here by key."""
 
-    region: str
+    region: str | None = None
+    """None: the region of the instance karpy runs on, from instance metadata (as Karpenter's
+    AWS SDK does when ``AWS_REGION`` is unset)."""
     endpoint_url: str | None = None
     require_loopback_endpoint: bool = False
     retry_mode: str = "standard"
@@ -93,6 +114,18 @@ class AWSProviderOptions:
     interruption_queue: str | None = None
     """The SQS queue (name or URL) EventBridge sends interruption events to (Karpenter's
     INTERRUPTION_QUEUE); None runs no interruption controller."""
+    vm_memory_overhead_percent: float = VM_MEMORY_OVERHEAD_PERCENT
+    """The share of an instance type's memory the hypervisor and OS keep (Karpenter's
+    VM_MEMORY_OVERHEAD_PERCENT): a type's capacity is its EC2 memory less this."""
+    reserved_enis: int = DEFAULT_RESERVED_ENIS
+    """ENIs per instance the VPC CNI may not use for pods (Karpenter's RESERVED_ENIS), taken
+    out of the ENI-limited max-pods."""
+    isolated_vpc: bool = False
+    """No route to AWS endpoints without a VPC endpoint (Karpenter's ISOLATED_VPC): the Pricing
+    API is not called, prices come from the built-in table."""
+    eks_control_plane: bool = False
+    """The control plane is EKS (Karpenter's EKS_CONTROL_PLANE): the Kubernetes version and
+    service CIDR are read from DescribeCluster even when the endpoint and CA are given."""
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, str]) -> AWSProviderOptions:
@@ -106,43 +139,81 @@ class AWSProviderOptions:
                     f"aws provider setting {key!r} is unknown; known: {', '.join(sorted(known))}"
                 )
             values[name] = _parse(key, raw)
-        if not values.get("region"):
-            raise ProviderConfigError("aws provider setting 'region' is required")
-        if (values.get("cluster_endpoint") is None) != (values.get("cluster_ca_bundle") is None):
+        if "region" in values and not values["region"]:
             raise ProviderConfigError(
-                "aws provider settings 'cluster-endpoint' and 'cluster-ca-bundle' go together "
-                "(give both, or neither to read them from EKS)"
+                f"aws provider setting {_named('region')} is empty; give a region or leave it "
+                "unset to read it from instance metadata"
             )
+        if values.get("isolated_vpc") and values.get("use_pricing_api"):
+            raise ProviderConfigError(
+                f"aws provider settings {_named('isolated-vpc')} and 'use-pricing-api' are both "
+                "true: an isolated VPC cannot reach the Pricing API"
+            )
+        if values.get("isolated_vpc"):
+            values["use_pricing_api"] = False
         return cls(**values)
 
 
+_KARPENTER_NAMES: Final = {
+    "region": "AWS_REGION",
+    "cluster-endpoint": "CLUSTER_ENDPOINT",
+    "cluster-ca-bundle": "CLUSTER_CA_BUNDLE",
+    "interruption-queue": "INTERRUPTION_QUEUE",
+    "vm-memory-overhead-percent": "VM_MEMORY_OVERHEAD_PERCENT",
+    "reserved-enis": "RESERVED_ENIS",
+    "isolated-vpc": "ISOLATED_VPC",
+    "eks-control-plane": "EKS_CONTROL_PLANE",
+}
+"""The variable a Karpenter user knows each key by, for error messages."""
+
+
+def _named(key: str) -> str:
+    env = _KARPENTER_NAMES.get(key)
+    return f"{key!r} ({env})" if env else repr(key)
+
+
 def _parse(key: str, raw: str) -> object:
-    if key in ("require-loopback-endpoint", "use-pricing-api"):
+    named = _named(key)
+    if key in ("require-loopback-endpoint", "use-pricing-api", "isolated-vpc", "eks-control-plane"):
         if raw.lower() not in _BOOLEANS:
-            raise ProviderConfigError(f"aws provider setting {key!r}: {raw!r} is not true/false")
+            raise ProviderConfigError(f"aws provider setting {named}: {raw!r} is not true/false")
         return _BOOLEANS[raw.lower()]
     if key == "max-attempts":
         if not raw.isdigit() or int(raw) < 1:
-            raise ProviderConfigError(f"aws provider setting {key!r}: {raw!r} is not a count >= 1")
+            raise ProviderConfigError(f"aws provider setting {named}: {raw!r} is not a count >= 1")
         return int(raw)
+    if key == "reserved-enis":
+        if not raw.isdigit():
+            raise ProviderConfigError(f"aws provider setting {named}: {raw!r} is not a count >= 0")
+        return int(raw)
+    if key == "vm-memory-overhead-percent":
+        try:
+            share = float(raw)
+        except ValueError:
+            share = -1.0
+        if not 0.0 <= share < 1.0:
+            raise ProviderConfigError(
+                f"aws provider setting {named}: {raw!r} is not a fraction in [0, 1) (0.075 is 7.5%)"
+            )
+        return share
     if key == "retry-mode" and raw not in ("standard", "adaptive"):
-        raise ProviderConfigError(f"aws provider setting {key!r}: {raw!r} is not standard/adaptive")
+        raise ProviderConfigError(f"aws provider setting {named}: {raw!r} is not standard/adaptive")
     if key == "instance-types":
         return tuple(sorted({t.strip() for t in raw.split(",") if t.strip()}))
     if key == "kubernetes-version":
         try:
             return check_pinned(raw)
         except ConfigurationError as e:
-            raise ProviderConfigError(f"aws provider setting {key!r}: {e}") from e
+            raise ProviderConfigError(f"aws provider setting {named}: {e}") from e
     if key == "ssm-prefix" and (not raw.startswith("/") or raw.endswith("/")):
         raise ProviderConfigError(
-            f"aws provider setting {key!r}: {raw!r} must start with '/' and not end with it"
+            f"aws provider setting {named}: {raw!r} must start with '/' and not end with it"
         )
     if key == "interruption-queue":
         try:
             return check_queue(raw)
         except ValueError as e:
-            raise ProviderConfigError(f"aws provider setting {key!r}: {e}") from e
+            raise ProviderConfigError(f"aws provider setting {named}: {e}") from e
     return raw
 
 
@@ -153,9 +224,10 @@ async def build(context: ProviderContext[KubeClient, ClusterView]) -> AWSCloudPr
     without a cluster view (the provider reads EC2NodeClasses and NodeClaims through it).
     """
     options = AWSProviderOptions.from_settings(context.settings)
+    region = options.region or configured_region() or await _imds_region(options)
     try:
         settings = AWSSettings(
-            region=options.region,
+            region=region,
             endpoint_url=options.endpoint_url,
             require_loopback_endpoint=options.require_loopback_endpoint,
             retry_mode="adaptive" if options.retry_mode == "adaptive" else "standard",
@@ -177,24 +249,37 @@ async def build(context: ProviderContext[KubeClient, ClusterView]) -> AWSCloudPr
     session = AWSSession(settings, tracer=telemetry.tracer)
     await session.__aenter__()
     try:
-        cluster, eks_version = await _cluster(session, options, name=context.cluster_name)
+        cluster, eks_version, eks_family = await _cluster(
+            session, options, name=context.cluster_name
+        )
+        cluster = with_network(cluster, dns_ip=await _kube_dns(context.kube), ip_family=eks_family)
+        log.info(
+            "discovered cluster network",
+            extra={
+                "ip_family": cluster.ip_family,
+                "cluster_dns": cluster.dns_ip,
+                "service_cidr": cluster.service_cidr,
+            },
+        )
         view = context.view
         if view is None:
             raise ProviderConfigError("aws provider: the context has no cluster view to read")
         ec2 = await session.client("ec2")
         pricing = (
-            await session.client("pricing", region=pricing_endpoint_region(options.region))
+            await session.client("pricing", region=pricing_endpoint_region(region))
             if options.use_pricing_api
             else None
         )
         unavailable = UnavailableOfferings(context.clock)
-        prices = PriceCache(ec2=ec2, pricing=pricing, clock=context.clock, region=options.region)
+        prices = PriceCache(ec2=ec2, pricing=pricing, clock=context.clock, region=region)
         catalog = InstanceTypeCatalog(
             ec2=ec2,
             prices=prices,
             unavailable=unavailable,
             clock=context.clock,
             names=options.instance_types,
+            vm_memory_overhead_percent=options.vm_memory_overhead_percent,
+            reserved_enis=options.reserved_enis,
         )
         instances = Instances(ec2, cluster_name=cluster.name)
         templates = LaunchTemplates(ec2, context.clock)
@@ -207,7 +292,7 @@ async def build(context: ProviderContext[KubeClient, ClusterView]) -> AWSCloudPr
                 await session.client("iam"),
                 context.clock,
                 cluster_name=cluster.name,
-                region=options.region,
+                region=region,
             ),
             templates=templates,
             version=KubernetesVersion(
@@ -264,26 +349,65 @@ async def build(context: ProviderContext[KubeClient, ClusterView]) -> AWSCloudPr
     )
 
 
+async def _imds_region(options: AWSProviderOptions) -> str:
+    endpoint = imds_endpoint()
+    if options.require_loopback_endpoint and not is_loopback(endpoint):
+        raise ProviderConfigError(
+            "aws provider: 'require-loopback-endpoint' is set and the region is not, so the "
+            f"instance metadata endpoint must be loopback too; it is {endpoint!r}"
+        )
+    try:
+        return await region_from_imds(endpoint=endpoint)
+    except ConfigurationError as e:
+        raise ProviderConfigError(f"aws provider: {e}") from e
+
+
+async def _kube_dns(kube: KubeClient) -> str | None:
+    """The ``kube-dns`` Service's ClusterIP, or None (logged) when there is none to read: a
+    cluster with another DNS setup still gets nodes, whose AMI then picks the DNS address, as
+    with Karpenter."""
+    try:
+        service = await kube.request("GET", KUBE_DNS_PATH)
+    except KubeError as e:
+        log.warning("unable to read the kube-dns service", extra={"error": str(e)})
+        return None
+    return kube_dns_ip(service)
+
+
 async def _cluster(
     session: AWSSession, options: AWSProviderOptions, *, name: str
-) -> tuple[ClusterInfo, str | None]:
-    """The cluster nodes join, and EKS's Kubernetes version when EKS was asked."""
-    if options.cluster_endpoint is not None and options.cluster_ca_bundle is not None:
-        return ClusterInfo(
-            name=name,
-            region=options.region,
-            endpoint=options.cluster_endpoint,
-            ca_bundle=options.cluster_ca_bundle,
-            service_cidr=options.cluster_cidr,
-        ), None
+) -> tuple[ClusterInfo, str | None, IPFamily | None]:
+    """The cluster nodes join, and EKS's Kubernetes version and IP family when EKS was asked.
+
+    EKS is asked (DescribeCluster) when the endpoint or the CA bundle is not given, or when
+    EKS_CONTROL_PLANE says the control plane is EKS; a given endpoint, CA or service CIDR
+    overrides what EKS says, as Karpenter's settings do.
+    """
+    endpoint, ca_bundle = options.cluster_endpoint, options.cluster_ca_bundle
+    if endpoint is not None and ca_bundle is not None and not options.eks_control_plane:
+        return (
+            ClusterInfo(
+                name=name,
+                region=session.settings.region,
+                endpoint=endpoint,
+                ca_bundle=ca_bundle,
+                service_cidr=options.cluster_cidr,
+            ),
+            None,
+            None,
+        )
     try:
         found = await describe_cluster(await session.client("eks"), name)
     except (AWSError, ConfigurationError) as e:
         raise ProviderConfigError(
             f"aws provider: cluster {name!r} could not be read from EKS ({e}); give "
-            "'cluster-endpoint' and 'cluster-ca-bundle' instead"
+            "CLUSTER_ENDPOINT and CLUSTER_CA_BUNDLE instead (and EKS_CONTROL_PLANE=false)"
         ) from e
     info = found.info
-    if options.cluster_cidr is not None:
-        info = attrs.evolve(info, service_cidr=options.cluster_cidr)
-    return info, found.kubernetes_version or None
+    info = attrs.evolve(
+        info,
+        endpoint=endpoint or info.endpoint,
+        ca_bundle=ca_bundle or info.ca_bundle,
+        service_cidr=options.cluster_cidr or info.service_cidr,
+    )
+    return info, found.kubernetes_version or None, found.ip_family

@@ -78,14 +78,15 @@ class AWSSettings:
                 raise ConfigurationError(
                     f"aws settings: endpoint_url {self.endpoint_url!r} is not an http(s) URL"
                 )
-        if self.require_loopback_endpoint and not _is_loopback(self.endpoint_url):
+        if self.require_loopback_endpoint and not is_loopback(self.endpoint_url):
             raise ConfigurationError(
                 "aws settings: require_loopback_endpoint is set, so endpoint_url must point at "
                 f"127.0.0.1, ::1 or localhost; got {self.endpoint_url!r}"
             )
 
 
-def _is_loopback(url: str | None) -> bool:
+def is_loopback(url: str | None) -> bool:
+    """Whether ``url`` names this machine (127.0.0.0/8, ::1 or localhost)."""
     if url is None:
         return False
     host = urlsplit(url).hostname

@@ -208,6 +208,8 @@ def test_kubelet_configuration_moves_to_a_per_provisioner_nodeclass() -> None:
     [
         ({"launchTemplate": "lt"}, "spec.provider.launchTemplate"),
         ({"amiFamily": "Ubuntu"}, "spec.provider.amiFamily"),
+        ({"amiFamily": "Windows2019"}, "spec.provider.amiFamily: Windows2019: karpy does not"),
+        ({"amiFamily": "Windows2022", "amiSelector": {"team": "a"}}, "spec.provider.amiFamily"),
     ],
 )
 def test_what_v1_cannot_express_is_refused_by_name(provider: dict[str, str], field: str) -> None:

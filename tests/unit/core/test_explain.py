@@ -89,6 +89,16 @@ def test_insufficient_resources_names_the_resource() -> None:
     assert "insufficient cpu (needs 64, 5 types too small)" in step.detail
 
 
+def test_a_resource_no_type_has_is_said_to_be_missing_not_too_small() -> None:
+    """A Security-Groups-for-Pods pod on types without ENI trunking: a bigger type of the same
+    kind would not help, and the explanation says so."""
+    e = _explain(b.snapshot(), b.pod(extra={"vpc.amazonaws.com/pod-eni": "1"}))
+    _, step = _blocking(e)
+    assert step.kind is ReasonKind.RESOURCES
+    assert "insufficient vpc.amazonaws.com/pod-eni (needs 1, 5 types have none)" in step.detail
+    assert "types have none" in e.message
+
+
 def test_nodepool_limit() -> None:
     pool = b.nodepool(limits=Resources.of({"cpu": "500m"}))
     _, step = _blocking(_explain(b.snapshot([pool]), b.pod()))

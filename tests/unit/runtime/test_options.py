@@ -151,6 +151,87 @@ def test_a_malformed_provider_setting_is_refused_by_name(
         load(argv, environ)
 
 
+def test_the_aws_providers_settings_take_karpenters_names() -> None:
+    options = load(
+        ["--provider", "aws", "--reserved-enis", "1", "--isolated-vpc"],
+        {
+            "AWS_REGION": "eu-west-1",
+            "CLUSTER_ENDPOINT": "https://example.invalid",
+            "CLUSTER_CA_BUNDLE": "Q0E=",
+            "INTERRUPTION_QUEUE": "karpy-demo",
+            "VM_MEMORY_OVERHEAD_PERCENT": "0.1",
+            "EKS_CONTROL_PLANE": "true",
+            "RESERVED_ENIS": "3",  # the flag wins over the variable
+        },
+    )
+    assert options.provider.settings == {
+        "region": "eu-west-1",
+        "cluster-endpoint": "https://example.invalid",
+        "cluster-ca-bundle": "Q0E=",
+        "interruption-queue": "karpy-demo",
+        "vm-memory-overhead-percent": "0.1",
+        "eks-control-plane": "true",
+        "reserved-enis": "1",
+        "isolated-vpc": "true",
+    }
+
+
+def test_karpys_spelling_is_an_alias_that_must_agree_with_karpenters() -> None:
+    agreeing = load(
+        [],
+        {
+            "KARPY_PROVIDER": "aws",
+            "INTERRUPTION_QUEUE": "q",
+            "KARPY_PROVIDER_SETTING_INTERRUPTION_QUEUE": "q",
+            "KARPY_PROVIDER_SETTING_RESERVED_ENIS": "2",
+        },
+    )
+    assert agreeing.provider.settings == {"interruption-queue": "q", "reserved-enis": "2"}
+    with pytest.raises(
+        OptionsError,
+        match="INTERRUPTION_QUEUE='q' and KARPY_PROVIDER_SETTING_INTERRUPTION_QUEUE='r' both",
+    ):
+        load(
+            [],
+            {
+                "KARPY_PROVIDER": "aws",
+                "INTERRUPTION_QUEUE": "q",
+                "KARPY_PROVIDER_SETTING_INTERRUPTION_QUEUE": "r",
+            },
+        )
+    with pytest.raises(OptionsError, match="--reserved-enis='1' and --provider-setting reserved"):
+        load(
+            ["--provider", "aws", "--reserved-enis", "1", "--provider-setting", "reserved-enis=2"],
+            {},
+        )
+    # a flag under either spelling overrides a variable under either spelling
+    flagged = load(
+        ["--provider", "aws", "--provider-setting", "reserved-enis=2"], {"RESERVED_ENIS": "1"}
+    )
+    assert flagged.provider.settings == {"reserved-enis": "2"}
+
+
+@pytest.mark.parametrize(
+    ("argv", "environ", "named"),
+    [
+        pytest.param(["--cluster-endpoint", "https://x"], {}, "--cluster-endpoint", id="flag"),
+        pytest.param([], {"ISOLATED_VPC": "true"}, "ISOLATED_VPC", id="env"),
+    ],
+)
+def test_another_providers_named_setting_is_refused(
+    argv: list[str], environ: dict[str, str], named: str
+) -> None:
+    with pytest.raises(OptionsError, match=f"{named} is a setting of the aws provider"):
+        load(argv, environ)
+
+
+def test_aws_region_is_the_environments_and_another_provider_leaves_it_alone() -> None:
+    """AWS tooling and pod identity webhooks set AWS_REGION; running kwok there must work."""
+    assert load([], {"AWS_REGION": "eu-west-1"}).provider.settings == {}
+    aws = load(["--provider", "aws"], {"AWS_REGION": "eu-west-1"})
+    assert aws.provider.settings == {"region": "eu-west-1"}
+
+
 def test_scheduling_policies_take_karpenters_names_and_values() -> None:
     assert load([], {}).scheduling.preference_policy == "Respect"
     assert load([], {}).scheduling.min_values_policy == "Strict"

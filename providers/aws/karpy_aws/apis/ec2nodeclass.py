@@ -42,6 +42,13 @@ class AMIFamily(enum.StrEnum):
 
 ALIAS_FAMILIES = ("al2", "al2023", "bottlerocket", "windows2019", "windows2022", "windows2025")
 WINDOWS_ALIAS_FAMILIES = ("windows2019", "windows2022", "windows2025")
+WINDOWS_FAMILIES = (AMIFamily.WINDOWS2019, AMIFamily.WINDOWS2022, AMIFamily.WINDOWS2025)
+WINDOWS_REFUSED = (
+    "karpy does not launch Windows nodes (it writes no Windows user data and offers no "
+    "kubernetes.io/os=windows capacity); use al2023, al2 or bottlerocket"
+)
+"""Why a Windows alias or amiFamily is refused at admission, rather than admitted to fail at
+launch (docs/providers/aws.md#windows)."""
 
 
 def _term_tags(doc: str) -> Mapping[str, str]:
@@ -159,6 +166,10 @@ _ALIAS_RULES = (
         ),
         message="windows families may only specify version 'latest'",
     ),
+    Rule(
+        rule=(f"!(self.split('@')[0] in [{', '.join(repr(f) for f in WINDOWS_ALIAS_FAMILIES)}])"),
+        message=WINDOWS_REFUSED,
+    ),
 )
 
 
@@ -174,8 +185,8 @@ class AMISelectorTerm:
     alias: str | None = field(
         default=None,
         doc=(
-            "family@version (al2, al2023, bottlerocket, windows2019/2022/2025); "
-            "must be the only term."
+            "family@version (al2, al2023, bottlerocket; windows2019/2022/2025 are refused: "
+            "karpy launches no Windows nodes); must be the only term."
         ),
         max_length=30,
         rules=_ALIAS_RULES,
@@ -335,7 +346,17 @@ class EC2NodeClassSpec:
         max_items=30,
     )
     ami_family: AMIFamily | None = field(
-        default=None, doc="User-data format and default block devices; inferred from an alias."
+        default=None,
+        doc=(
+            "User-data format and default block devices; inferred from an alias. The Windows "
+            "families are refused: karpy launches no Windows nodes."
+        ),
+        rules=(
+            Rule(
+                rule=f"!(self in [{', '.join(repr(str(f)) for f in WINDOWS_FAMILIES)}])",
+                message=WINDOWS_REFUSED,
+            ),
+        ),
     )
     user_data: str | None = field(default=None, doc="Custom user data merged with karpy's.")
     role: str | None = field(

@@ -31,6 +31,7 @@ from karpy.apis.v1alpha5.translate import (
 )
 from karpy_aws.apis import labels as awslabels
 from karpy_aws.apis.ec2nodeclass import (
+    WINDOWS_REFUSED,
     AMIFamily,
     AMISelectorTerm,
     BlockDevice,
@@ -49,8 +50,6 @@ _ALIASES: Final = {
     "AL2": "al2@latest",
     "AL2023": "al2023@latest",
     "Bottlerocket": "bottlerocket@latest",
-    "Windows2019": "windows2019@latest",
-    "Windows2022": "windows2022@latest",
 }
 _V0_HOP_LIMIT: Final = 2  # Karpenter v0.x's IMDS default; v1 defaults to 1
 
@@ -111,6 +110,9 @@ def _ami(
         raise TranslationError(
             family_path, [f"{family_path}: Ubuntu is not an AMI family in v1; use AL2023 or Custom"]
         )
+    if family is not None and family.startswith("Windows"):
+        problem = f"{family_path}: {family}: {WINDOWS_REFUSED}"
+        raise TranslationError(family_path, [problem])
     if not selector:
         alias = _ALIASES.get(family or "AL2")
         if alias is None:

@@ -106,7 +106,10 @@ class LaunchInputs:
                 cluster_endpoint=cluster.endpoint,
                 ca_bundle=cluster.ca_bundle,
                 cluster_cidr=cluster.service_cidr,
-                kubelet=kubelet_config(spec.kubelet, max_pods=group.max_pods),
+                ip_family=cluster.ip_family,
+                kubelet=kubelet_config(
+                    spec.kubelet, max_pods=group.max_pods, default_dns=cluster.dns_ip
+                ),
                 labels=labels,
                 taints=taints,
                 custom_user_data=spec.user_data,

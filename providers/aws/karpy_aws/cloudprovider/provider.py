@@ -143,6 +143,11 @@ class AWSCloudProvider:
     def name(self) -> str:
         return "aws"
 
+    @property
+    def cluster(self) -> ClusterInfo:
+        """The cluster this provider's nodes join, in the region it launches in."""
+        return self._cluster
+
     def repair_policies(self) -> tuple[RepairPolicy, ...]:
         return REPAIR_POLICIES
 

@@ -3,9 +3,10 @@
 At launch the Node's name is not known yet, so Karpenter's AWS provider tags each instance a
 second time once its NodeClaim is Registered: ``Name`` (the node), ``karpenter.sh/nodeclaim``
 and ``eks:eks-cluster-name``, the only keys the controller's IAM policy lets it add to a running
-instance of the cluster. It then sets the annotation ``karpenter.k8s.aws/tagged: "true"`` on
-the NodeClaim, so an instance is tagged once, and NodeClaims Karpenter itself tagged are not
-tagged again.
+instance of the cluster — each only where the instance lacks it, so a ``Name`` the user set in
+the EC2NodeClass's tags (carried to the instance at launch) is never overwritten. It then sets
+the annotation ``karpenter.k8s.aws/tagged: "true"`` on the NodeClaim, so an instance is tagged
+once, and NodeClaims Karpenter itself tagged are not tagged again.
 
 Each pass (declared as a `karpy.manager.Singleton`: a span per pass, a failing pass backs off)
 reads the NodeClaims from the operator's cluster view and tags the instances of those that need
@@ -156,8 +157,8 @@ class TaggingController:
         name = claim.metadata.name or ""
         node = claim.status.node_name or ""
         # Raises NotFoundError for a terminated instance, which CreateTags would still accept.
-        await self._instances.get(instance_id)
-        await self._instances.tag_registered(instance_id, nodeclaim=name, node_name=node)
+        instance = await self._instances.get(instance_id)
+        added = await self._instances.tag_registered(instance, nodeclaim=name, node_name=node)
         tagged = attrs.evolve(
             claim, metadata=with_annotations(claim.metadata, {ANNOTATION_TAGGED: "true"})
         )
@@ -168,5 +169,10 @@ class TaggingController:
             return
         log.info(
             "tagged nodeclaim",
-            extra={"nodeclaim": name, "node": node, "provider_id": claim.status.provider_id},
+            extra={
+                "nodeclaim": name,
+                "node": node,
+                "provider_id": claim.status.provider_id,
+                "tags": list(added),
+            },
         )

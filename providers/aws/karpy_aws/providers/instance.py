@@ -267,16 +267,23 @@ class Instances:
         )
         return tuple(sorted(_instances(reservations), key=lambda i: i.id))
 
-    async def tag_registered(self, instance_id: str, *, nodeclaim: str, node_name: str) -> None:
-        """Add the tags Karpenter adds once the node registered: ``Name`` (the node),
-        ``karpenter.sh/nodeclaim`` and ``eks:eks-cluster-name`` (the only keys the controller's
-        IAM policy lets it add to running instances)."""
-        tags = {
+    async def tag_registered(
+        self, instance: Instance, *, nodeclaim: str, node_name: str
+    ) -> tuple[str, ...]:
+        """Add the tags Karpenter adds once the node registered — ``Name`` (the node),
+        ``karpenter.sh/nodeclaim`` and ``eks:eks-cluster-name``, the only keys the controller's
+        IAM policy lets it add to running instances — where ``instance`` lacks them: a tag the
+        instance already has is kept, above all a ``Name`` the user gave in the EC2NodeClass's
+        ``tags``, as in Karpenter. Returns the keys it added (none: no call)."""
+        wanted = {
             TAG_NAME: node_name,
             TAG_NODECLAIM: nodeclaim,
             TAG_EKS_CLUSTER_NAME: self._cluster_name,
         }
-        await self.ec2.call("CreateTags", Resources=[instance_id], Tags=_tag_list(tags))
+        missing = {k: v for k, v in wanted.items() if k not in instance.tags}
+        if missing:
+            await self.ec2.call("CreateTags", Resources=[instance.id], Tags=_tag_list(missing))
+        return tuple(sorted(missing))
 
     async def terminate(self, instance_ids: Sequence[str]) -> None:
         """Begin terminating ``instance_ids`` (NotFoundError if any id is unknown)."""

@@ -87,13 +87,18 @@ def kubelet_settings(kubelet: KubeletConfiguration | None) -> KubeletSettings:
     )
 
 
-def kubelet_config(kubelet: KubeletConfiguration | None, *, max_pods: int) -> KubeletConfig:
-    """What goes into user data; ``max_pods`` is the value capacity was computed with."""
+def kubelet_config(
+    kubelet: KubeletConfiguration | None, *, max_pods: int, default_dns: str | None = None
+) -> KubeletConfig:
+    """What goes into user data; ``max_pods`` is the value capacity was computed with, and
+    ``default_dns`` (the cluster's kube-dns address) is the clusterDNS when the class names
+    none."""
+    fallback_dns = (default_dns,) if default_dns else ()
     if kubelet is None:
-        return KubeletConfig(max_pods=max_pods)
+        return KubeletConfig(max_pods=max_pods, cluster_dns=fallback_dns)
     return KubeletConfig(
         max_pods=max_pods,
-        cluster_dns=tuple(kubelet.cluster_dns),
+        cluster_dns=tuple(kubelet.cluster_dns) or fallback_dns,
         system_reserved=dict(kubelet.system_reserved),
         kube_reserved=dict(kubelet.kube_reserved),
         eviction_hard=dict(kubelet.eviction_hard),

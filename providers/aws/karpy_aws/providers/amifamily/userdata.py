@@ -71,6 +71,9 @@ class BootstrapOptions:
     ca_bundle: str  # base64 PEM, as EKS DescribeCluster returns it
     kubelet: KubeletConfig
     cluster_cidr: str | None = None  # service CIDR (AL2023 nodeadm wants it)
+    ip_family: Literal["ipv4", "ipv6"] = "ipv4"
+    """The cluster's family: AL2's bootstrap.sh must be told an IPv6 one and its service CIDR
+    (it would otherwise configure IPv4 and guess an IPv4 DNS address)."""
     labels: Tags = attrs.field(default=(), converter=freeze_tags)
     taints: tuple[Taint, ...] = ()
     custom_user_data: str | None = None
@@ -168,6 +171,10 @@ def _al2_script(options: BootstrapOptions) -> str:
         f"--apiserver-endpoint {shlex.quote(options.cluster_endpoint)}",
         f"--b64-cluster-ca {shlex.quote(options.ca_bundle)}",
     ]
+    if options.ip_family == "ipv6":
+        lines.append("--ip-family ipv6")
+        if options.cluster_cidr:
+            lines.append(f"--service-ipv6-cidr {shlex.quote(options.cluster_cidr)}")
     if k.cluster_dns:
         lines.append(f"--dns-cluster-ip {shlex.quote(k.cluster_dns[0])}")
     lines.append("--use-max-pods false")

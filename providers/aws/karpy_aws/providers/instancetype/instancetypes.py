@@ -23,6 +23,7 @@ from karpy.core.resources import QuantityError, parse_quantity
 from karpy_aws.apis import labels as awslabels
 from karpy_aws.errors import ConfigurationError
 from karpy_aws.providers.amifamily.amis import EC2_ARCH_TO_K8S, AMIFamily
+from karpy_aws.providers.instancetype.trunking import POD_ENI, branch_interfaces
 from karpy_aws.providers.selectors import Tags, freeze_tags
 
 MIB: Final = 1024 * 1024
@@ -252,6 +253,9 @@ def capacity(
             out[AWS_NEURON_CORE] = info.neuron_cores
     if info.efa_count:
         out[EFA] = info.efa_count
+    branches = branch_interfaces(info.name)
+    if branches:
+        out[POD_ENI] = branches
     return _freeze(out)
 
 

@@ -21,6 +21,8 @@ from karpy.runtime.clock import Clock
 from karpy_aws.providers.amifamily.amis import AMIFamily
 from karpy_aws.providers.instancetype.instancetypes import (
     DEFAULT_EPHEMERAL_STORAGE_GIB,
+    DEFAULT_RESERVED_ENIS,
+    VM_MEMORY_OVERHEAD_PERCENT,
     InstanceTypeInfo,
     KubeletSettings,
     Overhead,
@@ -127,11 +129,18 @@ def build_instance_types(
     prices: Prices,
     unavailable: UnavailableOfferings,
     ephemeral_storage_gib: int = DEFAULT_EPHEMERAL_STORAGE_GIB,
+    vm_memory_overhead_percent: float = VM_MEMORY_OVERHEAD_PERCENT,
+    reserved_enis: int = DEFAULT_RESERVED_ENIS,
 ) -> tuple[AWSInstanceType, ...]:
     """One AWSInstanceType per architecture of ``info``, with every offering (available or
     not: the scheduler must see unavailable ones too, as Karpenter's GetInstanceTypes does)."""
-    pods = max_pods(info, family=family, kubelet=kubelet)
-    cap = capacity(info, pods=pods, ephemeral_storage_gib=ephemeral_storage_gib)
+    pods = max_pods(info, family=family, kubelet=kubelet, reserved_enis=reserved_enis)
+    cap = capacity(
+        info,
+        pods=pods,
+        ephemeral_storage_gib=ephemeral_storage_gib,
+        vm_memory_overhead_percent=vm_memory_overhead_percent,
+    )
     over = overhead(cap, kubelet=kubelet)
     offerings = []
     for zone in zones:
@@ -197,6 +206,8 @@ class InstanceTypeCatalog:
         clock: Clock,
         names: Sequence[str] = (),
         refresh_period: datetime.timedelta = CATALOG_REFRESH_PERIOD,
+        vm_memory_overhead_percent: float = VM_MEMORY_OVERHEAD_PERCENT,
+        reserved_enis: int = DEFAULT_RESERVED_ENIS,
     ) -> None:
         self._ec2 = ec2
         self._prices = prices
@@ -204,6 +215,8 @@ class InstanceTypeCatalog:
         self._clock = clock
         self._names = tuple(names)
         self._period = refresh_period
+        self._vm_memory_overhead_percent = vm_memory_overhead_percent
+        self._reserved_enis = reserved_enis
         self._infos: tuple[InstanceTypeInfo, ...] = ()
         self._zones: tuple[Zone, ...] = ()
         self._offered: Mapping[str, frozenset[str]] = MappingProxyType({})
@@ -263,6 +276,8 @@ class InstanceTypeCatalog:
                     prices=self._prices,
                     unavailable=self._unavailable,
                     ephemeral_storage_gib=ephemeral_storage_gib,
+                    vm_memory_overhead_percent=self._vm_memory_overhead_percent,
+                    reserved_enis=self._reserved_enis,
                 )
             )
         return self._built[key]
