@@ -8,14 +8,23 @@ import datetime
 import secrets
 from typing import Any
 
+import attrs
 import pytest
 
 from karpy.apis.meta import ConditionStatus, Quantity
 from karpy.apis.v1 import labels as wk
+from karpy.cloudprovider import NodeClassNotReadyError
 from karpy.runtime.clock import FakeClock
 from karpy_aws.apis import ec2nodeclass as nc
 from karpy_aws.apis import labels as awslabels
 from karpy_aws.apis.ec2nodeclass import EC2NodeClass
+from karpy_aws.apis.ec2nodeclass_network import (
+    ConnectionTracking,
+    CPUOptions,
+    InterfaceType,
+    NetworkInterface,
+    PlacementGroupSelector,
+)
 from karpy_aws.apis.ec2nodeclass_status import EC2NodeClassStatus
 from karpy_aws.apis.kubelet import KubeletConfiguration
 from karpy_aws.controllers.nodeclass.status import resolve_status
@@ -35,6 +44,7 @@ from .conftest import (
     make_nodeclaim,
     make_nodeclass,
     node_role,
+    ready_nodeclass,
 )
 
 pytestmark = pytest.mark.aws
@@ -209,6 +219,56 @@ async def test_launch_settings_a_launch_could_not_use_fail_validation(
     assert (state, reason) == ("False", "NodeClassInvalid")
     assert message in got
     assert _conditions(status)["Ready"][0] == "False"
+
+
+# Every field karpy has accepted without acting on, set at once; each one karpy still does not
+# build must be refused by name (the rest are built and tested with the launch).
+EVERY_ADVANCED_FIELD: dict[str, Any] = {
+    "capacity_reservation_selector_terms": (nc.CapacityReservationSelectorTerm(id="cr-0abc"),),
+    "instance_store_policy": nc.InstanceStorePolicy.RAID0,
+    "context": "my-context",
+    "placement_group_selector": PlacementGroupSelector(name="ml-training-pg"),
+    "network_interfaces": (
+        NetworkInterface(
+            network_card_index=1, device_index=0, interface_type=InterfaceType.EFA_ONLY
+        ),
+    ),
+    "ip_prefix_count": 1,
+    "connection_tracking": ConnectionTracking(tcp_established_timeout=3600),
+    "cpu_options": CPUOptions(nested_virtualization="enabled"),
+    "block_device_mappings": (
+        nc.BlockDeviceMapping(
+            device_name="/dev/xvda",
+            ebs=nc.BlockDevice(volume_size=Quantity("20Gi"), volume_initialization_rate=200),
+        ),
+    ),
+}
+
+
+async def test_fields_karpy_does_not_build_yet_are_refused_by_name(
+    resolve: Resolver, moto: Moto, kit: ProviderKit
+) -> None:
+    nodeclass = make_nodeclass(role=node_role(moto), **EVERY_ADVANCED_FIELD)
+    status = await resolve(nodeclass)
+    state, reason, message = _conditions(status)["ValidationSucceeded"]
+    refused = {
+        name: f"karpy does not support {what} yet; remove {name}"
+        for name, what in nc.NOT_YET_SUPPORTED.items()
+    }
+    if not refused:
+        assert state == "True"
+        return
+    assert (state, reason) == ("False", "NodeClassInvalid")
+    assert _conditions(status)["Ready"][0] == "False"
+    for name, words in refused.items():
+        assert words in message, name
+    assert message.count("karpy does not support") == len(refused)
+    # A NodeClass that skipped the status check (Ready from before an upgrade) launches nothing.
+    launched_before = len(kit.faults.requests.get("CreateFleet", []))
+    kit.nodeclasses.put(attrs.evolve(ready_nodeclass(moto), spec=nodeclass.spec))
+    with pytest.raises(NodeClassNotReadyError, match="karpy does not support"):
+        await kit.provider.create(make_nodeclaim())
+    assert len(kit.faults.requests.get("CreateFleet", [])) == launched_before
 
 
 async def test_a_given_instance_profile_must_exist(resolve: Resolver, moto: Moto) -> None:

@@ -20,7 +20,7 @@ from karpy.apis.v1.nodeclaim import NodeClaim, NodeClaimSpec, NodeClaimStatus
 from karpy.cloudprovider.requirements import quantities_from_resources
 from karpy.core.resources import Resources
 from karpy_aws.apis import labels as awslabels
-from karpy_aws.apis.ec2nodeclass import EC2NodeClass
+from karpy_aws.apis.ec2nodeclass import EC2NodeClass, not_yet_supported
 from karpy_aws.errors import ConfigurationError
 from karpy_aws.providers.amifamily.amis import AMIFamily
 from karpy_aws.providers.amifamily.userdata import BootstrapOptions, Taint, render_user_data
@@ -58,6 +58,9 @@ class LaunchInputs:
     @classmethod
     def of(cls, nodeclass: EC2NodeClass) -> LaunchInputs:
         """Raises ConfigurationError naming the field when the spec cannot be used."""
+        refused = not_yet_supported(nodeclass.spec)
+        if refused:
+            raise ConfigurationError("; ".join(refused))
         family = ami_family(nodeclass.spec)
         return cls(
             family=family,

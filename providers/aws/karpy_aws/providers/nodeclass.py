@@ -43,6 +43,9 @@ _EPHEMERAL_DEVICE = {
 def validate_spec(spec: api.EC2NodeClassSpec) -> None:
     """Checks the CRD's CEL rules would make, repeated here so that objects that bypassed the
     apiserver (or came from an old CRD) fail with a clear message."""
+    refused = api.not_yet_supported(spec)
+    if refused:
+        raise ConfigurationError("; ".join(refused))
     if (spec.role is None) == (spec.instance_profile is None):
         raise ConfigurationError(
             "spec: must specify exactly one of ['role', 'instanceProfile'] "

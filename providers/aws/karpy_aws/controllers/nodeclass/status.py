@@ -24,7 +24,7 @@ from karpy.runtime.clock import Clock
 from karpy_aws import errors as aws
 from karpy_aws.apis import ec2nodeclass_status as api
 from karpy_aws.apis import labels as awslabels
-from karpy_aws.apis.ec2nodeclass import EC2NodeClass
+from karpy_aws.apis.ec2nodeclass import EC2NodeClass, not_yet_supported
 from karpy_aws.apis.ec2nodeclass_status import ConditionType, EC2NodeClassStatus
 from karpy_aws.providers.amifamily.amis import AMI, DEFAULT_SSM_PREFIX, Variant, resolve_amis
 from karpy_aws.providers.instanceprofile import InstanceProfiles
@@ -227,6 +227,9 @@ async def _instance_profile(
 def _validate(nodeclass: EC2NodeClass) -> Outcome:
     """The launch-shaping fields the CRD schema cannot fully check (amiFamily without an alias,
     IMDS values, block devices, kubelet quantities), checked the way a launch will read them."""
+    refused = not_yet_supported(nodeclass.spec)
+    if refused:
+        return Outcome(False, "NodeClassInvalid", "; ".join(refused))
     try:
         family = ami_family(nodeclass.spec)
         metadata_options(nodeclass.spec)
