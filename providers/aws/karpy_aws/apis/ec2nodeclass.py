@@ -51,13 +51,8 @@ WINDOWS_ALIAS_FAMILIES = ("windows2019", "windows2022", "windows2025")
 NOT_YET_SUPPORTED: Mapping[str, str] = {
     "capacityReservationSelectorTerms": "launching into capacity reservations",
     "instanceStorePolicy": "RAID0 instance-store arrays",
-    "context": "the CreateFleet context",
     "placementGroupSelector": "placement groups",
     "networkInterfaces": "explicit network interfaces (EFA)",
-    "ipPrefixCount": "IPv4 prefix delegation",
-    "connectionTracking": "connection-tracking timeouts",
-    "cpuOptions": "CPU options",
-    "volumeInitializationRate": "EBS volume initialization rates",
 }
 
 

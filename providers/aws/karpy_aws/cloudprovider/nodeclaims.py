@@ -38,10 +38,12 @@ from karpy_aws.providers.nodeclass import (
     NODECLASS_HASH_VERSION,
     ami_family,
     block_devices,
+    connection_tracking,
     ephemeral_storage_gib,
     kubelet_config,
     kubelet_settings,
     metadata_options,
+    nested_virtualization,
 )
 
 EC2NODECLASS_KIND = "EC2NodeClass"
@@ -127,6 +129,9 @@ class LaunchInputs:
             detailed_monitoring=bool(spec.detailed_monitoring),
             associate_public_ip_address=spec.associate_public_ip_address,
             tags=spec.tags,
+            nested_virtualization=nested_virtualization(spec),
+            ip_prefix_count=spec.ip_prefix_count,
+            connection_tracking=connection_tracking(spec),
         )
 
 

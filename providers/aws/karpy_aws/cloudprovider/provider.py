@@ -355,6 +355,7 @@ class AWSCloudProvider:
                         templates=names,
                         tags=tags,
                         token=client_token(nodeclaim.metadata.uid or ""),
+                        context=nodeclass.spec.context,
                     )
                 )
             except aws.NotFoundError as e:

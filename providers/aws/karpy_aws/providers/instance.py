@@ -98,11 +98,13 @@ def fleet_request(
     templates: Mapping[tuple[str, int], str],
     tags: Mapping[str, str],
     token: str | None = None,
+    context: str | None = None,
 ) -> dict[str, Any]:
     """CreateFleet's parameters for ``plan``: instant, one instance, one LaunchTemplateConfig
     per launch group (``templates`` maps (image id, max pods) to the template name), overrides
-    with ImageId, AvailabilityZone, SubnetId and Priority = price, and ``token`` as ClientToken
-    when given (pure)."""
+    with ImageId, AvailabilityZone, SubnetId and Priority = price, ``token`` as ClientToken and
+    the NodeClass's ``context`` (a reserved-capacity context AWS gave the account) when given
+    (pure)."""
     configs = [
         {
             "LaunchTemplateSpecification": {
@@ -137,6 +139,8 @@ def fleet_request(
     }
     if token:
         request["ClientToken"] = token
+    if context:
+        request["Context"] = context
     if spot:
         request["SpotOptions"] = {"AllocationStrategy": SPOT_ALLOCATION_STRATEGY}
     else:

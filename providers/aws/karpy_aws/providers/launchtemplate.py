@@ -47,6 +47,7 @@ class BlockDevice:
     throughput: int | None = None
     kms_key_id: str | None = None
     snapshot_id: str | None = None
+    volume_initialization_rate: int | None = None
 
     def to_ec2(self) -> dict[str, Any]:
         ebs: dict[str, Any] = {
@@ -60,6 +61,7 @@ class BlockDevice:
             ("Throughput", self.throughput),
             ("KmsKeyId", self.kms_key_id),
             ("SnapshotId", self.snapshot_id),
+            ("VolumeInitializationRate", self.volume_initialization_rate),
         ):
             if value is not None:
                 ebs[key] = value
@@ -100,6 +102,27 @@ class MetadataOptions:
         }
 
 
+@attrs.frozen(kw_only=True)
+class ConnectionTracking:
+    """Idle timeouts (seconds) of tracked connections on the primary network interface; unset
+    ones keep EC2's defaults."""
+
+    tcp_established_timeout: int | None = None
+    udp_stream_timeout: int | None = None
+    udp_timeout: int | None = None
+
+    def to_ec2(self) -> dict[str, int]:
+        return {
+            key: value
+            for key, value in (
+                ("TcpEstablishedTimeout", self.tcp_established_timeout),
+                ("UdpStreamTimeout", self.udp_stream_timeout),
+                ("UdpTimeout", self.udp_timeout),
+            )
+            if value is not None
+        }
+
+
 def _sorted_ids(value: tuple[str, ...] | list[str]) -> tuple[str, ...]:
     return tuple(sorted(set(value)))
 
@@ -119,10 +142,16 @@ class LaunchTemplateOptions:
     detailed_monitoring: bool = False
     associate_public_ip_address: bool | None = None
     tags: Tags = attrs.field(default=(), converter=freeze_tags)
+    nested_virtualization: Literal["enabled", "disabled"] | None = None
+    ip_prefix_count: int | None = None
+    connection_tracking: ConnectionTracking | None = None
 
     def hash(self) -> str:
-        """A stable digest of every field (the same options always give the same digest)."""
-        canonical = orjson.dumps(attrs.asdict(self), option=orjson.OPT_SORT_KEYS)
+        """A stable digest of every field (the same options always give the same digest).
+        Options left unset are not part of it, so adding an option to this class does not
+        rename the templates of NodeClasses that do not use it."""
+        fields = {k: v for k, v in attrs.asdict(self).items() if v is not None}
+        canonical = orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)
         return hashlib.sha256(canonical).hexdigest()[:20]
 
     @property
@@ -149,17 +178,30 @@ class LaunchTemplateOptions:
             "Monitoring": {"Enabled": self.detailed_monitoring},
             "BlockDeviceMappings": [b.to_ec2() for b in self.block_devices],
         }
-        if self.associate_public_ip_address is None:
-            data["SecurityGroupIds"] = list(self.security_group_ids)
+        if self.nested_virtualization is not None:
+            data["CpuOptions"] = {"NestedVirtualization": self.nested_virtualization}
+        interfaces = self.network_interfaces()
+        if interfaces:
+            data["NetworkInterfaces"] = interfaces
         else:
-            data["NetworkInterfaces"] = [
-                {
-                    "DeviceIndex": 0,
-                    "AssociatePublicIpAddress": self.associate_public_ip_address,
-                    "Groups": list(self.security_group_ids),
-                }
-            ]
+            data["SecurityGroupIds"] = list(self.security_group_ids)
         return data
+
+    def network_interfaces(self) -> list[dict[str, Any]]:
+        """The template's interfaces, or none when EC2's default primary interface (with the
+        groups in ``SecurityGroupIds``) does: a public-IP choice, IPv4 prefixes and
+        connection tracking are settings of the primary interface, so any of them spells it out
+        (and the groups move onto it, as EC2 requires)."""
+        primary: dict[str, Any] = {"DeviceIndex": 0, "Groups": list(self.security_group_ids)}
+        if self.associate_public_ip_address is not None:
+            primary["AssociatePublicIpAddress"] = self.associate_public_ip_address
+        if self.ip_prefix_count is not None:
+            primary["Ipv4PrefixCount"] = self.ip_prefix_count
+        if self.connection_tracking is not None:
+            primary["ConnectionTrackingSpecification"] = self.connection_tracking.to_ec2()
+        if len(primary) == 2:
+            return []
+        return [primary]
 
 
 @attrs.frozen

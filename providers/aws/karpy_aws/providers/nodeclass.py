@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from typing import Literal
 
 import orjson
 
@@ -26,7 +27,12 @@ from karpy_aws.providers.instancetype.instancetypes import (
     GIB,
     KubeletSettings,
 )
-from karpy_aws.providers.launchtemplate import BlockDevice, MetadataOptions, default_block_devices
+from karpy_aws.providers.launchtemplate import (
+    BlockDevice,
+    ConnectionTracking,
+    MetadataOptions,
+    default_block_devices,
+)
 from karpy_aws.providers.selectors import SelectorTerm
 
 # The device whose size becomes the node's ephemeral storage when no mapping is the root volume.
@@ -143,6 +149,7 @@ def block_devices(spec: api.EC2NodeClassSpec, family: AMIFamily) -> tuple[BlockD
                 throughput=ebs.throughput,
                 kms_key_id=ebs.kms_key_id,
                 snapshot_id=ebs.snapshot_id,
+                volume_initialization_rate=ebs.volume_initialization_rate,
             )
         )
     return tuple(out)
@@ -178,6 +185,30 @@ def metadata_options(spec: api.EC2NodeClassSpec) -> MetadataOptions:
         http_put_response_hop_limit=m.http_put_response_hop_limit,
         http_tokens="required" if m.http_tokens == "required" else "optional",
     )
+
+
+def connection_tracking(spec: api.EC2NodeClassSpec) -> ConnectionTracking | None:
+    """The primary interface's connection-tracking timeouts, if the NodeClass sets any."""
+    c = spec.connection_tracking
+    if c is None:
+        return None
+    return ConnectionTracking(
+        tcp_established_timeout=c.tcp_established_timeout,
+        udp_stream_timeout=c.udp_stream_timeout,
+        udp_timeout=c.udp_timeout,
+    )
+
+
+def nested_virtualization(spec: api.EC2NodeClassSpec) -> Literal["enabled", "disabled"] | None:
+    """``cpuOptions.nestedVirtualization`` for the launch template's CpuOptions."""
+    value = spec.cpu_options.nested_virtualization if spec.cpu_options is not None else None
+    if value is None:
+        return None
+    if value not in ("enabled", "disabled"):
+        raise ConfigurationError(
+            f"spec.cpuOptions.nestedVirtualization: {value!r} is not one of ['enabled', 'disabled']"
+        )
+    return "enabled" if value == "enabled" else "disabled"
 
 
 # Bumped when the hash below changes meaning, so old annotations are not read as drift.

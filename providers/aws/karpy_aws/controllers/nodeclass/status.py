@@ -43,6 +43,7 @@ from karpy_aws.providers.nodeclass import (
     ephemeral_storage_gib,
     kubelet_settings,
     metadata_options,
+    nested_virtualization,
     security_group_terms,
     subnet_terms,
 )
@@ -233,6 +234,7 @@ def _validate(nodeclass: EC2NodeClass) -> Outcome:
     try:
         family = ami_family(nodeclass.spec)
         metadata_options(nodeclass.spec)
+        nested_virtualization(nodeclass.spec)
         block_devices(nodeclass.spec, family)
         ephemeral_storage_gib(nodeclass.spec, family)
         kubelet = kubelet_settings(nodeclass.spec.kubelet)
