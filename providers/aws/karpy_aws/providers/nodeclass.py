@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Mapping
 from typing import Literal
 
 import orjson
@@ -19,6 +20,10 @@ from karpy.apis.codec import to_dict
 from karpy.core.resources import QuantityError, parse_quantity
 from karpy_aws.apis import ec2nodeclass as api
 from karpy_aws.apis.kubelet import KubeletConfiguration
+from karpy_aws.apis.labels import (
+    ANNOTATION_EC2NODECLASS_HASH,
+    ANNOTATION_EC2NODECLASS_HASH_VERSION,
+)
 from karpy_aws.errors import ConfigurationError
 from karpy_aws.providers.amifamily.amis import AMIFamily, parse_alias
 from karpy_aws.providers.amifamily.userdata import KubeletConfig
@@ -211,20 +216,51 @@ def nested_virtualization(spec: api.EC2NodeClassSpec) -> Literal["enabled", "dis
     return "enabled" if value == "enabled" else "disabled"
 
 
-# Bumped when the hash below changes meaning, so old annotations are not read as drift.
-NODECLASS_HASH_VERSION = "v1"
-# Selector terms are resolved into status and checked one by one (AMI, subnet and security
-# group drift), so they are left out of the static hash, as Karpenter leaves them out.
+# Bumped when what the hash below covers changes, so that a NodeClaim stamped by an older karpy
+# is not compared with a hash computed another way (every node would drift on upgrade); the
+# EC2NodeClass controller re-stamps such NodeClaims with the current version and hash
+# (rehash_annotations). v2: the AMI family is hashed as resolved, not as written.
+NODECLASS_HASH_VERSION = "v2"
+# Selector terms are resolved into status and checked one by one (AMI, subnet, security group,
+# capacity reservation and placement group drift), so they are left out of the static hash, as
+# Karpenter leaves them out. ``amiFamily`` is replaced by the family a launch uses: writing
+# out the family an alias already implies changes nothing on a node.
 _DYNAMIC_FIELDS = (
     "subnetSelectorTerms",
     "securityGroupSelectorTerms",
     "amiSelectorTerms",
     "capacityReservationSelectorTerms",
+    "placementGroupSelector",
+    "amiFamily",
 )
 
 
 def static_hash(spec: api.EC2NodeClassSpec) -> str:
-    """Digest of the spec's static fields (everything but the selector terms); a NodeClaim
-    whose ``karpenter.k8s.aws/ec2nodeclass-hash`` differs has NodeClassDrift."""
+    """Digest of what in the spec shapes a launch and is not resolved into status (everything
+    but the selector terms, with the AMI family as resolved); a NodeClaim whose
+    ``karpenter.k8s.aws/ec2nodeclass-hash`` differs has NodeClassDrift. Unset fields are not
+    on the wire, so a field added to the API does not change the hash of specs without it."""
     wire = {k: v for k, v in to_dict(spec).items() if k not in _DYNAMIC_FIELDS}
+    try:
+        wire["amiFamily"] = ami_family(spec).value
+    except ConfigurationError:
+        wire["amiFamily"] = None  # not launchable; the status says why
     return hashlib.sha256(orjson.dumps(wire, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+
+
+def rehash_annotations(
+    annotations: Mapping[str, str], *, current_hash: str, drifted: bool
+) -> dict[str, str] | None:
+    """The hash annotations to write on a NodeClaim stamped with another hash version (None
+    when its version is current): the current version, and the NodeClass's current hash unless
+    the NodeClaim is already Drifted (whether it still is cannot be told across a change of
+    what is hashed, so it stays drifted, as in Karpenter). A NodeClaim not launched yet (no
+    hash) is left to its launch, which stamps both."""
+    if ANNOTATION_EC2NODECLASS_HASH not in annotations:
+        return None
+    if annotations.get(ANNOTATION_EC2NODECLASS_HASH_VERSION) == NODECLASS_HASH_VERSION:
+        return None
+    update = {ANNOTATION_EC2NODECLASS_HASH_VERSION: NODECLASS_HASH_VERSION}
+    if not drifted:
+        update[ANNOTATION_EC2NODECLASS_HASH] = current_hash
+    return update
