@@ -205,6 +205,20 @@ async def test_role_and_instance_profile_together_are_refused(
             id="imds",
         ),
         pytest.param(
+            {
+                "network_interfaces": (
+                    NetworkInterface(
+                        network_card_index=0, device_index=0, interface_type=InterfaceType.INTERFACE
+                    ),
+                    NetworkInterface(
+                        network_card_index=0, device_index=0, interface_type=InterfaceType.INTERFACE
+                    ),
+                )
+            },
+            "spec.networkInterfaces: needs exactly one primary interface",
+            id="two-primary-interfaces",
+        ),
+        pytest.param(
             {"kubelet": KubeletConfiguration(kube_reserved={"memory": Quantity("lots")})},
             "kubelet.kubeReserved[memory]",
             id="kubelet-quantity",
@@ -229,6 +243,9 @@ EVERY_ADVANCED_FIELD: dict[str, Any] = {
     "context": "my-context",
     "placement_group_selector": PlacementGroupSelector(name="ml-training-pg"),
     "network_interfaces": (
+        NetworkInterface(
+            network_card_index=0, device_index=0, interface_type=InterfaceType.INTERFACE
+        ),
         NetworkInterface(
             network_card_index=1, device_index=0, interface_type=InterfaceType.EFA_ONLY
         ),

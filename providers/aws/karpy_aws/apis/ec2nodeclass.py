@@ -52,7 +52,6 @@ NOT_YET_SUPPORTED: Mapping[str, str] = {
     "capacityReservationSelectorTerms": "launching into capacity reservations",
     "instanceStorePolicy": "RAID0 instance-store arrays",
     "placementGroupSelector": "placement groups",
-    "networkInterfaces": "explicit network interfaces (EFA)",
 }
 
 

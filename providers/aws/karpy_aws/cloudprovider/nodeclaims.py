@@ -33,7 +33,7 @@ from karpy_aws.providers.instancetype.instancetypes import (
 )
 from karpy_aws.providers.instancetype.offerings import AWSInstanceType
 from karpy_aws.providers.launch import Candidate, LaunchGroup, LaunchPlan, Override
-from karpy_aws.providers.launchtemplate import LaunchTemplateOptions
+from karpy_aws.providers.launchtemplate import Interface, LaunchTemplateOptions
 from karpy_aws.providers.nodeclass import (
     NODECLASS_HASH_VERSION,
     ami_family,
@@ -44,6 +44,7 @@ from karpy_aws.providers.nodeclass import (
     kubelet_settings,
     metadata_options,
     nested_virtualization,
+    network_interfaces,
 )
 
 EC2NODECLASS_KIND = "EC2NodeClass"
@@ -56,6 +57,17 @@ class LaunchInputs:
     family: AMIFamily
     kubelet: KubeletSettings
     ephemeral: int
+    interfaces: tuple[Interface, ...] = ()
+
+    def can_launch(self, instance_type: AWSInstanceType) -> bool:
+        """Whether the type has the network cards (and EFA) the NodeClass's interfaces need;
+        EC2 would refuse the launch otherwise."""
+        if not self.interfaces:
+            return True
+        info = instance_type.info
+        cards = max(i.network_card_index for i in self.interfaces) + 1
+        efa_only = sum(i.interface_type == "efa-only" for i in self.interfaces)
+        return info.max_network_cards >= cards and info.efa_count >= efa_only
 
     @classmethod
     def of(cls, nodeclass: EC2NodeClass) -> LaunchInputs:
@@ -68,6 +80,7 @@ class LaunchInputs:
             family=family,
             kubelet=kubelet_settings(nodeclass.spec.kubelet),
             ephemeral=ephemeral_storage_gib(nodeclass.spec, family),
+            interfaces=network_interfaces(nodeclass.spec),
         )
 
     @classmethod
@@ -132,6 +145,8 @@ class LaunchInputs:
             nested_virtualization=nested_virtualization(spec),
             ip_prefix_count=spec.ip_prefix_count,
             connection_tracking=connection_tracking(spec),
+            efa_count=group.efa_count or None,
+            interfaces=self.interfaces or None,
         )
 
 

@@ -57,7 +57,7 @@ from karpy_aws.providers.instance import (
     launch_tags,
     parse_provider_id,
 )
-from karpy_aws.providers.instancetype.instancetypes import PODS
+from karpy_aws.providers.instancetype.instancetypes import EFA, PODS
 from karpy_aws.providers.instancetype.offerings import AWSInstanceType, InstanceTypeCatalog
 from karpy_aws.providers.instancetype.unavailable import UnavailableOfferings
 from karpy_aws.providers.launch import (
@@ -225,7 +225,8 @@ class AWSCloudProvider:
                 kubelet=inputs.kubelet,
                 ephemeral_storage_gib=inputs.ephemeral,
             )
-            cached = as_candidates(restrict_to_zones(types, zones))
+            launchable = (t for t in types if inputs.can_launch(t))
+            cached = as_candidates(restrict_to_zones(launchable, zones))
             if len(self._candidates) >= _CANDIDATE_CACHE_SIZE:
                 self._candidates.clear()
             self._candidates[key] = cached
@@ -293,6 +294,7 @@ class AWSCloudProvider:
             capacity_type=capacity_type,
             subnets=subnets,
             amis=nodeclass.status.amis,
+            efa=requests.get(EFA, 0) > 0,
         )
         if not plan.groups:
             raise InsufficientCapacityError(
@@ -346,9 +348,7 @@ class AWSCloudProvider:
                     options = inputs.template_options(
                         self._cluster, nodeclaim, nodeclass, group=group, plan=plan
                     )
-                    names[(group.image_id, group.max_pods)] = (
-                        await self._templates.ensure(options)
-                    ).name
+                    names[group.key] = (await self._templates.ensure(options)).name
                 launched = await self._instances.create_fleet(
                     fleet_request(
                         plan,

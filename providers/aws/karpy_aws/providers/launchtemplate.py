@@ -123,6 +123,20 @@ class ConnectionTracking:
         }
 
 
+@attrs.frozen(kw_only=True)
+class Interface:
+    """One network interface the NodeClass lists: a card, a device index on it, and whether it
+    carries IP traffic (``interface``) or only EFA traffic (``efa-only``)."""
+
+    network_card_index: int
+    device_index: int
+    interface_type: Literal["interface", "efa-only"] = "interface"
+
+    @property
+    def primary(self) -> bool:
+        return self.network_card_index == 0 and self.device_index == 0
+
+
 def _sorted_ids(value: tuple[str, ...] | list[str]) -> tuple[str, ...]:
     return tuple(sorted(set(value)))
 
@@ -145,6 +159,8 @@ class LaunchTemplateOptions:
     nested_virtualization: Literal["enabled", "disabled"] | None = None
     ip_prefix_count: int | None = None
     connection_tracking: ConnectionTracking | None = None
+    efa_count: int | None = None
+    interfaces: tuple[Interface, ...] | None = None
 
     def hash(self) -> str:
         """A stable digest of every field (the same options always give the same digest).
@@ -189,19 +205,54 @@ class LaunchTemplateOptions:
 
     def network_interfaces(self) -> list[dict[str, Any]]:
         """The template's interfaces, or none when EC2's default primary interface (with the
-        groups in ``SecurityGroupIds``) does: a public-IP choice, IPv4 prefixes and
-        connection tracking are settings of the primary interface, so any of them spells it out
-        (and the groups move onto it, as EC2 requires)."""
-        primary: dict[str, Any] = {"DeviceIndex": 0, "Groups": list(self.security_group_ids)}
+        groups in ``SecurityGroupIds``) does.
+
+        The NodeClass's own list (``interfaces``) wins. Otherwise a launch for EFA gets one EFA
+        interface per network card, up to ``efa_count``, as Karpenter attaches them (device
+        index 0 on card 0, 1 on the others, so card 0 stays the one with the node's address).
+        Otherwise a public-IP choice, IPv4 prefixes and connection tracking, all settings of
+        the primary interface, spell that one out. Every interface takes the security groups
+        (EC2 refuses them beside interfaces); the primary one takes the primary's settings."""
+        groups = list(self.security_group_ids)
+        if self.interfaces:
+            return [
+                self._interface(
+                    {
+                        "NetworkCardIndex": i.network_card_index,
+                        "DeviceIndex": i.device_index,
+                        "InterfaceType": i.interface_type,
+                        "Groups": groups,
+                    },
+                    primary=i.primary,
+                )
+                for i in self.interfaces
+            ]
+        if self.efa_count:
+            return [
+                self._interface(
+                    {
+                        "NetworkCardIndex": card,
+                        "DeviceIndex": 0 if card == 0 else 1,
+                        "InterfaceType": "efa",
+                        "Groups": groups,
+                    },
+                    primary=card == 0,
+                )
+                for card in range(self.efa_count)
+            ]
+        primary = self._interface({"DeviceIndex": 0, "Groups": groups}, primary=True)
+        return [] if len(primary) == 2 else [primary]
+
+    def _interface(self, interface: dict[str, Any], *, primary: bool) -> dict[str, Any]:
+        if interface.get("InterfaceType") == "efa-only":
+            return interface  # no IP addresses, so no public IP or prefixes either
         if self.associate_public_ip_address is not None:
-            primary["AssociatePublicIpAddress"] = self.associate_public_ip_address
+            interface["AssociatePublicIpAddress"] = self.associate_public_ip_address
         if self.ip_prefix_count is not None:
-            primary["Ipv4PrefixCount"] = self.ip_prefix_count
-        if self.connection_tracking is not None:
-            primary["ConnectionTrackingSpecification"] = self.connection_tracking.to_ec2()
-        if len(primary) == 2:
-            return []
-        return [primary]
+            interface["Ipv4PrefixCount"] = self.ip_prefix_count
+        if primary and self.connection_tracking is not None:
+            interface["ConnectionTrackingSpecification"] = self.connection_tracking.to_ec2()
+        return interface
 
 
 @attrs.frozen

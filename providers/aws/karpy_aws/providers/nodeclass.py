@@ -35,6 +35,7 @@ from karpy_aws.providers.instancetype.instancetypes import (
 from karpy_aws.providers.launchtemplate import (
     BlockDevice,
     ConnectionTracking,
+    Interface,
     MetadataOptions,
     default_block_devices,
 )
@@ -202,6 +203,37 @@ def connection_tracking(spec: api.EC2NodeClassSpec) -> ConnectionTracking | None
         udp_stream_timeout=c.udp_stream_timeout,
         udp_timeout=c.udp_timeout,
     )
+
+
+def network_interfaces(spec: api.EC2NodeClassSpec) -> tuple[Interface, ...]:
+    """The NodeClass's interfaces, checked as EC2 will: one primary (card 0, device 0) that
+    carries IP traffic, and no card and device index used twice."""
+    out = tuple(
+        Interface(
+            network_card_index=i.network_card_index,
+            device_index=i.device_index,
+            interface_type="efa-only" if i.interface_type.value == "efa-only" else "interface",
+        )
+        for i in spec.network_interfaces
+    )
+    if not out:
+        return out
+    primary = [i for i in out if i.primary]
+    if len(primary) != 1 or primary[0].interface_type != "interface":
+        raise ConfigurationError(
+            "spec.networkInterfaces: needs exactly one primary interface (networkCardIndex 0, "
+            "deviceIndex 0) of interfaceType 'interface', which carries the node's address"
+        )
+    seen: set[tuple[int, int]] = set()
+    for index, i in enumerate(out):
+        slot = (i.network_card_index, i.device_index)
+        if slot in seen:
+            raise ConfigurationError(
+                f"spec.networkInterfaces[{index}]: networkCardIndex {slot[0]} deviceIndex "
+                f"{slot[1]} is listed twice"
+            )
+        seen.add(slot)
+    return out
 
 
 def nested_virtualization(spec: api.EC2NodeClassSpec) -> Literal["enabled", "disabled"] | None:

@@ -44,6 +44,7 @@ from karpy_aws.providers.nodeclass import (
     kubelet_settings,
     metadata_options,
     nested_virtualization,
+    network_interfaces,
     security_group_terms,
     subnet_terms,
 )
@@ -235,6 +236,7 @@ def _validate(nodeclass: EC2NodeClass) -> Outcome:
         family = ami_family(nodeclass.spec)
         metadata_options(nodeclass.spec)
         nested_virtualization(nodeclass.spec)
+        network_interfaces(nodeclass.spec)
         block_devices(nodeclass.spec, family)
         ephemeral_storage_gib(nodeclass.spec, family)
         kubelet = kubelet_settings(nodeclass.spec.kubelet)

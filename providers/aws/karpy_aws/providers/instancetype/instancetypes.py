@@ -93,6 +93,7 @@ class InstanceTypeInfo:
     accelerator_count: int = 0
     neuron_cores: int = 0
     efa_count: int = 0
+    max_network_cards: int = 1
 
 
 def parse_instance_type(raw: Mapping[str, Any]) -> InstanceTypeInfo:
@@ -147,6 +148,7 @@ def parse_instance_type(raw: Mapping[str, Any]) -> InstanceTypeInfo:
         efa_count=int(network.get("EfaInfo", {}).get("MaximumEfaInterfaces", 0))
         if network.get("EfaSupported")
         else 0,
+        max_network_cards=int(network.get("MaximumNetworkCards", 1)),
     )
 
 
