@@ -206,6 +206,14 @@ async def test_role_and_instance_profile_together_are_refused(
         ),
         pytest.param(
             {
+                "instance_store_policy": nc.InstanceStorePolicy.RAID0,
+                "ami_selector_terms": (nc.AMISelectorTerm(alias="windows2022@latest"),),
+            },
+            "spec.instanceStorePolicy: RAID0 is not available for amiFamily Windows2022",
+            id="raid0-on-windows",
+        ),
+        pytest.param(
+            {
                 "network_interfaces": (
                     NetworkInterface(
                         network_card_index=0, device_index=0, interface_type=InterfaceType.INTERFACE

@@ -40,6 +40,7 @@ from karpy_aws.providers.nodeclass import (
     block_devices,
     connection_tracking,
     ephemeral_storage_gib,
+    instance_store_raid0,
     kubelet_config,
     kubelet_settings,
     metadata_options,
@@ -58,6 +59,7 @@ class LaunchInputs:
     kubelet: KubeletSettings
     ephemeral: int
     interfaces: tuple[Interface, ...] = ()
+    raid0: bool = False
 
     def can_launch(self, instance_type: AWSInstanceType) -> bool:
         """Whether the type has the network cards (and EFA) the NodeClass's interfaces need;
@@ -81,6 +83,7 @@ class LaunchInputs:
             kubelet=kubelet_settings(nodeclass.spec.kubelet),
             ephemeral=ephemeral_storage_gib(nodeclass.spec, family),
             interfaces=network_interfaces(nodeclass.spec),
+            raid0=instance_store_raid0(nodeclass.spec, family),
         )
 
     @classmethod
@@ -128,6 +131,7 @@ class LaunchInputs:
                 labels=labels,
                 taints=taints,
                 custom_user_data=spec.user_data,
+                instance_store_raid0=self.raid0,
             ),
         )
         return LaunchTemplateOptions(

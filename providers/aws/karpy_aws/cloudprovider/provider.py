@@ -224,6 +224,7 @@ class AWSCloudProvider:
                 family=inputs.family,
                 kubelet=inputs.kubelet,
                 ephemeral_storage_gib=inputs.ephemeral,
+                instance_store_raid0=inputs.raid0,
             )
             launchable = (t for t in types if inputs.can_launch(t))
             cached = as_candidates(restrict_to_zones(launchable, zones))
@@ -412,7 +413,10 @@ class AWSCloudProvider:
                 inputs = LaunchInputs.of(nodeclass)
         await self._ensure_catalog()
         types = self._catalog.instance_types(
-            family=inputs.family, kubelet=inputs.kubelet, ephemeral_storage_gib=inputs.ephemeral
+            family=inputs.family,
+            kubelet=inputs.kubelet,
+            ephemeral_storage_gib=inputs.ephemeral,
+            instance_store_raid0=inputs.raid0,
         )
         return {t.name: t for t in types}
 

@@ -236,6 +236,18 @@ def network_interfaces(spec: api.EC2NodeClassSpec) -> tuple[Interface, ...]:
     return out
 
 
+def instance_store_raid0(spec: api.EC2NodeClassSpec, family: AMIFamily) -> bool:
+    """Whether local instance-store disks become one RAID0 array for ephemeral storage
+    (``instanceStorePolicy: RAID0``); Windows user data has no way to ask for it."""
+    if spec.instance_store_policy is None:
+        return False
+    if family in (AMIFamily.WINDOWS2019, AMIFamily.WINDOWS2022, AMIFamily.WINDOWS2025):
+        raise ConfigurationError(
+            f"spec.instanceStorePolicy: RAID0 is not available for amiFamily {family.value}"
+        )
+    return True
+
+
 def nested_virtualization(spec: api.EC2NodeClassSpec) -> Literal["enabled", "disabled"] | None:
     """``cpuOptions.nestedVirtualization`` for the launch template's CpuOptions."""
     value = spec.cpu_options.nested_virtualization if spec.cpu_options is not None else None

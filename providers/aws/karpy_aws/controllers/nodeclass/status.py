@@ -41,6 +41,7 @@ from karpy_aws.providers.nodeclass import (
     ami_family,
     block_devices,
     ephemeral_storage_gib,
+    instance_store_raid0,
     kubelet_settings,
     metadata_options,
     nested_virtualization,
@@ -238,6 +239,7 @@ def _validate(nodeclass: EC2NodeClass) -> Outcome:
         nested_virtualization(nodeclass.spec)
         network_interfaces(nodeclass.spec)
         block_devices(nodeclass.spec, family)
+        instance_store_raid0(nodeclass.spec, family)
         ephemeral_storage_gib(nodeclass.spec, family)
         kubelet = kubelet_settings(nodeclass.spec.kubelet)
         overhead(_PROBE_CAPACITY, kubelet=kubelet)

@@ -94,6 +94,7 @@ class InstanceTypeInfo:
     neuron_cores: int = 0
     efa_count: int = 0
     max_network_cards: int = 1
+    instance_store_gb: int = 0
 
 
 def parse_instance_type(raw: Mapping[str, Any]) -> InstanceTypeInfo:
@@ -149,6 +150,7 @@ def parse_instance_type(raw: Mapping[str, Any]) -> InstanceTypeInfo:
         if network.get("EfaSupported")
         else 0,
         max_network_cards=int(network.get("MaximumNetworkCards", 1)),
+        instance_store_gb=int(storage.get("TotalSizeInGB", 0)),
     )
 
 
@@ -236,14 +238,21 @@ def capacity(
     pods: int,
     ephemeral_storage_gib: int = DEFAULT_EPHEMERAL_STORAGE_GIB,
     vm_memory_overhead_percent: float = VM_MEMORY_OVERHEAD_PERCENT,
+    instance_store_raid0: bool = False,
 ) -> Resources:
-    """What the node will report as capacity (cpu in millicores, bytes for memory/storage)."""
+    """What the node will report as capacity (cpu in millicores, bytes for memory/storage).
+    With ``instance_store_raid0`` a type with instance storage keeps its ephemeral storage on
+    the RAID0 array of its local disks, so that array's size (EC2 gives it in GB) is the
+    node's ephemeral storage; other types keep the EBS volume's."""
     overhead_mib = math.ceil(info.memory_mib * vm_memory_overhead_percent)
+    ephemeral = ephemeral_storage_gib * GIB
+    if instance_store_raid0 and info.instance_store_gb:
+        ephemeral = info.instance_store_gb * 10**9
     out = {
         CPU: info.vcpus * 1000,
         MEMORY: (info.memory_mib - overhead_mib) * MIB,
         PODS: pods,
-        EPHEMERAL_STORAGE: ephemeral_storage_gib * GIB,
+        EPHEMERAL_STORAGE: ephemeral,
     }
     gpu_resource = _GPU_RESOURCES.get(info.gpu_manufacturer)
     if gpu_resource and info.gpu_count:

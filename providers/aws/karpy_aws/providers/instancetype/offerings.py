@@ -127,11 +127,17 @@ def build_instance_types(
     prices: Prices,
     unavailable: UnavailableOfferings,
     ephemeral_storage_gib: int = DEFAULT_EPHEMERAL_STORAGE_GIB,
+    instance_store_raid0: bool = False,
 ) -> tuple[AWSInstanceType, ...]:
     """One AWSInstanceType per architecture of ``info``, with every offering (available or
     not: the scheduler must see unavailable ones too, as Karpenter's GetInstanceTypes does)."""
     pods = max_pods(info, family=family, kubelet=kubelet)
-    cap = capacity(info, pods=pods, ephemeral_storage_gib=ephemeral_storage_gib)
+    cap = capacity(
+        info,
+        pods=pods,
+        ephemeral_storage_gib=ephemeral_storage_gib,
+        instance_store_raid0=instance_store_raid0,
+    )
     over = overhead(cap, kubelet=kubelet)
     offerings = []
     for zone in zones:
@@ -245,9 +251,16 @@ class InstanceTypeCatalog:
         family: AMIFamily,
         kubelet: KubeletSettings,
         ephemeral_storage_gib: int = DEFAULT_EPHEMERAL_STORAGE_GIB,
+        instance_store_raid0: bool = False,
     ) -> tuple[AWSInstanceType, ...]:
         """Every instance type for one NodeClass shape; rebuilt when availability changed."""
-        key = (family, kubelet, ephemeral_storage_gib, self._unavailable.seq_num)
+        key = (
+            family,
+            kubelet,
+            ephemeral_storage_gib,
+            instance_store_raid0,
+            self._unavailable.seq_num,
+        )
         if key not in self._built:
             if len(self._built) > 64:
                 self._built.clear()
@@ -263,6 +276,7 @@ class InstanceTypeCatalog:
                     prices=self._prices,
                     unavailable=self._unavailable,
                     ephemeral_storage_gib=ephemeral_storage_gib,
+                    instance_store_raid0=instance_store_raid0,
                 )
             )
         return self._built[key]
