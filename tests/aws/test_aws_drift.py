@@ -15,7 +15,11 @@ from karpy.cloudprovider import NodeClaimNotFoundError
 from karpy_aws.apis import ec2nodeclass as nc
 from karpy_aws.apis import ec2nodeclass_status as nc_status
 from karpy_aws.apis import labels as awslabels
-from karpy_aws.apis.ec2nodeclass_network import ConnectionTracking, CPUOptions
+from karpy_aws.apis.ec2nodeclass_network import (
+    ConnectionTracking,
+    CPUOptions,
+    PlacementGroupSelector,
+)
 from karpy_aws.providers.nodeclass import NODECLASS_HASH_VERSION, rehash_annotations, static_hash
 
 from .conftest import AMI_IDS, ProviderKit, make_nodeclaim, ready_nodeclass
@@ -139,6 +143,7 @@ async def test_launch_options_drift_and_a_spelled_out_alias_family_does_not(
         {"connection_tracking": ConnectionTracking(tcp_established_timeout=3600)},
         {"ip_prefix_count": 1},
         {"context": "ctx-0123"},
+        {"placement_group_selector": PlacementGroupSelector(name="training")},
     ):
         kit.nodeclasses.put(ready_nodeclass(kit.moto, **change))
         assert await kit.provider.is_drifted(launched) == "NodeClassDrift", change

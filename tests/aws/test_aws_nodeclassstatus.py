@@ -123,6 +123,7 @@ async def test_a_good_nodeclass_resolves_everything_and_is_ready(
         "SubnetsReady",
         "SecurityGroupsReady",
         "AMIsReady",
+        "PlacementGroupReady",
         "InstanceProfileReady",
         "ValidationSucceeded",
         "Ready",
@@ -294,6 +295,62 @@ async def test_fields_karpy_does_not_build_yet_are_refused_by_name(
     with pytest.raises(NodeClassNotReadyError, match="karpy does not support"):
         await kit.provider.create(make_nodeclaim())
     assert len(kit.faults.requests.get("CreateFleet", [])) == launched_before
+
+
+async def test_the_placement_group_resolves_by_name_or_id_and_reaches_the_launch(
+    resolve: Resolver, moto: Moto, kit: ProviderKit
+) -> None:
+    name = f"pg-{secrets.token_hex(4)}"
+    created = boto_client(moto, "ec2").create_placement_group(
+        GroupName=name, Strategy="partition", PartitionCount=3
+    )["PlacementGroup"]
+    by_name = await resolve(
+        make_nodeclass(
+            role=node_role(moto), placement_group_selector=PlacementGroupSelector(name=name)
+        )
+    )
+    assert _conditions(by_name)["PlacementGroupReady"][0] == "True"
+    (group,) = by_name.placement_groups
+    assert (group.id, group.name, group.strategy.value, group.partition_count) == (
+        created["GroupId"],
+        name,
+        "partition",
+        3,
+    )
+    nodeclass = make_nodeclass(
+        role=node_role(moto),
+        placement_group_selector=PlacementGroupSelector(id=created["GroupId"]),
+    )
+    by_id = await resolve(nodeclass)
+    assert by_id.placement_groups == by_name.placement_groups
+    kit.nodeclasses.put(
+        EC2NodeClass(metadata=nodeclass.metadata, spec=nodeclass.spec, status=by_id)
+    )
+    await kit.provider.create(make_nodeclaim())
+    template = kit.faults.requests["CreateFleet"][-1]["LaunchTemplateConfigs"][0][
+        "LaunchTemplateSpecification"
+    ]["LaunchTemplateName"]
+    data = boto_client(moto, "ec2").describe_launch_template_versions(LaunchTemplateName=template)[
+        "LaunchTemplateVersions"
+    ][0]["LaunchTemplateData"]
+    assert data["Placement"] == {"GroupId": created["GroupId"]}
+
+
+async def test_an_unknown_placement_group_is_named_and_not_ready(
+    resolve: Resolver, moto: Moto
+) -> None:
+    status = await resolve(
+        make_nodeclass(
+            role=node_role(moto),
+            placement_group_selector=PlacementGroupSelector(name="no-such-group"),
+        )
+    )
+    state, reason, message = _conditions(status)["PlacementGroupReady"]
+    assert (state, reason) == ("False", "PlacementGroupNotFound")
+    assert "placementGroupSelector" in message
+    assert "no-such-group" in message
+    assert status.placement_groups == ()
+    assert _conditions(status)["Ready"][0] == "False"
 
 
 async def test_a_given_instance_profile_must_exist(resolve: Resolver, moto: Moto) -> None:

@@ -6,7 +6,8 @@ only here, lazily, and a missing moto is reported with the fix. The server binds
 only (``ThreadedMotoServer`` binds to every address unless told otherwise), and the process's
 AWS environment is pointed at fake credentials with no config files or instance metadata, so
 nothing can reach real AWS by accident. CreateFleet honours ClientToken as EC2 does
-(``karpy_aws_emulator.idempotency``), which moto alone does not. moto reads ``MOTO_AMIS_PATH``
+(``karpy_aws_emulator.idempotency``), which moto alone does not, and it has placement groups
+(``karpy_aws_emulator.placementgroups``), which moto lacks. moto reads ``MOTO_AMIS_PATH``
 when its EC2 models are first imported, so the AMIs are written and the variable set before that
 import.
 """
@@ -22,7 +23,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Final
 
-from karpy_aws_emulator import idempotency, launchtemplates
+from karpy_aws_emulator import idempotency, launchtemplates, placementgroups
 from karpy_aws_emulator.world import AMIS, REGION
 
 INSTALL_HINT: Final = (
@@ -85,6 +86,7 @@ def moto_server(state_dir: Path, *, port: int = 0) -> Iterator[str]:
             raise MotoMissingError from error
         idempotency.install()
         launchtemplates.install()
+        placementgroups.install()
         port = port or _free_port()
         server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
         server.start()

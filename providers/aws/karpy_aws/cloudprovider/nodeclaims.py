@@ -115,6 +115,14 @@ class LaunchInputs:
             raise ConfigurationError(
                 f"EC2NodeClass {nodeclass.metadata.name}: status.securityGroups is empty"
             )
+        placement = None
+        if spec.placement_group_selector is not None:
+            if not status.placement_groups:
+                raise ConfigurationError(
+                    f"EC2NodeClass {nodeclass.metadata.name}: status.placementGroups is not "
+                    "resolved"
+                )
+            placement = status.placement_groups[0].id
         labels = {**nodeclaim.metadata.labels, wk.LABEL_CAPACITY_TYPE: plan.capacity_type}
         taints = tuple(
             Taint(key=t.key, effect=t.effect.value, value=t.value or "")
@@ -151,6 +159,7 @@ class LaunchInputs:
             connection_tracking=connection_tracking(spec),
             efa_count=group.efa_count or None,
             interfaces=self.interfaces or None,
+            placement_group_id=placement,
         )
 
 

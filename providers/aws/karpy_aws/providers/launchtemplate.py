@@ -161,6 +161,7 @@ class LaunchTemplateOptions:
     connection_tracking: ConnectionTracking | None = None
     efa_count: int | None = None
     interfaces: tuple[Interface, ...] | None = None
+    placement_group_id: str | None = None
 
     def hash(self) -> str:
         """A stable digest of every field (the same options always give the same digest).
@@ -196,6 +197,8 @@ class LaunchTemplateOptions:
         }
         if self.nested_virtualization is not None:
             data["CpuOptions"] = {"NestedVirtualization": self.nested_virtualization}
+        if self.placement_group_id is not None:
+            data["Placement"] = {"GroupId": self.placement_group_id}
         interfaces = self.network_interfaces()
         if interfaces:
             data["NetworkInterfaces"] = interfaces

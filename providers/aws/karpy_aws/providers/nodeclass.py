@@ -265,16 +265,16 @@ def nested_virtualization(spec: api.EC2NodeClassSpec) -> Literal["enabled", "dis
 # EC2NodeClass controller re-stamps such NodeClaims with the current version and hash
 # (rehash_annotations). v2: the AMI family is hashed as resolved, not as written.
 NODECLASS_HASH_VERSION = "v2"
-# Selector terms are resolved into status and checked one by one (AMI, subnet, security group,
-# capacity reservation and placement group drift), so they are left out of the static hash, as
-# Karpenter leaves them out. ``amiFamily`` is replaced by the family a launch uses: writing
-# out the family an alias already implies changes nothing on a node.
+# Selector terms are resolved into status and checked one by one (AMI, subnet, security group
+# and capacity reservation drift), so they are left out of the static hash, as Karpenter leaves
+# them out. The placement group selector stays in: no per-instance check follows it, so a
+# changed selector drifts through the hash. ``amiFamily`` is replaced by the family a launch
+# uses: writing out the family an alias already implies changes nothing on a node.
 _DYNAMIC_FIELDS = (
     "subnetSelectorTerms",
     "securityGroupSelectorTerms",
     "amiSelectorTerms",
     "capacityReservationSelectorTerms",
-    "placementGroupSelector",
     "amiFamily",
 )
 
