@@ -364,7 +364,10 @@ class EC2NodeClassSpec:
     )
     capacity_reservation_selector_terms: tuple[CapacityReservationSelectorTerm, ...] = field(
         factory=tuple,
-        doc="On-demand capacity reservations and capacity blocks to use.",
+        doc=(
+            "On-demand capacity reservations and capacity blocks to use. Not supported by "
+            "karpy yet: a NodeClass that sets it is refused."
+        ),
         crd_default=False,
         max_items=30,
         rules=_not_yet("capacityReservationSelectorTerms", is_list=True),
