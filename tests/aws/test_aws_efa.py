@@ -12,7 +12,8 @@ from karpy.apis.meta import ObjectMeta
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.common import NodeClassReference
 from karpy.apis.v1.nodepool import NodeClaimTemplate, NodeClaimTemplateSpec, NodePool, NodePoolSpec
-from karpy.cloudprovider import NodeClassNotReadyError
+from karpy.cloudprovider import InsufficientCapacityError, NodeClassNotReadyError
+from karpy.core.resources import parse_quantity
 from karpy_aws.apis import labels as awslabels
 from karpy_aws.apis.ec2nodeclass_network import ConnectionTracking, InterfaceType, NetworkInterface
 from karpy_aws.session import AWSSession
@@ -125,6 +126,27 @@ async def test_listed_interfaces_are_attached_on_types_with_the_cards(
         },
         {"NetworkCardIndex": 1, "DeviceIndex": 0, "InterfaceType": "efa-only", "Groups": groups},
     ]
+
+
+async def test_listed_interfaces_offer_only_the_efa_they_attach(efa_kit: ProviderKit) -> None:
+    primary = NetworkInterface(
+        network_card_index=0, device_index=0, interface_type=InterfaceType.INTERFACE
+    )
+    efa_kit.nodeclasses.put(ready_nodeclass(efa_kit.moto, network_interfaces=(primary,)))
+    types = {t.name: t for t in await efa_kit.provider.get_instance_types(_pool())}
+    # c6in.32xlarge takes two EFA interfaces, but this class attaches none: it offers none.
+    assert EFA not in types["c6in.32xlarge"].capacity
+    with pytest.raises(InsufficientCapacityError):
+        await efa_kit.provider.create(make_nodeclaim(requests={EFA: "1"}))
+    one_efa = (
+        primary,
+        NetworkInterface(
+            network_card_index=1, device_index=0, interface_type=InterfaceType.EFA_ONLY
+        ),
+    )
+    efa_kit.nodeclasses.put(ready_nodeclass(efa_kit.moto, network_interfaces=one_efa))
+    types = {t.name: t for t in await efa_kit.provider.get_instance_types(_pool())}
+    assert types["c6in.32xlarge"].capacity[EFA] == parse_quantity("1")
 
 
 async def test_listed_interfaces_without_a_primary_one_are_refused(

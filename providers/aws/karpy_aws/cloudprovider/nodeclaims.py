@@ -61,6 +61,13 @@ class LaunchInputs:
     interfaces: tuple[Interface, ...] = ()
     raid0: bool = False
 
+    @property
+    def efa_interfaces(self) -> int | None:
+        """EFA interfaces the NodeClass's own list attaches (None without a list)."""
+        if not self.interfaces:
+            return None
+        return sum(i.interface_type == "efa-only" for i in self.interfaces)
+
     def can_launch(self, instance_type: AWSInstanceType) -> bool:
         """Whether the type has the network cards (and EFA) the NodeClass's interfaces need;
         EC2 would refuse the launch otherwise."""

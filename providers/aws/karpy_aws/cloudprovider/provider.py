@@ -225,6 +225,7 @@ class AWSCloudProvider:
                 kubelet=inputs.kubelet,
                 ephemeral_storage_gib=inputs.ephemeral,
                 instance_store_raid0=inputs.raid0,
+                efa_interfaces=inputs.efa_interfaces,
             )
             launchable = (t for t in types if inputs.can_launch(t))
             cached = as_candidates(restrict_to_zones(launchable, zones))
@@ -417,6 +418,7 @@ class AWSCloudProvider:
             kubelet=inputs.kubelet,
             ephemeral_storage_gib=inputs.ephemeral,
             instance_store_raid0=inputs.raid0,
+            efa_interfaces=inputs.efa_interfaces,
         )
         return {t.name: t for t in types}
 

@@ -239,11 +239,14 @@ def capacity(
     ephemeral_storage_gib: int = DEFAULT_EPHEMERAL_STORAGE_GIB,
     vm_memory_overhead_percent: float = VM_MEMORY_OVERHEAD_PERCENT,
     instance_store_raid0: bool = False,
+    efa_interfaces: int | None = None,
 ) -> Resources:
     """What the node will report as capacity (cpu in millicores, bytes for memory/storage).
     With ``instance_store_raid0`` a type with instance storage keeps its ephemeral storage on
     the RAID0 array of its local disks, so that array's size (EC2 gives it in GB) is the
-    node's ephemeral storage; other types keep the EBS volume's."""
+    node's ephemeral storage; other types keep the EBS volume's. ``efa_interfaces`` is how
+    many EFA interfaces the NodeClass's own interface list attaches (None: no list, so a
+    launch for EFA attaches all the type takes)."""
     overhead_mib = math.ceil(info.memory_mib * vm_memory_overhead_percent)
     ephemeral = ephemeral_storage_gib * GIB
     if instance_store_raid0 and info.instance_store_gb:
@@ -261,8 +264,9 @@ def capacity(
         out[AWS_NEURON] = info.accelerator_count
         if info.neuron_cores:
             out[AWS_NEURON_CORE] = info.neuron_cores
-    if info.efa_count:
-        out[EFA] = info.efa_count
+    efa = info.efa_count if efa_interfaces is None else min(efa_interfaces, info.efa_count)
+    if efa:
+        out[EFA] = efa
     return _freeze(out)
 
 

@@ -128,6 +128,7 @@ def build_instance_types(
     unavailable: UnavailableOfferings,
     ephemeral_storage_gib: int = DEFAULT_EPHEMERAL_STORAGE_GIB,
     instance_store_raid0: bool = False,
+    efa_interfaces: int | None = None,
 ) -> tuple[AWSInstanceType, ...]:
     """One AWSInstanceType per architecture of ``info``, with every offering (available or
     not: the scheduler must see unavailable ones too, as Karpenter's GetInstanceTypes does)."""
@@ -137,6 +138,7 @@ def build_instance_types(
         pods=pods,
         ephemeral_storage_gib=ephemeral_storage_gib,
         instance_store_raid0=instance_store_raid0,
+        efa_interfaces=efa_interfaces,
     )
     over = overhead(cap, kubelet=kubelet)
     offerings = []
@@ -252,6 +254,7 @@ class InstanceTypeCatalog:
         kubelet: KubeletSettings,
         ephemeral_storage_gib: int = DEFAULT_EPHEMERAL_STORAGE_GIB,
         instance_store_raid0: bool = False,
+        efa_interfaces: int | None = None,
     ) -> tuple[AWSInstanceType, ...]:
         """Every instance type for one NodeClass shape; rebuilt when availability changed."""
         key = (
@@ -259,6 +262,7 @@ class InstanceTypeCatalog:
             kubelet,
             ephemeral_storage_gib,
             instance_store_raid0,
+            efa_interfaces,
             self._unavailable.seq_num,
         )
         if key not in self._built:
@@ -277,6 +281,7 @@ class InstanceTypeCatalog:
                     unavailable=self._unavailable,
                     ephemeral_storage_gib=ephemeral_storage_gib,
                     instance_store_raid0=instance_store_raid0,
+                    efa_interfaces=efa_interfaces,
                 )
             )
         return self._built[key]
