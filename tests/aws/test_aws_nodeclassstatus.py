@@ -4,6 +4,7 @@ conditions."""
 
 from __future__ import annotations
 
+import base64
 import datetime
 import secrets
 from typing import Any
@@ -36,11 +37,13 @@ from .conftest import (
     AMI_IDS,
     K8S_VERSION,
     REGION,
+    SPOT_PRICES,
     SSM_PREFIX,
     FaultInjector,
     Moto,
     ProviderKit,
     boto_client,
+    build_kit,
     make_nodeclaim,
     make_nodeclass,
     node_role,
@@ -351,6 +354,43 @@ async def test_an_unknown_placement_group_is_named_and_not_ready(
     assert "no-such-group" in message
     assert status.placement_groups == ()
     assert _conditions(status)["Ready"][0] == "False"
+
+
+async def test_every_built_launch_option_resolves_ready_and_reaches_ec2(
+    resolve: Resolver, moto: Moto, session: AWSSession, faults: FaultInjector
+) -> None:
+    """Every field but the refused ones at once, from status resolution to moto's template."""
+    name = f"pg-{secrets.token_hex(4)}"
+    group = boto_client(moto, "ec2").create_placement_group(GroupName=name, Strategy="cluster")
+    fields = {
+        k: v for k, v in EVERY_ADVANCED_FIELD.items() if k != "capacity_reservation_selector_terms"
+    }
+    fields["placement_group_selector"] = PlacementGroupSelector(name=name)
+    nodeclass = make_nodeclass(role=node_role(moto), **fields)
+    status = await resolve(nodeclass)
+    assert _conditions(status)["Ready"][0] == "True", _conditions(status)
+    kit = await build_kit(session, faults, moto, spot_prices={**SPOT_PRICES, "c6in.32xlarge": 2.0})
+    kit.nodeclasses.put(
+        EC2NodeClass(metadata=nodeclass.metadata, spec=nodeclass.spec, status=status)
+    )
+    launched = await kit.provider.create(make_nodeclaim())
+    assert launched.metadata.labels[wk.LABEL_INSTANCE_TYPE] == "c6in.32xlarge"  # two cards
+    fleet = faults.requests["CreateFleet"][-1]
+    assert fleet["Context"] == "my-context"
+    template = fleet["LaunchTemplateConfigs"][0]["LaunchTemplateSpecification"][
+        "LaunchTemplateName"
+    ]
+    data = boto_client(moto, "ec2").describe_launch_template_versions(LaunchTemplateName=template)[
+        "LaunchTemplateVersions"
+    ][0]["LaunchTemplateData"]
+    assert data["CpuOptions"] == {"NestedVirtualization": "enabled"}
+    assert data["Placement"] == {"GroupId": group["PlacementGroup"]["GroupId"]}
+    primary, efa_only = data["NetworkInterfaces"]
+    assert (primary["InterfaceType"], primary["Ipv4PrefixCount"]) == ("interface", 1)
+    assert primary["ConnectionTrackingSpecification"] == {"TcpEstablishedTimeout": 3600}
+    assert (efa_only["NetworkCardIndex"], efa_only["InterfaceType"]) == (1, "efa-only")
+    assert data["BlockDeviceMappings"][0]["Ebs"]["VolumeInitializationRate"] == 200
+    assert "RAID0" in base64.b64decode(data["UserData"]).decode()
 
 
 async def test_a_given_instance_profile_must_exist(resolve: Resolver, moto: Moto) -> None:
