@@ -4,6 +4,7 @@ ignores CreateFleet's Context, so the fault injector's record of the request is 
 
 from __future__ import annotations
 
+import secrets
 from typing import Any
 
 import attrs
@@ -89,11 +90,22 @@ async def test_a_nodeclass_without_them_keeps_the_plain_template(kit: ProviderKi
 
 
 async def test_the_context_goes_with_every_create_fleet(kit: ProviderKit) -> None:
-    kit.nodeclasses.put(ready_nodeclass(kit.moto, context="ctx-reserved-0123"))
-    await kit.provider.create(make_nodeclaim(name="first"))
-    await kit.provider.create(make_nodeclaim(name="second"))
+    context = f"ctx-{secrets.token_hex(6)}"
+    kit.nodeclasses.put(ready_nodeclass(kit.moto, context=context))
+    first = await kit.provider.create(make_nodeclaim(name="first"))
+    second = await kit.provider.create(make_nodeclaim(name="second"))
     requests = kit.faults.requests["CreateFleet"]
-    assert [r["Context"] for r in requests[-2:]] == ["ctx-reserved-0123"] * 2
+    assert [r["Context"] for r in requests[-2:]] == [context] * 2
+    # The fleets EC2 (the emulator; moto alone drops it) made carry it too.
+    fleets = kit.ec2().describe_fleets()["Fleets"]
+    launched = {
+        instance_id
+        for fleet in fleets
+        if fleet.get("Context") == context
+        for entry in fleet.get("Instances", [])
+        for instance_id in entry.get("InstanceIds", [])
+    }
+    assert launched == {(c.status.provider_id or "").rsplit("/", 1)[1] for c in (first, second)}
 
 
 async def test_changing_a_launch_option_makes_a_new_template(kit: ProviderKit) -> None:
