@@ -408,6 +408,17 @@ class ProviderKit:
 @pytest.fixture
 async def kit(session: AWSSession, faults: FaultInjector, moto: Moto) -> ProviderKit:
     """A provider for a cluster of its own (moto is shared by the whole session)."""
+    return await build_kit(session, faults, moto)
+
+
+async def build_kit(
+    session: AWSSession,
+    faults: FaultInjector,
+    moto: Moto,
+    *,
+    spot_prices: dict[str, float] = SPOT_PRICES,
+) -> ProviderKit:
+    """The ``kit`` fixture's provider, over the instance types ``spot_prices`` lists."""
     clock = FakeClock()
     faults.answer(
         "DescribeSpotPriceHistory",
@@ -420,7 +431,7 @@ async def kit(session: AWSSession, faults: FaultInjector, moto: Moto) -> Provide
                     "ProductDescription": "Linux/UNIX",
                     "Timestamp": clock.now(),
                 }
-                for name, price in SPOT_PRICES.items()
+                for name, price in spot_prices.items()
                 for zone, factor in ZONE_FACTORS.items()
             ]
         },
@@ -429,7 +440,7 @@ async def kit(session: AWSSession, faults: FaultInjector, moto: Moto) -> Provide
     unavailable = UnavailableOfferings(clock)
     prices = PriceCache(ec2=ec2, pricing=None, clock=clock, region=REGION)
     catalog = InstanceTypeCatalog(
-        ec2=ec2, prices=prices, unavailable=unavailable, clock=clock, names=INSTANCE_TYPES
+        ec2=ec2, prices=prices, unavailable=unavailable, clock=clock, names=list(spot_prices)
     )
     cluster = ClusterInfo(
         name=f"cluster-{secrets.token_hex(4)}",

@@ -15,7 +15,12 @@ from karpy.cloudprovider import NodeClaimNotFoundError
 from karpy_aws.apis import ec2nodeclass as nc
 from karpy_aws.apis import ec2nodeclass_status as nc_status
 from karpy_aws.apis import labels as awslabels
-from karpy_aws.providers.nodeclass import static_hash
+from karpy_aws.apis.ec2nodeclass_network import (
+    ConnectionTracking,
+    CPUOptions,
+    PlacementGroupSelector,
+)
+from karpy_aws.providers.nodeclass import NODECLASS_HASH_VERSION, rehash_annotations, static_hash
 
 from .conftest import AMI_IDS, ProviderKit, make_nodeclaim, ready_nodeclass
 
@@ -123,3 +128,45 @@ def test_static_hash_ignores_selectors_and_follows_static_fields(
     assert static_hash(base) == static_hash(attrs.evolve(base, subnet_selector_terms=terms_b))
     changed = attrs.evolve(base, tags=tags_b)
     assert (static_hash(changed) == static_hash(base)) == (tags_a == tags_b)
+
+
+async def test_launch_options_drift_and_a_spelled_out_alias_family_does_not(
+    kit: ProviderKit,
+) -> None:
+    launched = await _launch(kit)
+    # amiFamily written out as the alias's own family: the same launch, no drift.
+    kit.nodeclasses.put(ready_nodeclass(kit.moto, ami_family=nc.AMIFamily.AL2023))
+    assert await kit.provider.is_drifted(launched) is None
+    # Each option that reaches the launch template or the fleet request drifts the node.
+    for change in (
+        {"cpu_options": CPUOptions(nested_virtualization="enabled")},
+        {"connection_tracking": ConnectionTracking(tcp_established_timeout=3600)},
+        {"ip_prefix_count": 1},
+        {"context": "ctx-0123"},
+        {"placement_group_selector": PlacementGroupSelector(name="training")},
+    ):
+        kit.nodeclasses.put(ready_nodeclass(kit.moto, **change))
+        assert await kit.provider.is_drifted(launched) == "NodeClassDrift", change
+
+
+def _stamped(version: str, value: str = "old-hash") -> dict[str, str]:
+    return {
+        awslabels.ANNOTATION_EC2NODECLASS_HASH: value,
+        awslabels.ANNOTATION_EC2NODECLASS_HASH_VERSION: version,
+    }
+
+
+def test_nodeclaims_of_an_older_hash_version_are_restamped_unless_drifted() -> None:
+    assert rehash_annotations(_stamped("v1"), current_hash="new", drifted=False) == _stamped(
+        NODECLASS_HASH_VERSION, "new"
+    )
+    # Already drifted: only the version moves, the old hash keeps it drifted.
+    assert rehash_annotations(_stamped("v1"), current_hash="new", drifted=True) == {
+        awslabels.ANNOTATION_EC2NODECLASS_HASH_VERSION: NODECLASS_HASH_VERSION
+    }
+    assert (
+        rehash_annotations(_stamped(NODECLASS_HASH_VERSION), current_hash="x", drifted=False)
+        is None
+    )
+    # Not launched yet: its launch stamps both.
+    assert rehash_annotations({}, current_hash="new", drifted=False) is None

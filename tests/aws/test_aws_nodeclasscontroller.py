@@ -7,8 +7,10 @@ from __future__ import annotations
 import secrets
 from collections.abc import AsyncIterator
 
+import attrs
 import pytest
 
+from karpy.apis.meta import with_annotations
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError as KubeNotFoundError
 from karpy.kube.kinds import NODECLAIMS
@@ -17,6 +19,7 @@ from karpy.runtime.reconciler import Result
 from karpy.runtime.telemetry import Telemetry
 from karpy.state.view import ClusterView
 from karpy_aws import errors as aws
+from karpy_aws.apis import labels as awslabels
 from karpy_aws.apis.kinds import EC2NODECLASSES
 from karpy_aws.controllers.nodeclass.controller import (
     FINALIZER,
@@ -25,6 +28,7 @@ from karpy_aws.controllers.nodeclass.controller import (
 )
 from karpy_aws.providers.instanceprofile import InstanceProfiles
 from karpy_aws.providers.launchtemplate import LaunchTemplates
+from karpy_aws.providers.nodeclass import NODECLASS_HASH_VERSION, static_hash
 from karpy_aws.providers.version import KubernetesVersion
 from karpy_aws.session import AWSSession
 from tests.support.providers import Informed
@@ -153,3 +157,42 @@ async def test_deletion_waits_for_the_nodeclaims_that_use_the_nodeclass(
     assert await controller.reconcile(name) == Result()
     with pytest.raises(KubeNotFoundError):
         await kube.get(EC2NODECLASSES, name)
+
+
+async def test_nodeclaims_stamped_by_an_older_hash_version_are_restamped(
+    kube: KubeClient,
+    moto: Moto,
+    cleanup: list[str],
+    controller: NodeClassController,
+    view: ClusterView,
+) -> None:
+    name = await _create(kube, cleanup, moto)
+    old = {
+        awslabels.ANNOTATION_EC2NODECLASS_HASH: "hash-of-an-older-karpy",
+        awslabels.ANNOTATION_EC2NODECLASS_HASH_VERSION: "v1",
+    }
+    claims = []
+    for prefix in ("old", "unlaunched"):
+        claim = make_nodeclaim(name=f"{prefix}-{secrets.token_hex(3)}", nodeclass=name)
+        if prefix == "old":
+            claim = attrs.evolve(claim, metadata=with_annotations(claim.metadata, old))
+        claims.append(claim.metadata.name or "")
+        cleanup.append(NODECLAIMS.object_path(claims[-1]))
+        await kube.create(NODECLAIMS, claim)
+
+    async def in_view() -> bool:
+        return all(view.nodeclaim(c) is not None for c in claims)
+
+    await eventually(in_view, what="the view to hold the NodeClaims")
+    await controller.reconcile(name)
+    nodeclass = await kube.get(EC2NODECLASSES, name)
+    restamped = await kube.get(NODECLAIMS, claims[0])
+    assert restamped.metadata.annotations[awslabels.ANNOTATION_EC2NODECLASS_HASH] == static_hash(
+        nodeclass.spec
+    )
+    assert (
+        restamped.metadata.annotations[awslabels.ANNOTATION_EC2NODECLASS_HASH_VERSION]
+        == NODECLASS_HASH_VERSION
+    )
+    untouched = await kube.get(NODECLAIMS, claims[1])
+    assert awslabels.ANNOTATION_EC2NODECLASS_HASH not in untouched.metadata.annotations

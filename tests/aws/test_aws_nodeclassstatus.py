@@ -4,18 +4,28 @@ conditions."""
 
 from __future__ import annotations
 
+import base64
 import datetime
 import secrets
 from typing import Any
 
+import attrs
 import pytest
 
 from karpy.apis.meta import ConditionStatus, Quantity
 from karpy.apis.v1 import labels as wk
+from karpy.cloudprovider import NodeClassNotReadyError
 from karpy.runtime.clock import FakeClock
 from karpy_aws.apis import ec2nodeclass as nc
 from karpy_aws.apis import labels as awslabels
 from karpy_aws.apis.ec2nodeclass import EC2NodeClass
+from karpy_aws.apis.ec2nodeclass_network import (
+    ConnectionTracking,
+    CPUOptions,
+    InterfaceType,
+    NetworkInterface,
+    PlacementGroupSelector,
+)
 from karpy_aws.apis.ec2nodeclass_status import EC2NodeClassStatus
 from karpy_aws.apis.kubelet import KubeletConfiguration
 from karpy_aws.controllers.nodeclass.status import resolve_status
@@ -27,14 +37,17 @@ from .conftest import (
     AMI_IDS,
     K8S_VERSION,
     REGION,
+    SPOT_PRICES,
     SSM_PREFIX,
     FaultInjector,
     Moto,
     ProviderKit,
     boto_client,
+    build_kit,
     make_nodeclaim,
     make_nodeclass,
     node_role,
+    ready_nodeclass,
 )
 
 pytestmark = pytest.mark.aws
@@ -113,6 +126,7 @@ async def test_a_good_nodeclass_resolves_everything_and_is_ready(
         "SubnetsReady",
         "SecurityGroupsReady",
         "AMIsReady",
+        "PlacementGroupReady",
         "InstanceProfileReady",
         "ValidationSucceeded",
         "Ready",
@@ -195,6 +209,28 @@ async def test_role_and_instance_profile_together_are_refused(
             id="imds",
         ),
         pytest.param(
+            {
+                "instance_store_policy": nc.InstanceStorePolicy.RAID0,
+                "ami_selector_terms": (nc.AMISelectorTerm(alias="windows2022@latest"),),
+            },
+            "spec.instanceStorePolicy: RAID0 is not available for amiFamily Windows2022",
+            id="raid0-on-windows",
+        ),
+        pytest.param(
+            {
+                "network_interfaces": (
+                    NetworkInterface(
+                        network_card_index=0, device_index=0, interface_type=InterfaceType.INTERFACE
+                    ),
+                    NetworkInterface(
+                        network_card_index=0, device_index=0, interface_type=InterfaceType.INTERFACE
+                    ),
+                )
+            },
+            "spec.networkInterfaces: needs exactly one primary interface",
+            id="two-primary-interfaces",
+        ),
+        pytest.param(
             {"kubelet": KubeletConfiguration(kube_reserved={"memory": Quantity("lots")})},
             "kubelet.kubeReserved[memory]",
             id="kubelet-quantity",
@@ -209,6 +245,152 @@ async def test_launch_settings_a_launch_could_not_use_fail_validation(
     assert (state, reason) == ("False", "NodeClassInvalid")
     assert message in got
     assert _conditions(status)["Ready"][0] == "False"
+
+
+# Every field karpy has accepted without acting on, set at once; each one karpy still does not
+# build must be refused by name (the rest are built and tested with the launch).
+EVERY_ADVANCED_FIELD: dict[str, Any] = {
+    "capacity_reservation_selector_terms": (nc.CapacityReservationSelectorTerm(id="cr-0abc"),),
+    "instance_store_policy": nc.InstanceStorePolicy.RAID0,
+    "context": "my-context",
+    "placement_group_selector": PlacementGroupSelector(name="ml-training-pg"),
+    "network_interfaces": (
+        NetworkInterface(
+            network_card_index=0, device_index=0, interface_type=InterfaceType.INTERFACE
+        ),
+        NetworkInterface(
+            network_card_index=1, device_index=0, interface_type=InterfaceType.EFA_ONLY
+        ),
+    ),
+    "ip_prefix_count": 1,
+    "connection_tracking": ConnectionTracking(tcp_established_timeout=3600),
+    "cpu_options": CPUOptions(nested_virtualization="enabled"),
+    "block_device_mappings": (
+        nc.BlockDeviceMapping(
+            device_name="/dev/xvda",
+            ebs=nc.BlockDevice(volume_size=Quantity("20Gi"), volume_initialization_rate=200),
+        ),
+    ),
+}
+
+
+async def test_fields_karpy_does_not_build_yet_are_refused_by_name(
+    resolve: Resolver, moto: Moto, kit: ProviderKit
+) -> None:
+    nodeclass = make_nodeclass(role=node_role(moto), **EVERY_ADVANCED_FIELD)
+    status = await resolve(nodeclass)
+    state, reason, message = _conditions(status)["ValidationSucceeded"]
+    refused = {
+        name: f"karpy does not support {what} yet; remove {name}"
+        for name, what in nc.NOT_YET_SUPPORTED.items()
+    }
+    if not refused:
+        assert state == "True"
+        return
+    assert (state, reason) == ("False", "NodeClassInvalid")
+    assert _conditions(status)["Ready"][0] == "False"
+    for name, words in refused.items():
+        assert words in message, name
+    assert message.count("karpy does not support") == len(refused)
+    # A NodeClass that skipped the status check (Ready from before an upgrade) launches nothing.
+    launched_before = len(kit.faults.requests.get("CreateFleet", []))
+    kit.nodeclasses.put(attrs.evolve(ready_nodeclass(moto), spec=nodeclass.spec))
+    with pytest.raises(NodeClassNotReadyError, match="karpy does not support"):
+        await kit.provider.create(make_nodeclaim())
+    assert len(kit.faults.requests.get("CreateFleet", [])) == launched_before
+
+
+async def test_the_placement_group_resolves_by_name_or_id_and_reaches_the_launch(
+    resolve: Resolver, moto: Moto, kit: ProviderKit
+) -> None:
+    name = f"pg-{secrets.token_hex(4)}"
+    created = boto_client(moto, "ec2").create_placement_group(
+        GroupName=name, Strategy="partition", PartitionCount=3
+    )["PlacementGroup"]
+    by_name = await resolve(
+        make_nodeclass(
+            role=node_role(moto), placement_group_selector=PlacementGroupSelector(name=name)
+        )
+    )
+    assert _conditions(by_name)["PlacementGroupReady"][0] == "True"
+    (group,) = by_name.placement_groups
+    assert (group.id, group.name, group.strategy.value, group.partition_count) == (
+        created["GroupId"],
+        name,
+        "partition",
+        3,
+    )
+    nodeclass = make_nodeclass(
+        role=node_role(moto),
+        placement_group_selector=PlacementGroupSelector(id=created["GroupId"]),
+    )
+    by_id = await resolve(nodeclass)
+    assert by_id.placement_groups == by_name.placement_groups
+    kit.nodeclasses.put(
+        EC2NodeClass(metadata=nodeclass.metadata, spec=nodeclass.spec, status=by_id)
+    )
+    await kit.provider.create(make_nodeclaim())
+    template = kit.faults.requests["CreateFleet"][-1]["LaunchTemplateConfigs"][0][
+        "LaunchTemplateSpecification"
+    ]["LaunchTemplateName"]
+    data = boto_client(moto, "ec2").describe_launch_template_versions(LaunchTemplateName=template)[
+        "LaunchTemplateVersions"
+    ][0]["LaunchTemplateData"]
+    assert data["Placement"] == {"GroupId": created["GroupId"]}
+
+
+async def test_an_unknown_placement_group_is_named_and_not_ready(
+    resolve: Resolver, moto: Moto
+) -> None:
+    status = await resolve(
+        make_nodeclass(
+            role=node_role(moto),
+            placement_group_selector=PlacementGroupSelector(name="no-such-group"),
+        )
+    )
+    state, reason, message = _conditions(status)["PlacementGroupReady"]
+    assert (state, reason) == ("False", "PlacementGroupNotFound")
+    assert "placementGroupSelector" in message
+    assert "no-such-group" in message
+    assert status.placement_groups == ()
+    assert _conditions(status)["Ready"][0] == "False"
+
+
+async def test_every_built_launch_option_resolves_ready_and_reaches_ec2(
+    resolve: Resolver, moto: Moto, session: AWSSession, faults: FaultInjector
+) -> None:
+    """Every field but the refused ones at once, from status resolution to moto's template."""
+    name = f"pg-{secrets.token_hex(4)}"
+    group = boto_client(moto, "ec2").create_placement_group(GroupName=name, Strategy="cluster")
+    fields = {
+        k: v for k, v in EVERY_ADVANCED_FIELD.items() if k != "capacity_reservation_selector_terms"
+    }
+    fields["placement_group_selector"] = PlacementGroupSelector(name=name)
+    nodeclass = make_nodeclass(role=node_role(moto), **fields)
+    status = await resolve(nodeclass)
+    assert _conditions(status)["Ready"][0] == "True", _conditions(status)
+    kit = await build_kit(session, faults, moto, spot_prices={**SPOT_PRICES, "c6in.32xlarge": 2.0})
+    kit.nodeclasses.put(
+        EC2NodeClass(metadata=nodeclass.metadata, spec=nodeclass.spec, status=status)
+    )
+    launched = await kit.provider.create(make_nodeclaim())
+    assert launched.metadata.labels[wk.LABEL_INSTANCE_TYPE] == "c6in.32xlarge"  # two cards
+    fleet = faults.requests["CreateFleet"][-1]
+    assert fleet["Context"] == "my-context"
+    template = fleet["LaunchTemplateConfigs"][0]["LaunchTemplateSpecification"][
+        "LaunchTemplateName"
+    ]
+    data = boto_client(moto, "ec2").describe_launch_template_versions(LaunchTemplateName=template)[
+        "LaunchTemplateVersions"
+    ][0]["LaunchTemplateData"]
+    assert data["CpuOptions"] == {"NestedVirtualization": "enabled"}
+    assert data["Placement"] == {"GroupId": group["PlacementGroup"]["GroupId"]}
+    primary, efa_only = data["NetworkInterfaces"]
+    assert (primary["InterfaceType"], primary["Ipv4PrefixCount"]) == ("interface", 1)
+    assert primary["ConnectionTrackingSpecification"] == {"TcpEstablishedTimeout": 3600}
+    assert (efa_only["NetworkCardIndex"], efa_only["InterfaceType"]) == (1, "efa-only")
+    assert data["BlockDeviceMappings"][0]["Ebs"]["VolumeInitializationRate"] == 200
+    assert "RAID0" in base64.b64decode(data["UserData"]).decode()
 
 
 async def test_a_given_instance_profile_must_exist(resolve: Resolver, moto: Moto) -> None:

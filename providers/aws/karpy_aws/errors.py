@@ -38,6 +38,7 @@ NOT_FOUND_CODES: Final = frozenset(
         "InvalidSubnetID.NotFound",
         "InvalidGroup.NotFound",
         "InvalidAMIID.NotFound",
+        "InvalidPlacementGroup.Unknown",
         "ParameterNotFound",
         "NoSuchEntity",
         "AWS.SimpleQueueService.NonExistentQueue",

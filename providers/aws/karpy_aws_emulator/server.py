@@ -6,8 +6,10 @@ only here, lazily, and a missing moto is reported with the fix. The server binds
 only (``ThreadedMotoServer`` binds to every address unless told otherwise), and the process's
 AWS environment is pointed at fake credentials with no config files or instance metadata, so
 nothing can reach real AWS by accident. CreateFleet honours ClientToken as EC2 does
-(``karpy_aws_emulator.idempotency``), which moto alone does not, and an IPv6 EKS cluster reports
-its service CIDR (``karpy_aws_emulator.eks``). moto reads ``MOTO_AMIS_PATH``
+(``karpy_aws_emulator.idempotency``), which moto alone does not, an IPv6 EKS cluster reports
+its service CIDR (``karpy_aws_emulator.eks``), and it has placement groups
+(``karpy_aws_emulator.placementgroups``), which moto lacks; fleets keep CreateFleet's Context
+(``karpy_aws_emulator.fleetcontext``), which moto drops. moto reads ``MOTO_AMIS_PATH``
 when its EC2 models are first imported, so the AMIs are written and the variable set before that
 import.
 """
@@ -23,7 +25,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Final
 
-from karpy_aws_emulator import eks, idempotency, launchtemplates
+from karpy_aws_emulator import eks, fleetcontext, idempotency, launchtemplates, placementgroups
 from karpy_aws_emulator.world import AMIS, REGION
 
 INSTALL_HINT: Final = (
@@ -85,8 +87,10 @@ def moto_server(state_dir: Path, *, port: int = 0) -> Iterator[str]:
         except ImportError as error:
             raise MotoMissingError from error
         idempotency.install()
+        fleetcontext.install()
         launchtemplates.install()
         eks.install()
+        placementgroups.install()
         port = port or _free_port()
         server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
         server.start()

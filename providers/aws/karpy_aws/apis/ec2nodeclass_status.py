@@ -73,6 +73,22 @@ class CapacityReservation:
     )
 
 
+class PlacementStrategy(enum.StrEnum):
+    CLUSTER = "cluster"
+    PARTITION = "partition"
+    SPREAD = "spread"
+
+
+@attrs.frozen(kw_only=True)
+class PlacementGroup:
+    id: str = field(doc="Placement group id.", pattern=r"^pg-[0-9a-z]+$")
+    name: str = field(doc="Placement group name.")
+    strategy: PlacementStrategy = field(doc="cluster, partition or spread.")
+    state: str = field(doc="EC2's state of the group (instances launch only when available).")
+    partition_count: int | None = field(default=None, doc="Partitions of a partition group.")
+    spread_level: str | None = field(default=None, doc="host or rack, for a spread group.")
+
+
 @attrs.frozen(kw_only=True)
 class EC2NodeClassStatus:
     subnets: tuple[Subnet, ...] = field(factory=tuple, doc="Resolved subnets.", crd_default=False)
@@ -82,6 +98,11 @@ class EC2NodeClassStatus:
     amis: tuple[AMI, ...] = field(factory=tuple, doc="Resolved AMIs.", crd_default=False)
     capacity_reservations: tuple[CapacityReservation, ...] = field(
         factory=tuple, doc="Resolved capacity reservations.", crd_default=False
+    )
+    placement_groups: tuple[PlacementGroup, ...] = field(
+        factory=tuple,
+        doc="The placement group placementGroupSelector resolved to.",
+        crd_default=False,
     )
     instance_profile: str | None = field(default=None, doc="Instance profile in use.")
     conditions: tuple[Condition, ...] = conditions_field()

@@ -20,7 +20,7 @@ from karpy.apis.v1.nodeclaim import NodeClaim, NodeClaimSpec, NodeClaimStatus
 from karpy.cloudprovider.requirements import quantities_from_resources
 from karpy.core.resources import Resources
 from karpy_aws.apis import labels as awslabels
-from karpy_aws.apis.ec2nodeclass import EC2NodeClass
+from karpy_aws.apis.ec2nodeclass import EC2NodeClass, not_yet_supported
 from karpy_aws.errors import ConfigurationError
 from karpy_aws.providers.amifamily.amis import AMIFamily
 from karpy_aws.providers.amifamily.userdata import BootstrapOptions, Taint, render_user_data
@@ -33,15 +33,19 @@ from karpy_aws.providers.instancetype.instancetypes import (
 )
 from karpy_aws.providers.instancetype.offerings import AWSInstanceType
 from karpy_aws.providers.launch import Candidate, LaunchGroup, LaunchPlan, Override
-from karpy_aws.providers.launchtemplate import LaunchTemplateOptions
+from karpy_aws.providers.launchtemplate import Interface, LaunchTemplateOptions
 from karpy_aws.providers.nodeclass import (
     NODECLASS_HASH_VERSION,
     ami_family,
     block_devices,
+    connection_tracking,
     ephemeral_storage_gib,
+    instance_store_raid0,
     kubelet_config,
     kubelet_settings,
     metadata_options,
+    nested_virtualization,
+    network_interfaces,
 )
 
 EC2NODECLASS_KIND = "EC2NodeClass"
@@ -54,15 +58,39 @@ class LaunchInputs:
     family: AMIFamily
     kubelet: KubeletSettings
     ephemeral: int
+    interfaces: tuple[Interface, ...] = ()
+    raid0: bool = False
+
+    @property
+    def efa_interfaces(self) -> int | None:
+        """EFA interfaces the NodeClass's own list attaches (None without a list)."""
+        if not self.interfaces:
+            return None
+        return sum(i.interface_type == "efa-only" for i in self.interfaces)
+
+    def can_launch(self, instance_type: AWSInstanceType) -> bool:
+        """Whether the type has the network cards (and EFA) the NodeClass's interfaces need;
+        EC2 would refuse the launch otherwise."""
+        if not self.interfaces:
+            return True
+        info = instance_type.info
+        cards = max(i.network_card_index for i in self.interfaces) + 1
+        efa_only = sum(i.interface_type == "efa-only" for i in self.interfaces)
+        return info.max_network_cards >= cards and info.efa_count >= efa_only
 
     @classmethod
     def of(cls, nodeclass: EC2NodeClass) -> LaunchInputs:
         """Raises ConfigurationError naming the field when the spec cannot be used."""
+        refused = not_yet_supported(nodeclass.spec)
+        if refused:
+            raise ConfigurationError("; ".join(refused))
         family = ami_family(nodeclass.spec)
         return cls(
             family=family,
             kubelet=kubelet_settings(nodeclass.spec.kubelet),
             ephemeral=ephemeral_storage_gib(nodeclass.spec, family),
+            interfaces=network_interfaces(nodeclass.spec),
+            raid0=instance_store_raid0(nodeclass.spec, family),
         )
 
     @classmethod
@@ -94,6 +122,14 @@ class LaunchInputs:
             raise ConfigurationError(
                 f"EC2NodeClass {nodeclass.metadata.name}: status.securityGroups is empty"
             )
+        placement = None
+        if spec.placement_group_selector is not None:
+            if not status.placement_groups:
+                raise ConfigurationError(
+                    f"EC2NodeClass {nodeclass.metadata.name}: status.placementGroups is not "
+                    "resolved"
+                )
+            placement = status.placement_groups[0].id
         labels = {**nodeclaim.metadata.labels, wk.LABEL_CAPACITY_TYPE: plan.capacity_type}
         taints = tuple(
             Taint(key=t.key, effect=t.effect.value, value=t.value or "")
@@ -113,6 +149,7 @@ class LaunchInputs:
                 labels=labels,
                 taints=taints,
                 custom_user_data=spec.user_data,
+                instance_store_raid0=self.raid0,
             ),
         )
         return LaunchTemplateOptions(
@@ -127,6 +164,12 @@ class LaunchInputs:
             detailed_monitoring=bool(spec.detailed_monitoring),
             associate_public_ip_address=spec.associate_public_ip_address,
             tags=spec.tags,
+            nested_virtualization=nested_virtualization(spec),
+            ip_prefix_count=spec.ip_prefix_count,
+            connection_tracking=connection_tracking(spec),
+            efa_count=group.efa_count or None,
+            interfaces=self.interfaces or None,
+            placement_group_id=placement,
         )
 
 

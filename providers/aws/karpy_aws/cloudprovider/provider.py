@@ -57,7 +57,7 @@ from karpy_aws.providers.instance import (
     launch_tags,
     parse_provider_id,
 )
-from karpy_aws.providers.instancetype.instancetypes import PODS
+from karpy_aws.providers.instancetype.instancetypes import EFA, PODS
 from karpy_aws.providers.instancetype.offerings import AWSInstanceType, InstanceTypeCatalog
 from karpy_aws.providers.instancetype.unavailable import UnavailableOfferings
 from karpy_aws.providers.launch import (
@@ -229,8 +229,11 @@ class AWSCloudProvider:
                 family=inputs.family,
                 kubelet=inputs.kubelet,
                 ephemeral_storage_gib=inputs.ephemeral,
+                instance_store_raid0=inputs.raid0,
+                efa_interfaces=inputs.efa_interfaces,
             )
-            cached = as_candidates(restrict_to_zones(types, zones))
+            launchable = (t for t in types if inputs.can_launch(t))
+            cached = as_candidates(restrict_to_zones(launchable, zones))
             if len(self._candidates) >= _CANDIDATE_CACHE_SIZE:
                 self._candidates.clear()
             self._candidates[key] = cached
@@ -298,6 +301,7 @@ class AWSCloudProvider:
             capacity_type=capacity_type,
             subnets=subnets,
             amis=nodeclass.status.amis,
+            efa=requests.get(EFA, 0) > 0,
         )
         if not plan.groups:
             raise InsufficientCapacityError(
@@ -351,15 +355,14 @@ class AWSCloudProvider:
                     options = inputs.template_options(
                         self._cluster, nodeclaim, nodeclass, group=group, plan=plan
                     )
-                    names[(group.image_id, group.max_pods)] = (
-                        await self._templates.ensure(options)
-                    ).name
+                    names[group.key] = (await self._templates.ensure(options)).name
                 launched = await self._instances.create_fleet(
                     fleet_request(
                         plan,
                         templates=names,
                         tags=tags,
                         token=client_token(nodeclaim.metadata.uid or ""),
+                        context=nodeclass.spec.context,
                     )
                 )
             except aws.NotFoundError as e:
@@ -416,7 +419,11 @@ class AWSCloudProvider:
                 inputs = LaunchInputs.of(nodeclass)
         await self._ensure_catalog()
         types = self._catalog.instance_types(
-            family=inputs.family, kubelet=inputs.kubelet, ephemeral_storage_gib=inputs.ephemeral
+            family=inputs.family,
+            kubelet=inputs.kubelet,
+            ephemeral_storage_gib=inputs.ephemeral,
+            instance_store_raid0=inputs.raid0,
+            efa_interfaces=inputs.efa_interfaces,
         )
         return {t.name: t for t in types}
 

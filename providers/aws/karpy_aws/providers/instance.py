@@ -95,18 +95,20 @@ def client_token(nodeclaim_uid: str) -> str | None:
 def fleet_request(
     plan: LaunchPlan,
     *,
-    templates: Mapping[tuple[str, int], str],
+    templates: Mapping[tuple[str, int, int], str],
     tags: Mapping[str, str],
     token: str | None = None,
+    context: str | None = None,
 ) -> dict[str, Any]:
     """CreateFleet's parameters for ``plan``: instant, one instance, one LaunchTemplateConfig
-    per launch group (``templates`` maps (image id, max pods) to the template name), overrides
-    with ImageId, AvailabilityZone, SubnetId and Priority = price, and ``token`` as ClientToken
-    when given (pure)."""
+    per launch group (``templates`` maps each group's key to its template's name), overrides
+    with ImageId, AvailabilityZone, SubnetId and Priority = price, ``token`` as ClientToken and
+    the NodeClass's ``context`` (a reserved-capacity context AWS gave the account) when given
+    (pure)."""
     configs = [
         {
             "LaunchTemplateSpecification": {
-                "LaunchTemplateName": templates[(group.image_id, group.max_pods)],
+                "LaunchTemplateName": templates[group.key],
                 "Version": "$Latest",
             },
             "Overrides": [
@@ -137,6 +139,8 @@ def fleet_request(
     }
     if token:
         request["ClientToken"] = token
+    if context:
+        request["Context"] = context
     if spot:
         request["SpotOptions"] = {"AllocationStrategy": SPOT_ALLOCATION_STRATEGY}
     else:

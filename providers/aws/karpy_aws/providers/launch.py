@@ -23,6 +23,7 @@ from karpy.core.resources import PODS, Resources
 from karpy_aws.apis import ec2nodeclass_status as nodeclass_status
 from karpy_aws.apis import labels as awslabels
 from karpy_aws.providers.instancetype.coretypes import to_core_instance_type
+from karpy_aws.providers.instancetype.instancetypes import EFA
 from karpy_aws.providers.instancetype.offerings import AWSInstanceType, Offering
 from karpy_aws.providers.network import Subnet
 
@@ -236,11 +237,18 @@ class Override:
 
 @attrs.frozen(kw_only=True)
 class LaunchGroup:
-    """Instance types sharing one launch template: same AMI and same max pods."""
+    """Instance types sharing one launch template: same AMI, same max pods and, for a NodeClaim
+    that asks for EFA, the same number of EFA interfaces (each type gets all it can take)."""
 
     image_id: str
     max_pods: int
     overrides: tuple[Override, ...]
+    efa_count: int = 0
+
+    @property
+    def key(self) -> tuple[str, int, int]:
+        """What tells this group's launch template from the others' of one launch."""
+        return (self.image_id, self.max_pods, self.efa_count)
 
 
 @attrs.frozen(kw_only=True)
@@ -274,15 +282,19 @@ def plan_launch(
     capacity_type: str,
     subnets: Mapping[str, Subnet],
     amis: Sequence[nodeclass_status.AMI],
+    efa: bool = False,
 ) -> LaunchPlan:
-    """Group the launchable types by (AMI, max pods) and cross each with its zones.
+    """Group the launchable types by (AMI, max pods, EFA interfaces) and cross each with its
+    zones.
 
-    ``subnets`` maps zone -> the subnet a launch uses there (network.subnet_per_zone). Groups
-    and their overrides are ordered cheapest first, so an EC2 that takes the first override
-    (moto) still takes the cheapest.
+    ``subnets`` maps zone -> the subnet a launch uses there (network.subnet_per_zone). With
+    ``efa`` (the NodeClaim requests ``vpc.amazonaws.com/efa``) each type's template attaches as
+    many EFA interfaces as the type takes, as Karpenter does. Groups and their overrides are
+    ordered cheapest first, so an EC2 that takes the first override (moto) still takes the
+    cheapest.
     """
     chosen = filter_for_launch(candidates, requirements, capacity_type=capacity_type)
-    groups: dict[tuple[str, int], list[Override]] = {}
+    groups: dict[tuple[str, int, int], list[Override]] = {}
     kept: list[Candidate] = []
     for candidate in chosen:
         ami = ami_for(candidate, amis)
@@ -304,16 +316,18 @@ def plan_launch(
             continue
         kept.append(candidate)
         pods = candidate.aws.capacity.get(PODS, 0)
-        groups.setdefault((ami.id, pods), []).extend(overrides)
+        efa_count = candidate.aws.capacity.get(EFA, 0) if efa else 0
+        groups.setdefault((ami.id, pods, efa_count), []).extend(overrides)
     ordered = sorted(
         (
             LaunchGroup(
                 image_id=image_id,
                 max_pods=pods,
+                efa_count=efa_count,
                 overrides=tuple(sorted(ovs, key=lambda o: (o.price, o.instance_type, o.zone))),
             )
-            for (image_id, pods), ovs in groups.items()
+            for (image_id, pods, efa_count), ovs in groups.items()
         ),
-        key=lambda g: (g.overrides[0].price, g.image_id, g.max_pods),
+        key=lambda g: (g.overrides[0].price, g.image_id, g.max_pods, g.efa_count),
     )
     return LaunchPlan(capacity_type=capacity_type, groups=tuple(ordered), candidates=tuple(kept))

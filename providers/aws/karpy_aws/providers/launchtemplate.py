@@ -47,6 +47,7 @@ class BlockDevice:
     throughput: int | None = None
     kms_key_id: str | None = None
     snapshot_id: str | None = None
+    volume_initialization_rate: int | None = None
 
     def to_ec2(self) -> dict[str, Any]:
         ebs: dict[str, Any] = {
@@ -60,6 +61,7 @@ class BlockDevice:
             ("Throughput", self.throughput),
             ("KmsKeyId", self.kms_key_id),
             ("SnapshotId", self.snapshot_id),
+            ("VolumeInitializationRate", self.volume_initialization_rate),
         ):
             if value is not None:
                 ebs[key] = value
@@ -100,6 +102,41 @@ class MetadataOptions:
         }
 
 
+@attrs.frozen(kw_only=True)
+class ConnectionTracking:
+    """Idle timeouts (seconds) of tracked connections on the primary network interface; unset
+    ones keep EC2's defaults."""
+
+    tcp_established_timeout: int | None = None
+    udp_stream_timeout: int | None = None
+    udp_timeout: int | None = None
+
+    def to_ec2(self) -> dict[str, int]:
+        return {
+            key: value
+            for key, value in (
+                ("TcpEstablishedTimeout", self.tcp_established_timeout),
+                ("UdpStreamTimeout", self.udp_stream_timeout),
+                ("UdpTimeout", self.udp_timeout),
+            )
+            if value is not None
+        }
+
+
+@attrs.frozen(kw_only=True)
+class Interface:
+    """One network interface the NodeClass lists: a card, a device index on it, and whether it
+    carries IP traffic (``interface``) or only EFA traffic (``efa-only``)."""
+
+    network_card_index: int
+    device_index: int
+    interface_type: Literal["interface", "efa-only"] = "interface"
+
+    @property
+    def primary(self) -> bool:
+        return self.network_card_index == 0 and self.device_index == 0
+
+
 def _sorted_ids(value: tuple[str, ...] | list[str]) -> tuple[str, ...]:
     return tuple(sorted(set(value)))
 
@@ -119,10 +156,19 @@ class LaunchTemplateOptions:
     detailed_monitoring: bool = False
     associate_public_ip_address: bool | None = None
     tags: Tags = attrs.field(default=(), converter=freeze_tags)
+    nested_virtualization: Literal["enabled", "disabled"] | None = None
+    ip_prefix_count: int | None = None
+    connection_tracking: ConnectionTracking | None = None
+    efa_count: int | None = None
+    interfaces: tuple[Interface, ...] | None = None
+    placement_group_id: str | None = None
 
     def hash(self) -> str:
-        """A stable digest of every field (the same options always give the same digest)."""
-        canonical = orjson.dumps(attrs.asdict(self), option=orjson.OPT_SORT_KEYS)
+        """A stable digest of every field (the same options always give the same digest).
+        Options left unset are not part of it, so adding an option to this class does not
+        rename the templates of NodeClasses that do not use it."""
+        fields = {k: v for k, v in attrs.asdict(self).items() if v is not None}
+        canonical = orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)
         return hashlib.sha256(canonical).hexdigest()[:20]
 
     @property
@@ -149,17 +195,67 @@ class LaunchTemplateOptions:
             "Monitoring": {"Enabled": self.detailed_monitoring},
             "BlockDeviceMappings": [b.to_ec2() for b in self.block_devices],
         }
-        if self.associate_public_ip_address is None:
-            data["SecurityGroupIds"] = list(self.security_group_ids)
+        if self.nested_virtualization is not None:
+            data["CpuOptions"] = {"NestedVirtualization": self.nested_virtualization}
+        if self.placement_group_id is not None:
+            data["Placement"] = {"GroupId": self.placement_group_id}
+        interfaces = self.network_interfaces()
+        if interfaces:
+            data["NetworkInterfaces"] = interfaces
         else:
-            data["NetworkInterfaces"] = [
-                {
-                    "DeviceIndex": 0,
-                    "AssociatePublicIpAddress": self.associate_public_ip_address,
-                    "Groups": list(self.security_group_ids),
-                }
-            ]
+            data["SecurityGroupIds"] = list(self.security_group_ids)
         return data
+
+    def network_interfaces(self) -> list[dict[str, Any]]:
+        """The template's interfaces, or none when EC2's default primary interface (with the
+        groups in ``SecurityGroupIds``) does.
+
+        The NodeClass's own list (``interfaces``) wins. Otherwise a launch for EFA gets one EFA
+        interface per network card, up to ``efa_count``, as Karpenter attaches them (device
+        index 0 on card 0, 1 on the others, so card 0 stays the one with the node's address).
+        Otherwise a public-IP choice, IPv4 prefixes and connection tracking, all settings of
+        the primary interface, spell that one out. Every interface takes the security groups
+        (EC2 refuses them beside interfaces); the primary one takes the primary's settings."""
+        groups = list(self.security_group_ids)
+        if self.interfaces:
+            return [
+                self._interface(
+                    {
+                        "NetworkCardIndex": i.network_card_index,
+                        "DeviceIndex": i.device_index,
+                        "InterfaceType": i.interface_type,
+                        "Groups": groups,
+                    },
+                    primary=i.primary,
+                )
+                for i in self.interfaces
+            ]
+        if self.efa_count:
+            return [
+                self._interface(
+                    {
+                        "NetworkCardIndex": card,
+                        "DeviceIndex": 0 if card == 0 else 1,
+                        "InterfaceType": "efa",
+                        "Groups": groups,
+                    },
+                    primary=card == 0,
+                )
+                for card in range(self.efa_count)
+            ]
+        primary = self._interface({"DeviceIndex": 0, "Groups": groups}, primary=True)
+        return [] if len(primary) == 2 else [primary]
+
+    def _interface(self, interface: dict[str, Any], *, primary: bool) -> dict[str, Any]:
+        if interface.get("InterfaceType") == "efa-only":
+            return interface  # no IP addresses, so no public IP or prefixes either
+        if self.associate_public_ip_address is not None:
+            interface["AssociatePublicIpAddress"] = self.associate_public_ip_address
+        if self.ip_prefix_count is not None:
+            interface["Ipv4PrefixCount"] = self.ip_prefix_count
+        if primary and self.connection_tracking is not None:
+            interface["ConnectionTrackingSpecification"] = self.connection_tracking.to_ec2()
+        return interface
 
 
 @attrs.frozen

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Mapping
+from typing import Literal
 
 import orjson
 
@@ -18,6 +20,10 @@ from karpy.apis.codec import to_dict
 from karpy.core.resources import QuantityError, parse_quantity
 from karpy_aws.apis import ec2nodeclass as api
 from karpy_aws.apis.kubelet import KubeletConfiguration
+from karpy_aws.apis.labels import (
+    ANNOTATION_EC2NODECLASS_HASH,
+    ANNOTATION_EC2NODECLASS_HASH_VERSION,
+)
 from karpy_aws.errors import ConfigurationError
 from karpy_aws.providers.amifamily.amis import AMIFamily, parse_alias
 from karpy_aws.providers.amifamily.userdata import KubeletConfig
@@ -26,7 +32,13 @@ from karpy_aws.providers.instancetype.instancetypes import (
     GIB,
     KubeletSettings,
 )
-from karpy_aws.providers.launchtemplate import BlockDevice, MetadataOptions, default_block_devices
+from karpy_aws.providers.launchtemplate import (
+    BlockDevice,
+    ConnectionTracking,
+    Interface,
+    MetadataOptions,
+    default_block_devices,
+)
 from karpy_aws.providers.selectors import SelectorTerm
 
 # The device whose size becomes the node's ephemeral storage when no mapping is the root volume.
@@ -43,6 +55,9 @@ _EPHEMERAL_DEVICE = {
 def validate_spec(spec: api.EC2NodeClassSpec) -> None:
     """Checks the CRD's CEL rules would make, repeated here so that objects that bypassed the
     apiserver (or came from an old CRD) fail with a clear message."""
+    refused = api.not_yet_supported(spec)
+    if refused:
+        raise ConfigurationError("; ".join(refused))
     if (spec.role is None) == (spec.instance_profile is None):
         raise ConfigurationError(
             "spec: must specify exactly one of ['role', 'instanceProfile'] "
@@ -145,6 +160,7 @@ def block_devices(spec: api.EC2NodeClassSpec, family: AMIFamily) -> tuple[BlockD
                 throughput=ebs.throughput,
                 kms_key_id=ebs.kms_key_id,
                 snapshot_id=ebs.snapshot_id,
+                volume_initialization_rate=ebs.volume_initialization_rate,
             )
         )
     return tuple(out)
@@ -182,20 +198,118 @@ def metadata_options(spec: api.EC2NodeClassSpec) -> MetadataOptions:
     )
 
 
-# Bumped when the hash below changes meaning, so old annotations are not read as drift.
-NODECLASS_HASH_VERSION = "v1"
-# Selector terms are resolved into status and checked one by one (AMI, subnet and security
-# group drift), so they are left out of the static hash, as Karpenter leaves them out.
+def connection_tracking(spec: api.EC2NodeClassSpec) -> ConnectionTracking | None:
+    """The primary interface's connection-tracking timeouts, if the NodeClass sets any."""
+    c = spec.connection_tracking
+    if c is None:
+        return None
+    return ConnectionTracking(
+        tcp_established_timeout=c.tcp_established_timeout,
+        udp_stream_timeout=c.udp_stream_timeout,
+        udp_timeout=c.udp_timeout,
+    )
+
+
+def network_interfaces(spec: api.EC2NodeClassSpec) -> tuple[Interface, ...]:
+    """The NodeClass's interfaces, checked as EC2 will: one primary (card 0, device 0) that
+    carries IP traffic, and no card and device index used twice."""
+    out = tuple(
+        Interface(
+            network_card_index=i.network_card_index,
+            device_index=i.device_index,
+            interface_type="efa-only" if i.interface_type.value == "efa-only" else "interface",
+        )
+        for i in spec.network_interfaces
+    )
+    if not out:
+        return out
+    primary = [i for i in out if i.primary]
+    if len(primary) != 1 or primary[0].interface_type != "interface":
+        raise ConfigurationError(
+            "spec.networkInterfaces: needs exactly one primary interface (networkCardIndex 0, "
+            "deviceIndex 0) of interfaceType 'interface', which carries the node's address"
+        )
+    seen: set[tuple[int, int]] = set()
+    for index, i in enumerate(out):
+        slot = (i.network_card_index, i.device_index)
+        if slot in seen:
+            raise ConfigurationError(
+                f"spec.networkInterfaces[{index}]: networkCardIndex {slot[0]} deviceIndex "
+                f"{slot[1]} is listed twice"
+            )
+        seen.add(slot)
+    return out
+
+
+def instance_store_raid0(spec: api.EC2NodeClassSpec, family: AMIFamily) -> bool:
+    """Whether local instance-store disks become one RAID0 array for ephemeral storage
+    (``instanceStorePolicy: RAID0``); Windows user data has no way to ask for it."""
+    if spec.instance_store_policy is None:
+        return False
+    if family in (AMIFamily.WINDOWS2019, AMIFamily.WINDOWS2022, AMIFamily.WINDOWS2025):
+        raise ConfigurationError(
+            f"spec.instanceStorePolicy: RAID0 is not available for amiFamily {family.value}"
+        )
+    return True
+
+
+def nested_virtualization(spec: api.EC2NodeClassSpec) -> Literal["enabled", "disabled"] | None:
+    """``cpuOptions.nestedVirtualization`` for the launch template's CpuOptions."""
+    value = spec.cpu_options.nested_virtualization if spec.cpu_options is not None else None
+    if value is None:
+        return None
+    if value not in ("enabled", "disabled"):
+        raise ConfigurationError(
+            f"spec.cpuOptions.nestedVirtualization: {value!r} is not one of ['enabled', 'disabled']"
+        )
+    return "enabled" if value == "enabled" else "disabled"
+
+
+# Bumped when what the hash below covers changes, so that a NodeClaim stamped by an older karpy
+# is not compared with a hash computed another way (every node would drift on upgrade); the
+# EC2NodeClass controller re-stamps such NodeClaims with the current version and hash
+# (rehash_annotations). v2: the AMI family is hashed as resolved, not as written.
+NODECLASS_HASH_VERSION = "v2"
+# Selector terms are resolved into status and checked one by one (AMI, subnet, security group
+# and capacity reservation drift), so they are left out of the static hash, as Karpenter leaves
+# them out. The placement group selector stays in: no per-instance check follows it, so a
+# changed selector drifts through the hash. ``amiFamily`` is replaced by the family a launch
+# uses: writing out the family an alias already implies changes nothing on a node.
 _DYNAMIC_FIELDS = (
     "subnetSelectorTerms",
     "securityGroupSelectorTerms",
     "amiSelectorTerms",
     "capacityReservationSelectorTerms",
+    "amiFamily",
 )
 
 
 def static_hash(spec: api.EC2NodeClassSpec) -> str:
-    """Digest of the spec's static fields (everything but the selector terms); a NodeClaim
-    whose ``karpenter.k8s.aws/ec2nodeclass-hash`` differs has NodeClassDrift."""
+    """Digest of what in the spec shapes a launch and is not resolved into status (everything
+    but the selector terms, with the AMI family as resolved); a NodeClaim whose
+    ``karpenter.k8s.aws/ec2nodeclass-hash`` differs has NodeClassDrift. Unset fields are not
+    on the wire, so a field added to the API does not change the hash of specs without it."""
     wire = {k: v for k, v in to_dict(spec).items() if k not in _DYNAMIC_FIELDS}
+    try:
+        wire["amiFamily"] = ami_family(spec).value
+    except ConfigurationError:
+        wire["amiFamily"] = None  # not launchable; the status says why
     return hashlib.sha256(orjson.dumps(wire, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+
+
+def rehash_annotations(
+    annotations: Mapping[str, str], *, current_hash: str, drifted: bool
+) -> dict[str, str] | None:
+    """The hash annotations to write on a NodeClaim stamped with another hash version (None
+    when its version is current): the current version, and the NodeClass's current hash unless
+    the NodeClaim is already Drifted (whether it still is cannot be told across a change of
+    what is hashed, so it stays drifted, as in Karpenter). A NodeClaim not launched yet (no
+    hash) is left to its launch, which stamps both."""
+    if ANNOTATION_EC2NODECLASS_HASH not in annotations:
+        return None
+    if annotations.get(ANNOTATION_EC2NODECLASS_HASH_VERSION) == NODECLASS_HASH_VERSION:
+        return None
+    update = {ANNOTATION_EC2NODECLASS_HASH_VERSION: NODECLASS_HASH_VERSION}
+    if not drifted:
+        update[ANNOTATION_EC2NODECLASS_HASH] = current_hash
+    return update

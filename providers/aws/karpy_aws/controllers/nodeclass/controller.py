@@ -10,6 +10,11 @@ backs off and the last written status stands. The controller is declared (`spec(
 provider: the operator feeds it from its informer of EC2NodeClasses and runs its workers with the
 other controllers.
 
+A NodeClaim records the NodeClass's static hash at launch (NodeClassDrift compares it). When a
+karpy release changes what that hash covers it bumps the hash version, and this controller
+re-stamps every NodeClaim of the NodeClass still on an older version with the current version
+and hash, so an upgrade does not replace every node and later edits drift them again.
+
 NodeClasses carry the finalizer ``karpenter.k8s.aws/termination``. Once one is deleted and no
 NodeClaim refers to it any more, its launch templates and the instance profile made for its
 ``role`` are deleted and the finalizer is removed, as Karpenter's NodeClass termination does.
@@ -23,10 +28,15 @@ import logging
 from collections.abc import Iterable
 from typing import Any, ClassVar, Final
 
-from karpy.apis.meta import ConditionStatus
+import attrs
+
+from karpy.apis.meta import ConditionStatus, with_annotations
+from karpy.apis.v1.nodeclaim import ConditionType as NodeClaimConditionType
+from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import ConflictError, NotFoundError
 from karpy.kube.events import Recorder
+from karpy.kube.kinds import NODECLAIMS
 from karpy.kube.watch import Event as WatchEvent
 from karpy.kube.watch import EventType as WatchEventType
 from karpy.manager import Controller, Watch
@@ -43,6 +53,7 @@ from karpy_aws.controllers.nodeclass.status import resolve_status
 from karpy_aws.providers.amifamily.amis import DEFAULT_SSM_PREFIX
 from karpy_aws.providers.instanceprofile import InstanceProfiles
 from karpy_aws.providers.launchtemplate import LaunchTemplates
+from karpy_aws.providers.nodeclass import NODECLASS_HASH_VERSION, rehash_annotations, static_hash
 from karpy_aws.providers.version import KubernetesVersion
 from karpy_aws.session import AWSClient
 
@@ -62,6 +73,13 @@ def describe(name: str) -> KeyDescription:
     return KeyDescription(
         span_attributes={"k8s.object.kind": EC2NodeClass.KIND, "k8s.object.name": name},
         log_fields={"ec2nodeclass": name},
+    )
+
+
+def _drifted(claim: NodeClaim) -> bool:
+    return any(
+        c.type == NodeClaimConditionType.DRIFTED and c.status is ConditionStatus.TRUE
+        for c in claim.status.conditions
     )
 
 
@@ -166,6 +184,7 @@ class NodeClassController:
             clock=self._clock,
             ssm_prefix=self._ssm_prefix,
         )
+        await self._rehash_nodeclaims(nodeclass)
         if status != nodeclass.status:
             await self._kube.patch_status(
                 EC2NODECLASSES,
@@ -184,17 +203,38 @@ class NodeClassController:
                 log.debug("updated ec2nodeclass status", extra=fields)
         return Result(requeue_after=self._resync)
 
-    async def _finalize(self, nodeclass: EC2NodeClass) -> Result:
-        name = nodeclass.metadata.name or ""
-        if FINALIZER not in nodeclass.metadata.finalizers:
-            return Result()
-        claims = sorted(
-            claim.metadata.name or ""
+    def _nodeclaims(self, name: str) -> list[NodeClaim]:
+        return [
+            claim
             for claim in self._view.nodeclaims()
             if claim.spec.node_class_ref.group == awslabels.AWS_GROUP
             and claim.spec.node_class_ref.kind == EC2NodeClass.KIND
             and claim.spec.node_class_ref.name == name
-        )
+        ]
+
+    async def _rehash_nodeclaims(self, nodeclass: EC2NodeClass) -> None:
+        current = static_hash(nodeclass.spec)
+        for claim in self._nodeclaims(nodeclass.metadata.name or ""):
+            update = rehash_annotations(
+                claim.metadata.annotations, current_hash=current, drifted=_drifted(claim)
+            )
+            if update is None:
+                continue
+            rehashed = attrs.evolve(claim, metadata=with_annotations(claim.metadata, update))
+            try:
+                await self._kube.patch(NODECLAIMS, claim, rehashed)
+            except NotFoundError:
+                continue
+            log.info(
+                "updated nodeclaim ec2nodeclass hash version",
+                extra={"nodeclaim": claim.metadata.name, "hash-version": NODECLASS_HASH_VERSION},
+            )
+
+    async def _finalize(self, nodeclass: EC2NodeClass) -> Result:
+        name = nodeclass.metadata.name or ""
+        if FINALIZER not in nodeclass.metadata.finalizers:
+            return Result()
+        claims = sorted(claim.metadata.name or "" for claim in self._nodeclaims(name))
         if claims:
             await self._recorder.publish(
                 events.waiting_on_nodeclaims(nodeclass, claims),

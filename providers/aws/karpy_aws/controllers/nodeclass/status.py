@@ -24,7 +24,7 @@ from karpy.runtime.clock import Clock
 from karpy_aws import errors as aws
 from karpy_aws.apis import ec2nodeclass_status as api
 from karpy_aws.apis import labels as awslabels
-from karpy_aws.apis.ec2nodeclass import EC2NodeClass
+from karpy_aws.apis.ec2nodeclass import EC2NodeClass, not_yet_supported
 from karpy_aws.apis.ec2nodeclass_status import ConditionType, EC2NodeClassStatus
 from karpy_aws.providers.amifamily.amis import AMI, DEFAULT_SSM_PREFIX, Variant, resolve_amis
 from karpy_aws.providers.instanceprofile import InstanceProfiles
@@ -41,11 +41,15 @@ from karpy_aws.providers.nodeclass import (
     ami_family,
     block_devices,
     ephemeral_storage_gib,
+    instance_store_raid0,
     kubelet_settings,
     metadata_options,
+    nested_virtualization,
+    network_interfaces,
     security_group_terms,
     subnet_terms,
 )
+from karpy_aws.providers.placementgroups import find_placement_group
 from karpy_aws.session import AWSClient
 
 # AWS answers that mean the NodeClass asks for something that is not there (or not allowed):
@@ -61,6 +65,7 @@ DEPENDENTS: Final = (
     ConditionType.SECURITY_GROUPS_READY,
     ConditionType.AMIS_READY,
     ConditionType.INSTANCE_PROFILE_READY,
+    ConditionType.PLACEMENT_GROUP_READY,
     ConditionType.VALIDATION_SUCCEEDED,
 )
 NODECLASS_CONDITIONS: Final = ConditionSet(
@@ -153,6 +158,39 @@ async def _security_groups(
     return tuple(api.SecurityGroup(id=g.id, name=g.name or None) for g in found), _READY
 
 
+async def _placement_group(
+    nodeclass: EC2NodeClass, ec2: AWSClient
+) -> tuple[tuple[api.PlacementGroup, ...], Outcome]:
+    """The group placementGroupSelector names (True with none when there is no selector)."""
+    selector = nodeclass.spec.placement_group_selector
+    if selector is None:
+        return (), _READY
+    found, error = await _guard(
+        find_placement_group(ec2, name=selector.name, group_id=selector.id),
+        failed="PlacementGroupNotFound",
+        empty=None,
+    )
+    if error is not None or found is None:
+        message = error.message if error is not None else ""
+        return (), Outcome(False, "PlacementGroupNotFound", f"placementGroupSelector: {message}")
+    if found.state != "available":
+        return (), Outcome(
+            False,
+            "PlacementGroupNotAvailable",
+            f"placementGroupSelector: placement group {found.name!r} is {found.state}",
+        )
+    return (
+        api.PlacementGroup(
+            id=found.id,
+            name=found.name,
+            strategy=api.PlacementStrategy(found.strategy),
+            state=found.state,
+            partition_count=found.partition_count,
+            spread_level=found.spread_level,
+        ),
+    ), _READY
+
+
 async def _amis(
     nodeclass: EC2NodeClass,
     ec2: AWSClient,
@@ -227,10 +265,16 @@ async def _instance_profile(
 def _validate(nodeclass: EC2NodeClass) -> Outcome:
     """The launch-shaping fields the CRD schema cannot fully check (amiFamily without an alias,
     IMDS values, block devices, kubelet quantities), checked the way a launch will read them."""
+    refused = not_yet_supported(nodeclass.spec)
+    if refused:
+        return Outcome(False, "NodeClassInvalid", "; ".join(refused))
     try:
         family = ami_family(nodeclass.spec)
         metadata_options(nodeclass.spec)
+        nested_virtualization(nodeclass.spec)
+        network_interfaces(nodeclass.spec)
         block_devices(nodeclass.spec, family)
+        instance_store_raid0(nodeclass.spec, family)
         ephemeral_storage_gib(nodeclass.spec, family)
         kubelet = kubelet_settings(nodeclass.spec.kubelet)
         overhead(_PROBE_CAPACITY, kubelet=kubelet)
@@ -252,7 +296,8 @@ async def resolve_status(
     """The NodeClass's status as of now: resolved subnets (most free addresses first),
     security groups, AMIs (preferred first, with the requirements of the types they serve)
     and instance profile (created for ``role`` if needed), with SubnetsReady,
-    SecurityGroupsReady, AMIsReady, InstanceProfileReady, ValidationSucceeded and Ready.
+    SecurityGroupsReady, AMIsReady, InstanceProfileReady, PlacementGroupReady (the group
+    placementGroupSelector names, if any), ValidationSucceeded and Ready.
 
     Side effect: may create an instance profile and add the role to it. Raises
     karpy_aws.errors.AWSError only for failures worth a retry (throttling, timeouts, outages).
@@ -264,9 +309,14 @@ async def resolve_status(
         nodeclass, ec2, ssm, k8s_version=k8s_version, now=now, ssm_prefix=ssm_prefix
     )
     profile, profile_ok = await _instance_profile(nodeclass, profiles)
+    placement, placement_ok = await _placement_group(nodeclass, ec2)
     valid = _validate(nodeclass)
     outcomes = dict(
-        zip(DEPENDENTS, (subnets_ok, groups_ok, amis_ok, profile_ok, valid), strict=True)
+        zip(
+            DEPENDENTS,
+            (subnets_ok, groups_ok, amis_ok, profile_ok, placement_ok, valid),
+            strict=True,
+        )
     )
     generation = nodeclass.metadata.generation
     conditions = nodeclass.status.conditions
@@ -286,5 +336,6 @@ async def resolve_status(
         security_groups=groups,
         amis=amis,
         instance_profile=profile,
+        placement_groups=placement,
         conditions=NODECLASS_CONDITIONS.with_root(conditions, now=now, generation=generation),
     )

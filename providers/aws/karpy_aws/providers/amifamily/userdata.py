@@ -30,6 +30,10 @@ from karpy_aws.providers.amifamily.amis import AMIFamily
 from karpy_aws.providers.selectors import Tags, freeze_tags
 
 MIME_BOUNDARY: Final = "//"
+BOTTLEROCKET_RAID0_COMMAND: Final = "000-mount-instance-storage"
+"""The bootstrap command that puts a Bottlerocket node's instance storage into one array."""
+BOTTLEROCKET_RAID0_DIRS: Final = ("/var/lib/containerd", "/var/lib/kubelet", "/var/log/pods")
+"""What moves onto that array: images, pod volumes and logs (the node's ephemeral storage)."""
 Effect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 
 
@@ -77,6 +81,7 @@ class BootstrapOptions:
     labels: Tags = attrs.field(default=(), converter=freeze_tags)
     taints: tuple[Taint, ...] = ()
     custom_user_data: str | None = None
+    instance_store_raid0: bool = False  # local NVMe disks as one RAID0 array for ephemeral data
 
     def all_taints(self) -> tuple[Taint, ...]:
         """The taints plus the unregistered taint, de-duplicated, in a stable order."""
@@ -178,6 +183,8 @@ def _al2_script(options: BootstrapOptions) -> str:
     if k.cluster_dns:
         lines.append(f"--dns-cluster-ip {shlex.quote(k.cluster_dns[0])}")
     lines.append("--use-max-pods false")
+    if options.instance_store_raid0:
+        lines.append("--local-disks raid0")
     lines.append(f"--kubelet-extra-args {shlex.quote(' '.join(extra))}")
     return "\n".join(
         [
@@ -229,11 +236,10 @@ def _nodeconfig(options: BootstrapOptions) -> str:
     kubelet: dict[str, Any] = {"config": config}
     if options.labels:
         kubelet["flags"] = [f"--node-labels={_pairs(options.labels)}"]
-    document = {
-        "apiVersion": "node.eks.aws/v1alpha1",
-        "kind": "NodeConfig",
-        "spec": {"cluster": cluster, "kubelet": kubelet},
-    }
+    spec: dict[str, Any] = {"cluster": cluster, "kubelet": kubelet}
+    if options.instance_store_raid0:
+        spec["instance"] = {"localStorage": {"strategy": "RAID0"}}
+    document = {"apiVersion": "node.eks.aws/v1alpha1", "kind": "NodeConfig", "spec": spec}
     return "---\n" + yaml.safe_dump(document, sort_keys=True, default_flow_style=False)
 
 
@@ -280,6 +286,16 @@ def _bottlerocket(options: BootstrapOptions) -> str:
     ):
         if value is not None:
             kube[key] = value
+    if options.instance_store_raid0:
+        commands = doc["settings"].setdefault("bootstrap-commands", {})
+        commands[BOTTLEROCKET_RAID0_COMMAND] = {
+            "commands": [
+                ["apiclient", "ephemeral-storage", "init"],
+                ["apiclient", "ephemeral-storage", "bind", "--dirs", *BOTTLEROCKET_RAID0_DIRS],
+            ],
+            "mode": "always",
+            "essential": True,
+        }
     return dump_toml(doc)
 
 

@@ -94,6 +94,8 @@ class InstanceTypeInfo:
     accelerator_count: int = 0
     neuron_cores: int = 0
     efa_count: int = 0
+    max_network_cards: int = 1
+    instance_store_gb: int = 0
 
 
 def parse_instance_type(raw: Mapping[str, Any]) -> InstanceTypeInfo:
@@ -148,6 +150,8 @@ def parse_instance_type(raw: Mapping[str, Any]) -> InstanceTypeInfo:
         efa_count=int(network.get("EfaInfo", {}).get("MaximumEfaInterfaces", 0))
         if network.get("EfaSupported")
         else 0,
+        max_network_cards=int(network.get("MaximumNetworkCards", 1)),
+        instance_store_gb=int(storage.get("TotalSizeInGB", 0)),
     )
 
 
@@ -235,14 +239,24 @@ def capacity(
     pods: int,
     ephemeral_storage_gib: int = DEFAULT_EPHEMERAL_STORAGE_GIB,
     vm_memory_overhead_percent: float = VM_MEMORY_OVERHEAD_PERCENT,
+    instance_store_raid0: bool = False,
+    efa_interfaces: int | None = None,
 ) -> Resources:
-    """What the node will report as capacity (cpu in millicores, bytes for memory/storage)."""
+    """What the node will report as capacity (cpu in millicores, bytes for memory/storage).
+    With ``instance_store_raid0`` a type with instance storage keeps its ephemeral storage on
+    the RAID0 array of its local disks, so that array's size (EC2 gives it in GB) is the
+    node's ephemeral storage; other types keep the EBS volume's. ``efa_interfaces`` is how
+    many EFA interfaces the NodeClass's own interface list attaches (None: no list, so a
+    launch for EFA attaches all the type takes)."""
     overhead_mib = math.ceil(info.memory_mib * vm_memory_overhead_percent)
+    ephemeral = ephemeral_storage_gib * GIB
+    if instance_store_raid0 and info.instance_store_gb:
+        ephemeral = info.instance_store_gb * 10**9
     out = {
         CPU: info.vcpus * 1000,
         MEMORY: (info.memory_mib - overhead_mib) * MIB,
         PODS: pods,
-        EPHEMERAL_STORAGE: ephemeral_storage_gib * GIB,
+        EPHEMERAL_STORAGE: ephemeral,
     }
     gpu_resource = _GPU_RESOURCES.get(info.gpu_manufacturer)
     if gpu_resource and info.gpu_count:
@@ -251,8 +265,9 @@ def capacity(
         out[AWS_NEURON] = info.accelerator_count
         if info.neuron_cores:
             out[AWS_NEURON_CORE] = info.neuron_cores
-    if info.efa_count:
-        out[EFA] = info.efa_count
+    efa = info.efa_count if efa_interfaces is None else min(efa_interfaces, info.efa_count)
+    if efa:
+        out[EFA] = efa
     branches = branch_interfaces(info.name)
     if branches:
         out[POD_ENI] = branches

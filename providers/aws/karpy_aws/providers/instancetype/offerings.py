@@ -131,6 +131,8 @@ def build_instance_types(
     ephemeral_storage_gib: int = DEFAULT_EPHEMERAL_STORAGE_GIB,
     vm_memory_overhead_percent: float = VM_MEMORY_OVERHEAD_PERCENT,
     reserved_enis: int = DEFAULT_RESERVED_ENIS,
+    instance_store_raid0: bool = False,
+    efa_interfaces: int | None = None,
 ) -> tuple[AWSInstanceType, ...]:
     """One AWSInstanceType per architecture of ``info``, with every offering (available or
     not: the scheduler must see unavailable ones too, as Karpenter's GetInstanceTypes does)."""
@@ -140,6 +142,8 @@ def build_instance_types(
         pods=pods,
         ephemeral_storage_gib=ephemeral_storage_gib,
         vm_memory_overhead_percent=vm_memory_overhead_percent,
+        instance_store_raid0=instance_store_raid0,
+        efa_interfaces=efa_interfaces,
     )
     over = overhead(cap, kubelet=kubelet)
     offerings = []
@@ -258,9 +262,18 @@ class InstanceTypeCatalog:
         family: AMIFamily,
         kubelet: KubeletSettings,
         ephemeral_storage_gib: int = DEFAULT_EPHEMERAL_STORAGE_GIB,
+        instance_store_raid0: bool = False,
+        efa_interfaces: int | None = None,
     ) -> tuple[AWSInstanceType, ...]:
         """Every instance type for one NodeClass shape; rebuilt when availability changed."""
-        key = (family, kubelet, ephemeral_storage_gib, self._unavailable.seq_num)
+        key = (
+            family,
+            kubelet,
+            ephemeral_storage_gib,
+            instance_store_raid0,
+            efa_interfaces,
+            self._unavailable.seq_num,
+        )
         if key not in self._built:
             if len(self._built) > 64:
                 self._built.clear()
@@ -278,6 +291,8 @@ class InstanceTypeCatalog:
                     ephemeral_storage_gib=ephemeral_storage_gib,
                     vm_memory_overhead_percent=self._vm_memory_overhead_percent,
                     reserved_enis=self._reserved_enis,
+                    instance_store_raid0=instance_store_raid0,
+                    efa_interfaces=efa_interfaces,
                 )
             )
         return self._built[key]
