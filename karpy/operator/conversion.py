@@ -3,10 +3,10 @@ NodeClass versions) beside v1 by answering the apiserver's ConversionReviews.
 
 At start karpy makes a CA and a serving certificate, listens over TLS, and writes where it
 listens (its Service, or a URL when it runs outside the cluster) and the CA bundle into every
-CRD that serves an older version, as Karpenter v1.0 did. Each replica writes its own bundle;
-the last writer wins and the others' endpoints stop being trusted until they restart, so run
-the webhook on one replica or behind a Service that reaches the replica which registered last.
-The conversion itself is pure (karpy.apis.conversion); this module is only the plumbing.
+CRD that serves an older version, as Karpenter v1.0 did. Behind a Service every replica must
+present a certificate the one bundle trusts, so the first replica keeps the CA, certificate and
+key in a Secret beside the Service and the others serve the same ones. The conversion itself is
+pure (karpy.apis.conversion); this module is only the plumbing.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from karpy.apis.conversion import Convertible, review
 from karpy.apis.crds import CONVERSION_PATH, CRDInfo
 from karpy.apis.v1beta1.convert import NodeClassDefaults
 from karpy.kube.client import KubeClient
-from karpy.runtime.certs import self_signed
+from karpy.kube.errors import ConflictError, NotFoundError
+from karpy.runtime.certs import ServingCertificate, self_signed
 from karpy.runtime.clock import Clock
 from karpy.runtime.webhook import WebhookServer
 
@@ -103,23 +104,27 @@ class ConversionWebhook:
         clock: Clock,
     ) -> None:
         self._client = client
+        self._host = host
+        self._port = port
         self._endpoint = endpoint
         self._crds = [c for c in crds if c.served]
         self._clock = clock
-        kinds = conversion_kinds(crds)
-        certificate = self_signed(endpoint.hosts(), now=clock.now())
-        self._ca = certificate.ca
+        self._kinds = conversion_kinds(crds)
+        self._defaults = defaults
+        self.server: WebhookServer | None = None
+
+    async def start(self) -> None:
+        """Listen, then point every CRD serving an older version at this webhook."""
+        certificate = await self.certificate()
+        kinds, defaults = self._kinds, self._defaults
         self.server = WebhookServer(
-            host=host,
-            port=port,
+            host=self._host,
+            port=self._port,
             context=certificate.server_context(),
             routes={CONVERSION_PATH: lambda request: _answer(request, kinds, defaults)},
         )
-
-    async def start(self) -> None:
-        """Listen, then point every CRD serving an older version at this replica."""
         await self.server.start()
-        config = self._endpoint.client_config(self._ca, port=self.server.port)
+        config = self._endpoint.client_config(certificate.ca, port=self.server.port)
         for crd in self._crds:
             name = f"{crd.model.PLURAL}.{crd.model.GROUP}"
             await self._client.request(
@@ -132,7 +137,59 @@ class ConversionWebhook:
 
     async def run(self) -> None:
         """Serve until cancelled (start() first)."""
+        if self.server is None:
+            await self.start()
+        assert self.server is not None  # noqa: S101 - start() sets it
         await self.server.run()
+
+    async def close(self) -> None:
+        if self.server is not None:
+            await self.server.close()
+
+    async def certificate(self) -> ServingCertificate:
+        """A fresh certificate for a URL (one process); for a Service, the one in the shared
+        Secret, made and stored by whichever replica comes first."""
+        fresh = self_signed(self._endpoint.hosts(), now=self._clock.now())
+        if self._endpoint.url is not None:
+            return fresh
+        path = (
+            f"/api/v1/namespaces/{self._endpoint.service_namespace}/secrets/"
+            f"{self._endpoint.service_name}-webhook-cert"
+        )
+        for _ in range(2):
+            try:
+                return _from_secret(await self._client.request("GET", path))
+            except NotFoundError:
+                pass
+            try:
+                await self._client.request(
+                    "POST", path.rsplit("/", 1)[0], body=_secret(path.rsplit("/", 1)[1], fresh)
+                )
+            except ConflictError:
+                continue  # another replica stored its own first: serve that one
+            log.info("stored the webhook certificate", extra={"secret": path})
+            return fresh
+        return _from_secret(await self._client.request("GET", path))
+
+
+_KEYS = {"ca": "ca.crt", "cert": "tls.crt", "key": "tls.key"}
+
+
+def _secret(name: str, certificate: ServingCertificate) -> dict[str, Any]:
+    data = {_KEYS[field]: base64.b64encode(getattr(certificate, field)).decode() for field in _KEYS}
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "data": data}
+
+
+def _from_secret(secret: Mapping[str, Any]) -> ServingCertificate:
+    data = secret.get("data") or {}
+    try:
+        return ServingCertificate(
+            **{field: base64.b64decode(data[key]) for field, key in _KEYS.items()}
+        )
+    except (KeyError, ValueError) as error:
+        name = (secret.get("metadata") or {}).get("name")
+        msg = f"Secret {name}: no usable {', '.join(_KEYS.values())} ({error!r})"
+        raise ValueError(msg) from error
 
 
 def _answer(

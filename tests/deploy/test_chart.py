@@ -19,8 +19,9 @@ from tests.support.marks import TOOLS
 
 pytestmark = list(TOOLS)
 
-NOT_VALUES = {"KUBECONFIG", "BIND_ADDRESS", "DISABLE_LEADER_ELECTION"}
-"""In a pod karpy uses its ServiceAccount, binds every interface and always elects a leader."""
+NOT_VALUES = {"KUBECONFIG", "BIND_ADDRESS", "DISABLE_LEADER_ELECTION", "WEBHOOK_URL"}
+"""In a pod karpy uses its ServiceAccount, binds every interface, always elects a leader and is
+reached through its Service."""
 
 
 def _env(documents: list[dict[str, Any]]) -> dict[str, str]:

@@ -54,6 +54,7 @@ from karpy.runtime.options.process import (
     ShutdownOptions,
     TelemetryOptions,
     WatchingOptions,
+    WebhookOptions,
     check_leader_timings,
 )
 from karpy.runtime.options.values import (
@@ -82,6 +83,7 @@ __all__ = [
     "ShutdownOptions",
     "TelemetryOptions",
     "WatchingOptions",
+    "WebhookOptions",
     "build_parser",
     "documented",
     "load",
@@ -107,6 +109,7 @@ class Options:
     scheduling: SchedulingOptions = group(SchedulingOptions)
     leader_election: LeaderElectionOptions = group(LeaderElectionOptions)
     server: ServerOptions = group(ServerOptions)
+    webhook: WebhookOptions = group(WebhookOptions)
     kube: KubeOptions = group(KubeOptions)
     watching: WatchingOptions = group(WatchingOptions)
     reconcile: ReconcileOptions = group(ReconcileOptions)

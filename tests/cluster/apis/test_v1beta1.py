@@ -8,6 +8,7 @@ has no place for is refused naming it.
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from collections.abc import AsyncIterator
 from typing import Any
@@ -27,7 +28,10 @@ from karpy.operator.conversion import (
     Endpoint,
     node_class_defaults,
 )
+from karpy.operator.supervisor import Supervisor
+from karpy.operator.wiring import build
 from karpy.runtime.clock import SystemClock
+from karpy.runtime.options import load
 from tests.support.kubehttp import KubeHTTP
 
 GROUP = "karpenter.sh"
@@ -52,18 +56,22 @@ async def webhook(
         await hook.start()
         yield hook
     finally:
-        await hook.server.close()
+        await hook.close()
         await kube.close()
-        for crd in crds:  # back to the generated placeholders, for the rest of the session
-            if crd.served:
-                rendered = render_crd(crd)
-                name = rendered["metadata"]["name"]
-                kube_http.request(
-                    "PATCH",
-                    f"{CRD_PATH}/{name}",
-                    {"spec": {"conversion": merge_patch_of(rendered["spec"]["conversion"])}},
-                    content_type="application/merge-patch+json",
-                )
+        _restore_conversion(kube_http)
+
+
+def _restore_conversion(kube_http: KubeHTTP) -> None:
+    """Back to the generated placeholders, for the rest of the session."""
+    for crd in all_crds():
+        if crd.served:
+            rendered = render_crd(crd)
+            kube_http.request(
+                "PATCH",
+                f"{CRD_PATH}/{rendered['metadata']['name']}",
+                {"spec": {"conversion": merge_patch_of(rendered["spec"]["conversion"])}},
+                content_type="application/merge-patch+json",
+            )
 
 
 def merge_patch_of(conversion: dict[str, Any]) -> dict[str, Any]:
@@ -141,3 +149,76 @@ async def test_a_v1beta1_kubelet_is_refused_naming_the_field(
     assert refused.value.status in (400, 422, 500)
     assert "spec.template.spec.kubelet" in refused.value.body
     assert "EC2NodeClass.spec.kubelet" in refused.value.body
+
+
+async def test_replicas_behind_a_service_share_one_certificate(
+    cluster_info: ClusterInfo, namespace: str
+) -> None:
+    crds = all_crds()
+    kube = await KubeClient.connect(cluster_info.kubeconfig, request_timeout=10.0)
+    try:
+        replicas = [
+            ConversionWebhook(
+                kube,
+                host="127.0.0.1",
+                port=0,
+                endpoint=Endpoint(service_name="karpy", service_namespace=namespace),
+                crds=crds,
+                defaults=node_class_defaults(crds, group="karpenter.k8s.aws", kind="EC2NodeClass"),
+                clock=SystemClock(),
+            )
+            for _ in range(2)
+        ]
+        first, second = [await replica.certificate() for replica in replicas]
+        assert first == second
+        secret = await kube.request(
+            "GET", f"/api/v1/namespaces/{namespace}/secrets/karpy-webhook-cert"
+        )
+        assert set(secret["data"]) == {"ca.crt", "tls.crt", "tls.key"}
+    finally:
+        await kube.close()
+
+
+async def test_karpy_run_serves_v1beta1_when_the_webhook_is_enabled(
+    cluster_info: ClusterInfo,
+    kube_http: KubeHTTP,
+    karpy_crds: list[str],
+    api_client: client.ApiClient,
+) -> None:
+    argv = [
+        *("--kubeconfig", str(cluster_info.kubeconfig), "--disable-leader-election"),
+        *("--bind-address", "127.0.0.1", "--metrics-port", "0", "--health-probe-port", "0"),
+        *("--provider", "kwok", "--cluster-name", "t"),
+        *("--enable-webhook", "--webhook-port", "0", "--webhook-url", "https://127.0.0.1"),
+    ]
+    components = await build(load(argv, {}))
+    stop = asyncio.Event()
+    name = f"beta-{secrets.token_hex(3)}"
+    api = client.CustomObjectsApi(api_client)
+    try:
+        async with asyncio.TaskGroup() as group:
+            supervised = group.create_task(Supervisor(components, stop=stop).run())
+            try:
+                pool = _v1beta1_pool(name)
+                del pool["spec"]["template"]["spec"]["nodeClassRef"]["apiVersion"]
+                del pool["spec"]["template"]["spec"]["nodeClassRef"]["kind"]
+                for _ in range(100):  # until the supervisor has registered the webhook
+                    try:
+                        await api.create_cluster_custom_object(GROUP, "v1beta1", "nodepools", pool)
+                        break
+                    except ApiException:
+                        await asyncio.sleep(0.1)
+                v1 = await api.get_cluster_custom_object(GROUP, "v1", "nodepools", name)
+            finally:
+                stop.set()
+            async with asyncio.timeout(30):
+                await supervised
+    finally:
+        await components.close()
+        _restore_conversion(kube_http)
+    # A reference without kind or apiVersion means the provider's NodeClass.
+    assert v1["spec"]["template"]["spec"]["nodeClassRef"] == {
+        "group": "karpenter.kwok.sh",
+        "kind": "KWOKNodeClass",
+        "name": "default",
+    }
