@@ -42,7 +42,7 @@ _READY = '.status.conditions[?(@.type=="Ready")].status'
 # Where the apiserver sends ConversionReviews for CRDs that serve older versions. These are
 # placeholders: at start karpy writes its own Service (or URL) and CA bundle into each such CRD
 # (karpy.operator.conversion), so they hold only until karpy first runs.
-CONVERSION_SERVICE: Final = {"name": "karpy", "namespace": "karpy", "port": 8443}
+CONVERSION_SERVICE: Final = {"name": "karpy", "namespace": "karpy", "port": 443}
 CONVERSION_PATH: Final = "/convert"
 
 

@@ -80,6 +80,19 @@ def provider_crds() -> tuple[Any, ...]:
     return tuple(found)
 
 
+def provider_node_class(provider: str) -> tuple[str, str]:
+    """(group, kind) of the NodeClass `provider` declares first under the ``karpy.apis`` entry
+    points: what a v1beta1 nodeClassRef without kind or apiVersion meant. LookupError names the
+    installed providers when `provider` declares none."""
+    found = {ep.name: ep for ep in metadata.entry_points(group=API_ENTRY_POINT_GROUP)}
+    if provider not in found:
+        msg = f"provider {provider!r} declares no API kinds (installed: {', '.join(sorted(found))})"
+        raise LookupError(msg)
+    declared = found[provider].load()
+    model = declared[0].model
+    return model.GROUP, model.KIND
+
+
 def provider_labels() -> tuple[ProviderLabels, ...]:
     """The label names each installed provider declares with its CRDs (`CRDInfo.labels`), in
     entry-point name order."""

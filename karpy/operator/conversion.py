@@ -127,12 +127,17 @@ class ConversionWebhook:
         config = self._endpoint.client_config(certificate.ca, port=self.server.port)
         for crd in self._crds:
             name = f"{crd.model.PLURAL}.{crd.model.GROUP}"
-            await self._client.request(
-                "PATCH",
-                f"{CRD_PATH}/{name}",
-                body={"spec": {"conversion": {"webhook": {"clientConfig": config}}}},
-                content_type="application/merge-patch+json",
-            )
+            try:
+                await self._client.request(
+                    "PATCH",
+                    f"{CRD_PATH}/{name}",
+                    body={"spec": {"conversion": {"webhook": {"clientConfig": config}}}},
+                    content_type="application/merge-patch+json",
+                )
+            except NotFoundError:
+                # Another provider's CRD, not installed here: nothing can ask to convert it.
+                log.info("conversion webhook: CRD not installed", extra={"crd": name})
+                continue
             log.info("registered conversion webhook", extra={"crd": name})
 
     async def run(self) -> None:
