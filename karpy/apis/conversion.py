@@ -14,7 +14,7 @@ nothing is stored half-converted.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import attrs
@@ -121,14 +121,3 @@ def review(
         response["result"] = {"status": "Success"}
         response["convertedObjects"] = converted
     return {"apiVersion": REVIEW_API_VERSION, "kind": "ConversionReview", "response": response}
-
-
-def convertibles(
-    declared: Iterable[tuple[type[Any], tuple[ServedVersion, ...]]],
-) -> dict[tuple[str, str], Convertible]:
-    """(group, kind) -> its Convertible, for the kinds that serve older versions."""
-    return {
-        (model.GROUP, model.KIND): Convertible(storage=model, served=served)
-        for model, served in declared
-        if served
-    }
