@@ -271,3 +271,43 @@ async def test_a_v1beta1_ec2nodeclass_reads_back_as_v1_with_an_alias(
         await _create(api, "karpenter.k8s.aws", "ec2nodeclasses", ubuntu)
     assert "amiFamily" in refused.value.body
     assert "Ubuntu" in refused.value.body
+
+
+async def test_a_v1_nodeclaim_reads_as_v1beta1(
+    webhook: ConversionWebhook, api_client: client.ApiClient
+) -> None:
+    api = client.CustomObjectsApi(api_client)
+    name = f"claim-{secrets.token_hex(3)}"
+    claim = {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "metadata": {"name": name},
+        "spec": {
+            "requirements": [
+                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}
+            ],
+            "nodeClassRef": {
+                "group": "karpenter.kwok.sh",
+                "kind": "KWOKNodeClass",
+                "name": "default",
+            },
+            "expireAfter": "24h",
+        },
+    }
+    await api.create_cluster_custom_object(GROUP, "v1", "nodeclaims", claim)
+    for _ in range(100):  # the apiserver picks up the webhook just registered a moment later
+        try:
+            beta = await api.get_cluster_custom_object(GROUP, "v1beta1", "nodeclaims", name)
+            break
+        except ApiException as error:
+            if error.status != 500:
+                raise
+            await asyncio.sleep(0.1)
+    else:
+        raise TimeoutError("the apiserver never called the registered webhook")
+    assert beta["spec"]["nodeClassRef"] == {
+        "name": "default",
+        "kind": "KWOKNodeClass",
+        "apiVersion": "karpenter.kwok.sh/v1alpha1",
+    }
+    assert beta["spec"]["expireAfter"] == "24h"  # a v1 field v1beta1's schema carries too
