@@ -97,7 +97,8 @@ def self_signed(hosts: Sequence[str], *, now: datetime) -> ServingCertificate:
             names.append(x509.DNSName(host))
     cert = (
         x509.CertificateBuilder()
-        .subject_name(_name(hosts[0]))
+        # The names live in the SAN; a CN is at most 64 characters, a Service's name may not be.
+        .subject_name(_name("karpy-webhook"))
         .issuer_name(ca_cert.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
