@@ -4,6 +4,7 @@ their length, and loadable as a server context."""
 from __future__ import annotations
 
 import ipaddress
+import ssl
 from datetime import UTC, datetime
 
 from cryptography import x509
@@ -24,4 +25,6 @@ def test_the_certificate_names_every_host_and_is_signed_by_the_ca() -> None:
     assert cert.issuer == ca.subject
     cert.verify_directly_issued_by(ca)
     assert ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
-    assert made.server_context() is not None
+    context = made.server_context()
+    assert context.minimum_version is ssl.TLSVersion.TLSv1_2
+    assert context.verify_mode is ssl.CERT_NONE  # serves; asks no client certificate
