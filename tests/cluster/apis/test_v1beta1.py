@@ -165,8 +165,9 @@ async def test_a_v1beta1_kubelet_is_refused_naming_the_field(
     with pytest.raises(ApiException) as refused:
         await _create(api, GROUP, "nodepools", pool)
     assert refused.value.status in (400, 422, 500)
-    assert "spec.template.spec.kubelet" in refused.value.body
-    assert "EC2NodeClass.spec.kubelet" in refused.value.body
+    assert "spec.template.spec.kubelet: Forbidden: kubelet moved to the NodeClass" in (
+        refused.value.body
+    ), refused.value.body
 
 
 async def test_replicas_behind_a_service_share_one_certificate(
