@@ -127,3 +127,40 @@ def test_the_output_converts_back_to_what_was_written() -> None:
         back["spec"]["template"]["spec"]["nodeClassRef"]
         == written["spec"]["template"]["spec"]["nodeClassRef"]
     )
+
+
+def test_a_v1beta1_nodeclaim_converts_to_v1() -> None:
+    claim = """\
+apiVersion: karpenter.sh/v1beta1
+kind: NodeClaim
+metadata: {name: c}
+spec:
+  nodeClassRef: {apiVersion: karpenter.k8s.aws/v1beta1, kind: EC2NodeClass, name: default}
+  requirements: [{key: karpenter.sh/capacity-type, operator: In, values: [spot]}]
+"""
+    code, out, err = _run(["-"], [], stdin=claim)
+    assert (code, err) == (0, "")
+    assert "apiVersion: karpenter.sh/v1\nkind: NodeClaim\n" in out
+    assert "group: karpenter.k8s.aws" in out
+
+
+def test_a_kubelet_for_a_kwok_class_is_named_as_not_carried() -> None:
+    stream = """\
+apiVersion: karpenter.sh/v1beta1
+kind: NodePool
+metadata: {name: x}
+spec:
+  template:
+    spec:
+      nodeClassRef: {name: default}
+      requirements: []
+      kubelet: {maxPods: 20}
+---
+apiVersion: karpenter.kwok.sh/v1alpha1
+kind: KWOKNodeClass
+metadata: {name: default}
+"""
+    code, out, err = _run(["-"], ["--provider", "kwok"], stdin=stream)
+    assert code == 0, err
+    assert "spec.template.spec.kubelet: not carried: KWOKNodeClass has no kubelet settings" in err
+    assert "kubelet" not in out
