@@ -21,7 +21,7 @@ import yaml
 from karpy.apis.codec import DecodeError, from_dict, to_dict, unknown_fields
 from karpy.apis.conversion import ServedVersion
 from karpy.apis.crds import all_crds
-from karpy.apis.registry import crd_kinds
+from karpy.apis.registry import crd_kinds, registry
 from karpy.apis.v1alpha5.machine import Machine
 from karpy.apis.v1alpha5.provisioner import Provisioner
 from karpy.apis.v1alpha5.translate import (
@@ -222,14 +222,17 @@ def _move_kubelets(
             continue
         spec["kubelet"] = wire
         manifest["spec"] = spec
+        try:
+            from_dict(model, manifest)  # what the NodeClass's schema would refuse, named
+        except DecodeError as error:
+            problems.extend(f"{asked[0].where}: {path}: {p}" for p in error.problems)
+            continue
         out[index[ref]] = manifest
         warnings.extend(f"{a.where}: {path}: moved to {kind} {name!r} spec.kubelet" for a in asked)
     return problems
 
 
 def _served_or_stored(manifest: Mapping[str, Any]) -> type[Any] | None:
-    from karpy.apis.registry import registry
-
     return registry().get((str(manifest.get("apiVersion")), str(manifest.get("kind"))))
 
 
