@@ -19,8 +19,12 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from karpy.apis.codec import from_dict
 from karpy.apis.crds import all_crds, render_crd
+from karpy.apis.meta import ObjectMeta
+from karpy.apis.v1 import labels as wk
+from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.apis.v1.nodepool import NodePool
 from karpy.kube.client import KubeClient
+from karpy.kube.kinds import NODECLAIMS, PODS
 from karpy.localcluster import ClusterInfo
 from karpy.operator.conversion import (
     CRD_PATH,
@@ -32,7 +36,11 @@ from karpy.operator.supervisor import Supervisor
 from karpy.operator.wiring import build
 from karpy.runtime.clock import SystemClock
 from karpy.runtime.options import load
+from karpy_kwok.apis.kinds import KWOK_NODECLASSES
+from karpy_kwok.apis.kwoknodeclass import KWOKNodeClass
+from tests.cluster.provisioning.harness import INTENT, TEST_TAINT, pod_body
 from tests.support.kubehttp import KubeHTTP
+from tests.support.waiting import eventually
 
 GROUP = "karpenter.sh"
 
@@ -198,31 +206,45 @@ async def test_replicas_behind_a_service_share_one_certificate(
         await kube.close()
 
 
-async def test_karpy_run_serves_v1beta1_when_the_webhook_is_enabled(
+async def test_karpy_run_serves_v1beta1_and_launches_for_a_v1beta1_pool(
     cluster_info: ClusterInfo,
     kube_http: KubeHTTP,
     karpy_crds: list[str],
     api_client: client.ApiClient,
+    namespace: str,
 ) -> None:
+    """`karpy run` with the webhook: a v1beta1 NodePool applies as written, and a pod that
+    only it admits gets a NodeClaim from it, as from any v1 pool."""
     argv = [
         *("--kubeconfig", str(cluster_info.kubeconfig), "--disable-leader-election"),
         *("--bind-address", "127.0.0.1", "--metrics-port", "0", "--health-probe-port", "0"),
         *("--provider", "kwok", "--cluster-name", "t"),
+        *("--batch-idle-duration", "200ms", "--batch-max-duration", "2s"),
         *("--enable-webhook", "--webhook-port", "0", "--webhook-url", "https://127.0.0.1"),
     ]
     components = await build(load(argv, {}))
     stop = asyncio.Event()
-    name = f"beta-{secrets.token_hex(3)}"
+    suffix = secrets.token_hex(3)
+    name, intent = f"beta-{suffix}", f"beta-{suffix}"
+    kube = components.client
     api = client.CustomObjectsApi(api_client)
+    # No kind or apiVersion in the reference: the provider's NodeClass (KWOKNodeClass).
+    pool = _v1beta1_pool(name)
+    template = pool["spec"]["template"]
+    template["metadata"]["labels"] = {INTENT: intent}
+    template["spec"]["nodeClassRef"] = {"name": f"beta-{suffix}"}
+    template["spec"]["taints"] = [{"key": TEST_TAINT, "effect": "NoSchedule"}]
     try:
+        await kube.create(KWOK_NODECLASSES, KWOKNodeClass(metadata=ObjectMeta(name=name)))
         async with asyncio.TaskGroup() as group:
             supervised = group.create_task(Supervisor(components, stop=stop).run())
             try:
-                pool = _v1beta1_pool(name)
-                del pool["spec"]["template"]["spec"]["nodeClassRef"]["apiVersion"]
-                del pool["spec"]["template"]["spec"]["nodeClassRef"]["kind"]
                 await _create(api, GROUP, "nodepools", pool)
                 v1 = await api.get_cluster_custom_object(GROUP, "v1", "nodepools", name)
+                await kube.create_raw(
+                    PODS, pod_body("beta", cpu="1", intent=intent), namespace=namespace
+                )
+                claims = await eventually(lambda: _claims_of(kube, name), within=90)
             finally:
                 stop.set()
             async with asyncio.timeout(30):
@@ -230,12 +252,18 @@ async def test_karpy_run_serves_v1beta1_when_the_webhook_is_enabled(
     finally:
         await components.close()
         _restore_conversion(kube_http)
-    # A reference without kind or apiVersion means the provider's NodeClass.
     assert v1["spec"]["template"]["spec"]["nodeClassRef"] == {
         "group": "karpenter.kwok.sh",
         "kind": "KWOKNodeClass",
-        "name": "default",
+        "name": name,
     }
+    (claim,) = claims
+    assert claim.spec.expire_after == "168h"  # the v1beta1 pool's disruption.expireAfter
+
+
+async def _claims_of(kube: KubeClient, pool: str) -> list[NodeClaim]:
+    listed = await kube.list(NODECLAIMS)
+    return [i.obj for i in listed.items if i.obj.metadata.labels.get(wk.LABEL_NODEPOOL) == pool]
 
 
 async def test_a_v1beta1_ec2nodeclass_reads_back_as_v1_with_an_alias(
