@@ -41,7 +41,15 @@ class WebhookServer:
         self._context = context
         self._routes = dict(routes)
         self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[object]] = set()
+        """The task serving each open connection: asyncio.Server starts them and this server
+        owns them, so close() ends the ones still reading."""
         self.port = port
+
+    @property
+    def open_connections(self) -> int:
+        """Connections being served right now."""
+        return len(self._connections)
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(
@@ -61,12 +69,23 @@ class WebhookServer:
             await self.close()
 
     async def close(self) -> None:
+        """Stop listening, and end the connections still open (a client that connected and
+        has not sent its request yet, say)."""
         server, self._server = self._server, None
         if server is not None:
             server.close()
+        connections, self._connections = self._connections, set()
+        for task in connections:
+            task.cancel()
+        if connections:
+            await asyncio.wait(connections)
+        if server is not None:
             await server.wait_closed()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._connections.add(task)
         try:
             async with asyncio.timeout(READ_TIMEOUT):
                 method, path, body = await _read_request(reader)
@@ -76,6 +95,8 @@ class WebhookServer:
         except (TimeoutError, ValueError, ConnectionError, ssl.SSLError) as error:
             log.debug("bad webhook request", extra={"error": repr(error)})
         finally:
+            if task is not None:
+                self._connections.discard(task)
             writer.close()
             try:
                 await writer.wait_closed()

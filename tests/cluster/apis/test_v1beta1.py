@@ -246,6 +246,13 @@ async def test_karpy_run_serves_v1beta1_and_launches_for_a_v1beta1_pool(
                 )
                 claims = await eventually(lambda: _claims_of(kube, name), within=90)
             finally:
+                # Gone now, not pending in a namespace being deleted after this test, where
+                # whatever runs next would see it.
+                kube_http.request(
+                    "DELETE",
+                    f"/api/v1/namespaces/{namespace}/pods/beta",
+                    {"gracePeriodSeconds": 0},
+                )
                 stop.set()
             async with asyncio.timeout(30):
                 await supervised
