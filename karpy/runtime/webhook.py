@@ -83,6 +83,9 @@ class WebhookServer:
             await server.wait_closed()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._server is None:  # a handshake that finished after close(): hang up
+            writer.close()
+            return
         task = asyncio.current_task()
         if task is not None:
             self._connections.add(task)
