@@ -39,8 +39,12 @@ Paths are written from the object root. `[]` marks list items and `{}` map value
 
 ## Moving older manifests to v1
 
-Only the v1 API is served. Manifests written for `karpenter.sh/v1alpha5` (Provisioner) or
-`v1beta1` translate field by field:
+The same CRDs also serve `karpenter.sh/v1beta1` NodePool and NodeClaim and
+`karpenter.k8s.aws/v1beta1` EC2NodeClass (Karpenter v0.32-v0.37); v1 is stored, and karpy's
+conversion webhook (`ENABLE_WEBHOOK`, on in the chart) converts between them. Their v1beta1
+schemas are v1's plus the v1beta1 spellings below. Manifests written for
+`karpenter.sh/v1alpha5` (Provisioner) or `v1beta1` translate field by field (see
+[migration.md](migration.md)):
 
 | Older field | v1 field |
 |---|---|
@@ -87,6 +91,26 @@ MIGRATION: tuple[tuple[str, str], ...] = (
     (
         "`AWSNodeTemplate.amiFamily: AL2`",
         "`amiSelectorTerms: [{alias: al2@latest}]` (pin a version in production)",
+    ),
+    (
+        "v1beta1 `spec.disruption.consolidationPolicy: WhenUnderutilized`",
+        "`WhenEmptyOrUnderutilized` with `consolidateAfter: 0s`",
+    ),
+    (
+        "v1beta1 `spec.disruption.expireAfter`",
+        "`spec.template.spec.expireAfter`",
+    ),
+    (
+        "v1beta1 `nodeClassRef {apiVersion, kind, name}`",
+        "`nodeClassRef {group, kind, name}`; unset kind and apiVersion mean the provider's class",
+    ),
+    (
+        "v1beta1 `spec.template.spec.kubelet`",
+        "`EC2NodeClass.spec.kubelet` (`karpy convert` moves it; the apiserver refuses it)",
+    ),
+    (
+        "v1beta1 `EC2NodeClass.amiFamily` without `amiSelectorTerms`",
+        "`amiSelectorTerms: [{alias: <family>@latest}]`; `Ubuntu` is refused",
     ),
     (
         "label `karpenter.sh/provisioner-name`",

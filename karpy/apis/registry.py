@@ -29,11 +29,15 @@ from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.apis.v1.nodepool import NodePool
 from karpy.apis.v1alpha5.machine import Machine
 from karpy.apis.v1alpha5.provisioner import Provisioner
+from karpy.apis.v1beta1 import nodepool as v1beta1
 
 API_ENTRY_POINT_GROUP: Final = "karpy.apis"
 
 # karpy's own CRD kinds, first in generation order.
 CORE_CRD_KINDS: Final[tuple[type[Any], ...]] = (NodePool, NodeClaim, Provisioner, Machine)
+
+# Older versions of karpy's CRD kinds, served beside v1 and converted (karpy.apis.conversion).
+CORE_SERVED_KINDS: Final[tuple[type[Any], ...]] = (v1beta1.NodePool, v1beta1.NodeClaim)
 
 CORE_KINDS: Final[tuple[type[Any], ...]] = (
     Pod,
@@ -76,6 +80,19 @@ def provider_crds() -> tuple[Any, ...]:
     return tuple(found)
 
 
+def provider_node_class(provider: str) -> tuple[str, str]:
+    """(group, kind) of the NodeClass `provider` declares first under the ``karpy.apis`` entry
+    points: what a v1beta1 nodeClassRef without kind or apiVersion meant. LookupError names the
+    installed providers when `provider` declares none."""
+    found = {ep.name: ep for ep in metadata.entry_points(group=API_ENTRY_POINT_GROUP)}
+    if provider not in found:
+        msg = f"provider {provider!r} declares no API kinds (installed: {', '.join(sorted(found))})"
+        raise LookupError(msg)
+    declared = found[provider].load()
+    model = declared[0].model
+    return model.GROUP, model.KIND
+
+
 def provider_labels() -> tuple[ProviderLabels, ...]:
     """The label names each installed provider declares with its CRDs (`CRDInfo.labels`), in
     entry-point name order."""
@@ -91,7 +108,11 @@ def crd_kinds() -> tuple[type[Any], ...]:
 @functools.cache
 def registry() -> Mapping[tuple[str, str], type[Any]]:
     """The model of every (apiVersion, kind) karpy decodes, providers' kinds included."""
-    return {(_api_version(cls), cls.KIND): cls for cls in (*crd_kinds(), *CORE_KINDS)}
+    served = (
+        *CORE_SERVED_KINDS,
+        *(s.model for declared in provider_crds() for s in getattr(declared, "served", ())),
+    )
+    return {(_api_version(cls), cls.KIND): cls for cls in (*crd_kinds(), *served, *CORE_KINDS)}
 
 
 def model_for(api_version: str, kind: str) -> type[Any]:

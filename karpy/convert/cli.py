@@ -1,4 +1,5 @@
-"""``karpy convert FILE|DIR|-``: Karpenter v0.x manifests in, v1 manifests out, offline.
+"""``karpy convert FILE|DIR|-``: Karpenter v0.x manifests (v1alpha5, v1beta1) in, v1 manifests
+out, offline.
 
 Writes the converted stream to stdout (or ``-o FILE``) and one line per legacy field it carries
 differently to stderr. Exit codes: 0 converted, 1 invalid input (every problem printed with its
@@ -12,7 +13,9 @@ import os
 import sys
 from pathlib import Path
 
+from karpy.apis.registry import provider_node_class
 from karpy.apis.v1alpha5.translate import LegacySettings, legacy_node_classes
+from karpy.apis.v1beta1.convert import NodeClassDefaults
 from karpy.convert.documents import ConvertError, Document, convert, parse_documents, render
 
 EXIT_OK = 0
@@ -42,7 +45,7 @@ def _read(paths: list[str]) -> list[Document]:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="karpy convert",
-        description="Convert Karpenter v0.x (v1alpha5) manifests to karpenter.sh/v1.",
+        description=("Convert Karpenter v0.x manifests (v1alpha5 and v1beta1) to karpenter.sh/v1."),
     )
     parser.add_argument("paths", nargs="+", metavar="FILE|DIR|-", help="manifests to convert")
     parser.add_argument(
@@ -64,6 +67,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     try:
         node_classes = legacy_node_classes(args.provider)
+        group, kind = provider_node_class(args.provider)
         documents = _read(args.paths)
     except (LookupError, OSError) as error:
         sys.stderr.write(f"error: {error}\n")
@@ -75,7 +79,10 @@ def main(argv: list[str]) -> int:
         cluster_name=args.cluster_name, default_instance_profile=args.instance_profile
     )
     try:
-        converted = convert(documents, node_classes, settings)
+        # Written back as v1, so references name each NodeClass's stored version.
+        converted = convert(
+            documents, node_classes, settings, defaults=NodeClassDefaults(group=group, kind=kind)
+        )
     except ConvertError as error:
         sys.stderr.write("".join(f"error: {p}\n" for p in error.problems))
         return EXIT_INVALID

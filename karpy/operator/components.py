@@ -22,6 +22,7 @@ from karpy.kube.lease import LeaderElector
 from karpy.kube.resources import ResourceKind
 from karpy.manager import Extended, ProviderExtension
 from karpy.manager.declare import kinds_of
+from karpy.operator.conversion import ConversionWebhook
 from karpy.runtime.clock import Clock
 from karpy.runtime.health import ProbeServer
 from karpy.runtime.options import Options
@@ -61,6 +62,7 @@ class Components:
     probes: ProbeServer
     controllers: Sequence[Controller]
     cloudprovider: CloudProvider | None = None
+    webhook: ConversionWebhook | None = None
 
     async def close(self) -> None:
         """Close the provider (its optional `aclose()` hook), the kube client, and flush

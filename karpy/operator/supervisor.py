@@ -1,6 +1,7 @@
 """The supervisor: every root loop of `karpy run` under one TaskGroup, and the shutdown order.
 
-Task ownership (house rule 7): the root TaskGroup owns the probe server, one task per informer,
+Task ownership (house rule 7): the root TaskGroup owns the probe server, the conversion webhook
+(when enabled; it serves on every replica), one task per informer,
 the leader elector and the controller group; the controller group owns each controller's runner,
 which owns its workers. Probes, informers and the elector run on every replica; controllers start
 only once this replica leads. If any root task fails (leadership lost, a bug), the group cancels
@@ -9,8 +10,8 @@ the rest and the process exits non-zero, as Karpenter does.
 On SIGTERM the order is fixed: (1) stop the watches, so state stops changing; (2) stop the
 controllers from taking work and let in-flight reconciles finish within the grace period, then
 cancel stragglers; (3) stop renewing and release the lease, so another replica takes over at its
-next retry instead of after a full lease duration; (4) stop the probes. The caller then closes
-the kube client and flushes telemetry.
+next retry instead of after a full lease duration; (4) stop the probes and the webhook. The
+caller then closes the kube client and flushes telemetry.
 """
 
 from __future__ import annotations
@@ -36,6 +37,12 @@ class Supervisor:
         c = self._c
         async with asyncio.TaskGroup() as root:
             probes = root.create_task(c.probes.run(), name="probes")
+            webhook = None
+            if c.webhook is not None:
+                # Listening and registered in the CRDs before anything else: from here on the
+                # apiserver can serve v1beta1.
+                await c.webhook.start()
+                webhook = root.create_task(c.webhook.run(), name="conversion-webhook")
             informers = [
                 root.create_task(informer.run(), name=f"informer-{informer.kind}")
                 for informer in c.informers
@@ -54,7 +61,7 @@ class Supervisor:
             if elector is not None and c.elector is not None:
                 await _cancel_and_wait(elector)
                 await c.elector.release()
-            await _cancel_and_wait(probes)
+            await _cancel_and_wait(probes, *([webhook] if webhook is not None else []))
         log.info("shut down")
 
     async def _run_controllers(self) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 
 from opentelemetry.sdk.trace.export import SpanExporter
 
+from karpy.apis.crds import all_crds
 from karpy.cloudprovider.protocol import CloudProvider
 from karpy.controllers.disruption.controller import DisruptionController
 from karpy.controllers.disruption.queue import OrchestrationQueue
@@ -46,6 +47,7 @@ from karpy.manager import Declaration, Manager
 from karpy.manager.declare import kinds_of
 from karpy.operator import inputs
 from karpy.operator.components import Components, provider_and_extensions
+from karpy.operator.conversion import ConversionWebhook, Endpoint, node_class_defaults
 from karpy.operator.dryrun import DecisionLog, DryRunKubeClient
 from karpy.operator.inputs import INFORMED_KINDS
 from karpy.runtime.channels import Trigger
@@ -142,6 +144,7 @@ async def build(
         if options.leader_election.enabled
         else None
     )
+    webhook = conversion_webhook(options, client=client, provider=provider, clock=clock)
     probes = ProbeServer(
         host=options.server.bind_address,
         health_port=options.server.health_probe_port,
@@ -158,8 +161,36 @@ async def build(
         informers=list(informers.values()),
         elector=elector,
         probes=probes,
+        webhook=webhook,
         controllers=manager.loops(declarations, informers),
         cloudprovider=provider,
+    )
+
+
+def conversion_webhook(
+    options: Options, *, client: KubeClient, provider: CloudProvider, clock: Clock
+) -> ConversionWebhook | None:
+    """The v1beta1 conversion webhook when enabled: a v1beta1 nodeClassRef that names no kind
+    means the provider's first NodeClass, as in Karpenter."""
+    settings = options.webhook
+    if not settings.enabled:
+        return None
+    name, _, namespace = settings.service.partition(".")
+    endpoint = (
+        Endpoint(url=settings.url)
+        if settings.url is not None
+        else Endpoint(service_name=name, service_namespace=namespace)
+    )
+    node_class = provider.supported_node_classes()[0]
+    crds = all_crds()
+    return ConversionWebhook(
+        client,
+        host=options.server.bind_address,
+        port=settings.port,
+        endpoint=endpoint,
+        crds=crds,
+        defaults=node_class_defaults(crds, group=node_class.group, kind=node_class.kind),
+        clock=clock,
     )
 
 

@@ -19,8 +19,9 @@ from tests.support.marks import TOOLS
 
 pytestmark = list(TOOLS)
 
-NOT_VALUES = {"KUBECONFIG", "BIND_ADDRESS", "DISABLE_LEADER_ELECTION"}
-"""In a pod karpy uses its ServiceAccount, binds every interface and always elects a leader."""
+NOT_VALUES = {"KUBECONFIG", "BIND_ADDRESS", "DISABLE_LEADER_ELECTION", "WEBHOOK_URL"}
+"""In a pod karpy uses its ServiceAccount, binds every interface, always elects a leader and is
+reached through its Service."""
 
 
 def _env(documents: list[dict[str, Any]]) -> dict[str, str]:
@@ -82,7 +83,11 @@ def test_rbac_is_least_privilege() -> None:
                 assert "*" not in rule[field], (role["kind"], rule)
     namespaced = only(documents, "Role")
     assert namespaced["metadata"]["namespace"] == "karpy"
-    assert [r["resources"] for r in namespaced["rules"]] == [["leases"]]
+    # The Lease, and the Secret the conversion webhook's replicas share their certificate in.
+    assert [r["resources"] for r in namespaced["rules"]] == [["leases"], ["secrets"]]
+    assert namespaced["rules"][1]["verbs"] == ["get", "create"]
+    without_webhook = only(render({**REQUIRED, "controller.webhook.enabled": False}), "Role")
+    assert [r["resources"] for r in without_webhook["rules"]] == [["leases"]]
     cluster_rules = only(documents, "ClusterRole")["rules"]
     assert not any("leases" in r["resources"] for r in cluster_rules)
     # A provider's node class is granted only with that provider.

@@ -154,7 +154,13 @@ async def test_karpy_runs_on_the_charts_rbac_and_uses_every_rule(
         cluster_info,
         kubeconfig=kubeconfig,
         lease_namespace=namespace,
-        flags=["--leader-election-name", env["LEADER_ELECTION_NAME"]],
+        flags=[
+            *("--leader-election-name", env["LEADER_ELECTION_NAME"]),
+            # The conversion webhook as the chart runs it: its certificate in a Secret beside
+            # the Service, its address and CA bundle written into the CRDs.
+            *("--enable-webhook", "--webhook-port", "0"),
+            *("--webhook-service", env["WEBHOOK_SERVICE"]),
+        ],
     ):
         await scale(api_client, namespace, "inflate", 2)
         pods = await eventually(running(api_client, namespace, "inflate", 2), within=90)

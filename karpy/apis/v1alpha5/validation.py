@@ -75,6 +75,16 @@ def _requirement(path: str, req: Requirement) -> Iterator[str]:
             yield _invalid(f"{path}.values[{i}]", value, "must be a label value")
 
 
+def labels_problems(path: str, found: Mapping[str, str]) -> list[str]:
+    """Why each of `found` may not be a node label (keys and values), with its path."""
+    return list(_labels(path, found))
+
+
+def taints_problems(path: str, taints: Iterable[Taint]) -> list[str]:
+    """Why `taints` are invalid (keys, duplicates), with their paths."""
+    return list(_taints(path, taints))
+
+
 def _labels(path: str, found: Mapping[str, str]) -> Iterator[str]:
     for key, value in found.items():
         problem = label_key_problem(key)

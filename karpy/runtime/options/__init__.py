@@ -55,6 +55,7 @@ from karpy.runtime.options.process import (
     ShutdownOptions,
     TelemetryOptions,
     WatchingOptions,
+    WebhookOptions,
     check_leader_timings,
 )
 from karpy.runtime.options.values import (
@@ -86,6 +87,7 @@ __all__ = [
     "ShutdownOptions",
     "TelemetryOptions",
     "WatchingOptions",
+    "WebhookOptions",
     "build_parser",
     "documented",
     "load",
@@ -111,6 +113,7 @@ class Options:
     scheduling: SchedulingOptions = group(SchedulingOptions)
     leader_election: LeaderElectionOptions = group(LeaderElectionOptions)
     server: ServerOptions = group(ServerOptions)
+    webhook: WebhookOptions = group(WebhookOptions)
     kube: KubeOptions = group(KubeOptions)
     watching: WatchingOptions = group(WatchingOptions)
     reconcile: ReconcileOptions = group(ReconcileOptions)

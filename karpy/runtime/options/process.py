@@ -17,8 +17,10 @@ from karpy.runtime.backoff import Backoff
 from karpy.runtime.options.declare import OptionsError, Setting, composite, option
 from karpy.runtime.options.values import (
     non_empty,
+    parse_bool,
     parse_disabled,
     parse_port,
+    parse_service,
     positive_duration,
     positive_float,
     positive_int,
@@ -95,6 +97,33 @@ class ServerOptions:
         "HEALTH_PROBE_PORT", "--health-probe-port", 8081, parse_port,
         "port serving /healthz, /readyz",
     )  # fmt: skip
+
+
+@attrs.frozen
+class WebhookOptions:
+    """The conversion webhook serving karpenter.sh/v1beta1 beside v1 (karpy.operator.conversion).
+
+    Off unless enabled: while it is off, the apiserver refuses every v1beta1 request (it has no
+    one to convert for it) and v1 works as ever. The chart turns it on.
+    """
+
+    enabled: bool = option(
+        "ENABLE_WEBHOOK", "--enable-webhook", False, parse_bool,
+        "serve the v1beta1 conversion webhook", switch=True,
+    )  # fmt: skip
+    port: int = option(
+        "WEBHOOK_PORT", "--webhook-port", 8443, parse_port, "port serving the conversion webhook"
+    )
+    service: str = option(
+        "WEBHOOK_SERVICE", "--webhook-service", "karpy.karpy", parse_service,
+        "Service (name.namespace) the apiserver reaches the webhook through",
+    )  # fmt: skip
+    """Port 443 of this Service must lead to `port` on the replicas."""
+    url: str | None = option(
+        "WEBHOOK_URL", "--webhook-url", None, non_empty,
+        "https URL the apiserver reaches the webhook at instead (karpy outside the cluster)",
+    )  # fmt: skip
+    """When set, registered instead of `service`; a URL without a port gets `port`."""
 
 
 @attrs.frozen

@@ -45,6 +45,15 @@ def parse_port(text: str) -> int:
     return port
 
 
+def parse_service(text: str) -> str:
+    """A Service as name.namespace (Service names have no dots)."""
+    name, dot, namespace = text.partition(".")
+    if not dot or not name or not namespace or "." in namespace:
+        msg = f"invalid Service {text!r}: expected name.namespace"
+        raise ValueError(msg)
+    return text
+
+
 def parse_log_level(text: str) -> LogLevel:
     lowered = text.strip().lower()
     for level in LEVELS:

@@ -167,8 +167,8 @@ def test_decode_refuses_non_objects() -> None:
 def test_decode_object_dispatches_on_api_version_and_kind() -> None:
     assert isinstance(decode_object(NODEPOOL), NodePool)
     assert isinstance(decode_object({"apiVersion": "v1", "kind": "Node"}), Node)
-    with pytest.raises(KeyError, match="v1beta1"):
-        decode_object({"apiVersion": "karpenter.sh/v1beta1", "kind": "NodePool"})
+    with pytest.raises(KeyError, match="v1alpha9"):
+        decode_object({"apiVersion": "karpenter.sh/v1alpha9", "kind": "NodePool"})
     with pytest.raises(DecodeError, match="apiVersion and kind"):
         decode_object({"kind": "Node"})
 
