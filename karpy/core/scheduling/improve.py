@@ -56,20 +56,27 @@ def dissolve(fleet: Fleet, contexts: Contexts, budget: int) -> int:
         touched: dict[int, tuple[ExistingNode | NodeClaim, SavedState, float]] = {}
         targets = [b for b in fleet.bins if b is not source and (b.pods or b.kind == "node")]
         moved = True
+        # What the moves have added to the targets' prices so far. A target's price only grows
+        # as it takes pods, so once this reaches the source's price the dissolve cannot pay:
+        # stop there rather than try the rest of the source's pods on every bin.
+        added = 0.0
         for pod, ctx in zip(source.pods, found, strict=True):
             for target in targets:
                 budget -= 1
                 verdict = target.try_add(ctx)
                 if isinstance(verdict, Placement):
+                    is_claim = isinstance(target, NodeClaim)
+                    price = target.price() if is_claim else 0.0
                     if id(target) not in touched:
-                        price = target.price() if isinstance(target, NodeClaim) else 0.0
                         touched[id(target)] = (target, target.save(), price)
                     target.commit(verdict, pod, ctx)
+                    if is_claim:
+                        added += target.price() - price
                     break
             else:
                 moved = False
                 break
-            if budget <= 0:
+            if budget <= 0 or added >= old_price - _EPSILON:
                 moved = False
                 break
         before = old_price + sum(p for _, _, p in touched.values())
