@@ -181,24 +181,21 @@ class PoolIndex:
         EC2's 1,400 types. Memoised; shared with ``with_limits`` copies."""
         found = self._frontier.get(self.template)
         if found is None:
-            base = self.overhead_vec
-            rows = [
-                (
-                    self.cheapest_price(1 << i, self.template),
-                    i,
-                    [a - o for a, o in zip(alloc, base, strict=True)],
-                )
-                for i, alloc in enumerate(self.alloc)
-            ]
-            rows.sort(key=lambda row: (row[0], row[1]))
-            kept: list[tuple[float, int, list[int]]] = []
-            for price, i, vec in rows:
-                if not any(
-                    p <= price and all(a >= b for a, b in zip(v, vec, strict=True))
-                    for p, _, v in kept
-                ):
-                    kept.append((price, i, vec))
-            found = tuple(sorted(i for _, i, _ in kept))
+            # Type j beats type i when it comes first in (price, index) order and holds at
+            # least as much of everything: ``fits_mask`` of i's allocatable (the overhead is the
+            # same for every type, so it drops out) against the types already passed. Beaten by
+            # any earlier type means beaten by a kept one (dominance is transitive), so this is
+            # the pairwise scan over kept types done with bitsets, in one pass.
+            rows = sorted(
+                (self.cheapest_price(1 << i, self.template), i) for i in range(len(self.alloc))
+            )
+            passed = 0
+            kept: list[int] = []
+            for _, i in rows:
+                if not self.fits_mask(self.alloc[i]) & passed:
+                    kept.append(i)
+                passed |= 1 << i
+            found = tuple(sorted(kept))
             self._frontier[self.template] = found
         return found
 

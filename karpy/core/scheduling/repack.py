@@ -70,6 +70,12 @@ def repack(
         rounds += 1
         window = ranked[offset : offset + width]
         moving = [by_uid[uid] for plan in window for uid in plan.pods]
+        if len(moving) == len(by_uid) and not snapshot.nodes:
+            # Every pod of the batch and nothing else in the cluster: the window is the solve's
+            # own problem (the pods' order does not matter to it), and solving it again gives
+            # the plan it started from, never a cheaper one.
+            offset += max(1, width // 2)
+            continue
         budget -= len(moving)
         kept = [p for p in plans if not any(p is w for w in window)]
         found = solve(_rest(snapshot, kept), moving)
