@@ -76,13 +76,13 @@ def dissolve(fleet: Fleet, contexts: Contexts, budget: int) -> int:
                 budget -= 1
                 verdict = target.try_add(ctx)
                 if isinstance(verdict, Placement):
-                    is_claim = isinstance(target, NodeClaim)
-                    price = target.price() if is_claim else 0.0
+                    claim = target if isinstance(target, NodeClaim) else None
+                    price = claim.price() if claim is not None else 0.0
                     if id(target) not in touched:
                         touched[id(target)] = (target, target.save(), price)
                     target.commit(verdict, pod, ctx)
-                    if is_claim:
-                        added += target.price() - price
+                    if claim is not None:
+                        added += claim.price() - price
                     break
             else:
                 moved = False
