@@ -104,7 +104,7 @@ def daemon_overhead(
 # Indexes kept between solves (least recently used first), and how many memoised requirement
 # sets one may hold before it is built afresh (its memos would otherwise grow with every new
 # pod shape a long-running controller sees).
-_KEPT: dict[tuple[object, ...], PoolIndex] = {}
+_KEPT: dict[tuple[object, ...], tuple[tuple[InstanceType, ...], PoolIndex]] = {}
 KEPT_INDEXES = 8
 KEPT_MEMO_LIMIT = 4096
 
@@ -118,21 +118,25 @@ def pool_index(
     allow_undefined: frozenset[str],
 ) -> PoolIndex:
     """``PoolIndex(...)`` for these inputs, the one kept from an earlier solve when there is."""
-    key = (pool, tuple(offered), space, tuple(daemonsets), allow_undefined)
+    # The catalog by the identity of its types (hashing 400 of them by value cost as much as
+    # the rest of the lookup); the entry holds them, so no identity is reused meanwhile.
+    types = tuple(offered)
+    key = (pool, tuple(map(id, types)), space, tuple(daemonsets), allow_undefined)
     try:
-        found = _KEPT.pop(key, None)
+        entry = _KEPT.pop(key, None)
     except TypeError:  # an unhashable field somewhere: index afresh, keep nothing
         return PoolIndex(
-            pool, offered, space=space, daemonsets=daemonsets, allow_undefined=allow_undefined
+            pool, types, space=space, daemonsets=daemonsets, allow_undefined=allow_undefined
         )
-    if found is None or found.memo_size() > KEPT_MEMO_LIMIT:
-        found = PoolIndex(
-            pool, offered, space=space, daemonsets=daemonsets, allow_undefined=allow_undefined
+    if entry is None or entry[1].memo_size() > KEPT_MEMO_LIMIT:
+        index = PoolIndex(
+            pool, types, space=space, daemonsets=daemonsets, allow_undefined=allow_undefined
         )
-    _KEPT[key] = found  # most recently used last
+        entry = (types, index)
+    _KEPT[key] = entry  # most recently used last
     while len(_KEPT) > KEPT_INDEXES:
         del _KEPT[next(iter(_KEPT))]
-    return found
+    return entry[1]
 
 
 def forget_indexes() -> None:
