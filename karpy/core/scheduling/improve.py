@@ -57,37 +57,31 @@ def dissolve(fleet: Fleet, contexts: Contexts, budget: int) -> int:
         touched: dict[int, tuple[ExistingNode | NodeClaim, SavedState, float]] = {}
         # A bin without room for the smallest of the source's pods in every resource takes none
         # of them while they move (bins only fill up meanwhile): leave it out of the scan
-        # instead of refusing every pod there (full NodeClaims were most of the step's checks).
+        # instead of refusing every pod there (full NodeClaims were most of the step's checks;
+        # the budget below is still charged for them).
         floor = (
             tuple(map(min, *(ctx.vector for ctx in found))) if len(found) > 1 else found[0].vector
         )
-        targets = [
-            b
-            for b in fleet.bins
-            if b is not source and (b.pods or b.kind == "node") and _has_room(b, floor)
-        ]
+        candidates = [b for b in fleet.bins if b is not source and (b.pods or b.kind == "node")]
+        targets = [(pos, b) for pos, b in enumerate(candidates) if _has_room(b, floor)]
         moved = True
-        # What the moves have added to the targets' prices so far. A target's price only grows
-        # as it takes pods, so once this reaches the source's price the dissolve cannot pay:
-        # stop there rather than try the rest of the source's pods on every bin.
-        added = 0.0
         for pod, ctx in zip(source.pods, found, strict=True):
-            for target in targets:
-                budget -= 1
+            for pos, target in targets:
                 verdict = target.try_add(ctx)
                 if isinstance(verdict, Placement):
-                    claim = target if isinstance(target, NodeClaim) else None
-                    price = claim.price() if claim is not None else 0.0
+                    # The budget is spent as if every bin before it had been checked, so the
+                    # step tries the same sources and ends on the same plan as a full scan.
+                    budget -= pos + 1
                     if id(target) not in touched:
+                        price = target.price() if isinstance(target, NodeClaim) else 0.0
                         touched[id(target)] = (target, target.save(), price)
                     target.commit(verdict, pod, ctx)
-                    if claim is not None:
-                        added += claim.price() - price
                     break
             else:
+                budget -= len(candidates)
                 moved = False
                 break
-            if budget <= 0 or added >= old_price - _EPSILON:
+            if budget <= 0:
                 moved = False
                 break
         before = old_price + sum(p for _, _, p in touched.values())
