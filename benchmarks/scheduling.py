@@ -15,9 +15,16 @@ with its estimated prices: ``karpy_aws_emulator.catalog``). Mixes:
   DoNotSchedule), hostname spread, zonal self-affinity and hostname anti-affinity (all sharing
   ``app=nginx``); CPU from {100m, 250m, 500m, 1, 1.5}, memory from {100Mi, 256Mi, 512Mi, 1Gi, 2Gi,
   4Gi}, seed 42. Spread and affinity pods carry one of seven label values and select their own.
-* ``plain``: plain pods whose CPU (100m … 3) and memory (128Mi … 6Gi) are drawn independently.
+* ``plain``: Karpenter's plain ("generic") pods: each draws a label ``my-label`` from seven
+  values, then CPU from {100m, 250m, 500m, 1, 1.5} and memory from {100Mi, 256Mi, 512Mi, 1Gi, 2Gi,
+  4Gi}, independently and uniformly, as ``makeGenericPods`` in Karpenter's
+  scheduling_benchmark_test.go does (same sets, same draw order; Python's generator, not Go's, so
+  the same distribution, not the same sequence — ``--dump`` writes the pods for a side-by-side run).
+* ``wide``: plain pods whose CPU (100m … 3) and memory (128Mi … 6Gi) are drawn independently:
+  larger and more varied than Karpenter's (this was the ``plain`` mix before it followed
+  Karpenter).
 * ``memory``: plain pods with CPU 100m … 1 and memory 1 … 16 GiB.
-* ``daemonset``: the plain mix on a cluster with three DaemonSets (350m / 448Mi per node).
+* ``daemonset``: the wide mix on a cluster with three DaemonSets (350m / 448Mi per node).
 
 The bound is the LP relaxation of the packing — buy fractional nodes, min sum_t price_t * x_t
 subject to sum_t (allocatable_{t,r} - daemonset_r) * x_t >= demand_r for every resource r (cpu,
@@ -30,6 +37,7 @@ diverse mix it is loose: it ignores that hostname anti-affinity forces one node 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import statistics
@@ -96,6 +104,27 @@ def diverse_pods(count: int, *, seed: int = 42) -> list[Pod]:
 
 
 def plain_pods(count: int, *, seed: int = 42) -> list[Pod]:
+    """Karpenter's generic pods: a label value, then CPU and memory, each drawn uniformly from
+    Karpenter's sets; no owner (each pod stands alone, as in Karpenter's benchmark)."""
+    rng = random.Random(seed)
+    pods = []
+    for i in range(count):
+        value = rng.choice(VALUES)
+        requests = Resources.of({"cpu": rng.choice(CPUS), "memory": rng.choice(MEMORIES)})
+        pods.append(
+            Pod(
+                uid=PodUID(f"pod-{i:06d}"),
+                namespace="default",
+                name=f"plain-{i}",
+                containers=(Container("app", requests),),
+                creation=i,
+                labels={"my-label": value},
+            )
+        )
+    return pods
+
+
+def wide_pods(count: int, *, seed: int = 42) -> list[Pod]:
     """Plain pods whose CPU (100m … 3, in 100m steps) and memory (128Mi … 6Gi, in 128Mi steps)
     are drawn independently, as a cluster of unrelated Deployments requests them."""
     rng = random.Random(seed)
@@ -226,7 +255,7 @@ def lower_bound(
 
 
 CATALOGS = ("fake", "realistic", "kwok", "aws")
-MIXES = ("diverse", "plain", "memory", "daemonset")
+MIXES = ("diverse", "plain", "wide", "memory", "daemonset")
 
 
 def catalog(name: str) -> tuple[InstanceType, ...]:
@@ -268,11 +297,31 @@ def daemonsets() -> tuple[DaemonSet, ...]:
 def pods_for(mix: str, count: int) -> list[Pod]:
     if mix == "diverse":
         return diverse_pods(count)
-    if mix in ("plain", "daemonset"):
+    if mix == "plain":
         return plain_pods(count)
+    if mix in ("wide", "daemonset"):
+        return wide_pods(count)
     if mix == "memory":
         return memory_pods(count)
     raise ValueError(f"unknown mix {mix!r}; choose from {', '.join(MIXES)}")
+
+
+def dump(pods: list[Pod], path: str) -> None:
+    """Write plain pods as JSON (uid, cpu, memory, labels) for a side-by-side run of Karpenter's
+    scheduler on the very same pods (benchmarks/README.md, *Side by side with Karpenter*)."""
+    rows = []
+    for pod in pods:
+        requests = pod.requests()
+        rows.append(
+            {
+                "uid": str(pod.uid),
+                "cpu": f"{requests.get_amount('cpu')}m",
+                "memory": str(requests.get_amount("memory") // 1000),
+                "labels": dict(pod.labels),
+            }
+        )
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(rows, f)
 
 
 @attrs.frozen
@@ -332,8 +381,16 @@ def main() -> None:
     parser.add_argument("--mixes", default=",".join(MIXES))
     parser.add_argument("--packing", default="balanced,karpenter")
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument(
+        "--dump", metavar="DIR", help="write each mix and size's pods to DIR/<mix>-<size>.json"
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
+    if args.dump:
+        for mix in args.mixes.split(","):
+            for size in sizes:
+                dump(pods_for(mix, size), os.path.join(args.dump, f"{mix}-{size}.json"))
+        return
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     header = (
         "catalog",

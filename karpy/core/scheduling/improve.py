@@ -25,6 +25,7 @@ from karpy.core.pods import Pod
 from karpy.core.scheduling.existingnode import ExistingNode, Placement, SavedState
 from karpy.core.scheduling.fleet import Fleet
 from karpy.core.scheduling.nodeclaim import NodeClaim
+from karpy.core.scheduling.pool import Vector
 from karpy.core.scheduling.queue import ShapeContext
 
 Contexts = Mapping[str, ShapeContext]
@@ -54,19 +55,30 @@ def dissolve(fleet: Fleet, contexts: Contexts, budget: int) -> int:
             continue
         old_price = source.price()
         touched: dict[int, tuple[ExistingNode | NodeClaim, SavedState, float]] = {}
-        targets = [b for b in fleet.bins if b is not source and (b.pods or b.kind == "node")]
+        # A bin without room for the smallest of the source's pods in every resource takes none
+        # of them while they move (bins only fill up meanwhile): leave it out of the scan
+        # instead of refusing every pod there (full NodeClaims were most of the step's checks;
+        # the budget below is still charged for them).
+        floor = (
+            tuple(map(min, *(ctx.vector for ctx in found))) if len(found) > 1 else found[0].vector
+        )
+        candidates = [b for b in fleet.bins if b is not source and (b.pods or b.kind == "node")]
+        targets = [(pos, b) for pos, b in enumerate(candidates) if _has_room(b, floor)]
         moved = True
         for pod, ctx in zip(source.pods, found, strict=True):
-            for target in targets:
-                budget -= 1
+            for pos, target in targets:
                 verdict = target.try_add(ctx)
                 if isinstance(verdict, Placement):
+                    # The budget is spent as if every bin before it had been checked, so the
+                    # step tries the same sources and ends on the same plan as a full scan.
+                    budget -= pos + 1
                     if id(target) not in touched:
                         price = target.price() if isinstance(target, NodeClaim) else 0.0
                         touched[id(target)] = (target, target.save(), price)
                     target.commit(verdict, pod, ctx)
                     break
             else:
+                budget -= len(candidates)
                 moved = False
                 break
             if budget <= 0:
@@ -81,6 +93,15 @@ def dissolve(fleet: Fleet, contexts: Contexts, budget: int) -> int:
         for target, saved, _ in touched.values():
             target.restore(saved)
     return removed
+
+
+def _has_room(bin_: ExistingNode | NodeClaim, vector: Vector) -> bool:
+    """Could ``bin_`` still take ``vector`` more on room alone (growing onto a larger type, for a
+    NodeClaim)?"""
+    if isinstance(bin_, ExistingNode):
+        return not bin_.too_full(vector)
+    need = tuple(u + v for u, v in zip(bin_.used, vector, strict=True))
+    return bool(bin_.mask & bin_.index.fits_mask(need))
 
 
 def peel(fleet: Fleet, contexts: Contexts, budget: int) -> int:

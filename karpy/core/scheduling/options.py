@@ -50,6 +50,10 @@ class SchedulerOptions:
     ``improve`` runs the cost-lowering pass after the greedy one, trying at most
     ``improve_budget_per_pod`` checks per pending pod (at least 10,000) for each of its two
     steps; a budget fixed by the input keeps the result deterministic;
+    ``improve_tolerance``: the improvement steps (and, for a small batch, the second greedy
+    order) are skipped when the greedy plan already costs at most this share more than a lower
+    bound on every plan (the LP's, with one NodePool and no existing nodes): none of them could
+    gain more than that share of the price;
     ``provider_labels`` are the cloud provider's well-known labels (karpy.cloudprovider's
     ``CloudProvider.well_known_labels``): like karpy's own, a pod may require one that its
     NodePool does not mention, and the instance types decide.
@@ -64,6 +68,7 @@ class SchedulerOptions:
     )
     improve: bool = True
     improve_budget_per_pod: int = 8
+    improve_tolerance: float = 0.001
     lookahead: int = 8
     packing: Packing = attrs.field(default=Packing.BALANCED, converter=Packing)
     provider_labels: frozenset[str] = frozenset()

@@ -1,6 +1,10 @@
 """Per-NodePool instance-type indexes: the solver's fast path for "which types still fit".
 
-Pure: built once per solve from the snapshot. Instance types are numbered and sets of them are
+Pure: built from the snapshot, and kept for the next solves over the same NodePool, catalog,
+DaemonSets and resource space (``pool_index``): a controller solves against one catalog again
+and again, and indexing it (sorting, the frontier, the memoised narrowing) was a fifth of a
+1,000-pod solve. Everything an index holds is a function of those inputs, so a kept index
+answers exactly as a fresh one. Instance types are numbered and sets of them are
 Python ints used as bitsets, so narrowing a NodeClaim is a few ANDs instead of a scan: for each
 resource the types are sorted by allocatable and a suffix bitset answers "types with at least x",
 and requirement sets map (memoised) to the bitset of types with a compatible available offering.
@@ -98,6 +102,49 @@ def daemon_overhead(
     return total
 
 
+# Indexes kept between solves (least recently used first), and how many memoised requirement
+# sets one may hold before it is built afresh (its memos would otherwise grow with every new
+# pod shape a long-running controller sees).
+_KEPT: dict[tuple[object, ...], tuple[tuple[InstanceType, ...], PoolIndex]] = {}
+KEPT_INDEXES = 8
+KEPT_MEMO_LIMIT = 4096
+
+
+def pool_index(
+    pool: NodePool,
+    offered: tuple[InstanceType, ...],
+    *,
+    space: ResourceSpace,
+    daemonsets: tuple[DaemonSet, ...],
+    allow_undefined: frozenset[str],
+) -> PoolIndex:
+    """``PoolIndex(...)`` for these inputs, the one kept from an earlier solve when there is."""
+    # The catalog by the identity of its types (hashing 400 of them by value cost as much as
+    # the rest of the lookup); the entry holds them, so no identity is reused meanwhile.
+    types = tuple(offered)
+    key = (pool, tuple(map(id, types)), space, tuple(daemonsets), allow_undefined)
+    try:
+        entry = _KEPT.pop(key, None)
+    except TypeError:  # an unhashable field somewhere: index afresh, keep nothing
+        return PoolIndex(
+            pool, types, space=space, daemonsets=daemonsets, allow_undefined=allow_undefined
+        )
+    if entry is None or entry[1].memo_size() > KEPT_MEMO_LIMIT:
+        index = PoolIndex(
+            pool, types, space=space, daemonsets=daemonsets, allow_undefined=allow_undefined
+        )
+        entry = (types, index)
+    _KEPT[key] = entry  # most recently used last
+    while len(_KEPT) > KEPT_INDEXES:
+        del _KEPT[next(iter(_KEPT))]
+    return entry[1]
+
+
+def forget_indexes() -> None:
+    """Drop every kept index (tests compare a kept index with a fresh one)."""
+    _KEPT.clear()
+
+
 class PoolIndex:
     """One NodePool with its usable instance types, indexed for narrowing."""
 
@@ -189,26 +236,27 @@ class PoolIndex:
         EC2's 1,400 types. Memoised; shared with ``with_limits`` copies."""
         found = self._frontier.get(self.template)
         if found is None:
-            base = self.overhead_vec
-            rows = [
-                (
-                    self.cheapest_price(1 << i, self.template),
-                    i,
-                    [a - o for a, o in zip(alloc, base, strict=True)],
-                )
-                for i, alloc in enumerate(self.alloc)
-            ]
-            rows.sort(key=lambda row: (row[0], row[1]))
-            kept: list[tuple[float, int, list[int]]] = []
-            for price, i, vec in rows:
-                if not any(
-                    p <= price and all(a >= b for a, b in zip(v, vec, strict=True))
-                    for p, _, v in kept
-                ):
-                    kept.append((price, i, vec))
-            found = tuple(sorted(i for _, i, _ in kept))
+            # Type j beats type i when it comes first in (price, index) order and holds at
+            # least as much of everything: ``fits_mask`` of i's allocatable (the overhead is the
+            # same for every type, so it drops out) against the types already passed. Beaten by
+            # any earlier type means beaten by a kept one (dominance is transitive), so this is
+            # the pairwise scan over kept types done with bitsets, in one pass.
+            rows = sorted(
+                (self.cheapest_price(1 << i, self.template), i) for i in range(len(self.alloc))
+            )
+            passed = 0
+            kept: list[int] = []
+            for _, i in rows:
+                if not self.fits_mask(self.alloc[i]) & passed:
+                    kept.append(i)
+                passed |= 1 << i
+            found = tuple(sorted(kept))
             self._frontier[self.template] = found
         return found
+
+    def memo_size(self) -> int:
+        """How many requirement sets the memoised narrowing holds."""
+        return len(self._req_cache) + len(self._price_cache) + len(self._offer_cache)
 
     def _set_limits(self, limits: Resources) -> None:
         self.node_limit = limits.get_amount(NODES_LIMIT) // 1000 if NODES_LIMIT in limits else None

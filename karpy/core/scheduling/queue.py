@@ -10,6 +10,7 @@ size (``interleaved_order``), or balancing memory against CPU (``balanced_order`
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -73,9 +74,13 @@ _IDENTITY = frozenset({"uid", "name", "creation"})
 _SHAPE_FIELDS = tuple(f.name for f in attrs.fields(Pod) if f.name not in _IDENTITY)
 
 
+_SHAPE_KEY = operator.attrgetter(*_SHAPE_FIELDS)
+
+
 def class_key(pod: Pod) -> tuple[object, ...]:
     """Every field of the pod but its identity: equal keys mean interchangeable pods."""
-    return tuple(getattr(pod, name) for name in _SHAPE_FIELDS)
+    key: tuple[object, ...] = _SHAPE_KEY(pod)
+    return key
 
 
 def classify(pods: Iterable[Pod]) -> list[tuple[Pod, list[Pod]]]:

@@ -57,18 +57,25 @@ def repack(
     if results.unplaced or not shape.weights:
         return results
     by_uid = {pod.uid: pod for pod in pods}
+    scores = _Scores(shape, by_uid)
     plans = list(results.nodeclaims)
     budget = len(pods)
     offset = rounds = 0
     renamed = 0
     while rounds < MAX_ROUNDS and budget > 0:
-        ranked = _ranked(plans, by_uid, shape)
+        ranked = scores.ranked(plans)
         width = max(2, min(len(plans) // 10, MAX_WINDOW))
         if offset >= max(1, len(ranked) // REACH) or len(ranked) < 2:
             break
         rounds += 1
         window = ranked[offset : offset + width]
         moving = [by_uid[uid] for plan in window for uid in plan.pods]
+        if len(moving) == len(by_uid) and not snapshot.nodes:
+            # Every pod of the batch and nothing else in the cluster: the window is the solve's
+            # own problem (the pods' order does not matter to it), and solving it again gives
+            # the plan it started from, never a cheaper one.
+            offset += max(1, width // 2)
+            continue
         budget -= len(moving)
         kept = [p for p in plans if not any(p is w for w in window)]
         found = solve(_rest(snapshot, kept), moving)
@@ -87,25 +94,53 @@ def repack(
     return attrs.evolve(results, nodeclaims=tuple(plans))
 
 
-def _ranked(
-    plans: list[NodeClaimPlan], by_uid: Mapping[PodUID, Pod], shape: Shape
-) -> list[NodeClaimPlan]:
-    """Plans that may take part, worst-shaped first."""
-    scored: list[tuple[float, str, NodeClaimPlan]] = []
-    for plan in plans:
+class _Scores:
+    """Each plan's waste, computed once: a window replaces plans, it never changes the others,
+    and summing every pod's requests again each round cost more than the windows' solves."""
+
+    def __init__(self, shape: Shape, by_uid: Mapping[PodUID, Pod]) -> None:
+        self.shape = shape
+        self.by_uid = by_uid
+        self.vectors: dict[Resources, tuple[int, ...]] = {}
+        self.known: dict[int, tuple[NodeClaimPlan, float | None]] = {}
+
+    def waste(self, plan: NodeClaimPlan) -> float | None:
+        """One minus what the plan's pods are worth at the LP's unit prices over its price;
+        None when it may not take part."""
+        found = self.known.get(id(plan))
+        if found is not None and found[0] is plan:
+            return found[1]
+        score = self._score(plan)
+        self.known[id(plan)] = (plan, score)
+        return score
+
+    def _score(self, plan: NodeClaimPlan) -> float | None:
+        shape = self.shape
         weights = shape.weights.get(plan.nodepool)
         if weights is None or plan.price <= 0 or plan.min_values_relaxed:
-            continue
+            return None
         if not all(uid in shape.movable for uid in plan.pods):
-            continue
-        total = Resources()
+            return None
+        total = [0] * len(shape.space.names)
         for uid in plan.pods:
-            total = total + by_uid[uid].requests()
-        vec = shape.space.vector(total)
-        worth = min(sum(w * v for w, v in zip(ws, vec, strict=True)) for ws in weights)
-        scored.append((1 - worth / plan.price, plan.name, plan))
-    scored.sort(key=lambda s: (-s[0], s[1]))
-    return [plan for _, _, plan in scored]
+            requests = self.by_uid[uid].requests()
+            vec = self.vectors.get(requests)
+            if vec is None:
+                vec = self.vectors[requests] = shape.space.vector(requests)
+            for r, amount in enumerate(vec):
+                total[r] += amount
+        worth = min(sum(w * v for w, v in zip(ws, total, strict=True)) for ws in weights)
+        return 1 - worth / plan.price
+
+    def ranked(self, plans: list[NodeClaimPlan]) -> list[NodeClaimPlan]:
+        """Plans that may take part, worst-shaped first."""
+        scored: list[tuple[float, str, NodeClaimPlan]] = []
+        for plan in plans:
+            score = self.waste(plan)
+            if score is not None:
+                scored.append((score, plan.name, plan))
+        scored.sort(key=lambda s: (-s[0], s[1]))
+        return [plan for _, _, plan in scored]
 
 
 def _rest(snapshot: ClusterSnapshot, kept: list[NodeClaimPlan]) -> ClusterSnapshot:

@@ -29,7 +29,7 @@ from karpy.core.scheduling.existingnode import ExistingNode, Placement
 from karpy.core.scheduling.fleet import Bin, Fleet
 from karpy.core.scheduling.nodeclaim import NodeClaim, finalize
 from karpy.core.scheduling.options import Packing, SchedulerOptions, Variant
-from karpy.core.scheduling.pool import PoolIndex, ResourceSpace, build_space
+from karpy.core.scheduling.pool import PoolIndex, ResourceSpace, build_space, pool_index
 from karpy.core.scheduling.queue import (
     PodClass,
     ShapeContext,
@@ -86,7 +86,7 @@ class Solver:
         if base is None:
             self.space = _space(snapshot, [c.requests for c in self.classes])
             self.pools: list[PoolIndex] = [
-                PoolIndex(
+                pool_index(
                     pool,
                     snapshot.types_for(pool),
                     space=self.space,
@@ -101,6 +101,7 @@ class Solver:
             self.pools = [indexes[p.name].with_limits(p) for p in snapshot.ordered_nodepools()]
         weights = unit_weights(self.pools, self.classes) if self.variant.steer else {}
         self.steering = Steering(weights, slack=EFFICIENCY_SLACK, reach_slack=REACH_SLACK)
+        self.bound = _lower_bound(snapshot, self.pools, self.classes, weights)
         self.universe: dict[str, tuple[DomainSource, ...]] = (
             base.universe if base else domain_universe(snapshot, self.pools)
         )
@@ -259,6 +260,14 @@ class Solver:
             queue.append(cls)
 
     # ------------------------------------------------------------------ improvement
+    def near_bound(self, price: float) -> bool:
+        """Is a plan of ``price`` within ``improve_tolerance`` of the lower bound, so that no
+        improvement can gain more than that share of it?"""
+        bound = self.bound
+        if bound is None or any(cls.pods for cls in self.classes):
+            return False  # the bound holds for plans that place every pod
+        return price <= bound * (1 + self.options.improve_tolerance)
+
     @property
     def improve_budget(self) -> int:
         """Checks each improvement step may spend."""
@@ -320,6 +329,29 @@ class Solver:
         return Results(tuple(plans), nominations, tuple(unplaced), greedy_price, relaxed)
 
 
+def _lower_bound(
+    snapshot: ClusterSnapshot,
+    pools: list[PoolIndex],
+    classes: list[PodClass],
+    weights: dict[str, list[list[float]]],
+) -> float | None:
+    """A price no plan of these pods can beat, when one is at hand: with one NodePool and no
+    existing nodes every pod lands on a new NodeClaim of that pool, and the LP's unit prices
+    (any dual-feasible prices: no type is worth more than its price at them) value the pods'
+    total requests at most at the LP optimum, itself at most any plan's price (weak duality).
+    None otherwise (room on existing nodes is free, and several pools price it differently)."""
+    if snapshot.nodes or len(pools) != 1 or pools[0].pool.name not in weights:
+        return None
+    space = pools[0].space
+    demand = [0] * len(space.names)
+    for cls in classes:
+        for r, amount in enumerate(space.vector(cls.requests)):
+            demand[r] += amount * len(cls.pods)
+    return max(
+        sum(w * d for w, d in zip(ws, demand, strict=True)) for ws in weights[pools[0].pool.name]
+    )
+
+
 def _free(claim: NodeClaim, placement: Placement) -> bool:
     """Does adding the pod leave the NodeClaim's price unchanged (it fits in the slack)?"""
     index = claim.index
@@ -351,7 +383,7 @@ def solve(
         solver.run()
         return solver.results(solver.price())
     results, solver = _solve_balanced(snapshot, pods, opts)
-    if not opts.improve or not solver.steering.weights:
+    if not opts.improve or not solver.steering.weights or solver.near_bound(results.price):
         return results
     movable = frozenset(
         PodUID(uid)
@@ -376,7 +408,7 @@ def _solve_balanced(
         solver = Solver(snapshot, pods, opts, variant, base)
         solver.run()
         greedy = solver.price()
-        if opts.improve:
+        if opts.improve and not solver.near_bound(greedy):
             solver.improve()
         results = solver.results(greedy)
         score = (len(results.unplaced), round(results.price, 6))
@@ -384,6 +416,8 @@ def _solve_balanced(
             best = (score, results, solver)
         if score == (0, 0.0):
             break  # every pod on existing capacity: no variant can do better (ties keep the first)
+        if not results.unplaced and solver.near_bound(results.price):
+            break  # no other order can gain more than the tolerance either
     if best is None:
         raise ValueError("no packing variant ran")
     return best[1], best[2]

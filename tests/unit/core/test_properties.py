@@ -21,8 +21,9 @@ from karpy.core.pods import (
     TopologySpreadConstraint,
 )
 from karpy.core.resources import Resources
-from karpy.core.scheduling import solve
+from karpy.core.scheduling import SchedulerOptions, pool, solve
 from karpy.core.scheduling.cost import COST
+from karpy.core.scheduling.scheduler import BALANCED, Solver
 from karpy.core.snapshot import ClusterSnapshot, DaemonSet
 from karpy.core.taints import Effect, Taint, Toleration
 from tests.unit.core import builders as b
@@ -189,3 +190,37 @@ def test_improvement_never_raises_cost(case: tuple[ClusterSnapshot, list[Pod], i
     results = b.run(snap, pending)
     assert results.price <= results.greedy_price + 1e-9
     assert len(b.run(snap, pending, improve=False).placed()) == len(results.placed())
+
+
+@given(scenarios())
+def test_the_lower_bound_is_below_every_plan(case: tuple[ClusterSnapshot, list[Pod], int]) -> None:
+    """The bound that lets the solver skip its improvement steps is below the greedy plan and
+    the improved one alike (weak duality, checked on every scenario that has one)."""
+    snap, pending, _ = case
+    solver = Solver(snap, pending, SchedulerOptions(), BALANCED)
+    solver.run()
+    if solver.bound is None or any(cls.pods for cls in solver.classes):
+        return
+    assert solver.bound <= solver.price() * (1 + 1e-9) + 1e-9
+    solver.improve()
+    assert solver.bound <= solver.price() * (1 + 1e-9) + 1e-9
+
+
+@given(scenarios())
+def test_skipping_the_improvement_costs_at_most_its_tolerance(
+    case: tuple[ClusterSnapshot, list[Pod], int],
+) -> None:
+    snap, pending, _ = case
+    exact = b.run(snap, pending, improve_tolerance=0.0)
+    quick = b.run(snap, pending, improve_tolerance=0.05)
+    assert len(quick.placed()) == len(exact.placed())
+    if not exact.unplaced:
+        assert quick.price <= exact.price * 1.05 + 1e-9
+
+
+@given(scenarios())
+def test_a_kept_index_plans_as_a_fresh_one(case: tuple[ClusterSnapshot, list[Pod], int]) -> None:
+    snap, pending, _ = case
+    kept = solve(snap, pending)
+    pool.forget_indexes()
+    assert solve(snap, pending) == kept
