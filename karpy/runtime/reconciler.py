@@ -14,8 +14,9 @@ from __future__ import annotations
 import asyncio
 import heapq
 import logging
+import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Hashable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from typing import Generic, TypeVar
 
 import attrs
@@ -83,6 +84,11 @@ class WorkQueue(Generic[K]):
         self._readable = asyncio.Event()
         self._timers_changed = asyncio.Event()
         self._shut_down = False
+        # client-go's queue metrics: when each waiting key was added, when each key being
+        # processed was handed out (time.monotonic(), which the scrape thread reads too).
+        self._added_at: dict[K, float] = {}
+        self._started_at: dict[K, float] = {}
+        self._metrics.workqueues.add(self)
 
     def __len__(self) -> int:
         """Keys waiting to run now (not counting delayed keys)."""
@@ -98,7 +104,9 @@ class WorkQueue(Generic[K]):
             return
         self._due.pop(key, None)
         self._dirty.add(key)
+        self._added_at[key] = time.monotonic()
         self._metrics.workqueue_depth.add(1, {"name": self.name})
+        self._metrics.workqueue_adds_total.add(1, {"name": self.name})
         if key not in self._processing:
             self._ready.append(key)
             self._readable.set()
@@ -128,12 +136,27 @@ class WorkQueue(Generic[K]):
         key = self._ready.popleft()
         self._dirty.discard(key)
         self._processing.add(key)
-        self._metrics.workqueue_depth.add(-1, {"name": self.name})
+        now = time.monotonic()
+        labels = {"name": self.name}
+        self._metrics.workqueue_depth.add(-1, labels)
+        added = self._added_at.pop(key, None)
+        if added is not None:
+            self._metrics.workqueue_queue_duration_seconds.record(now - added, labels)
+        self._started_at[key] = now
         return key
+
+    def processing_since(self) -> Sequence[float]:
+        """`time.monotonic()` at which each key being processed now was handed out."""
+        return tuple(self._started_at.values())
 
     def done(self, key: K) -> None:
         """Finish processing `key`; if it was added meanwhile, it becomes ready again."""
         self._processing.discard(key)
+        started = self._started_at.pop(key, None)
+        if started is not None:
+            self._metrics.workqueue_work_duration_seconds.record(
+                time.monotonic() - started, {"name": self.name}
+            )
         if key in self._dirty and not self._shut_down:
             self._ready.append(key)
             self._readable.set()
@@ -208,6 +231,9 @@ class Runner(Generic[K]):
 
     async def run(self) -> None:
         """Run workers until the queue shuts down and every in-flight reconcile has finished."""
+        self._telemetry.metrics.max_concurrent_reconciles.set(
+            self._workers, {"controller": self.name}
+        )
         async with asyncio.TaskGroup() as group:
             group.create_task(self.queue.run_timers(), name=f"{self.name}-timers")
             for index in range(self._workers):
@@ -236,6 +262,7 @@ class Runner(Generic[K]):
         loop = asyncio.get_running_loop()
         started = loop.time()
         self._in_flight += 1
+        metrics.active_workers.add(1, labels)
         with (
             bind(controller=self.name, **description.log_fields),
             self._telemetry.tracer.start_as_current_span(
@@ -278,6 +305,7 @@ class Runner(Generic[K]):
                 return
             finally:
                 self._in_flight -= 1
+                metrics.active_workers.add(-1, labels)
                 metrics.reconcile_duration_seconds.record(loop.time() - started, labels)
             if result.requeue_after is not None:
                 self._backoff.success(key)

@@ -48,6 +48,12 @@ class _Catalog(NoOpMeter):
         self._note(name, "gauge", description)
         return super().create_gauge(name, unit, description)
 
+    def create_observable_gauge(
+        self, name: str, callbacks: Any = None, unit: str = "", description: str = ""
+    ) -> Any:
+        self._note(name, "gauge", description)
+        return super().create_observable_gauge(name, callbacks, unit, description)
+
     def create_histogram(
         self,
         name: str,

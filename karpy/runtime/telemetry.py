@@ -18,8 +18,10 @@ register (`observe_state`, names in `STATE_GAUGES`), so a deleted node's series 
 
 from __future__ import annotations
 
+import time
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Final
+from typing import Final, Protocol
 
 import attrs
 from opentelemetry.context import Context
@@ -74,7 +76,51 @@ KARPENTER_DURATION_BUCKETS: Final[Sequence[float]] = (
     20.0, 25.0, 30.0, 40.0, 50.0, 60.0, 120.0, 150.0, 300.0, 450.0, 600.0,
 )  # fmt: skip
 
+# client-go's work-queue latency buckets (ExponentialBuckets(10e-9, 10, 12)): 10 ns to 1,000 s.
+WORKQUEUE_BUCKETS: Final[Sequence[float]] = tuple(1e-8 * 10**i for i in range(12))
+
 Attributes = Mapping[str, str]
+
+
+class QueueWork(Protocol):
+    """What a work queue tells the scrape about the keys it is processing."""
+
+    name: str
+
+    def processing_since(self) -> Sequence[float]:
+        """`time.monotonic()` at which each key being processed now was handed out."""
+        ...
+
+
+class WorkQueues:
+    """The live work queues of a process, for client-go's two gauges of unfinished work, which
+    are read at scrape time (client-go refreshes them every 500 ms; a scrape reads them now).
+
+    Held weakly: a queue that is gone stops reporting. The callbacks run on the scrape's thread;
+    they only read the queues.
+    """
+
+    def __init__(self) -> None:
+        self._queues: weakref.WeakSet[QueueWork] = weakref.WeakSet()
+
+    def add(self, queue: QueueWork) -> None:
+        self._queues.add(queue)
+
+    def _running(self) -> list[tuple[str, list[float]]]:
+        now = time.monotonic()
+        return [
+            (q.name, [max(0.0, now - t) for t in q.processing_since()]) for q in list(self._queues)
+        ]
+
+    def unfinished(self, _: CallbackOptions) -> Iterable[Observation]:
+        """Seconds of work in progress, summed per queue."""
+        return [Observation(sum(ages), {"name": name}) for name, ages in self._running()]
+
+    def longest(self, _: CallbackOptions) -> Iterable[Observation]:
+        """Seconds the longest-running key of each queue has been processed."""
+        return [
+            Observation(max(ages, default=0.0), {"name": name}) for name, ages in self._running()
+        ]
 
 
 @attrs.frozen
@@ -109,6 +155,12 @@ class Metrics:
     reconcile_duration_seconds: Histogram
     workqueue_depth: UpDownCounter
     workqueue_retries_total: Counter
+    workqueue_adds_total: Counter
+    workqueue_queue_duration_seconds: Histogram
+    workqueue_work_duration_seconds: Histogram
+    workqueues: WorkQueues
+    active_workers: UpDownCounter
+    max_concurrent_reconciles: Gauge
     watch_events_total: Counter
     watch_lists_total: Counter
     watch_errors_total: Counter
@@ -169,7 +221,42 @@ class Metrics:
             )
 
         provisioner = {"controller": "provisioner"}
+        queues = WorkQueues()
+        meter.create_observable_gauge(
+            "workqueue_unfinished_work_seconds",
+            callbacks=[queues.unfinished],
+            description="Seconds of work in progress not yet done, summed over a work queue's "
+            "keys being processed, by queue name.",
+        )
+        meter.create_observable_gauge(
+            "workqueue_longest_running_processor_seconds",
+            callbacks=[queues.longest],
+            description="Seconds the longest-running key of a work queue has been processed, "
+            "by queue name.",
+        )
         return cls(
+            workqueues=queues,
+            workqueue_adds_total=counter(
+                "workqueue_adds_total", "Keys added to a work queue, by queue name."
+            ),
+            workqueue_queue_duration_seconds=histogram(
+                "workqueue_queue_duration_seconds",
+                "Seconds a key waited in a work queue before it was processed, by queue name.",
+                WORKQUEUE_BUCKETS,
+            ),
+            workqueue_work_duration_seconds=histogram(
+                "workqueue_work_duration_seconds",
+                "Seconds processing a key took, by queue name.",
+                WORKQUEUE_BUCKETS,
+            ),
+            max_concurrent_reconciles=meter.create_gauge(
+                "controller_runtime_max_concurrent_reconciles",
+                description="Workers a controller runs keys on at most, by controller.",
+            ),
+            active_workers=meter.create_up_down_counter(
+                "controller_runtime_active_workers",
+                description="Workers reconciling a key right now, by controller.",
+            ),
             upkeep=UpkeepMetrics.create(meter),
             dry_run=DryRunMetrics.create(meter),
             conditions={kind: ConditionMetrics.create(meter, kind) for kind in CONDITIONED},
@@ -688,7 +775,6 @@ STATE_GAUGES: Final[Mapping[str, tuple[str, str]]] = {
 }
 
 
-_QUEUE_DEPTH_ONLY: Final = "not recorded: karpy's work queues report depth and retries."
 _NOT_CLIENT_GO: Final = "karpy talks to the apiserver through kubernetes_asyncio, not client-go."
 _NOT_GO_SDK: Final = "karpy's AWS provider calls AWS through its own client, not the Go SDK."
 _NODEPOOL_GOES_AT_ONCE: Final = (
@@ -715,23 +801,12 @@ NOT_SERVED: Final[Mapping[str, str]] = {
             "request_attempt_duration_seconds",
         )
     },
-    "controller_runtime_max_concurrent_reconciles": (
-        "a controller's worker count is fixed in its spec(), not reported."
-    ),
-    "controller_runtime_active_workers": _QUEUE_DEPTH_ONLY,
     "controller_runtime_terminal_reconcile_errors_total": (
         "karpy has no terminal reconcile errors: every error is retried with backoff."
     ),
     "controller_runtime_reconcile_panics_total": (
         "Python raises instead of panicking: counted in controller_runtime_reconcile_errors_total."
     ),
-    "workqueue_adds_total": _QUEUE_DEPTH_ONLY,
-    "workqueue_queue_duration_seconds": _QUEUE_DEPTH_ONLY,
-    "workqueue_work_duration_seconds": (
-        "controller_runtime_reconcile_time_seconds times each reconcile."
-    ),
-    "workqueue_unfinished_work_seconds": _QUEUE_DEPTH_ONLY,
-    "workqueue_longest_running_processor_seconds": _QUEUE_DEPTH_ONLY,
     "leader_election_slowpath_total": "karpy's lease renewal has one path.",
     "karpenter_voluntary_disruption_consolidation_timeouts_total": (
         "karpy's consolidation search has no time limit, so it never times out."

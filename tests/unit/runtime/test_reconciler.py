@@ -14,6 +14,7 @@ from opentelemetry.trace import StatusCode
 from karpy.runtime.backoff import Backoff
 from karpy.runtime.reconciler import KeyDescription, Result, Runner, SingletonLoop, WorkQueue
 from karpy.runtime.telemetry import Telemetry
+from tests.support.waiting import eventually
 
 FAST = Backoff(base=0.01, cap=0.05, jitter=0.0)
 
@@ -280,3 +281,58 @@ async def test_a_singleton_loop_without_at_start_waits_for_its_first_wake(
             await ran.get()
         loop.stop()
     assert ran.empty()
+
+
+async def test_the_queue_reports_client_go_work_queue_metrics(telemetry: Telemetry) -> None:
+    """Adds, time waiting and time processing per key, and the work in progress, read at
+    scrape time: client-go's work-queue metrics, by queue name."""
+    queue: WorkQueue[str] = WorkQueue("measured", telemetry=telemetry)
+    for key in ["a", "b", "a"]:
+        queue.add(key)
+    assert await queue.get() == "a"
+    await asyncio.sleep(0.05)
+    text = telemetry.prometheus_text()
+    samples = {
+        line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("workqueue_") and 'name="measured"' in line
+    }
+    assert samples['workqueue_adds_total{name="measured"}'] == 2  # "a" twice while waiting
+    assert samples['workqueue_queue_duration_seconds_count{name="measured"}'] == 1
+    assert samples['workqueue_unfinished_work_seconds{name="measured"}'] >= 0.05
+    assert samples['workqueue_longest_running_processor_seconds{name="measured"}'] >= 0.05
+    assert 'workqueue_work_duration_seconds_count{name="measured"}' not in samples
+    queue.done("a")
+    after = telemetry.prometheus_text()
+    assert 'workqueue_work_duration_seconds_count{name="measured"} 1.0' in after
+    assert 'workqueue_longest_running_processor_seconds{name="measured"} 0.0' in after
+
+
+async def test_active_workers_count_reconciles_in_flight(telemetry: Telemetry) -> None:
+    entered = asyncio.Event()
+    release = asyncio.Event()
+
+    async def reconcile(key: str) -> Result:
+        entered.set()
+        await release.wait()
+        return Result()
+
+    runner = make_runner(telemetry, reconcile, workers=2)
+    gauge = 'controller_runtime_active_workers{controller="test.controller"}'
+    async with asyncio.TaskGroup() as group:
+        group.create_task(runner.run())
+        runner.queue.add("a")
+        async with asyncio.timeout(5.0):
+            await entered.wait()
+        text = telemetry.prometheus_text()
+        assert f"{gauge} 1.0" in text
+        assert (
+            'controller_runtime_max_concurrent_reconciles{controller="test.controller"} 2.0' in text
+        )
+        release.set()
+
+        async def idle() -> bool:
+            return f"{gauge} 0.0" in telemetry.prometheus_text()
+
+        await eventually(idle, within=5.0, interval=0.01, what="the worker to finish")
+        runner.stop()
