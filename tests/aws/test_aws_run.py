@@ -188,6 +188,7 @@ async def test_run_makes_a_nodeclass_ready_and_finalizes_it(
             "SecurityGroupsReady": "True",
             "AMIsReady": "True",
             "InstanceProfileReady": "True",
+            "PlacementGroupReady": "True",  # no placementGroupSelector: nothing to resolve
             "ValidationSucceeded": "True",
             "Ready": "True",
         }
