@@ -9,6 +9,8 @@ replacement runs elsewhere, and the instance, the NodeClaim and the Node are all
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from kubernetes_asyncio import client
 
@@ -53,8 +55,16 @@ async def test_deleting_a_node_drains_it_within_its_pdb_and_removes_the_instance
         node_name = pod.spec.node_name
         node = await core.read_node(node_name)
         provider_id = node.spec.provider_id
-        (claim,) = await nodeclaims(api_client, pool)
-        assert claim["status"]["nodeName"] == node_name
+
+        # The lifecycle lifts the unregistered taint before it writes the NodeClaim's status
+        # (one status patch at the end of its pass, as Karpenter's), so with kwok the pod may
+        # run before the claim records its node: wait for the record.
+        async def recorded() -> list[dict[str, Any]]:
+            claims = await nodeclaims(api_client, pool)
+            names = [c.get("status", {}).get("nodeName") for c in claims]
+            return claims if names == [node_name] else []
+
+        (claim,) = await eventually(recorded, within=30, what="the NodeClaim to record its node")
 
         await core.delete_node(node_name)
 
