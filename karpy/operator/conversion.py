@@ -12,6 +12,7 @@ pure (karpy.apis.conversion); this module is only the plumbing.
 from __future__ import annotations
 
 import base64
+import contextlib
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -162,10 +163,8 @@ class ConversionWebhook:
             f"{self._endpoint.service_name}-webhook-cert"
         )
         for _ in range(2):
-            try:
+            with contextlib.suppress(NotFoundError):
                 return _from_secret(await self._client.request("GET", path))
-            except NotFoundError:
-                pass
             try:
                 await self._client.request(
                     "POST", path.rsplit("/", 1)[0], body=_secret(path.rsplit("/", 1)[1], fresh)

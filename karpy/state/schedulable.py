@@ -15,8 +15,7 @@ from __future__ import annotations
 import datetime
 from collections.abc import Iterable
 
-PodKey = tuple[str, str]
-"""A pod's (namespace, name)."""
+from karpy.state.nominations import PodKey
 
 
 class SchedulableTimes:

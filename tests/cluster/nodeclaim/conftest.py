@@ -44,6 +44,13 @@ async def live(kube: KubeClient) -> AsyncIterator[LiveView]:
         yield view
 
 
+@pytest.fixture
+async def pool_live(kube: KubeClient) -> AsyncIterator[LiveView]:
+    """`live` with KWOKNodeClasses too, for the NodePool controllers that read the NodeClass."""
+    async with live_view(kube, (*CORE_KINDS, NODEPOOLS, KWOK_NODECLASSES)) as view:
+        yield view
+
+
 def make_nodeclaim(
     name: str,
     *,

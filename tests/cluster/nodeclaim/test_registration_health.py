@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import datetime
 import secrets
-from collections.abc import AsyncIterator
 
 import attrs
 import pytest
@@ -38,19 +37,13 @@ from karpy_kwok import KwokCloudProvider, KwokOptions
 from karpy_kwok.apis.kinds import KWOK_NODECLASSES
 from karpy_kwok.catalog import load_entries
 from tests.cluster.nodeclaim.conftest import KWOK_REF, make_nodeclaim, reconcile_until
-from tests.support.clusterview import CORE_KINDS, LiveView, live_view
+from tests.support.clusterview import LiveView
 
 pytestmark = pytest.mark.usefixtures("karpy_crds")
 
 FAKE_REF = NodeClassReference(group=TEST_NODE_CLASS.group, kind=TEST_NODE_CLASS.kind, name="x")
 HEALTHY = "NodeRegistrationHealthy"
 NOW = datetime.datetime(2026, 1, 1, 12, 0, tzinfo=datetime.UTC)
-
-
-@pytest.fixture
-async def pool_live(kube: KubeClient) -> AsyncIterator[LiveView]:
-    async with live_view(kube, (*CORE_KINDS, NODEPOOLS, KWOK_NODECLASSES)) as view:
-        yield view
 
 
 def _nodepool(name: str) -> NodePool:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime
 import secrets
-from collections.abc import AsyncIterator
 from typing import Any
 
 import attrs
@@ -42,17 +41,11 @@ from karpy.state.nodepools import hash_annotations
 from karpy.testing.fake_cloudprovider import FakeCloudProvider
 from karpy_kwok.apis.kinds import KWOK_NODECLASSES
 from tests.cluster.nodeclaim.conftest import KWOK_REF, make_nodeclaim
-from tests.support.clusterview import CORE_KINDS, LiveView, live_view
+from tests.support.clusterview import LiveView
 
 pytestmark = pytest.mark.usefixtures("karpy_crds")
 
 NOW = datetime.datetime(2026, 1, 1, 12, 0, tzinfo=datetime.UTC)
-
-
-@pytest.fixture
-async def pool_live(kube: KubeClient) -> AsyncIterator[LiveView]:
-    async with live_view(kube, (*CORE_KINDS, NODEPOOLS, KWOK_NODECLASSES)) as view:
-        yield view
 
 
 def _nodepool(name: str, *, team: str = "blue", consolidate_after: str = "30s") -> NodePool:

@@ -7,14 +7,11 @@ KARPY_UPDATE_GOLDEN=1, then review the diff.
 
 from __future__ import annotations
 
-import contextlib
-import io
-import os
 from pathlib import Path
 
 import pytest
 
-from karpy.convert.cli import main
+from tests.unit.convert.harness import check_golden, run_convert
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "v1beta1"
 GOLDEN = DATA / "golden"
@@ -27,44 +24,10 @@ CASES = {
 }
 
 
-def _run(files: list[str], flags: list[str], stdin: str = "") -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    cwd = Path.cwd()
-    os.chdir(DATA)  # document names in messages are the relative file names
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            if stdin:
-                with _stdin(stdin):
-                    code = main([*flags, *files])
-            else:
-                code = main([*flags, *files])
-    finally:
-        os.chdir(cwd)
-    return code, out.getvalue(), err.getvalue()
-
-
-@contextlib.contextmanager
-def _stdin(text: str):  # type: ignore[no-untyped-def]
-    import sys
-
-    saved, sys.stdin = sys.stdin, io.StringIO(text)
-    try:
-        yield
-    finally:
-        sys.stdin = saved
-
-
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_convert_matches_golden(case: str) -> None:
     files, flags = CASES[case]
-    code, out, err = _run(files, flags)
-    actual = f"# exit {code}\n# stderr:\n" + "".join(f"# {line}\n" for line in err.splitlines())
-    actual += out
-    golden = GOLDEN / f"{case}.yaml"
-    if not golden.exists() and os.environ.get("KARPY_UPDATE_GOLDEN"):
-        golden.parent.mkdir(parents=True, exist_ok=True)
-        golden.write_text(actual, encoding="utf-8")
-    assert actual == golden.read_text(encoding="utf-8")
+    check_golden(GOLDEN / f"{case}.yaml", *run_convert(DATA, files, flags))
 
 
 POOL = """\
@@ -81,7 +44,7 @@ spec:
 
 
 def test_v1beta1_admission_rules_are_checked_offline() -> None:
-    code, _, err = _run(["-"], [], stdin=POOL)
+    code, _, err = run_convert(DATA, ["-"], [], stdin=POOL)
     assert code == 1
     assert 'spec.template.spec.requirements[0].key: Invalid value: "karpenter.sh/nodepool"' in err
     assert "consolidateAfter must be specified with consolidationPolicy=WhenEmpty" in err
@@ -95,7 +58,7 @@ def test_a_kubelet_for_a_class_not_in_the_input_is_refused_naming_it() -> None:
     pool = pool.replace(
         "{consolidationPolicy: WhenEmpty}", "{consolidationPolicy: WhenUnderutilized}"
     )
-    code, _, err = _run(["-"], [], stdin=pool)
+    code, _, err = run_convert(DATA, ["-"], [], stdin=pool)
     assert code == 1
     assert "spec.template.spec.kubelet: EC2NodeClass 'default'" in err
     assert "is not in the input" in err
@@ -109,7 +72,7 @@ def test_the_output_converts_back_to_what_was_written() -> None:
     from karpy.apis.v1.nodepool import NodePool
     from karpy.apis.v1beta1.convert import NodeClassDefaults, nodepool_from_v1
 
-    code, out, _ = _run(["100-getting-started.yaml"], [])
+    code, out, _ = run_convert(DATA, ["100-getting-started.yaml"], [])
     assert code == 0
     v1 = from_dict(NodePool, next(yaml.safe_load_all(out)))
     defaults = NodeClassDefaults(
@@ -138,7 +101,7 @@ spec:
   nodeClassRef: {apiVersion: karpenter.k8s.aws/v1beta1, kind: EC2NodeClass, name: default}
   requirements: [{key: karpenter.sh/capacity-type, operator: In, values: [spot]}]
 """
-    code, out, err = _run(["-"], [], stdin=claim)
+    code, out, err = run_convert(DATA, ["-"], [], stdin=claim)
     assert (code, err) == (0, "")
     assert "apiVersion: karpenter.sh/v1\nkind: NodeClaim\n" in out
     assert "group: karpenter.k8s.aws" in out
@@ -160,7 +123,7 @@ apiVersion: karpenter.kwok.sh/v1alpha1
 kind: KWOKNodeClass
 metadata: {name: default}
 """
-    code, out, err = _run(["-"], ["--provider", "kwok"], stdin=stream)
+    code, out, err = run_convert(DATA, ["-"], ["--provider", "kwok"], stdin=stream)
     assert code == 0, err
     assert "spec.template.spec.kubelet: not carried: KWOKNodeClass has no kubelet settings" in err
     assert "kubelet" not in out

@@ -147,9 +147,7 @@ class PoolHealth:
 def _failure(nodeclaim: NodeClaim) -> tuple[str, str]:
     """The False condition's reason and message for a NodeClaim that did not register."""
     launched = find(nodeclaim.status.conditions, ClaimCondition.LAUNCHED)
-    if launched is not None and launched.status is ConditionStatus.TRUE:
-        return REASON_REGISTRATION_FAILED, MESSAGE_REGISTRATION_FAILED
-    if launched is None or not launched.reason:
+    if launched is None or launched.status is ConditionStatus.TRUE or not launched.reason:
         return REASON_REGISTRATION_FAILED, MESSAGE_REGISTRATION_FAILED
     return launched.reason, launched.message
 
