@@ -525,7 +525,13 @@ async def test_a_pdb_protected_pod_is_deleted_its_own_grace_before_the_deadline(
     )
     try:
         await kube.delete(NODES, "tm-early")
-        await h.termination.reconcile("tm-early")  # taints the Node, deletes its NodeClaim
+
+        async def claim_deleting() -> bool:
+            return (await kube.get(NODECLAIMS, "tm-early")).metadata.deletion_timestamp is not None
+
+        # Taints the Node, then deletes its NodeClaim; kwok's heartbeats move the Node's version,
+        # so the optimistic taint write may conflict and requeue first (as in the test above).
+        await reconcile_until(h.termination.reconcile, "tm-early", claim_deleting, within=30)
         claim = await kube.get(NODECLAIMS, "tm-early")
         assert claim.metadata.deletion_timestamp is not None
         deadline = claim.metadata.deletion_timestamp + datetime.timedelta(seconds=60)
