@@ -147,6 +147,9 @@ async def test_a_template_change_replaces_static_nodes_one_for_one(
         }
         seen: dict[str, dict[str, Any]] = {}
         fewest_serving = 2
+        listed = False
+        ever: set[str] = set()
+        history: list[list[tuple[str, bool]]] = []
         stream = watch.Watch()
         async with stream:
             await custom.patch_cluster_custom_object(
@@ -167,6 +170,7 @@ async def test_a_template_change_replaces_static_nodes_one_for_one(
             ):
                 claim = event["object"]
                 name = claim["metadata"]["name"]
+                ever.add(name)
                 if event["type"] == "DELETED":
                     seen.pop(name, None)
                 else:
@@ -178,11 +182,15 @@ async def test_a_template_change_replaces_static_nodes_one_for_one(
                     for c in seen.values()
                     if is_ready(c) and not c["metadata"].get("deletionTimestamp")
                 ]
-                fewest_serving = min(fewest_serving, len(serving))
+                listed = listed or old <= set(seen)  # the watch's first events list them
+                if listed:
+                    fewest_serving = min(fewest_serving, len(serving))
+                    history.append(sorted((n, is_ready(c)) for n, c in seen.items()))
                 if len(serving) == len(seen) == 2 and not old & set(seen):
                     break
         assert not old & set(seen), "every drifted node was replaced"
-        assert fewest_serving == 2, "each replacement was Ready before its old node went"
+        assert len(ever) == 4, f"one replacement each, nothing else launched: {sorted(ever)}"
+        assert fewest_serving == 2, history
         await eventually(_held(api_client, pool, 2), within=60, what="2 Ready after drift")
 
 
