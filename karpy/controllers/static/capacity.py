@@ -6,10 +6,10 @@ emptiness leave its nodes alone. Instead this controller reads the pool's NodeCl
 cluster state and lets the pure planner (`karpy.core.static`) say how many to launch and which
 to remove:
 
-- missing NodeClaims are created from the pool's template, listing the instance types that are
-  compatible with its requirements and have an available offering, cheapest first (the NodeClaim
-  lifecycle launches them through the cloud provider as it launches every NodeClaim), up to
-  `limits.nodes`;
+- missing NodeClaims are created, once the pool is Ready, from the pool's template, listing the
+  instance types that are compatible with its requirements and have an available offering,
+  cheapest first (the NodeClaim lifecycle launches them through the cloud provider as it
+  launches every NodeClaim), up to `limits.nodes`;
 - surplus ones (after `kubectl scale nodepool --replicas`, or a patch of `spec.replicas`) are
   deleted, within the pool's disruption budgets, unlaunched ones first, then empty nodes, then the
   cheapest to disrupt; their finalizer drains them as any deleted NodeClaim is drained;
@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar, Final
 
 from karpy.apis.meta import ConditionStatus
@@ -126,9 +126,12 @@ class StaticCapacityController:
                 return Result()
             decided = self._plan(pool)
             if decided.launch:
-                if _not_ready(pool):
+                if not _ready(pool):
+                    # As Karpenter: a pool whose NodeClass is missing or not Ready, or that
+                    # failed validation, would have every launch fail; its Ready turning True
+                    # is an event of the pool, which wakes this key.
                     log.debug("static nodepool is not ready; launching nothing")
-                    return Result(requeue_after=WAITING_RECHECK)
+                    return Result()
                 launched = await self._launch(pool, decided.launch)
                 if launched < decided.launch:
                     return Result(requeue_after=WAITING_RECHECK)
@@ -149,6 +152,9 @@ class StaticCapacityController:
             c for c in self._view.nodeclaims() if c.metadata.labels.get(wk.LABEL_NODEPOOL) == name
         ]
         seen = {c.metadata.name or "" for c in claims}
+        for claim_name, at in list(self._deleted.items()):
+            if claim_name not in seen or now - at > VISIBILITY_WINDOW:
+                del self._deleted[claim_name]
         created = self._created.setdefault(name, {})
         for claim_name, at in list(created.items()):
             if claim_name in seen or now - at > VISIBILITY_WINDOW:
@@ -290,9 +296,9 @@ def _pool_of_claim(event: Event[Any]) -> Iterable[str]:
     return (pool,) if pool else ()
 
 
-def _not_ready(pool: NodePool) -> bool:
+def _ready(pool: NodePool) -> bool:
     ready = next((c for c in pool.status.conditions if c.type == NodePoolCondition.READY), None)
-    return ready is not None and ready.status is ConditionStatus.FALSE
+    return ready is not None and ready.status is ConditionStatus.TRUE
 
 
 def _node_limit(pool: NodePool) -> int | None:
@@ -305,7 +311,7 @@ def _node_limit(pool: NodePool) -> int | None:
         return 0
 
 
-def _deletion_cost(annotations: dict[str, str] | Any) -> float:
+def _deletion_cost(annotations: Mapping[str, str]) -> float:
     try:
         return float(annotations.get(DELETION_COST_ANNOTATION, "0"))
     except ValueError:
