@@ -18,10 +18,9 @@ from karpy.apis.v1 import labels as wk
 from karpy.localcluster import ClusterInfo
 from karpy_kwok.apis import labels as kwoklabels
 from tests.e2e.daemon import is_ready, nodeclaims, running_daemon, steadily
-from tests.support.marks import ONE_AT_A_TIME
 from tests.support.waiting import eventually
 
-pytestmark = [pytest.mark.usefixtures("karpy_crds"), ONE_AT_A_TIME]
+pytestmark = pytest.mark.usefixtures("karpy_crds")
 
 GATE = {"FEATURE_GATES": "StaticCapacity=true"}
 
@@ -241,6 +240,9 @@ async def test_a_template_change_replaces_static_nodes_one_for_one(
         assert len(ever) == 4, f"one replacement each, nothing else launched: {sorted(ever)}"
         assert fewest_serving == 2, history
         await eventually(_held(api_client, pool, 2), within=60, what="2 Ready after drift")
+        # Leave no nodes behind for the worker's later tests.
+        await _scale(api_client, pool, 0)
+        await eventually(_held(api_client, pool, 0), within=120, what="scaled to 0")
 
 
 async def test_without_the_gate_a_static_pool_is_not_ready_and_names_the_gate(
