@@ -7,7 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from karpy.apis.v1 import labels as wk
 from karpy.core.static import StaticClaim, plan
+from tests.unit.core import builders as b
 
 
 def test_a_new_pool_launches_its_replicas() -> None:
@@ -116,3 +118,18 @@ def test_the_plan_never_exceeds_replicas_limits_or_budgets(
             assert len(live) + decided.launch == replicas
         else:
             assert len(standing) - len(decided.remove) <= replicas
+
+
+def test_scheduling_fills_a_static_pools_nodes_but_never_plans_one_on_it() -> None:
+    """Pods may go on a static pool's nodes; a NodeClaim for more comes from a dynamic pool
+    (or none, with only the static pool), never from the static one."""
+    static = b.nodepool("warm", static=True)
+    node = b.node("warm-1", cpu="2", labels={wk.LABEL_NODEPOOL: "warm"}, nodepool_name="warm")
+    only_static = b.run(b.snapshot([static], nodes=[node]), b.pods(3, cpu="1500m"))
+    assert {n.node for n in only_static.nominations} == {"warm-1"}
+    assert len(only_static.nominations) == 1
+    assert not only_static.nodeclaims
+    assert len(only_static.unplaced) == 2
+    both = b.run(b.snapshot([static, b.nodepool("dynamic")], nodes=[node]), b.pods(3, cpu="1500m"))
+    assert {c.nodepool for c in both.nodeclaims} == {"dynamic"}
+    assert not both.unplaced
