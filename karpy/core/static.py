@@ -14,8 +14,9 @@ karpy choices a static pool's user expects:
   command's candidates go anyway, and its replacements stand in for them). Surplus ones are
   removed within the pool's disruption budgets that apply to every reason (a budget that lists
   `reasons` names Karpenter's disruption methods, and scaling down is none of them), and in
-  Karpenter's order: NodeClaims not launched yet, then empty nodes, then the cheapest to
-  disrupt, nodes with a `karpenter.sh/do-not-disrupt` pod last.
+  Karpenter's order: NodeClaims not launched yet, then empty nodes, then the others, nodes with
+  a `karpenter.sh/do-not-disrupt` pod last; among unlaunched and among busy nodes a higher
+  `karpenter.sh/deprovisioning-priority` goes first, then the cheaper to disrupt.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class StaticClaim:
     empty: bool = True
     protected: bool = False
     cost: float = 0.0
+    priority: int = 0
 
 
 @attrs.frozen(kw_only=True)
@@ -53,16 +55,12 @@ class StaticPlan:
     waiting: str = ""
 
 
-def _removal_order(claim: StaticClaim) -> tuple[int, float, str]:
+def _removal_order(claim: StaticClaim) -> tuple[int, int, float, str]:
     if not claim.launched:
-        tier = 0
-    elif claim.empty and not claim.protected:
-        tier = 1
-    elif not claim.protected:
-        tier = 2
-    else:
-        tier = 3
-    return (tier, claim.cost, claim.name)
+        return (0, -claim.priority, 0.0, claim.name)
+    if claim.empty and not claim.protected:
+        return (1, 0, 0.0, claim.name)
+    return (3 if claim.protected else 2, -claim.priority, claim.cost, claim.name)
 
 
 def plan(

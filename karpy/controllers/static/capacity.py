@@ -73,6 +73,8 @@ apply (Karpenter's reasons name its disruption methods; scaling down is none of 
 DISRUPTED_REASON: Final = "overprovisioned"
 """The `reason` label of karpenter_nodeclaims_disrupted_total for a scale-down (Karpenter's)."""
 DELETION_COST_ANNOTATION: Final = "controller.kubernetes.io/pod-deletion-cost"
+ANNOTATION_DEPROVISIONING_PRIORITY: Final = "karpenter.sh/deprovisioning-priority"
+"""NodeClaim annotation: among a static pool's surplus, a higher integer is removed first."""
 LIMIT_NODES: Final = "nodes"
 """The one limit a static NodePool may set (the CRD refuses the others)."""
 
@@ -207,6 +209,7 @@ class StaticCapacityController:
             empty=not pods,
             protected=protected,
             cost=cost,
+            priority=_priority(claim.metadata.annotations),
         )
 
     async def _launch(self, pool: NodePool, count: int) -> int:
@@ -308,6 +311,14 @@ def _node_limit(pool: NodePool) -> int | None:
     try:
         return max(0, math.floor(parse_quantity(str(limit)) / 1000))
     except QuantityError:
+        return 0
+
+
+def _priority(annotations: Mapping[str, str]) -> int:
+    """Karpenter's `karpenter.sh/deprovisioning-priority` (0 when unset or not an integer)."""
+    try:
+        return int(annotations.get(ANNOTATION_DEPROVISIONING_PRIORITY, "0"))
+    except ValueError:
         return 0
 
 

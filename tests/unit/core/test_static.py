@@ -59,6 +59,17 @@ def test_scale_down_removes_unlaunched_then_empty_then_cheapest_protected_last()
     assert plan(3, claims).remove == ("pending", "idle")
 
 
+def test_a_higher_deprovisioning_priority_goes_first_among_busy_and_unlaunched() -> None:
+    claims = [
+        StaticClaim(name="cheap", empty=False, cost=1.0),
+        StaticClaim(name="marked", empty=False, cost=9.0, priority=5),
+        StaticClaim(name="idle", priority=-3),
+        StaticClaim(name="p-low", launched=False),
+        StaticClaim(name="p-high", launched=False, priority=2),
+    ]
+    assert plan(0, claims).remove == ("p-high", "p-low", "idle", "marked", "cheap")
+
+
 def test_scale_down_stays_within_the_budget_and_says_why() -> None:
     claims = [StaticClaim(name=n) for n in "abcd"]
     decided = plan(1, claims, removable=1)
@@ -81,6 +92,7 @@ claim_strategy = st.builds(
     empty=st.booleans(),
     protected=st.booleans(),
     cost=st.floats(min_value=-10, max_value=1000, allow_nan=False),
+    priority=st.integers(min_value=-5, max_value=5),
 )
 
 
