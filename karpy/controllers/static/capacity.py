@@ -30,16 +30,16 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar, Final
 
+from karpy.apis.duration import parse_duration
 from karpy.apis.meta import ConditionStatus
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.apis.v1.nodepool import ConditionType as NodePoolCondition
 from karpy.apis.v1.nodepool import NodePool
 from karpy.cloudprovider import CloudProvider, CloudProviderError
-from karpy.cloudprovider.requirements import requirements_from_api
 from karpy.cloudprovider.selection import compatible_launches
 from karpy.core.disruption.budgets import allowance
-from karpy.core.disruption.candidates import PodFacts, eviction_cost
+from karpy.core.disruption.candidates import NodeFacts, PodFacts, disruption_cost
 from karpy.core.requirements import RequirementError
 from karpy.core.resources import QuantityError, parse_quantity
 from karpy.core.static import StaticClaim, StaticPlan, plan
@@ -102,8 +102,8 @@ class StaticCapacityController:
         self._provider_timeout = provider_timeout
         self._created: dict[str, dict[str, float]] = {}
         """Per pool: NodeClaims created here, by name, with the loop time of the create."""
-        self._deleted: dict[str, float] = {}
-        """NodeClaims deleted here, with the loop time of the delete."""
+        self._deleted: dict[str, dict[str, float]] = {}
+        """Per pool: NodeClaims deleted here, by name, with the loop time of the delete."""
 
     def spec(self) -> Controller:
         """Keyed by NodePool name: the static pool's own changes and its NodeClaims'."""
@@ -123,6 +123,7 @@ class StaticCapacityController:
             pool = self._view.nodepool(name)
             if pool is None or pool.spec.replicas is None:
                 self._created.pop(name, None)
+                self._deleted.pop(name, None)
                 return Result()
             if pool.metadata.deletion_timestamp is not None:
                 return Result()
@@ -153,62 +154,73 @@ class StaticCapacityController:
         claims = [
             c for c in self._view.nodeclaims() if c.metadata.labels.get(wk.LABEL_NODEPOOL) == name
         ]
-        seen = {c.metadata.name or "" for c in claims}
-        for claim_name, at in list(self._deleted.items()):
-            if claim_name not in seen or now - at > VISIBILITY_WINDOW:
-                del self._deleted[claim_name]
+        by_name = {c.metadata.name or "": c for c in claims}
         created = self._created.setdefault(name, {})
         for claim_name, at in list(created.items()):
-            if claim_name in seen or now - at > VISIBILITY_WINDOW:
+            if claim_name in by_name or now - at > VISIBILITY_WINDOW:
                 del created[claim_name]
-        facts = [self._claim(c, now=now) for c in claims]
+        deleted = self._deleted.setdefault(name, {})
+        for claim_name, at in list(deleted.items()):
+            shown = by_name.get(claim_name)
+            if (
+                shown is None
+                or shown.metadata.deletion_timestamp is not None
+                or now - at > VISIBILITY_WINDOW
+            ):
+                del deleted[claim_name]
+        wall = self._clock.now().timestamp()
+        facts = [self._claim(c, deleted=c.metadata.name in deleted, now=wall) for c in claims]
         facts.extend(StaticClaim(name=n, launched=False) for n in created)
-        replicas = pool.spec.replicas or 0
-        total = len(facts)
-        disrupting = sum(1 for f in facts if f.deleting or f.disrupting)
         allowed = allowance(
             pool_budgets(pool),
             reason=SCALE_DOWN_REASON,
-            total=total,
-            disrupting=disrupting,
-            now=self._clock.now().timestamp(),
+            total=len(facts),
+            disrupting=sum(1 for f in facts if f.deleting or f.disrupting),
+            now=wall,
         )
         if allowed.error is not None:
             log.warning("static nodepool budget is invalid", extra={"error": allowed.error})
-        return plan(replicas, facts, node_limit=_node_limit(pool), removable=allowed.allowed)
+        return plan(
+            pool.spec.replicas or 0,
+            facts,
+            node_limit=_node_limit(pool),
+            removable=allowed.allowed,
+        )
 
-    def _claim(self, claim: NodeClaim, *, now: float) -> StaticClaim:
-        name = claim.metadata.name or ""
-        deleted_at = self._deleted.get(name)
-        if deleted_at is not None and (
-            claim.metadata.deletion_timestamp is not None or now - deleted_at > VISIBILITY_WINDOW
-        ):
-            del self._deleted[name]
-            deleted_at = None
+    def _claim(self, claim: NodeClaim, *, deleted: bool, now: float) -> StaticClaim:
+        """`claim` as the planner sees it; `deleted`: this controller deleted it and the view
+        does not show that yet; `now`: wall-clock epoch seconds."""
         node = claim.status.node_name
         pods = [p for p in self._view.pods_on(node) if is_reschedulable(p)] if node else []
-        wall = self._clock.now().timestamp()
         protected = False
-        cost = 0.0
         for pod in pods:
             until = do_not_disrupt_until(pod)
-            protected = protected or (until is not None and until > wall)
-            cost += eviction_cost(
+            protected = protected or (until is not None and until > now)
+        created = claim.metadata.creation_timestamp
+        facts = NodeFacts(
+            nodeclaim=claim.metadata.name or "",
+            node=node,
+            nodepool=claim.metadata.labels.get(wk.LABEL_NODEPOOL),
+            created_at=created.timestamp() if created is not None else now,
+            expire_after=_seconds(claim.spec.expire_after),
+            pods=tuple(
                 PodFacts(
-                    name=pod.metadata.name or "",
-                    uid=pod.metadata.uid or "",
-                    deletion_cost=_deletion_cost(pod.metadata.annotations),
-                    priority=pod.spec.priority or 0,
+                    name=p.metadata.name or "",
+                    uid=p.metadata.uid or "",
+                    deletion_cost=_deletion_cost(p.metadata.annotations),
+                    priority=p.spec.priority or 0,
                 )
-            )
+                for p in pods
+            ),
+        )
         return StaticClaim(
-            name=name,
-            deleting=claim.metadata.deletion_timestamp is not None or deleted_at is not None,
+            name=facts.nodeclaim,
+            deleting=claim.metadata.deletion_timestamp is not None or deleted,
             disrupting=bool(claim.metadata.annotations.get(wk.ANNOTATION_DISRUPTION_COMMAND)),
             launched=bool(claim.status.provider_id),
             empty=not pods,
             protected=protected,
-            cost=cost,
+            cost=disruption_cost(facts, now=now),
             priority=_priority(claim.metadata.annotations),
         )
 
@@ -251,16 +263,12 @@ class StaticCapacityController:
         try:
             async with asyncio.timeout(self._provider_timeout):
                 offered = await self._provider.get_instance_types(pool)
-            template = nodeclaim_from_template(pool)
-            requirements_from_api(template.spec.requirements)
-            launches = compatible_launches(template, offered)
+            launches = compatible_launches(nodeclaim_from_template(pool), offered)
         except (CloudProviderError, TimeoutError, PlanError, RequirementError) as error:
             log.error("failed to get instance types", extra={"error": str(error) or "timeout"})
             return []
-        names: list[str] = []
-        for launch in launches:
-            if launch.instance_type.name not in names:
-                names.append(launch.instance_type.name)
+        # Cheapest offering first, so each type keeps the rank of its cheapest offering.
+        names = list(dict.fromkeys(launch.instance_type.name for launch in launches))
         if not names:
             log.warning("no instance type is compatible with the static nodepool")
         return names
@@ -272,9 +280,9 @@ class StaticCapacityController:
                 await self._client.delete(NODECLAIMS, claim_name)
             except NotFoundError:
                 continue
-            self._deleted[claim_name] = asyncio.get_running_loop().time()
-            for created in self._created.values():
-                created.pop(claim_name, None)
+            pool_name = pool.metadata.name or ""
+            self._deleted.setdefault(pool_name, {})[claim_name] = asyncio.get_running_loop().time()
+            self._created.get(pool_name, {}).pop(claim_name, None)
             if claim is not None:
                 self._telemetry.metrics.nodeclaims_disrupted_total.add(
                     1, disrupted_labels(claim, DISRUPTED_REASON)
@@ -312,6 +320,18 @@ def _node_limit(pool: NodePool) -> int | None:
         return max(0, math.floor(parse_quantity(str(limit)) / 1000))
     except QuantityError:
         return 0
+
+
+def _seconds(text: str | None) -> float | None:
+    """expireAfter in seconds; None for Never (or a value the apiserver's pattern would refuse,
+    which only a hand-edited object can have)."""
+    if text is None:
+        return None
+    try:
+        parsed = parse_duration(text, field_name="spec.expireAfter")
+    except ValueError:
+        return None
+    return None if parsed is None else parsed.total_seconds()
 
 
 def _priority(annotations: Mapping[str, str]) -> int:
