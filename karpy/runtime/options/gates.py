@@ -27,6 +27,7 @@ class FeatureGates:
     reserved_capacity: bool = _gate("ReservedCapacity", True)
     spot_to_spot_consolidation: bool = _gate("SpotToSpotConsolidation", False)
     node_overlay: bool = _gate("NodeOverlay", False)
+    """NodeOverlay: apply karpenter.sh/v1alpha1 NodeOverlays to the instance-type catalog."""
     static_capacity: bool = _gate("StaticCapacity", False)
     capacity_buffer: bool = _gate("CapacityBuffer", False)
 
@@ -45,7 +46,6 @@ UNSUPPORTED_GATE_STATES: Final[Mapping[str, str]] = {
         "karpy always launches into the capacity reservations a NodeClass selects; it cannot "
         "turn that off"
     ),
-    "NodeOverlay=true": "karpy does not implement NodeOverlay",
     "StaticCapacity=true": "karpy does not implement static NodePools (spec.replicas)",
     "CapacityBuffer=true": "karpy does not implement CapacityBuffer",
 }

@@ -1,0 +1,140 @@
+"""A CloudProvider wrapper that hands out the instance-type catalog with NodeOverlays applied.
+
+Every consumer of instance types (provisioning, the disruption passes and their consolidation
+simulations, NodePool cost limits, the state gauges) asks the provider, so wrapping the one
+`get_instance_types` is what makes them all see the same overlaid catalog, as Karpenter's
+`overlay.Decorate` does. The wrapper is installed only with `FEATURE_GATES=NodeOverlay=true`.
+
+Which overlays apply comes from `OverlayStore`: the NodeOverlays in cluster state (read through
+the callable the wiring gives it, so a new overlay counts on the next scheduling pass) less the
+ones the nodeoverlay controller found conflicting or unreadable (`reject`), which never apply.
+The rules themselves are karpy.core.overlays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from karpy.apis.v1.nodeclaim import NodeClaim
+from karpy.apis.v1.nodepool import NodePool
+from karpy.apis.v1alpha1.nodeoverlay import NodeOverlay
+from karpy.cloudprovider.protocol import CloudProvider, DriftReason, NodeClassKind, RepairPolicy
+from karpy.core.instancetypes import InstanceType
+from karpy.core.overlays import (
+    Overlay,
+    OverlayError,
+    apply,
+    make_overlay,
+    order,
+    pool_requirements,
+)
+from karpy.core.requirements import Requirements
+
+
+def nodepool_selection(nodepool: NodePool) -> Requirements:
+    """What an overlay may select `nodepool`'s types by besides their own labels: the pool's
+    name and its template labels."""
+    return pool_requirements(nodepool.metadata.name or "", nodepool.spec.template.metadata.labels)
+
+
+def overlay_from_api(overlay: NodeOverlay) -> Overlay:
+    """`overlay` read for the core; OverlayError names the field that cannot be read."""
+    spec = overlay.spec
+    return make_overlay(
+        overlay.metadata.name or "",
+        requirements=((r.key, r.operator.value, r.values) for r in spec.requirements),
+        weight=spec.weight,
+        price=spec.price,
+        price_adjustment=spec.price_adjustment,
+        capacity={k: str(v) for k, v in spec.capacity.items()},
+    )
+
+
+class OverlayStore:
+    """The NodeOverlays that apply now, in Karpenter's order.
+
+    `source` returns the NodeOverlays in cluster state; the nodeoverlay controller records the
+    ones that must not apply (`reject`: name -> why). Reading never fails: an overlay that
+    cannot be read is left out here and marked by the controller.
+    """
+
+    def __init__(self, source: Callable[[], Sequence[NodeOverlay]]) -> None:
+        self._source = source
+        self._rejected: Mapping[str, str] = {}
+
+    def reject(self, rejected: Mapping[str, str]) -> None:
+        """Replace the overlays left out (name -> why), as the controller last judged them."""
+        self._rejected = dict(rejected)
+
+    @property
+    def rejected(self) -> Mapping[str, str]:
+        return self._rejected
+
+    def overlays(self) -> tuple[Overlay, ...]:
+        """The overlays that apply, ordered (karpy.core.overlays.order)."""
+        read: list[Overlay] = []
+        for overlay in self._source():
+            if overlay.metadata.deletion_timestamp is not None:
+                continue
+            if (overlay.metadata.name or "") in self._rejected:
+                continue
+            try:
+                read.append(overlay_from_api(overlay))
+            except OverlayError:
+                continue
+        return order(read)
+
+
+class OverlaidCloudProvider:
+    """`inner`, whose instance types come with the store's overlays applied.
+
+    Side effects: exactly `inner`'s.
+    """
+
+    def __init__(self, inner: CloudProvider, store: OverlayStore) -> None:
+        self._inner = inner
+        self._store = store
+
+    @property
+    def inner(self) -> CloudProvider:
+        """The wrapped provider: the catalog as the cloud reports it."""
+        return self._inner
+
+    @property
+    def store(self) -> OverlayStore:
+        return self._store
+
+    @property
+    def name(self) -> str:
+        return self._inner.name
+
+    async def create(self, nodeclaim: NodeClaim) -> NodeClaim:
+        return await self._inner.create(nodeclaim)
+
+    async def delete(self, nodeclaim: NodeClaim) -> None:
+        await self._inner.delete(nodeclaim)
+
+    async def get(self, provider_id: str) -> NodeClaim:
+        return await self._inner.get(provider_id)
+
+    async def list(self) -> Sequence[NodeClaim]:
+        return await self._inner.list()
+
+    async def get_instance_types(self, nodepool: NodePool) -> Sequence[InstanceType]:
+        types = await self._inner.get_instance_types(nodepool)
+        overlays = self._store.overlays()
+        if not overlays:
+            return types
+        return apply(types, nodepool_selection(nodepool), overlays)
+
+    async def is_drifted(self, nodeclaim: NodeClaim) -> DriftReason | None:
+        return await self._inner.is_drifted(nodeclaim)
+
+    def repair_policies(self) -> tuple[RepairPolicy, ...]:
+        return self._inner.repair_policies()
+
+    def supported_node_classes(self) -> tuple[NodeClassKind, ...]:
+        return self._inner.supported_node_classes()
+
+    def well_known_labels(self) -> frozenset[str]:
+        return self._inner.well_known_labels()
