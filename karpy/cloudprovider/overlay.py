@@ -8,13 +8,19 @@ simulations, NodePool cost limits, the state gauges) asks the provider, so wrapp
 Which overlays apply comes from `OverlayStore`: the NodeOverlays in cluster state (read through
 the callable the wiring gives it, so a new overlay counts on the next scheduling pass) less the
 ones the nodeoverlay controller found conflicting or unreadable (`reject`), which never apply.
-The rules themselves are karpy.core.overlays.
+The rules themselves are karpy.core.overlays. Providers launch from their own catalog: the
+wrapper leaves out of a launch request the extended resources only overlays declare, and a
+provider that simulates its cloud (kwok) is given the overlaid catalog to launch from
+(`OverlayStore.for_nodeclaim`, the `ProviderContext.launch_catalog`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
+import attrs
+
+from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.apis.v1.nodepool import NodePool
 from karpy.apis.v1alpha1.nodeoverlay import NodeOverlay
@@ -70,6 +76,18 @@ class OverlayStore:
     def rejected(self) -> Mapping[str, str]:
         return self._rejected
 
+    def for_nodeclaim(
+        self, nodeclaim: NodeClaim, instance_types: Sequence[InstanceType]
+    ) -> Sequence[InstanceType]:
+        """`instance_types` as the scheduler saw them for `nodeclaim`'s pool: its labels carry
+        the pool's name and template labels (a `LaunchCatalog`)."""
+        overlays = self.overlays()
+        if not overlays:
+            return instance_types
+        labels = nodeclaim.metadata.labels
+        selection = pool_requirements(labels.get(wk.LABEL_NODEPOOL, ""), labels)
+        return apply(instance_types, selection, overlays)
+
     def overlays(self) -> tuple[Overlay, ...]:
         """The overlays that apply, ordered (karpy.core.overlays.order)."""
         read: list[Overlay] = []
@@ -109,7 +127,21 @@ class OverlaidCloudProvider:
         return self._inner.name
 
     async def create(self, nodeclaim: NodeClaim) -> NodeClaim:
-        return await self._inner.create(nodeclaim)
+        """`inner`'s launch, asked without the requests of extended resources only overlays
+        declare: the provider's own catalog does not report them, while the NodeClaim's
+        instance types were chosen because the overlaid catalog does. The NodeClaim comes back
+        with its spec as written."""
+        added = {r for overlay in self._store.overlays() for r in overlay.capacity}
+        requests = nodeclaim.spec.resources.requests
+        if not added.intersection(requests):
+            return await self._inner.create(nodeclaim)
+        resources = attrs.evolve(
+            nodeclaim.spec.resources,
+            requests={k: v for k, v in requests.items() if k not in added},
+        )
+        asked = attrs.evolve(nodeclaim, spec=attrs.evolve(nodeclaim.spec, resources=resources))
+        launched = await self._inner.create(asked)
+        return attrs.evolve(launched, spec=nodeclaim.spec)
 
     async def delete(self, nodeclaim: NodeClaim) -> None:
         await self._inner.delete(nodeclaim)

@@ -92,15 +92,11 @@ def _unwrapped(provider: CloudProvider) -> object:
     return provider
 
 
-def overlaid(options: Options, provider: CloudProvider, view: ClusterView) -> CloudProvider:
-    """`provider` with the NodeOverlays in `view` applied to its catalog when the NodeOverlay
-    gate is on (karpy.cloudprovider.overlay); `provider` itself otherwise."""
+def overlay_store(options: Options, view: ClusterView) -> OverlayStore | None:
+    """The NodeOverlays in `view` that apply, when their feature gate is on."""
     if not options.feature_gates.node_overlay:
-        return provider
-    overlays = OverlayStore(
-        lambda: view.objects(NODEOVERLAYS) if view.informs(NODEOVERLAYS) else []
-    )
-    return OverlaidCloudProvider(provider, overlays)
+        return None
+    return OverlayStore(lambda: view.objects(NODEOVERLAYS) if view.informs(NODEOVERLAYS) else [])
 
 
 async def configured_provider(
@@ -110,8 +106,10 @@ async def configured_provider(
     view: ClusterView,
     clock: Clock,
     telemetry: Telemetry | None = None,
+    overlays: OverlayStore | None = None,
 ) -> CloudProvider:
-    """The configured cloud provider (`options.provider`) over `kube` and `view`."""
+    """The configured cloud provider (`options.provider`) over `kube` and `view`, given the
+    overlaid catalog to launch from when `overlays` apply."""
     return await build_provider(
         options.provider.name,
         ProviderContext(
@@ -121,6 +119,7 @@ async def configured_provider(
             cluster_name=options.provider.cluster_name,
             settings=options.provider.settings,
             telemetry=telemetry,
+            launch_catalog=None if overlays is None else overlays.for_nodeclaim,
         ),
     )
 
@@ -158,15 +157,15 @@ async def provider_and_extensions(
     Raises ProviderError when the provider cannot be found or built, or declares a kind that
     is not a ResourceKind (the provider is closed first).
     """
-    provider = overlaid(
-        options,
-        InstrumentedCloudProvider(
-            await configured_provider(
-                options, kube=client, view=view, clock=clock, telemetry=telemetry
-            ),
-            telemetry,
+    overlays = overlay_store(options, view)
+    instrumented = InstrumentedCloudProvider(
+        await configured_provider(
+            options, kube=client, view=view, clock=clock, telemetry=telemetry, overlays=overlays
         ),
-        view,
+        telemetry,
+    )
+    provider: CloudProvider = (
+        instrumented if overlays is None else OverlaidCloudProvider(instrumented, overlays)
     )
     try:
         extensions = (
