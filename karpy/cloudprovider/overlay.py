@@ -20,21 +20,24 @@ from collections.abc import Callable, Mapping, Sequence
 
 import attrs
 
+from karpy.apis.meta import Quantity
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.apis.v1.nodepool import NodePool
 from karpy.apis.v1alpha1.nodeoverlay import NodeOverlay
 from karpy.cloudprovider.protocol import CloudProvider, DriftReason, NodeClassKind, RepairPolicy
-from karpy.core.instancetypes import InstanceType
+from karpy.core.instancetypes import InstanceType, Offering
 from karpy.core.overlays import (
     Overlay,
     OverlayError,
+    applied,
     apply,
     make_overlay,
     order,
     pool_requirements,
 )
 from karpy.core.requirements import Requirements
+from karpy.core.resources import EMPTY, format_quantity
 
 
 def nodepool_selection(nodepool: NodePool) -> Requirements:
@@ -88,6 +91,45 @@ class OverlayStore:
         selection = pool_requirements(labels.get(wk.LABEL_NODEPOOL, ""), labels)
         return apply(instance_types, selection, overlays)
 
+    def launched(self, nodeclaim: NodeClaim) -> NodeClaim:
+        """A launched NodeClaim (labelled with its type, zone and capacity type) whose capacity
+        and allocatable carry the extended resources the overlays give its type, as the
+        catalog the scheduler read reported them."""
+        overlays = self.overlays()
+        labels = nodeclaim.metadata.labels
+        name = labels.get(wk.LABEL_INSTANCE_TYPE)
+        if not overlays or name is None:
+            return nodeclaim
+        launched_as = InstanceType.make(
+            name,
+            EMPTY,
+            (
+                Offering(
+                    labels.get(wk.LABEL_TOPOLOGY_ZONE, ""),
+                    labels.get(wk.LABEL_CAPACITY_TYPE, ""),
+                    0.0,
+                ),
+            ),
+            labels=dict(labels),
+        )
+        selection = pool_requirements(labels.get(wk.LABEL_NODEPOOL, ""), labels)
+        named = {o.name: o for o in overlays}
+        added = {
+            resource: Quantity(format_quantity(resource, named[setter].capacity[resource]))
+            for resource, setter in applied(launched_as, selection, overlays).capacity.items()
+        }
+        status = nodeclaim.status
+        if all(
+            status.capacity.get(r) == q and status.allocatable.get(r) == q for r, q in added.items()
+        ):
+            return nodeclaim
+        status = attrs.evolve(
+            status,
+            capacity={**status.capacity, **added},
+            allocatable={**status.allocatable, **added},
+        )
+        return attrs.evolve(nodeclaim, status=status)
+
     def overlays(self) -> tuple[Overlay, ...]:
         """The overlays that apply, ordered (karpy.core.overlays.order)."""
         read: list[Overlay] = []
@@ -130,27 +172,28 @@ class OverlaidCloudProvider:
         """`inner`'s launch, asked without the requests of extended resources only overlays
         declare: the provider's own catalog does not report them, while the NodeClaim's
         instance types were chosen because the overlaid catalog does. The NodeClaim comes back
-        with its spec as written."""
+        with its spec as written and its type's capacity as the overlaid catalog has it
+        (`OverlayStore.launched`; `get` and `list` alike)."""
         added = {r for overlay in self._store.overlays() for r in overlay.capacity}
         requests = nodeclaim.spec.resources.requests
         if not added.intersection(requests):
-            return await self._inner.create(nodeclaim)
+            return self._store.launched(await self._inner.create(nodeclaim))
         resources = attrs.evolve(
             nodeclaim.spec.resources,
             requests={k: v for k, v in requests.items() if k not in added},
         )
         asked = attrs.evolve(nodeclaim, spec=attrs.evolve(nodeclaim.spec, resources=resources))
         launched = await self._inner.create(asked)
-        return attrs.evolve(launched, spec=nodeclaim.spec)
+        return self._store.launched(attrs.evolve(launched, spec=nodeclaim.spec))
 
     async def delete(self, nodeclaim: NodeClaim) -> None:
         await self._inner.delete(nodeclaim)
 
     async def get(self, provider_id: str) -> NodeClaim:
-        return await self._inner.get(provider_id)
+        return self._store.launched(await self._inner.get(provider_id))
 
     async def list(self) -> Sequence[NodeClaim]:
-        return await self._inner.list()
+        return tuple(self._store.launched(c) for c in await self._inner.list())
 
     async def get_instance_types(self, nodepool: NodePool) -> Sequence[InstanceType]:
         types = await self._inner.get_instance_types(nodepool)
