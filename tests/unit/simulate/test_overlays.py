@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from karpy.simulate.cli import explain_main
+from karpy.simulate.consolidate import consolidate
 from karpy.simulate.reader import ScenarioError
 from karpy.simulate.scenario import parse
 
@@ -68,3 +69,67 @@ def test_a_bad_overlay_is_refused_naming_its_field(
     with pytest.raises(ScenarioError) as caught:
         parse({**BASE, "nodeOverlays": [overlay]})
     assert message in str(caught.value)
+
+
+def _fleet(overlays: list[dict[str, object]]) -> dict[str, object]:
+    """One web node of the dearer type holding one small pod; the cheaper type would do."""
+    offer = {"zone": "zone-a", "capacityType": "on-demand"}
+    return {
+        "nodePools": [{"name": "web", "disruption": {"budgets": [{"nodes": "100%"}]}}],
+        "instanceTypes": {
+            "items": [
+                {
+                    "name": "small",
+                    "capacity": {"cpu": "2", "memory": "4Gi", "pods": "20"},
+                    "offerings": [{**offer, "price": 0.1}],
+                },
+                {
+                    "name": "large",
+                    "capacity": {"cpu": "4", "memory": "8Gi", "pods": "20"},
+                    "offerings": [{**offer, "price": 0.2}],
+                },
+            ]
+        },
+        "nodes": [
+            {
+                "name": "web-1",
+                "labels": {
+                    "node.kubernetes.io/instance-type": "large",
+                    "karpenter.sh/capacity-type": "on-demand",
+                    "topology.kubernetes.io/zone": "zone-a",
+                },
+                "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "20"},
+                "nodePool": "web",
+                "pods": [{"name": "app", "requests": {"cpu": "500m", "memory": "512Mi"}}],
+            }
+        ],
+        "nodeOverlays": overlays,
+    }
+
+
+def test_consolidation_values_nodes_at_overlaid_prices() -> None:
+    """Without overlays the node is replaced by the cheaper type; with a Reserved Instance
+    price on its own type it is already the cheapest, and consolidation keeps it."""
+    plain = parse(_fleet([]))
+    replaced = consolidate(plain.snapshot, plain.disruption, options=plain.options)
+    assert [dict(n.labels)["node.kubernetes.io/instance-type"] for n in replaced.after] == ["small"]
+    reserved = parse(
+        _fleet(
+            [
+                {
+                    "name": "reserved",
+                    "requirements": [
+                        {
+                            "key": "node.kubernetes.io/instance-type",
+                            "operator": "In",
+                            "values": ["large"],
+                        }
+                    ],
+                    "price": "0.01",
+                }
+            ]
+        )
+    )
+    kept = consolidate(reserved.snapshot, reserved.disruption, options=reserved.options)
+    assert not kept.steps
+    assert kept.price_after == pytest.approx(0.01)
