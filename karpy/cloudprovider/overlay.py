@@ -75,10 +75,6 @@ class OverlayStore:
         """Replace the overlays left out (name -> why), as the controller last judged them."""
         self._rejected = dict(rejected)
 
-    @property
-    def rejected(self) -> Mapping[str, str]:
-        return self._rejected
-
     def for_nodeclaim(
         self, nodeclaim: NodeClaim, instance_types: Sequence[InstanceType]
     ) -> Sequence[InstanceType]:

@@ -14,7 +14,8 @@ With the NodeOverlay feature gate off, nothing applies them: each overlay gets
 than being silently ignored.
 
 A pass runs on any NodeOverlay, NodePool or NodeClass change and every `RECHECK` (Karpenter's
-period), since the catalog a conflict depends on moves with the cloud.
+period), since the catalog a conflict depends on moves with the cloud. A NodePool whose catalog
+cannot be read (its NodeClass not ready) is left out of the pass rather than failing it.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import attrs
 from karpy.apis.conditions import ConditionSet
 from karpy.apis.meta import ConditionStatus
 from karpy.apis.v1alpha1.nodeoverlay import ConditionType, NodeOverlay, Reason
+from karpy.cloudprovider.errors import CloudProviderError
 from karpy.cloudprovider.overlay import OverlayStore, nodepool_selection, overlay_from_api
 from karpy.cloudprovider.protocol import CloudProvider
 from karpy.core.overlays import Overlay, OverlayError, PoolCatalog, resolve
@@ -139,15 +141,10 @@ class NodeOverlayController:
                 verdicts[overlay.metadata.name or ""] = Verdict(
                     ConditionStatus.FALSE, Reason.RUNTIME_VALIDATION, str(error)
                 )
-        catalogs = [
-            PoolCatalog(
-                nodepool_selection(pool),
-                tuple(await self._cloudprovider.get_instance_types(pool)),
-            )
-            for pool in self._view.nodepools()
-            if pool.metadata.deletion_timestamp is None
-        ]
-        resolution = resolve(readable, catalogs)
+        if not readable:  # nothing to judge against the catalog: no provider calls
+            store.reject(_rejections(verdicts))
+            return verdicts
+        resolution = resolve(readable, await self._catalogs())
         for name, rival in resolution.conflicts.items():
             verdicts[name] = Verdict(
                 ConditionStatus.FALSE,
@@ -159,6 +156,25 @@ class NodeOverlayController:
             verdicts[accepted.name] = ACCEPTED
         store.reject(_rejections(verdicts))
         return verdicts
+
+    async def _catalogs(self) -> list[PoolCatalog]:
+        """Each NodePool's catalog as the cloud reports it. A pool whose catalog cannot be read
+        (its NodeClass not ready, say) launches nothing, so it is left out rather than holding
+        every overlay's status back; its NodeClass becoming ready brings another pass."""
+        catalogs: list[PoolCatalog] = []
+        for pool in self._view.nodepools():
+            if pool.metadata.deletion_timestamp is not None:
+                continue
+            try:
+                types = await self._cloudprovider.get_instance_types(pool)
+            except CloudProviderError as error:
+                log.info(
+                    "nodepool left out of nodeoverlay validation",
+                    extra={"nodepool": pool.metadata.name, "error": str(error)},
+                )
+                continue
+            catalogs.append(PoolCatalog(nodepool_selection(pool), tuple(types)))
+        return catalogs
 
     async def _write(self, overlay: NodeOverlay, verdict: Verdict) -> None:
         name = overlay.metadata.name or ""
