@@ -150,6 +150,13 @@ class OverlaidCloudProvider:
     def __init__(self, inner: CloudProvider, store: OverlayStore) -> None:
         self._inner = inner
         self._store = store
+        # NodePool name -> (provider catalog, overlays, selection, overlaid catalog).
+        self._applied: dict[
+            str,
+            tuple[
+                Sequence[InstanceType], tuple[Overlay, ...], Requirements, tuple[InstanceType, ...]
+            ],
+        ] = {}
 
     @property
     def inner(self) -> CloudProvider:
@@ -192,11 +199,21 @@ class OverlaidCloudProvider:
         return tuple(self._store.launched(c) for c in await self._inner.list())
 
     async def get_instance_types(self, nodepool: NodePool) -> Sequence[InstanceType]:
+        """`inner`'s catalog for `nodepool` with the overlays applied. Providers hand out the
+        same catalog object until it changes, so the last result per pool is kept and handed
+        out again while the catalog, the overlays and the pool's labels are the same."""
         types = await self._inner.get_instance_types(nodepool)
         overlays = self._store.overlays()
         if not overlays:
             return types
-        return apply(types, nodepool_selection(nodepool), overlays)
+        selection = nodepool_selection(nodepool)
+        name = nodepool.metadata.name or ""
+        cached = self._applied.get(name)
+        if cached is not None and cached[0] is types and cached[1:3] == (overlays, selection):
+            return cached[3]
+        overlaid = apply(types, selection, overlays)
+        self._applied[name] = (types, overlays, selection, overlaid)
+        return overlaid
 
     async def is_drifted(self, nodeclaim: NodeClaim) -> DriftReason | None:
         return await self._inner.is_drifted(nodeclaim)

@@ -175,9 +175,24 @@ def selected_offerings(
 ) -> tuple[Offering, ...]:
     """The offerings of `instance_type` (in `pool`) that `overlay` selects; empty when it does
     not select the type."""
-    if pool.merge(instance_type.requirements).compatible(overlay.requirements) is not None:
+    if not _selects(overlay.requirements, instance_type.requirements, pool):
         return ()
     return tuple(o for o in instance_type.offerings if o.matches(overlay.requirements))
+
+
+def _selects(wanted: Requirements, labels: Requirements, pool: Requirements) -> bool:
+    """Whether a type with `labels`, in a pool with `pool`, meets every requirement in
+    `wanted`: what `Requirements.compatible` answers for the two merged, without building
+    the merge or an explanation (this runs for every type, overlay and fetch)."""
+    for req in wanted:
+        mine, theirs = labels.get(req.key), pool.get(req.key)
+        have = mine if theirs is None else theirs if mine is None else mine.intersection(theirs)
+        if have is None:
+            if not req.allows_absent():
+                return False
+        elif not have.intersects(req):
+            return False
+    return True
 
 
 OfferingKey = tuple[str, str]

@@ -136,3 +136,17 @@ def test_a_requirement_the_core_cannot_read_names_its_entry() -> None:
     )
     with pytest.raises(OverlayError, match=r"spec.requirements\[0\]"):
         overlay_from_api(overlay)
+
+
+async def test_the_overlaid_catalog_is_reused_until_catalog_or_overlays_change() -> None:
+    fake = FakeCloudProvider()
+    overlays = [_overlay("cheap", price="0.001")]
+    provider = OverlaidCloudProvider(fake, OverlayStore(lambda: overlays))
+    pool = _pool()
+    first = await provider.get_instance_types(pool)
+    assert await provider.get_instance_types(pool) is first
+    overlays.append(_overlay("dear", weight=2, price="7"))
+    second = await provider.get_instance_types(pool)
+    assert {o.price for t in second for o in t.offerings} == {7.0}
+    fake.instance_types = fake.instance_types[:2]
+    assert len(await provider.get_instance_types(pool)) == 2
