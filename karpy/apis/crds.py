@@ -26,6 +26,7 @@ from karpy.apis.v1 import labels
 from karpy.apis.v1.labels import ProviderLabels
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.apis.v1.nodepool import NodePool
+from karpy.apis.v1alpha1.nodeoverlay import NodeOverlay
 from karpy.apis.v1alpha5.machine import Machine
 from karpy.apis.v1alpha5.provisioner import Provisioner
 from karpy.apis.v1beta1 import convert as v1beta1
@@ -146,6 +147,17 @@ CORE_CRDS: tuple[CRDInfo, ...] = (
             column("Node", ".status.nodeName"),
             READY_COLUMN,
             AGE_COLUMN,
+        ),
+    ),
+    # Karpenter v1.7's alpha kind; applied only with FEATURE_GATES=NodeOverlay=true.
+    CRDInfo(
+        model=NodeOverlay,
+        singular="nodeoverlay",
+        short_names=("overlays",),
+        columns=(
+            READY_COLUMN,
+            AGE_COLUMN,
+            column("Weight", ".spec.weight", "integer", priority=1),
         ),
     ),
 )

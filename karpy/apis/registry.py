@@ -27,6 +27,7 @@ from karpy.apis.kube.workloads import DaemonSet, PodDisruptionBudget
 from karpy.apis.v1.labels import ProviderLabels
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.apis.v1.nodepool import NodePool
+from karpy.apis.v1alpha1.nodeoverlay import NodeOverlay
 from karpy.apis.v1alpha5.machine import Machine
 from karpy.apis.v1alpha5.provisioner import Provisioner
 from karpy.apis.v1beta1 import nodepool as v1beta1
@@ -34,7 +35,13 @@ from karpy.apis.v1beta1 import nodepool as v1beta1
 API_ENTRY_POINT_GROUP: Final = "karpy.apis"
 
 # karpy's own CRD kinds, first in generation order.
-CORE_CRD_KINDS: Final[tuple[type[Any], ...]] = (NodePool, NodeClaim, Provisioner, Machine)
+CORE_CRD_KINDS: Final[tuple[type[Any], ...]] = (
+    NodePool,
+    NodeClaim,
+    Provisioner,
+    Machine,
+    NodeOverlay,
+)
 
 # Older versions of karpy's CRD kinds, served beside v1 and converted (karpy.apis.conversion).
 CORE_SERVED_KINDS: Final[tuple[type[Any], ...]] = (v1beta1.NodePool, v1beta1.NodeClaim)

@@ -17,13 +17,15 @@ karpy changes.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from importlib import metadata
 from typing import Any, Final, Generic, TypeVar
 
 import attrs
 
+from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.cloudprovider.protocol import CloudProvider
+from karpy.core.instancetypes import InstanceType
 from karpy.runtime.clock import Clock
 from karpy.runtime.telemetry import Telemetry
 
@@ -31,6 +33,9 @@ ENTRY_POINT_GROUP: Final = "karpy.providers"
 
 KubeT = TypeVar("KubeT")
 ViewT = TypeVar("ViewT")
+
+LaunchCatalog = Callable[[NodeClaim, Sequence[InstanceType]], Sequence[InstanceType]]
+"""(NodeClaim, the provider's instance types) -> the types as the scheduler saw them."""
 
 
 @attrs.frozen(kw_only=True)
@@ -51,6 +56,11 @@ class ProviderContext(Generic[KubeT, ViewT]):
     `ProviderConfigError` naming the key. ``telemetry`` is the operator's tracer and metric
     instruments: a provider's own loops and calls report through it, so their spans join the
     operator's traces and their metrics show on its /metrics (None outside the operator).
+    ``launch_catalog``, given when NodeOverlays apply (their feature gate), turns a NodeClaim
+    and the provider's own instance types into the types as karpy's scheduler saw them for it
+    (overlaid prices and extended resources): a provider that simulates its cloud (kwok)
+    launches from them, so an overlaid price ranks its launches and an overlaid resource is on
+    the Node as a device plugin would put it there.
     A provider's loops and the informers of its kinds take the operator's backoff and watch
     settings without being handed them: it declares them
     (`karpy.cloudprovider.protocol.ProviderExtension`) and the operator runs them.
@@ -62,6 +72,7 @@ class ProviderContext(Generic[KubeT, ViewT]):
     cluster_name: str
     settings: Mapping[str, str] = attrs.field(factory=dict)
     telemetry: Telemetry | None = None
+    launch_catalog: LaunchCatalog | None = None
 
 
 ProviderFactory = Callable[[ProviderContext[Any, Any]], CloudProvider | Awaitable[CloudProvider]]

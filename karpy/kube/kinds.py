@@ -24,6 +24,7 @@ from karpy.apis.kube.storage import (
 from karpy.apis.kube.workloads import DaemonSet, Deployment, PodDisruptionBudget
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.apis.v1.nodepool import NodePool
+from karpy.apis.v1alpha1.nodeoverlay import NodeOverlay
 from karpy.apis.v1alpha5.provisioner import Provisioner
 from karpy.kube.resources import ResourceKind
 
@@ -61,6 +62,7 @@ NODES: Final = kube_kind(Node, "nodes", namespaced=False)
 PODS: Final = kube_kind(Pod, "pods", namespaced=True)
 NODECLAIMS: Final = cluster_kind(NodeClaim)
 NODEPOOLS: Final = cluster_kind(NodePool)
+NODEOVERLAYS: Final = cluster_kind(NodeOverlay)
 DAEMONSETS: Final = kube_kind(DaemonSet, "daemonsets", group="apps", namespaced=True)
 PERSISTENT_VOLUMES: Final = kube_kind(PersistentVolume, "persistentvolumes", namespaced=False)
 PERSISTENT_VOLUME_CLAIMS: Final = kube_kind(

@@ -14,10 +14,12 @@ import attrs
 
 from karpy.apis.v1alpha5.translate import LegacySettings
 from karpy.cloudprovider.instrumented import InstrumentedCloudProvider
+from karpy.cloudprovider.overlay import OverlaidCloudProvider, OverlayStore
 from karpy.cloudprovider.protocol import CloudProvider
 from karpy.cloudprovider.registry import ProviderContext, ProviderError, build_provider
 from karpy.controllers.legacy.extension import legacy_extension
 from karpy.kube.client import KubeClient
+from karpy.kube.kinds import NODEOVERLAYS
 from karpy.kube.lease import LeaderElector
 from karpy.kube.resources import ResourceKind
 from karpy.manager import Extended, ProviderExtension
@@ -85,7 +87,16 @@ class _Closes(Protocol):
 
 
 def _unwrapped(provider: CloudProvider) -> object:
-    return provider.inner if isinstance(provider, InstrumentedCloudProvider) else provider
+    while isinstance(provider, InstrumentedCloudProvider | OverlaidCloudProvider):
+        provider = provider.inner
+    return provider
+
+
+def overlay_store(options: Options, view: ClusterView) -> OverlayStore | None:
+    """The NodeOverlays in `view` that apply, when their feature gate is on."""
+    if not options.feature_gates.node_overlay:
+        return None
+    return OverlayStore(lambda: view.objects(NODEOVERLAYS) if view.informs(NODEOVERLAYS) else [])
 
 
 async def configured_provider(
@@ -95,8 +106,10 @@ async def configured_provider(
     view: ClusterView,
     clock: Clock,
     telemetry: Telemetry | None = None,
+    overlays: OverlayStore | None = None,
 ) -> CloudProvider:
-    """The configured cloud provider (`options.provider`) over `kube` and `view`."""
+    """The configured cloud provider (`options.provider`) over `kube` and `view`, given the
+    overlaid catalog to launch from when `overlays` apply."""
     return await build_provider(
         options.provider.name,
         ProviderContext(
@@ -106,6 +119,7 @@ async def configured_provider(
             cluster_name=options.provider.cluster_name,
             settings=options.provider.settings,
             telemetry=telemetry,
+            launch_catalog=None if overlays is None else overlays.for_nodeclaim,
         ),
     )
 
@@ -135,18 +149,23 @@ def resource_kind(kind: object, *, provider: str) -> ResourceKind[Any]:
 async def provider_and_extensions(
     options: Options, *, client: KubeClient, view: ClusterView, clock: Clock, telemetry: Telemetry
 ) -> tuple[CloudProvider, tuple[ProviderExtension, ...]]:
-    """The configured provider, wrapped for spans and metrics, and what runs beside the core
+    """The configured provider, wrapped for spans and metrics (and NodeOverlays, with their
+    gate), and what runs beside the core
     controllers: the provider's declared extension and the Karpenter v0.x legacy controller's
     (Provisioners and templates kept as owned v1 objects; docs/migration.md).
 
     Raises ProviderError when the provider cannot be found or built, or declares a kind that
     is not a ResourceKind (the provider is closed first).
     """
-    provider = InstrumentedCloudProvider(
+    overlays = overlay_store(options, view)
+    instrumented = InstrumentedCloudProvider(
         await configured_provider(
-            options, kube=client, view=view, clock=clock, telemetry=telemetry
+            options, kube=client, view=view, clock=clock, telemetry=telemetry, overlays=overlays
         ),
         telemetry,
+    )
+    provider: CloudProvider = (
+        instrumented if overlays is None else OverlaidCloudProvider(instrumented, overlays)
     )
     try:
         extensions = (

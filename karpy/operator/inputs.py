@@ -19,6 +19,7 @@ from karpy.core.scheduling.preferences import MinValuesPolicy, PreferencePolicy
 from karpy.kube.kinds import (
     DAEMONSETS,
     NODECLAIMS,
+    NODEOVERLAYS,
     NODEPOOLS,
     NODES,
     PERSISTENT_VOLUME_CLAIMS,
@@ -49,13 +50,15 @@ INFORMED_KINDS: tuple[ResourceKind[Any], ...] = (
     PODS,
     NODECLAIMS,
     NODEPOOLS,
+    NODEOVERLAYS,
     PODDISRUPTIONBUDGETS,
     VOLUME_ATTACHMENTS,
     *(kind for kind in attrs.astuple(SNAPSHOT_KINDS, recurse=False) if kind is not None),
 )
 """Kinds every replica keeps in cluster state (karpy's CRDs must be installed). Termination reads
 VolumeAttachments (a draining Node's must go before its instance does) and the claims of the
-pods that keep theirs."""
+pods that keep theirs. NodeOverlays are informed whatever the gate, so one stored while the gate
+is off is reported, not ignored."""
 
 
 def snapshot_kinds(informers: Mapping[str, Informer[Any]]) -> SnapshotKinds:

@@ -34,10 +34,12 @@ from karpy.apis.kube.workloads import DaemonSet, PodDisruptionBudget
 from karpy.apis.meta import HasMetadata
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodepool import Budget, NodePool
+from karpy.cloudprovider.overlay import OverlaidCloudProvider
 from karpy.cloudprovider.registry import ProviderError
 from karpy.controllers.disruption.facts import ANNOTATION_MIN_IMPROVEMENT
 from karpy.core.disruption.consolidation import parse_min_improvement
 from karpy.core.instancetypes import InstanceType
+from karpy.core.overlays import Overlay, PriceMode
 from karpy.kube.errors import KubeConfigError, KubeError
 from karpy.kube.kinds import (
     DAEMONSETS,
@@ -292,12 +294,39 @@ async def snapshot(options: Options) -> dict[str, Any]:
         now = cluster.clock.now()
         catalog: dict[str, dict[str, Any]] = {}
         pools = sorted(cluster.view.nodepools(), key=lambda p: p.metadata.name or "")
+        # The catalog as the cloud reports it: the scenario applies its nodeOverlays itself.
+        provider = cluster.provider
+        if isinstance(provider, OverlaidCloudProvider):
+            provider = provider.inner
         for pool in pools:
-            for instance_type in await cluster.provider.get_instance_types(pool):
+            for instance_type in await provider.get_instance_types(pool):
                 catalog.setdefault(instance_type.name, scenario_instance_type(instance_type))
-    return scenario_document(
+    document = scenario_document(
         cluster.view, pools, [catalog[name] for name in sorted(catalog)], now=now
     )
+    if cluster.overlays is not None and cluster.overlays.overlays():
+        document["nodeOverlays"] = [scenario_overlay(o) for o in cluster.overlays.overlays()]
+    return document
+
+
+def scenario_overlay(overlay: Overlay) -> dict[str, Any]:
+    """A NodeOverlay the cluster applies, as a scenario's `nodeOverlays` entry."""
+    entry: dict[str, Any] = {"name": overlay.name}
+    if overlay.weight:
+        entry["weight"] = overlay.weight
+    requirements = [
+        {"key": r.key, "operator": op.value, **({"values": list(values)} if values else {})}
+        for r in overlay.requirements
+        for op, values in r.expressions()
+    ]
+    if requirements:
+        entry["requirements"] = requirements
+    if overlay.price is not None:
+        field = "price" if overlay.price.mode is PriceMode.SET else "priceAdjustment"
+        entry[field] = overlay.price.text
+    if overlay.capacity:
+        entry["capacity"] = overlay.capacity.render()
+    return entry
 
 
 def scenario_document(

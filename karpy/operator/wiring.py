@@ -20,6 +20,7 @@ from typing import Any
 from opentelemetry.sdk.trace.export import SpanExporter
 
 from karpy.apis.crds import all_crds
+from karpy.cloudprovider.overlay import OverlaidCloudProvider
 from karpy.cloudprovider.protocol import CloudProvider
 from karpy.controllers.disruption.controller import DisruptionController
 from karpy.controllers.disruption.queue import OrchestrationQueue
@@ -34,6 +35,7 @@ from karpy.controllers.nodeclaim.expiration import ExpirationController
 from karpy.controllers.nodeclaim.garbagecollection import GarbageCollectionController
 from karpy.controllers.nodeclaim.lifecycle.controller import LifecycleController
 from karpy.controllers.nodeclaim.podevents import PodEventsController
+from karpy.controllers.nodeoverlay.controller import NodeOverlayController
 from karpy.controllers.nodepool.hash import NodePoolHashController
 from karpy.controllers.nodepool.status import NodePoolStatusController
 from karpy.controllers.provisioning.batcher import Batcher
@@ -305,6 +307,17 @@ def controllers(
             await_provisioning=True,
         ).spec(),
         PodEventsController(client, view, clock=clock).spec(),
+        NodeOverlayController(
+            client,
+            view,
+            # Judged against the catalog as the cloud reports it; the store is the gate.
+            cloudprovider=provider.inner
+            if isinstance(provider, OverlaidCloudProvider)
+            else provider,
+            store=provider.store if isinstance(provider, OverlaidCloudProvider) else None,
+            clock=clock,
+            nodeclass_kinds=nodeclass_kinds,
+        ).spec(),
     ]
     if options.feature_gates.node_repair:
         declarations.append(

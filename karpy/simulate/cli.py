@@ -14,7 +14,7 @@ import sys
 
 from karpy.core.disruption.consolidation import Search, Settings
 from karpy.core.scheduling import solve
-from karpy.simulate import render
+from karpy.simulate import overlays, render
 from karpy.simulate.consolidate import consolidate
 from karpy.simulate.reader import Node, ScenarioError
 from karpy.simulate.scenario import load
@@ -80,9 +80,11 @@ def simulate_main(argv: list[str]) -> int:
         return EXIT_OK
     results = solve(scenario.snapshot, list(scenario.pods), scenario.options)
     if args.output == "json":
-        sys.stdout.write(render.to_json(render.plan_dict(results, scenario.pods)))
+        sys.stdout.write(
+            render.to_json(render.plan_dict(results, scenario.pods, scenario.overlays))
+        )
     else:
-        sys.stdout.write(render.plan_table(results, scenario.pods))
+        sys.stdout.write(render.plan_table(results, scenario.pods, scenario.overlays))
     return EXIT_UNPLACED if results.unplaced else EXIT_OK
 
 
@@ -120,12 +122,22 @@ def explain_main(argv: list[str]) -> int:
         data: dict[str, object] = {"pod": key, "placedOn": target}
         if claim is not None:
             data["nodeclaim"] = render.claim_dict(claim, {p.uid: p.key for p in scenario.pods})
+            what = scenario.overlays.applied_to(claim.nodepool, claim.instance_types[0])
+            if what.overlays:
+                data["overlays"] = {
+                    "instanceType": claim.instance_types[0],
+                    "prices": {f"{z}/{ct}": n for (z, ct), n in sorted(what.prices.items())},
+                    "capacity": dict(sorted(what.capacity.items())),
+                }
         sys.stdout.write(render.to_json(data))
     elif claim is not None:
         sys.stdout.write(
             f"pod {key} is placed on new nodeclaim {claim.name} (nodepool {claim.nodepool},"
             f" {len(claim.instance_types)} instance types from {claim.instance_types[0]},"
             f" zones {','.join(claim.zones)}, {claim.price:.4f} $/h)\n"
+        )
+        sys.stdout.write(
+            overlays.applied_text(scenario.overlays, claim.nodepool, claim.instance_types[0])
         )
     else:
         sys.stdout.write(f"pod {key} is nominated to existing node {target}\n")

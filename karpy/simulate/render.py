@@ -17,6 +17,7 @@ from karpy.core.resources import CPU, MEMORY, format_quantity
 from karpy.core.scheduling.results import Explanation, NodeClaimPlan, Results
 from karpy.core.snapshot import Node
 from karpy.simulate.consolidate import Report, Step, node_price
+from karpy.simulate.overlays import OverlayPlan, describe
 
 MAX_LISTED_TYPES = 3
 
@@ -25,10 +26,14 @@ def _price(value: float) -> float:
     return round(value, 6)
 
 
-def plan_dict(results: Results, pods: tuple[Pod, ...]) -> dict[str, object]:
-    """The plan as plain data (keys and lists in a stable order)."""
+def plan_dict(
+    results: Results, pods: tuple[Pod, ...], overlays: OverlayPlan | None = None
+) -> dict[str, object]:
+    """The plan as plain data (keys and lists in a stable order); with the scenario's
+    NodeOverlays when it has any."""
     names: dict[str, str] = {p.uid: p.key for p in pods}
-    return {
+    judged = {} if overlays is None or overlays.empty else {"overlays": overlay_dict(overlays)}
+    return judged | {
         "summary": {
             "pods": len(pods),
             "placed": len(results.placed()),
@@ -108,6 +113,14 @@ def explanation_dict(e: Explanation) -> dict[str, object]:
     }
 
 
+def overlay_dict(plan: OverlayPlan) -> dict[str, object]:
+    """Which NodeOverlays apply, and the ones that conflict with the overlay they name."""
+    return {
+        "applied": [o.name for o in plan.accepted],
+        "conflicts": dict(sorted(plan.conflicts.items())),
+    }
+
+
 def to_json(data: object) -> str:
     """Deterministic, indented JSON."""
     return json.dumps(data, indent=2, sort_keys=True) + "\n"
@@ -124,10 +137,10 @@ def _types(claim: NodeClaimPlan) -> str:
     return f"{shown} (+{more})" if more > 0 else shown
 
 
-def plan_table(results: Results, pods: tuple[Pod, ...]) -> str:
-    """The plan for a terminal."""
+def plan_table(results: Results, pods: tuple[Pod, ...], overlays: OverlayPlan | None = None) -> str:
+    """The plan for a terminal, after a line per NodeOverlay of the scenario."""
     names = {p.uid: p.key for p in pods}
-    lines: list[str] = []
+    lines: list[str] = [] if overlays is None else describe(overlays)
     if results.nodeclaims:
         rows = [
             [

@@ -41,6 +41,7 @@ from karpy.core.scheduling.preferences import MinValuesPolicy, PreferencePolicy
 from karpy.core.snapshot import ClusterSnapshot, DaemonSet, NodeName, NodePool, NodePoolName
 from karpy.core.snapshot import Node as ClusterNode
 from karpy.simulate.consolidate import DEFAULT_NOW, Protection
+from karpy.simulate.overlays import OverlayPlan, parse_overlays
 from karpy.simulate.podspec import (
     CreationCounter,
     decode_pod,
@@ -74,6 +75,8 @@ class Scenario:
     now: float = DEFAULT_NOW
     """The scenario's clock (epoch seconds): budget schedules and do-not-disrupt durations
     are evaluated at it."""
+    overlays: OverlayPlan = attrs.field(factory=OverlayPlan)
+    """The scenario's NodeOverlays as judged; the snapshot's catalogs have them applied."""
 
 
 def load(path: str | Path) -> Scenario:
@@ -107,6 +110,7 @@ def parse(data: object) -> Scenario:
             "options",
             "podDisruptionBudgets",
             "now",
+            "nodeOverlays",
         }
     )
     counter = CreationCounter()
@@ -131,9 +135,10 @@ def parse(data: object) -> Scenario:
     namespaces = {
         k: tuple(sorted(v.string_map().items())) for k, v in entries_of(root.get("namespaces"))
     }
+    overlays = parse_overlays(root.get("nodeOverlays"), pools, catalog)
     snapshot = ClusterSnapshot(
         nodepools=pools,
-        instance_types={p.name: catalog for p in pools},
+        instance_types={p.name: overlays.types_for(p.name) for p in pools},
         nodes=nodes,
         daemonsets=daemonsets,
         namespaces=namespaces,
@@ -155,6 +160,7 @@ def parse(data: object) -> Scenario:
         disruption,
         protection=protection,
         now=now.time().timestamp() if now else DEFAULT_NOW,
+        overlays=overlays,
     )
 
 

@@ -8,6 +8,7 @@ which provider they talk to.
 from __future__ import annotations
 
 import contextlib
+import functools
 import secrets
 from collections.abc import AsyncIterator, Mapping
 
@@ -24,7 +25,9 @@ from karpy.apis.v1.common import (
 )
 from karpy.apis.v1.nodeclaim import NodeClaim, NodeClaimSpec, ResourceRequests
 from karpy.apis.v1.nodepool import NodeClaimTemplate, NodeClaimTemplateSpec, NodePool, NodePoolSpec
+from karpy.apis.v1alpha1.nodeoverlay import NodeOverlay, NodeOverlaySpec
 from karpy.cloudprovider import CloudProvider
+from karpy.cloudprovider.overlay import OverlaidCloudProvider, OverlayStore
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError
 from karpy.kube.kinds import NODES
@@ -91,6 +94,24 @@ async def _fake_subject(request: pytest.FixtureRequest) -> AsyncIterator[Subject
     )
 
 
+async def _overlaid_subject(request: pytest.FixtureRequest) -> AsyncIterator[Subject]:
+    """The fake provider behind the NodeOverlay wrapper, with overlays changing every type's
+    price and adding an extended resource: the wrapper keeps the CloudProvider contract."""
+    async for built in _fake_subject(request):
+        overlays: list[NodeOverlay] = [
+            NodeOverlay(
+                metadata=ObjectMeta(name="everything"),
+                spec=NodeOverlaySpec(
+                    requirements=(),
+                    price_adjustment="+10%",
+                    capacity={"example.com/widget": Quantity("2")},
+                ),
+            )
+        ]
+        store = OverlayStore(functools.partial(tuple, overlays))
+        yield attrs.evolve(built, provider=OverlaidCloudProvider(built.provider, store))
+
+
 async def _kwok_subject(request: pytest.FixtureRequest) -> AsyncIterator[Subject]:
     """The kwok provider on the real local cluster, with its own KWOKNodeClass; every Node it
     launched and the class are deleted afterwards (this directory has no cluster clean-up)."""
@@ -121,7 +142,7 @@ async def _kwok_subject(request: pytest.FixtureRequest) -> AsyncIterator[Subject
         await kube.close()
 
 
-SUBJECTS = {"fake": _fake_subject, "kwok": _kwok_subject}
+SUBJECTS = {"fake": _fake_subject, "overlaid": _overlaid_subject, "kwok": _kwok_subject}
 
 
 @pytest.fixture(params=[pytest.param(name, id=name) for name in SUBJECTS])

@@ -246,3 +246,9 @@ def test_every_daemon_setting_is_a_value_and_karpy_accepts_what_the_chart_sets(
     else:
         options_from_settings(dict(options.provider.settings))
         assert set(options.provider.settings) == {"registration-delay"}
+
+
+def test_the_node_overlay_gate_reaches_karpy() -> None:
+    env = _env(render({**REQUIRED, "settings.featureGates.nodeOverlay": True}))
+    assert "NodeOverlay=true" in env["FEATURE_GATES"].split(",")
+    assert load([], {"FEATURE_GATES": env["FEATURE_GATES"]}).feature_gates.node_overlay

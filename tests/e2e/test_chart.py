@@ -71,6 +71,9 @@ AHEAD_OF_USE: frozenset[Permission] = frozenset(
         ("karpenter.sh", "provisioners/status", "patch"),
         ("karpenter.kwok.sh", "kwoknodeclasses", "create"),
         ("karpenter.kwok.sh", "kwoknodeclasses", "patch"),
+        # The nodeoverlay controller writes an overlay's status only when one exists
+        # (exercised by tests/e2e/test_nodeoverlay.py; this walkthrough creates none).
+        ("karpenter.sh", "nodeoverlays/status", "patch"),
     }
 )
 """Granted for work this walkthrough does not do (Karpenter's chart grants them too); each is

@@ -47,6 +47,7 @@ PLURALS = {
     "Pod": "pods",
     "NodeClaim": "nodeclaims",
     "NodePool": "nodepools",
+    "NodeOverlay": "nodeoverlays",
     "DaemonSet": "daemonsets",
     "PersistentVolume": "persistentvolumes",
     "PersistentVolumeClaim": "persistentvolumeclaims",

@@ -27,6 +27,7 @@ class FeatureGates:
     reserved_capacity: bool = _gate("ReservedCapacity", True)
     spot_to_spot_consolidation: bool = _gate("SpotToSpotConsolidation", False)
     node_overlay: bool = _gate("NodeOverlay", False)
+    """NodeOverlay: apply karpenter.sh/v1alpha1 NodeOverlays to the instance-type catalog."""
     static_capacity: bool = _gate("StaticCapacity", False)
     """StaticCapacity: a NodePool with spec.replicas holds that many nodes."""
     capacity_buffer: bool = _gate("CapacityBuffer", False)
@@ -46,7 +47,6 @@ UNSUPPORTED_GATE_STATES: Final[Mapping[str, str]] = {
         "karpy always launches into the capacity reservations a NodeClass selects; it cannot "
         "turn that off"
     ),
-    "NodeOverlay=true": "karpy does not implement NodeOverlay",
     "CapacityBuffer=true": "karpy does not implement CapacityBuffer",
 }
 """Gate settings karpy refuses, because it would silently not act on them."""

@@ -59,5 +59,10 @@ def build(context: ProviderContext[KubeClient, ClusterView]) -> KwokCloudProvide
         msg = f"kwok provider: setting 'catalog': {error}"
         raise ProviderConfigError(msg) from error
     return KwokCloudProvider(
-        context.kube, catalog, options=options, view=context.view, clock=context.clock
+        context.kube,
+        catalog,
+        options=options,
+        view=context.view,
+        clock=context.clock,
+        launch_catalog=context.launch_catalog,
     )

@@ -18,6 +18,7 @@ from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.common import NodeClassReference
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.cloudprovider.instrumented import InstrumentedCloudProvider
+from karpy.cloudprovider.overlay import OverlaidCloudProvider
 from karpy.cloudprovider.registry import UnknownProviderError
 from karpy.kube.client import KubeClient
 from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, PODS
@@ -60,6 +61,7 @@ async def test_build_with_kwok_registers_the_provisioner_and_the_provider_loop(
             "Pod",
             "NodeClaim",
             "NodePool",
+            "NodeOverlay",  # watched whatever its gate, so one stored while it is off is reported
             "DaemonSet",
             "PersistentVolume",
             "PersistentVolumeClaim",
@@ -79,6 +81,26 @@ async def test_build_with_kwok_registers_the_provisioner_and_the_provider_loop(
             names
         )
         assert {"disruption", "disruption.queue", "nodeclaim.podevents"} <= set(names)
+        assert "nodeoverlay" in names
+    finally:
+        await components.close()
+
+
+async def test_the_node_overlay_gate_wraps_the_provider_every_controller_reads(
+    cluster_info: ClusterInfo,
+) -> None:
+    options = load(
+        [
+            *("--kubeconfig", str(cluster_info.kubeconfig), "--disable-leader-election"),
+            *("--bind-address", "127.0.0.1", "--metrics-port", "0", "--health-probe-port", "0"),
+        ],
+        {"FEATURE_GATES": "NodeOverlay=true"},
+    )
+    components = await build(options)
+    try:
+        provider = components.cloudprovider
+        assert isinstance(provider, OverlaidCloudProvider)
+        assert isinstance(provider.inner, InstrumentedCloudProvider)
     finally:
         await components.close()
 

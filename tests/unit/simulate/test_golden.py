@@ -61,9 +61,9 @@ def test_every_golden_plan_passes_the_independent_checker(scenario: Path) -> Non
     )
     # The plan checked is the plan the goldens show.
     golden = scenario.with_suffix(".json").read_text(encoding="utf-8")
-    assert render.to_json(render.plan_dict(results, loaded.pods)) == golden
+    assert render.to_json(render.plan_dict(results, loaded.pods, loaded.overlays)) == golden
     table = scenario.with_suffix(".txt").read_text(encoding="utf-8")
-    assert render.plan_table(results, loaded.pods) == table
+    assert render.plan_table(results, loaded.pods, loaded.overlays) == table
 
 
 def test_every_scenario_has_goldens() -> None:

@@ -39,6 +39,7 @@ from karpy.cloudprovider import (
     NodeClassNotReadyError,
 )
 from karpy.cloudprovider.protocol import DriftReason, NodeClassKind, RepairPolicy
+from karpy.cloudprovider.registry import LaunchCatalog
 from karpy.cloudprovider.selection import cheapest_launch, launched_nodeclaim
 from karpy.core.instancetypes import InstanceType
 from karpy.kube.client import KubeClient
@@ -97,7 +98,12 @@ class KwokCloudProvider:
         options: KwokOptions,
         view: ClusterView | None = None,
         clock: Clock | None = None,
+        launch_catalog: LaunchCatalog | None = None,
     ) -> None:
+        """`launch_catalog` (NodeOverlays, with their gate) gives the types as the scheduler
+        saw them: launches are chosen from those, so an overlaid price ranks them and an
+        overlaid extended resource is on the Node, as the device plugin it stands for would
+        report it."""
         if options.registration_delay < 0:
             msg = f"kwok registration_delay must not be negative, got {options.registration_delay}"
             raise ValueError(msg)
@@ -112,6 +118,7 @@ class KwokCloudProvider:
         self._nodeclasses = NodeClasses(kube, view)
         self._resumed = False
         self._resuming = asyncio.Lock()
+        self._launch_catalog = launch_catalog
 
     @property
     def name(self) -> str:
@@ -140,7 +147,12 @@ class KwokCloudProvider:
             nodeclaim.spec.node_class_ref, owner=f"nodeclaim {name!r}"
         )
         delay = self._registration_delay(nodeclass)
-        launch = cheapest_launch(nodeclaim, self._types)
+        types = (
+            self._types
+            if self._launch_catalog is None
+            else self._launch_catalog(nodeclaim, self._types)
+        )
+        launch = cheapest_launch(nodeclaim, types)
         if launch is None:
             msg = (
                 f"nodeclaim {name!r}: no kwok instance type has an available offering that is"

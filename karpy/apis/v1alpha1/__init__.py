@@ -1,0 +1,1 @@
+"""Karpenter's alpha API (karpenter.sh/v1alpha1): NodeOverlay, behind the NodeOverlay gate."""

@@ -1,0 +1,1 @@
+"""The nodeoverlay controller: NodeOverlay status, and which overlays the catalog applies."""
