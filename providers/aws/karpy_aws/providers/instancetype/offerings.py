@@ -59,6 +59,10 @@ class Offering:
     capacity_type: str
     price: float
     available: bool
+    reservation_id: str | None = None
+    """The capacity reservation a ``reserved`` offering launches into."""
+    reservation_type: str | None = None
+    """``default`` or ``capacity-block``, for a ``reserved`` offering."""
 
 
 @attrs.frozen(kw_only=True)
