@@ -20,7 +20,9 @@ from karpy_aws.apis import ec2nodeclass as nc
 from karpy_aws.apis import labels as awslabels
 from karpy_aws.apis.ec2nodeclass_status import EC2NodeClassStatus
 from karpy_aws.cloudprovider.drift import CAPACITY_RESERVATION_DRIFT
+from karpy_aws.cloudprovider.nodeclaims import nodeclaim_from
 from karpy_aws.providers.capacityreservations import RESERVED_PRICE_DIVISOR
+from karpy_aws.providers.instance import parse_instance
 
 from .conftest import (
     FaultInjector,
@@ -271,3 +273,23 @@ def _pool_of(nodeclaim: NodeClaim) -> NodePool:
             )
         ),
     )
+
+
+def test_an_instance_ec2_reports_in_a_reservation_reads_back_as_reserved() -> None:
+    raw = {
+        "InstanceId": "i-0123456789abcdef0",
+        "InstanceType": "m5.large",
+        "Placement": {"AvailabilityZone": ZONE},
+        "State": {"Name": "running"},
+        "LaunchTime": "2026-01-01T00:00:00+00:00",
+        "CapacityReservationId": "cr-0123456789abcdef0",
+    }
+    instance = parse_instance(raw)
+    assert instance.capacity_type == "reserved"
+    claim = nodeclaim_from(instance, None, now=instance.launch_time)
+    assert claim.metadata.labels[wk.LABEL_CAPACITY_TYPE] == "reserved"
+    assert claim.metadata.labels[awslabels.LABEL_AWS_CAPACITY_RESERVATION_ID] == (
+        "cr-0123456789abcdef0"
+    )
+    plain = parse_instance({k: v for k, v in raw.items() if k != "CapacityReservationId"})
+    assert plain.capacity_type == "on-demand"

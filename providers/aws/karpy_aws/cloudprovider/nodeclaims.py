@@ -260,6 +260,8 @@ def nodeclaim_from(
         labels[awslabels.LABEL_AWS_ZONE_ID] = zone_ids[instance.zone]
     if wk.LABEL_NODEPOOL in instance.tags:
         labels[wk.LABEL_NODEPOOL] = instance.tags[wk.LABEL_NODEPOOL]
+    if instance.capacity_reservation_id is not None:
+        labels[awslabels.LABEL_AWS_CAPACITY_RESERVATION_ID] = instance.capacity_reservation_id
     core = to_core_instance_type(instance_type) if instance_type is not None else None
     return NodeClaim(
         metadata=ObjectMeta(

@@ -197,6 +197,8 @@ class Instance:
     capacity_type: str
     launch_time: datetime.datetime
     tags: Mapping[str, str]
+    capacity_reservation_id: str | None = None
+    """The reservation the instance runs in (EC2 says; then its capacity type is reserved)."""
 
     @property
     def provider_id(self) -> str:
@@ -220,7 +222,10 @@ def parse_instance(raw: Mapping[str, Any]) -> Instance:
         security_group_ids=tuple(sorted(g["GroupId"] for g in raw.get("SecurityGroups", []))),
         capacity_type=wk.CAPACITY_TYPE_SPOT
         if raw.get("InstanceLifecycle") == "spot"
+        else wk.CAPACITY_TYPE_RESERVED
+        if raw.get("CapacityReservationId")
         else wk.CAPACITY_TYPE_ON_DEMAND,
+        capacity_reservation_id=raw.get("CapacityReservationId") or None,
         launch_time=launched,
         tags={t["Key"]: t["Value"] for t in raw.get("Tags", [])},
     )
