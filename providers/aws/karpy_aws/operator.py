@@ -31,6 +31,7 @@ from karpy.state.view import ClusterView
 from karpy_aws.apis.ec2nodeclass import EC2NodeClass
 from karpy_aws.apis.kinds import EC2NODECLASSES
 from karpy_aws.cloudprovider.provider import AWSCloudProvider
+from karpy_aws.controllers.instancestatus import InstanceStatusController
 from karpy_aws.controllers.interruption.controller import InterruptionController
 from karpy_aws.controllers.interruption.sqs import check_queue
 from karpy_aws.controllers.nodeclass.controller import NodeClassController
@@ -307,10 +308,14 @@ async def build(context: ProviderContext[KubeClient, ClusterView]) -> AWSCloudPr
         )
         leaked = LeakedInstanceController(context.kube, view, instances, clock=context.clock)
         tagging = TaggingController(context.kube, view, instances)
+        health = InstanceStatusController(
+            context.kube, view, ec2, clock=context.clock, telemetry=telemetry
+        )
         controllers: tuple[Declaration, ...] = (
             nodeclasses.spec(),
             leaked.spec(),
             tagging.spec(),
+            health.spec(),
         )
         if options.interruption_queue is not None:
             interruption = InterruptionController(

@@ -177,7 +177,8 @@ class AWSCloudProvider:
         (informed into cluster state, where launches read it), upkeep (``start_leading`` once,
         then ``maintain`` periodically) and the loops the factory composed: the EC2NodeClass
         controller, leaked-instance garbage collection, tagging of registered NodeClaims'
-        instances, and the interruption controller when an interruption queue is configured."""
+        instances, instance-status polling, and the interruption controller when an
+        interruption queue is configured."""
         return ProviderExtension(
             kinds=(EC2NODECLASSES,),
             controllers=(self._maintenance.spec(), *self._controllers),
