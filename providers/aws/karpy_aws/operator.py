@@ -31,6 +31,7 @@ from karpy.state.view import ClusterView
 from karpy_aws.apis.ec2nodeclass import EC2NodeClass
 from karpy_aws.apis.kinds import EC2NODECLASSES
 from karpy_aws.cloudprovider.provider import AWSCloudProvider
+from karpy_aws.controllers.instanceprofiles import InstanceProfileGC
 from karpy_aws.controllers.instancestatus import InstanceStatusController
 from karpy_aws.controllers.interruption.controller import InterruptionController
 from karpy_aws.controllers.interruption.sqs import check_queue
@@ -284,13 +285,14 @@ async def build(context: ProviderContext[KubeClient, ClusterView]) -> AWSCloudPr
         )
         instances = Instances(ec2, cluster_name=cluster.name)
         templates = LaunchTemplates(ec2, context.clock)
+        iam = await session.client("iam")
         nodeclasses = NodeClassController(
             context.kube,
             view,
             ec2=ec2,
             ssm=await session.client("ssm"),
             profiles=InstanceProfiles(
-                await session.client("iam"),
+                iam,
                 context.clock,
                 cluster_name=cluster.name,
                 region=region,
@@ -311,11 +313,20 @@ async def build(context: ProviderContext[KubeClient, ClusterView]) -> AWSCloudPr
         health = InstanceStatusController(
             context.kube, view, ec2, clock=context.clock, telemetry=telemetry
         )
+        profiles_gc = InstanceProfileGC(
+            view,
+            iam,
+            instances,
+            cluster_name=cluster.name,
+            region=region,
+            clock=context.clock,
+        )
         controllers: tuple[Declaration, ...] = (
             nodeclasses.spec(),
             leaked.spec(),
             tagging.spec(),
             health.spec(),
+            profiles_gc.spec(),
         )
         if options.interruption_queue is not None:
             interruption = InterruptionController(

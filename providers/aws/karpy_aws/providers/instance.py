@@ -199,6 +199,8 @@ class Instance:
     tags: Mapping[str, str]
     capacity_reservation_id: str | None = None
     """The reservation the instance runs in (EC2 says; then its capacity type is reserved)."""
+    instance_profile: str | None = None
+    """The name of the instance profile the instance runs with."""
 
     @property
     def provider_id(self) -> str:
@@ -226,6 +228,11 @@ def parse_instance(raw: Mapping[str, Any]) -> Instance:
         if raw.get("CapacityReservationId")
         else wk.CAPACITY_TYPE_ON_DEMAND,
         capacity_reservation_id=raw.get("CapacityReservationId") or None,
+        instance_profile=(
+            str(raw["IamInstanceProfile"].get("Arn", "")).rsplit("/", 1)[-1] or None
+            if raw.get("IamInstanceProfile")
+            else None
+        ),
         launch_time=launched,
         tags={t["Key"]: t["Value"] for t in raw.get("Tags", [])},
     )
