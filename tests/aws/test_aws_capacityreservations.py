@@ -5,6 +5,7 @@ reservation falls back to on-demand, and a node whose reservation left the statu
 
 from __future__ import annotations
 
+import datetime
 import secrets
 from typing import Any
 
@@ -293,3 +294,30 @@ def test_an_instance_ec2_reports_in_a_reservation_reads_back_as_reserved() -> No
     )
     plain = parse_instance({k: v for k, v in raw.items() if k != "CapacityReservationId"})
     assert plain.capacity_type == "on-demand"
+
+
+async def test_a_reservation_that_ends_gives_on_demand_and_drifts_its_nodes(
+    kit: ProviderKit,
+    resolve: Resolver,  # noqa: F811
+    moto: Moto,
+) -> None:
+    team = f"team-{secrets.token_hex(3)}"
+    reservation = _reserve(moto, count=2, team=team)
+    spec = make_nodeclass(
+        role=node_role(moto),
+        capacity_reservation_selector_terms=(
+            nc.CapacityReservationSelectorTerm(tags={"team": team}),
+        ),
+    )
+    _reserved_nodeclass(kit, await resolve(spec))
+    first = await kit.provider.create(make_nodeclaim(ALLOW_RESERVED, ONLY_M5, name="e-1"))
+    assert first.metadata.labels[awslabels.LABEL_AWS_CAPACITY_RESERVATION_ID] == reservation
+    assert await kit.provider.is_drifted(first) is None
+
+    boto_client(moto, "ec2").cancel_capacity_reservation(CapacityReservationId=reservation)
+    kit.clock.step(datetime.timedelta(minutes=1))  # karpy reads the reservation's room again
+    after = await kit.provider.create(make_nodeclaim(ALLOW_RESERVED, ONLY_M5, name="e-2"))
+    assert after.metadata.labels[wk.LABEL_CAPACITY_TYPE] == "on-demand"
+    # The next status pass drops the ended reservation; its node drifts.
+    _reserved_nodeclass(kit, await resolve(spec))
+    assert await kit.provider.is_drifted(first) == CAPACITY_RESERVATION_DRIFT

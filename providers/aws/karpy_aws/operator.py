@@ -40,6 +40,7 @@ from karpy_aws.controllers.tagging import TaggingController
 from karpy_aws.controllers.upkeep import LeakedInstanceController
 from karpy_aws.errors import AWSError, ConfigurationError
 from karpy_aws.providers.amifamily.amis import DEFAULT_SSM_PREFIX
+from karpy_aws.providers.capacityreservations import ReservationAvailability
 from karpy_aws.providers.cluster import (
     KUBE_DNS_PATH,
     ClusterInfo,
@@ -284,6 +285,7 @@ async def build(context: ProviderContext[KubeClient, ClusterView]) -> AWSCloudPr
             reserved_enis=options.reserved_enis,
         )
         instances = Instances(ec2, cluster_name=cluster.name)
+        reservations = ReservationAvailability(ec2, context.clock)
         templates = LaunchTemplates(ec2, context.clock)
         iam = await session.client("iam")
         nodeclasses = NodeClassController(
@@ -337,6 +339,7 @@ async def build(context: ProviderContext[KubeClient, ClusterView]) -> AWSCloudPr
                 unavailable=unavailable,
                 clock=context.clock,
                 telemetry=telemetry,
+                reservations=reservations,
             )
             controllers = (*controllers, interruption.spec())
     except BaseException:
@@ -362,6 +365,7 @@ async def build(context: ProviderContext[KubeClient, ClusterView]) -> AWSCloudPr
         clock=context.clock,
         on_close=close,
         controllers=controllers,
+        reservations=reservations,
     )
 
 
