@@ -35,6 +35,7 @@ from karpy_aws.controllers.instanceprofiles import InstanceProfileGC
 from karpy_aws.controllers.instancestatus import InstanceStatusController
 from karpy_aws.controllers.interruption.controller import InterruptionController
 from karpy_aws.controllers.interruption.sqs import check_queue
+from karpy_aws.controllers.learning import LearningController
 from karpy_aws.controllers.nodeclass.controller import NodeClassController
 from karpy_aws.controllers.tagging import TaggingController
 from karpy_aws.controllers.upkeep import LeakedInstanceController
@@ -315,6 +316,7 @@ async def build(context: ProviderContext[KubeClient, ClusterView]) -> AWSCloudPr
         health = InstanceStatusController(
             context.kube, view, ec2, clock=context.clock, telemetry=telemetry
         )
+        learning = LearningController(view, catalog.learned)
         profiles_gc = InstanceProfileGC(
             view,
             iam,
@@ -329,6 +331,7 @@ async def build(context: ProviderContext[KubeClient, ClusterView]) -> AWSCloudPr
             tagging.spec(),
             health.spec(),
             profiles_gc.spec(),
+            learning.spec(),
         )
         if options.interruption_queue is not None:
             interruption = InterruptionController(

@@ -238,6 +238,7 @@ class AWSCloudProvider:
             zones,
             reservations,
             self._catalog.generation,
+            self._catalog.learned.seq_num,
             self._unavailable.seq_num,
             self._reservations.seq_num,
         )
