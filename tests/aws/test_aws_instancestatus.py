@@ -118,8 +118,8 @@ async def test_impaired_instances_are_replaced_and_scheduled_events_drained(
             deleted = await controller.act()
     finally:
         telemetry.shutdown()
-    asked = set(faults.requests["DescribeInstanceStatus"][-1]["InstanceIds"])
-    assert set(ids.values()) <= asked
+    # Listed, not asked for by id: one instance already gone would fail a call naming it.
+    assert "InstanceIds" not in faults.requests["DescribeInstanceStatus"][-1]
     assert sorted(deleted) == sorted(
         claims[c].metadata.name or "" for c in ("impaired", "system", "scheduled")
     )

@@ -3,8 +3,8 @@
 EC2 reports, per instance, two health checks (the instance's own and the host system's) and
 the maintenance events it has scheduled (a reboot, a retirement, a stop). Neither reaches the
 interruption queue reliably: a failed status check sends no event at all, and a scheduled event
-is announced through AWS Health only where it is set up. So, as Karpenter does, the leader asks
-DescribeInstanceStatus every minute about the instances its NodeClaims run on, and
+is announced through AWS Health only where it is set up. So, as Karpenter does, the leader reads
+DescribeInstanceStatus every minute and, for the instances its NodeClaims run on,
 
 * an instance whose instance or system status is ``impaired`` is replaced at once: its NodeClaim
   gets the termination deadline of now (``karpenter.sh/nodeclaim-termination-timestamp``, so
@@ -48,8 +48,8 @@ POLL_PERIOD: Final = 60.0
 """Seconds between passes (Karpenter polls each minute)."""
 CALL_TIMEOUT: Final = 60.0
 """Deadline in seconds for one DescribeInstanceStatus page run."""
-BATCH: Final = 100
-"""Instance ids per call (EC2's limit for InstanceIds)."""
+PAGE: Final = 1000
+"""Statuses per page (EC2's largest)."""
 UNHEALTHY_REASON: Final = "InstanceUnhealthy"
 _DONE_EVENT: Final = ("[Completed]", "[Canceled]")
 
@@ -108,17 +108,14 @@ def message_for(health: InstanceHealth) -> str:
 
 
 async def describe_health(ec2: AWSClient, instance_ids: Iterable[str]) -> list[InstanceHealth]:
-    """Every named instance's status, ``BATCH`` ids per call."""
-    ids = sorted(set(instance_ids))
-    found: list[InstanceHealth] = []
-    for start in range(0, len(ids), BATCH):
-        rows = await ec2.paginate(
-            "DescribeInstanceStatus",
-            result_key="InstanceStatuses",
-            InstanceIds=ids[start : start + BATCH],
-        )
-        found.extend(parse_status(r) for r in rows)
-    return found
+    """The status of those of ``instance_ids`` that are running. The region's running
+    instances are listed (pages of up to 1000) rather than asked for by id: EC2 refuses a whole
+    call that names an instance already gone, which a NodeClaim being deleted may still name."""
+    wanted = set(instance_ids)
+    rows = await ec2.paginate(
+        "DescribeInstanceStatus", result_key="InstanceStatuses", MaxResults=PAGE
+    )
+    return [parse_status(r) for r in rows if str(r.get("InstanceId")) in wanted]
 
 
 class InstanceStatusController:
