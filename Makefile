@@ -17,3 +17,4 @@ crds:
 # Regenerate docs/settings.md and docs/metrics.md from the code (a test fails when they are stale).
 docs:
 	.venv/bin/python -m karpy.runtime.reference
+	.venv/bin/python -m karpy_aws.apis.fieldtable

@@ -39,6 +39,7 @@ from karpy_aws.apis.ec2nodeclass import EC2NodeClass
 from karpy_aws.cloudprovider.provider import AWSCloudProvider
 from karpy_aws.providers.cluster import ClusterInfo
 from karpy_aws.providers.instance import Instances
+from karpy_aws.providers.instancetype.learned import LearnedMemory
 from karpy_aws.providers.instancetype.offerings import InstanceTypeCatalog
 from karpy_aws.providers.instancetype.unavailable import UnavailableOfferings
 from karpy_aws.providers.launchtemplate import LaunchTemplates
@@ -417,6 +418,7 @@ async def build_kit(
     moto: Moto,
     *,
     spot_prices: dict[str, float] = SPOT_PRICES,
+    learned: LearnedMemory | None = None,
 ) -> ProviderKit:
     """The ``kit`` fixture's provider, over the instance types ``spot_prices`` lists."""
     clock = FakeClock()
@@ -440,7 +442,12 @@ async def build_kit(
     unavailable = UnavailableOfferings(clock)
     prices = PriceCache(ec2=ec2, pricing=None, clock=clock, region=REGION)
     catalog = InstanceTypeCatalog(
-        ec2=ec2, prices=prices, unavailable=unavailable, clock=clock, names=list(spot_prices)
+        ec2=ec2,
+        prices=prices,
+        unavailable=unavailable,
+        clock=clock,
+        names=list(spot_prices),
+        learned=learned,
     )
     cluster = ClusterInfo(
         name=f"cluster-{secrets.token_hex(4)}",

@@ -1,12 +1,13 @@
 """The AWS answers karpy's tests write by hand beside moto, each proven on its own.
 
-moto stands in for AWS, and four things it does not do as AWS does are supplied by hand
+moto stands in for AWS, and five things it does not do as AWS does are supplied by hand
 (docs/development.md lists them as deliberate exceptions): the spot-price feed (moto quotes one
 price for every type and zone), the Pricing API (moto has none), CreateFleet's ClientToken
-(moto ignores it) and fleet instances' security groups (moto drops the launch template's).
-A hand-written answer is only as good as its likeness to AWS: the two answered feeds are
-checked against botocore's model of the operation's output (which AWS's own answers follow),
-and the two emulator patches against what EC2 documents.
+(moto ignores it), fleet instances' security groups (moto drops the launch template's) and
+capacity reservations (moto has none). A hand-written answer is only as good as its likeness
+to AWS: the answered feeds and the reservations are checked against botocore's model of the
+operation's output (which AWS's own answers follow), and the emulator patches against what EC2
+documents.
 """
 
 from __future__ import annotations
@@ -188,3 +189,45 @@ def test_fleet_instances_take_their_launch_templates_security_groups(
     (instance,) = described["Reservations"][0]["Instances"]
     assert sorted(g["GroupId"] for g in instance["SecurityGroups"]) == sorted(groups)
     assert instance["Placement"]["AvailabilityZone"].startswith(REGION)
+
+
+def test_capacity_reservations_are_ones_aws_could_send_and_fleets_fill_them(moto: Moto) -> None:
+    ec2 = boto_client(moto, "ec2")
+    created = ec2.create_capacity_reservation(
+        InstanceType="t3.micro",
+        InstancePlatform="Linux/UNIX",
+        AvailabilityZone=f"{REGION}a",
+        InstanceCount=1,
+        InstanceMatchCriteria="targeted",
+    )["CapacityReservation"]
+    reservation = created["CapacityReservationId"]
+    answer = ec2.describe_capacity_reservations(CapacityReservationIds=[reservation])
+    answer.pop("ResponseMetadata")
+    assert _problems(answer, _output("ec2", "DescribeCapacityReservations"), "answer") == []
+    assert answer["CapacityReservations"][0]["AvailableInstanceCount"] == 1
+    # The reason it is written by hand: moto has no reservations, and its fleets ignore the
+    # template's reservation, so nothing could fill one or be refused for want of room.
+    template = _template(
+        moto,
+        {
+            "CapacityReservationSpecification": {
+                "CapacityReservationTarget": {"CapacityReservationId": reservation}
+            }
+        },
+    )
+    first = _fleet(moto, template, token=f"karpy-{secrets.token_hex(8)}")
+    (instance_id,) = _instance_ids(first)
+    (described,) = ec2.describe_capacity_reservations(CapacityReservationIds=[reservation])[
+        "CapacityReservations"
+    ]
+    assert described["AvailableInstanceCount"] == 0
+    full = _fleet(moto, template, token=f"karpy-{secrets.token_hex(8)}")
+    assert _instance_ids(full) == []
+    assert {e["ErrorCode"] for e in full["Errors"]} == {"ReservationCapacityExceeded"}
+    # Terminating the instance gives its slot back, as on EC2.
+    ec2.terminate_instances(InstanceIds=[instance_id])
+    again = _fleet(moto, template, token=f"karpy-{secrets.token_hex(8)}")
+    assert len(_instance_ids(again)) == 1
+    ec2.cancel_capacity_reservation(CapacityReservationId=reservation)
+    cancelled = _fleet(moto, template, token=f"karpy-{secrets.token_hex(8)}")
+    assert {e["ErrorCode"] for e in cancelled["Errors"]} == {"ReservationCapacityExceeded"}

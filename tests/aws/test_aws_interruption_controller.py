@@ -49,6 +49,7 @@ from karpy_aws.controllers.interruption.controller import (
 )
 from karpy_aws.controllers.interruption.messages import parse_event
 from karpy_aws.operator import AWSProviderOptions
+from karpy_aws.providers.capacityreservations import ReservationAvailability
 from karpy_aws.providers.instancetype.unavailable import UnavailableOfferings
 from karpy_aws.session import AWSSession
 from tests.support.kubehttp import KubeHTTP
@@ -485,3 +486,30 @@ def test_the_queue_setting_takes_a_name_or_a_url(queue: str) -> None:
 def test_a_malformed_queue_setting_is_refused(queue: str) -> None:
     with pytest.raises(ProviderConfigError, match="'interruption-queue'"):
         AWSProviderOptions.from_settings({"region": REGION, "interruption-queue": queue})
+
+
+async def test_a_capacity_reservation_interruption_marks_the_reservation_full(
+    kube: KubeClient,
+    session: AWSSession,
+    faults: FaultInjector,
+    moto: Moto,
+    queue: Queue,
+    cleanup: list[str],
+) -> None:
+    claim = await _claim(kube, cleanup)
+    reservation = boto_client(moto, "ec2").create_capacity_reservation(
+        InstanceType="c5.large",
+        InstancePlatform="Linux/UNIX",
+        AvailabilityZone="us-west-2b",
+        InstanceCount=2,
+    )["CapacityReservation"]["CapacityReservationId"]
+    reservations = ReservationAvailability(await session.client("ec2"), FakeClock())
+    await reservations.refresh([reservation])
+    assert reservations.available(reservation) == 2
+    body = _for(RESERVATION, claim.instance_id)
+    body["detail"]["capacity-reservation-id"] = reservation
+    queue.send(body)
+    async with _controller(kube, session, queue, reservations=reservations):
+        await eventually(deletions(faults, 1), what="the message to be handled")
+    assert reservations.available(reservation) == 0  # nothing more launches into it
+    assert await _deleting(kube, claim)

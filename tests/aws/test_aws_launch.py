@@ -13,6 +13,11 @@ from karpy.core.requirements import Requirement, Requirements
 from karpy.core.resources import EMPTY, Resources
 from karpy_aws.apis import ec2nodeclass_status as nc_status
 from karpy_aws.apis import labels as awslabels
+from karpy_aws.providers.capacityreservations import (
+    RESERVED_PRICE_DIVISOR,
+    with_reserved_offerings,
+)
+from karpy_aws.providers.instance import fleet_request
 from karpy_aws.providers.instancetype.instancetypes import (
     InstanceTypeInfo,
     KubeletSettings,
@@ -314,3 +319,69 @@ def test_types_without_an_accelerator_label_do_not_meet_a_requirement_on_it(
     wanted = Requirements([Requirement.new(key, operator, values)])
     chosen = compatible_candidates(as_candidates(types), wanted, EMPTY)
     assert {c.name for c in chosen} == expected
+
+
+def test_reserved_launches_one_template_per_reservation_and_capacity_blocks_apart() -> None:
+    base = itype("m5.large", on_demand=0.1)
+    reservations = (
+        nc_status.CapacityReservation(
+            id="cr-0000000000000000a",
+            availability_zone="zone-a",
+            instance_type="m5.large",
+            owner_id="123456789012",
+            instance_match_criteria="targeted",
+        ),
+        nc_status.CapacityReservation(
+            id="cr-0000000000000000b",
+            availability_zone="zone-b",
+            instance_type="m5.large",
+            owner_id="123456789012",
+            instance_match_criteria="open",
+        ),
+        nc_status.CapacityReservation(
+            id="cr-0000000000000000c",
+            availability_zone="zone-a",
+            instance_type="m5.large",
+            owner_id="123456789012",
+            instance_match_criteria="targeted",
+            reservation_type=nc_status.CapacityReservationType.CAPACITY_BLOCK,
+        ),
+    )
+    room = {"cr-0000000000000000a": 2, "cr-0000000000000000b": 1, "cr-0000000000000000c": 4}
+    (typed,) = with_reserved_offerings(
+        [base], reservations[:2], available=room.__getitem__, zone_ids={}
+    )
+    result = plan([typed])
+    assert result.capacity_type == RESERVED
+    assert [g.capacity_reservation_id for g in result.groups] == [
+        "cr-0000000000000000a",
+        "cr-0000000000000000b",
+    ]
+    assert [[o.zone for o in g.overrides] for g in result.groups] == [["zone-a"], ["zone-b"]]
+    assert result.groups[0].overrides[0].price == pytest.approx(0.1 / RESERVED_PRICE_DIVISOR)
+    request = fleet_request(result, templates={g.key: str(g.key) for g in result.groups}, tags={})
+    assert request["TargetCapacitySpecification"]["DefaultTargetCapacityType"] == "on-demand"
+
+    # A full reservation offers nothing; only the other one is launched into.
+    room["cr-0000000000000000a"] = 0
+    (typed,) = with_reserved_offerings(
+        [base], reservations[:2], available=room.__getitem__, zone_ids={}
+    )
+    assert [g.capacity_reservation_id for g in plan([typed]).groups] == ["cr-0000000000000000b"]
+
+    # Capacity blocks launch in their own market, never in one fleet with plain reservations.
+    (blocks,) = with_reserved_offerings(
+        [base], reservations[2:], available=room.__getitem__, zone_ids={}
+    )
+    block_plan = plan([blocks])
+    assert block_plan.capacity_block
+    request = fleet_request(
+        block_plan, templates={g.key: str(g.key) for g in block_plan.groups}, tags={}
+    )
+    assert request["TargetCapacitySpecification"]["DefaultTargetCapacityType"] == "capacity-block"
+    room["cr-0000000000000000a"] = 2
+    (mixed,) = with_reserved_offerings(
+        [base], reservations, available=room.__getitem__, zone_ids={}
+    )
+    kinds = {g.capacity_reservation_type for g in plan([mixed]).groups}
+    assert len(kinds) == 1

@@ -127,6 +127,7 @@ async def test_a_good_nodeclass_resolves_everything_and_is_ready(
         "SecurityGroupsReady",
         "AMIsReady",
         "PlacementGroupReady",
+        "CapacityReservationsReady",
         "InstanceProfileReady",
         "ValidationSucceeded",
         "Ready",

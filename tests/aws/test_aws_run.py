@@ -189,6 +189,7 @@ async def test_run_makes_a_nodeclass_ready_and_finalizes_it(
             "AMIsReady": "True",
             "InstanceProfileReady": "True",
             "PlacementGroupReady": "True",  # no placementGroupSelector: nothing to resolve
+            "CapacityReservationsReady": "True",  # no capacityReservationSelectorTerms either
             "ValidationSucceeded": "True",
             "Ready": "True",
         }

@@ -25,6 +25,7 @@ class FeatureGates:
     node_repair: bool = _gate("NodeRepair", False)
     """NodeRepair: replace nodes whose conditions match the provider's repair policies."""
     reserved_capacity: bool = _gate("ReservedCapacity", True)
+    """ReservedCapacity: selected capacity reservations are offered and launched into."""
     spot_to_spot_consolidation: bool = _gate("SpotToSpotConsolidation", False)
     node_overlay: bool = _gate("NodeOverlay", False)
     """NodeOverlay: apply karpenter.sh/v1alpha1 NodeOverlays to the instance-type catalog."""
@@ -44,8 +45,9 @@ FEATURE_GATE_DEFAULTS: Final[Mapping[str, bool]] = {
 
 UNSUPPORTED_GATE_STATES: Final[Mapping[str, str]] = {
     "ReservedCapacity=false": (
-        "karpy always launches into the capacity reservations a NodeClass selects; it cannot "
-        "turn that off"
+        "karpy always offers the capacity reservations an EC2NodeClass's "
+        "capacityReservationSelectorTerms select as reserved capacity; remove those terms "
+        "rather than turn the gate off"
     ),
     "CapacityBuffer=true": "karpy does not implement CapacityBuffer",
 }

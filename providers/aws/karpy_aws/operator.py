@@ -31,13 +31,17 @@ from karpy.state.view import ClusterView
 from karpy_aws.apis.ec2nodeclass import EC2NodeClass
 from karpy_aws.apis.kinds import EC2NODECLASSES
 from karpy_aws.cloudprovider.provider import AWSCloudProvider
+from karpy_aws.controllers.instanceprofiles import InstanceProfileGC
+from karpy_aws.controllers.instancestatus import InstanceStatusController
 from karpy_aws.controllers.interruption.controller import InterruptionController
 from karpy_aws.controllers.interruption.sqs import check_queue
+from karpy_aws.controllers.learning import LearningController
 from karpy_aws.controllers.nodeclass.controller import NodeClassController
 from karpy_aws.controllers.tagging import TaggingController
 from karpy_aws.controllers.upkeep import LeakedInstanceController
 from karpy_aws.errors import AWSError, ConfigurationError
 from karpy_aws.providers.amifamily.amis import DEFAULT_SSM_PREFIX
+from karpy_aws.providers.capacityreservations import ReservationAvailability
 from karpy_aws.providers.cluster import (
     KUBE_DNS_PATH,
     ClusterInfo,
@@ -282,14 +286,16 @@ async def build(context: ProviderContext[KubeClient, ClusterView]) -> AWSCloudPr
             reserved_enis=options.reserved_enis,
         )
         instances = Instances(ec2, cluster_name=cluster.name)
+        reservations = ReservationAvailability(ec2, context.clock)
         templates = LaunchTemplates(ec2, context.clock)
+        iam = await session.client("iam")
         nodeclasses = NodeClassController(
             context.kube,
             view,
             ec2=ec2,
             ssm=await session.client("ssm"),
             profiles=InstanceProfiles(
-                await session.client("iam"),
+                iam,
                 context.clock,
                 cluster_name=cluster.name,
                 region=region,
@@ -307,10 +313,25 @@ async def build(context: ProviderContext[KubeClient, ClusterView]) -> AWSCloudPr
         )
         leaked = LeakedInstanceController(context.kube, view, instances, clock=context.clock)
         tagging = TaggingController(context.kube, view, instances)
+        health = InstanceStatusController(
+            context.kube, view, ec2, clock=context.clock, telemetry=telemetry
+        )
+        learning = LearningController(view, catalog.learned)
+        profiles_gc = InstanceProfileGC(
+            view,
+            iam,
+            instances,
+            cluster_name=cluster.name,
+            region=region,
+            clock=context.clock,
+        )
         controllers: tuple[Declaration, ...] = (
             nodeclasses.spec(),
             leaked.spec(),
             tagging.spec(),
+            health.spec(),
+            profiles_gc.spec(),
+            learning.spec(),
         )
         if options.interruption_queue is not None:
             interruption = InterruptionController(
@@ -321,6 +342,7 @@ async def build(context: ProviderContext[KubeClient, ClusterView]) -> AWSCloudPr
                 unavailable=unavailable,
                 clock=context.clock,
                 telemetry=telemetry,
+                reservations=reservations,
             )
             controllers = (*controllers, interruption.spec())
     except BaseException:
@@ -346,6 +368,7 @@ async def build(context: ProviderContext[KubeClient, ClusterView]) -> AWSCloudPr
         clock=context.clock,
         on_close=close,
         controllers=controllers,
+        reservations=reservations,
     )
 
 

@@ -9,9 +9,10 @@ nothing can reach real AWS by accident. CreateFleet honours ClientToken as EC2 d
 (``karpy_aws_emulator.idempotency``), which moto alone does not, an IPv6 EKS cluster reports
 its service CIDR (``karpy_aws_emulator.eks``), and it has placement groups
 (``karpy_aws_emulator.placementgroups``), which moto lacks; fleets keep CreateFleet's Context
-(``karpy_aws_emulator.fleetcontext``), which moto drops. moto reads ``MOTO_AMIS_PATH``
-when its EC2 models are first imported, so the AMIs are written and the variable set before that
-import.
+(``karpy_aws_emulator.fleetcontext``), which moto drops; and it has capacity reservations
+that fleets launch into (``karpy_aws_emulator.capacityreservations``), which moto lacks. moto
+reads ``MOTO_AMIS_PATH`` when its EC2 models are first imported, so the AMIs are written and the
+variable set before that import.
 """
 
 from __future__ import annotations
@@ -25,7 +26,14 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Final
 
-from karpy_aws_emulator import eks, fleetcontext, idempotency, launchtemplates, placementgroups
+from karpy_aws_emulator import (
+    capacityreservations,
+    eks,
+    fleetcontext,
+    idempotency,
+    launchtemplates,
+    placementgroups,
+)
 from karpy_aws_emulator.world import AMIS, REGION
 
 INSTALL_HINT: Final = (
@@ -91,6 +99,7 @@ def moto_server(state_dir: Path, *, port: int = 0) -> Iterator[str]:
         launchtemplates.install()
         eks.install()
         placementgroups.install()
+        capacityreservations.install()
         port = port or _free_port()
         server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
         server.start()

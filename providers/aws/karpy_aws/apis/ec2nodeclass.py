@@ -55,9 +55,7 @@ launch (docs/providers/aws.md#windows)."""
 # the apiserver refuses a manifest that sets one (a rule naming the field), and the NodeClass
 # status check repeats the refusal for objects that bypassed it, rather than launching nodes
 # without what was asked. A field leaves this table when its launch code lands.
-NOT_YET_SUPPORTED: Mapping[str, str] = {
-    "capacityReservationSelectorTerms": "launching into capacity reservations",
-}
+NOT_YET_SUPPORTED: Mapping[str, str] = {}
 
 
 def not_yet_supported_message(name: str) -> str:
@@ -376,8 +374,8 @@ class EC2NodeClassSpec:
     capacity_reservation_selector_terms: tuple[CapacityReservationSelectorTerm, ...] = field(
         factory=tuple,
         doc=(
-            "On-demand capacity reservations and capacity blocks to use. Not supported by "
-            "karpy yet: a NodeClass that sets it is refused."
+            "On-demand capacity reservations and capacity blocks to use: their types are "
+            "offered as karpenter.sh/capacity-type=reserved while they have room."
         ),
         crd_default=False,
         max_items=30,

@@ -22,6 +22,18 @@ AMI_DRIFT: Final = DriftReason("AMIDrift")
 SUBNET_DRIFT: Final = DriftReason("SubnetDrift")
 SECURITY_GROUP_DRIFT: Final = DriftReason("SecurityGroupDrift")
 NODECLASS_DRIFT: Final = DriftReason("NodeClassDrift")
+CAPACITY_RESERVATION_DRIFT: Final = DriftReason("CapacityReservationDrift")
+
+
+def reservation_drift(nodeclaim: NodeClaim, nodeclass: EC2NodeClass) -> DriftReason | None:
+    """CapacityReservationDrift when the NodeClaim was launched into a reservation the
+    NodeClass's status no longer lists (its terms changed, or it ended or was cancelled)."""
+    reservation = nodeclaim.metadata.labels.get(awslabels.LABEL_AWS_CAPACITY_RESERVATION_ID)
+    if reservation is None:
+        return None
+    if reservation in {r.id for r in nodeclass.status.capacity_reservations}:
+        return None
+    return CAPACITY_RESERVATION_DRIFT
 
 
 def static_drift(nodeclaim: NodeClaim, nodeclass: EC2NodeClass) -> DriftReason | None:

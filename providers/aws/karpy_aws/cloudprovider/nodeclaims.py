@@ -170,6 +170,13 @@ class LaunchInputs:
             efa_count=group.efa_count or None,
             interfaces=self.interfaces or None,
             placement_group_id=placement,
+            capacity_reservation_id=group.capacity_reservation_id,
+            capacity_block=group.capacity_reservation_type == "capacity-block" or None,
+            capacity_reservation_preference=(
+                "none"
+                if group.capacity_reservation_id is None and status.capacity_reservations
+                else None
+            ),
         )
 
 
@@ -195,9 +202,11 @@ def launched_nodeclaim(
     capacity_type: str,
     region: str,
     nodeclass_hash: str,
+    reservation: LaunchGroup | None = None,
 ) -> NodeClaim:
     """``nodeclaim`` as launched: the chosen type's labels, zone, zone id, region and capacity
-    type; the NodeClass hash annotations; provider id, image, capacity and allocatable."""
+    type (and, launched into a reservation, its id and type); the NodeClass hash annotations;
+    provider id, image, capacity and allocatable."""
     labels = {
         **nodeclaim.metadata.labels,
         **_type_labels(candidate),
@@ -206,6 +215,11 @@ def launched_nodeclaim(
         wk.LABEL_TOPOLOGY_REGION: region,
         wk.LABEL_CAPACITY_TYPE: capacity_type,
     }
+    if reservation is not None and reservation.capacity_reservation_id is not None:
+        labels[awslabels.LABEL_AWS_CAPACITY_RESERVATION_ID] = reservation.capacity_reservation_id
+        labels[awslabels.LABEL_AWS_CAPACITY_RESERVATION_TYPE] = (
+            reservation.capacity_reservation_type or "default"
+        )
     annotations = {
         **nodeclaim.metadata.annotations,
         awslabels.ANNOTATION_EC2NODECLASS_HASH: nodeclass_hash,
@@ -246,6 +260,8 @@ def nodeclaim_from(
         labels[awslabels.LABEL_AWS_ZONE_ID] = zone_ids[instance.zone]
     if wk.LABEL_NODEPOOL in instance.tags:
         labels[wk.LABEL_NODEPOOL] = instance.tags[wk.LABEL_NODEPOOL]
+    if instance.capacity_reservation_id is not None:
+        labels[awslabels.LABEL_AWS_CAPACITY_RESERVATION_ID] = instance.capacity_reservation_id
     core = to_core_instance_type(instance_type) if instance_type is not None else None
     return NodeClaim(
         metadata=ObjectMeta(

@@ -42,12 +42,16 @@ from karpy_aws.apis import labels as awslabels
 from karpy_aws.apis.ec2nodeclass import EC2NodeClass
 from karpy_aws.apis.ec2nodeclass_status import ConditionType
 from karpy_aws.apis.kinds import EC2NODECLASSES
-from karpy_aws.cloudprovider.drift import resource_drift, static_drift
+from karpy_aws.cloudprovider.drift import reservation_drift, resource_drift, static_drift
 from karpy_aws.cloudprovider.maintenance import MAINTENANCE_PERIOD, MaintenanceController
 from karpy_aws.cloudprovider.nodeclaims import (
     LaunchInputs,
     launched_nodeclaim,
     nodeclaim_from,
+)
+from karpy_aws.providers.capacityreservations import (
+    ReservationAvailability,
+    with_reserved_offerings,
 )
 from karpy_aws.providers.cluster import ClusterInfo
 from karpy_aws.providers.instance import (
@@ -62,6 +66,7 @@ from karpy_aws.providers.instancetype.offerings import AWSInstanceType, Instance
 from karpy_aws.providers.instancetype.unavailable import UnavailableOfferings
 from karpy_aws.providers.launch import (
     Candidate,
+    LaunchGroup,
     LaunchPlan,
     as_candidates,
     choose_capacity_type,
@@ -124,6 +129,7 @@ class AWSCloudProvider:
         on_close: Callable[[], Awaitable[None]] | None = None,
         controllers: tuple[Declaration, ...] = (),
         maintenance_period: float = MAINTENANCE_PERIOD,
+        reservations: ReservationAvailability | None = None,
     ) -> None:
         self._on_close = on_close
         self._controllers = controllers
@@ -138,6 +144,7 @@ class AWSCloudProvider:
         self._catalog_lock = asyncio.Lock()
         self._candidates: dict[tuple[object, ...], tuple[Candidate, ...]] = {}
         self._subnets = ZonalSubnets(instances.ec2, clock)
+        self._reservations = reservations or ReservationAvailability(instances.ec2, clock)
 
     @property
     def name(self) -> str:
@@ -170,7 +177,8 @@ class AWSCloudProvider:
         (informed into cluster state, where launches read it), upkeep (``start_leading`` once,
         then ``maintain`` periodically) and the loops the factory composed: the EC2NodeClass
         controller, leaked-instance garbage collection, tagging of registered NodeClaims'
-        instances, and the interruption controller when an interruption queue is configured."""
+        instances, instance-status polling, and the interruption controller when an
+        interruption queue is configured."""
         return ProviderExtension(
             kinds=(EC2NODECLASSES,),
             controllers=(self._maintenance.spec(), *self._controllers),
@@ -221,8 +229,19 @@ class AWSCloudProvider:
         """The NodeClass's types in both views, rebuilt only when the catalog, availability or
         the NodeClass's zones change (building the scheduler's view is the costly part)."""
         await self._ensure_catalog()
+        reservations = nodeclass.status.capacity_reservations
+        if reservations:
+            await self._reservations.refresh(r.id for r in reservations)
         zones = frozenset(s.zone for s in nodeclass.status.subnets)
-        key = (inputs, zones, self._catalog.generation, self._unavailable.seq_num)
+        key = (
+            inputs,
+            zones,
+            reservations,
+            self._catalog.generation,
+            self._catalog.learned.seq_num,
+            self._unavailable.seq_num,
+            self._reservations.seq_num,
+        )
         cached = self._candidates.get(key)
         if cached is None:
             types = self._catalog.instance_types(
@@ -232,12 +251,23 @@ class AWSCloudProvider:
                 instance_store_raid0=inputs.raid0,
                 efa_interfaces=inputs.efa_interfaces,
             )
+            if reservations:
+                zone_ids = {s.zone: s.zone_id or "" for s in nodeclass.status.subnets}
+                types = with_reserved_offerings(
+                    types,
+                    reservations,
+                    available=self._available_reservation,
+                    zone_ids=zone_ids,
+                )
             launchable = (t for t in types if inputs.can_launch(t))
             cached = as_candidates(restrict_to_zones(launchable, zones))
             if len(self._candidates) >= _CANDIDATE_CACHE_SIZE:
                 self._candidates.clear()
             self._candidates[key] = cached
         return cached
+
+    def _available_reservation(self, reservation_id: str) -> int:
+        return self._reservations.available(reservation_id)
 
     # ------------------------------------------------------------------ Protocol
 
@@ -283,12 +313,6 @@ class AWSCloudProvider:
                 "with an available offering"
             )
         capacity_type = choose_capacity_type(candidates, requirements)
-        if capacity_type == wk.CAPACITY_TYPE_RESERVED:
-            raise CreateError(
-                f"nodeclaim {name}: reserved capacity is not supported by karpy_aws",
-                condition_reason="CapacityReservationsUnsupported",
-                condition_message="launching into capacity reservations is not supported",
-            )
         if on_demand_fallback_warning(capacity_type, requirements, candidates):
             log.warning(
                 "at least 5 instance types are recommended when flexible to spot but "
@@ -314,9 +338,13 @@ class AWSCloudProvider:
                 condition_reason="InstanceTypeFilteringFailed",
                 condition_message=shortfall,
             )
-        instance_id, zone, instance_type = await self._launch(plan, nodeclaim, nodeclass, inputs)
+        instance_id, zone, instance_type, group = await self._launch(
+            plan, nodeclaim, nodeclass, inputs
+        )
         candidate = plan.candidate(instance_type, zone=zone)
         override = plan.override(instance_type, zone=zone)
+        if group is not None and group.capacity_reservation_id is not None:
+            self._reservations.launched(group.capacity_reservation_id)
         if candidate is None or override is None:
             raise CreateError(
                 f"nodeclaim {name}: EC2 launched {instance_type} in {zone}, which was not asked",
@@ -333,13 +361,15 @@ class AWSCloudProvider:
             capacity_type=capacity_type,
             region=self._cluster.region,
             nodeclass_hash=static_hash(nodeclass.spec),
+            reservation=group,
         )
 
     async def _launch(
         self, plan: LaunchPlan, nodeclaim: NodeClaim, nodeclass: EC2NodeClass, inputs: LaunchInputs
-    ) -> tuple[str, str, str]:
+    ) -> tuple[str, str, str, LaunchGroup | None]:
         """Ensure the templates and call CreateFleet (once more if a template vanished);
-        record capacity errors; return (instance id, zone, instance type)."""
+        record capacity errors (a full reservation has no room until EC2 says otherwise);
+        return (instance id, zone, instance type, the launch group it came from)."""
         name = nodeclaim.metadata.name
         tags = launch_tags(
             cluster_name=self._cluster.name,
@@ -391,9 +421,23 @@ class AWSCloudProvider:
                     "adopted instance launched before restart",
                     extra={"nodeclaim": name, "instance": earlier.id},
                 )
-                return earlier.id, earlier.zone, earlier.instance_type
+                return earlier.id, earlier.zone, earlier.instance_type, None
             break
-        self._unavailable.mark_fleet_errors(launched.errors, capacity_type=plan.capacity_type)
+        groups = {names[g.key]: g for g in plan.groups}
+        for error in launched.errors:
+            failed = groups.get(error.template_name or "")
+            if (
+                failed is not None
+                and failed.capacity_reservation_id is not None
+                and error.unfulfillable_capacity
+            ):
+                self._reservations.exhausted(failed.capacity_reservation_id)
+                log.info(
+                    "capacity reservation is full",
+                    extra={"nodeclaim": name, "reservation": failed.capacity_reservation_id},
+                )
+        if plan.capacity_type != wk.CAPACITY_TYPE_RESERVED:
+            self._unavailable.mark_fleet_errors(launched.errors, capacity_type=plan.capacity_type)
         for error in launched.errors:
             if error.code == aws.INSUFFICIENT_FREE_ADDRESSES_CODE and error.subnet_id:
                 self._subnets.exhausted(error.subnet_id)
@@ -409,7 +453,10 @@ class AWSCloudProvider:
                 condition_reason=CREATE_FAILED_REASON,
                 condition_message=message,
             )
-        return launched.instance_id, launched.zone, launched.instance_type
+        source = groups.get(launched.template_name or "") or plan.group(
+            launched.instance_type, zone=launched.zone
+        )
+        return launched.instance_id, launched.zone, launched.instance_type, source
 
     async def _types_by_name(self, nodeclass_name: str | None) -> dict[str, AWSInstanceType]:
         nodeclass = None if not nodeclass_name else await self._nodeclasses.get(nodeclass_name)
@@ -460,15 +507,16 @@ class AWSCloudProvider:
         log.info("terminated instance", extra={"provider_id": provider_id})
 
     async def is_drifted(self, nodeclaim: NodeClaim) -> DriftReason | None:
-        """NodeClassDrift (static hash), then AMIDrift, SecurityGroupDrift, SubnetDrift, as
-        Karpenter checks them; None when the NodeClass is gone (nothing to compare with)."""
+        """NodeClassDrift (static hash), CapacityReservationDrift, then AMIDrift,
+        SecurityGroupDrift, SubnetDrift, as Karpenter checks them; None when the NodeClass is
+        gone (nothing to compare with)."""
         ref = nodeclaim.spec.node_class_ref
         if (ref.group, ref.kind) != (NODECLASS_KIND.group, NODECLASS_KIND.kind):
             return None  # not an EC2NodeClass: nothing of ours to compare with
         nodeclass = await self._nodeclasses.get(ref.name)
         if nodeclass is None:
             return None
-        reason = static_drift(nodeclaim, nodeclass)
+        reason = static_drift(nodeclaim, nodeclass) or reservation_drift(nodeclaim, nodeclass)
         if reason is not None or not nodeclaim.status.provider_id:
             return reason
         try:

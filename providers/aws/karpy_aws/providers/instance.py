@@ -20,7 +20,7 @@ from karpy.apis.v1 import labels as wk
 from karpy_aws.apis import labels as awslabels
 from karpy_aws.errors import ConfigurationError, NotFoundError
 from karpy_aws.providers.instancetype.unavailable import FleetError, parse_fleet_errors
-from karpy_aws.providers.launch import LaunchPlan
+from karpy_aws.providers.launch import GroupKey, LaunchPlan
 from karpy_aws.providers.launchtemplate import TAG_CLUSTER_PREFIX, TAG_EKS_CLUSTER_NAME
 from karpy_aws.session import AWSClient
 
@@ -95,7 +95,7 @@ def client_token(nodeclaim_uid: str) -> str | None:
 def fleet_request(
     plan: LaunchPlan,
     *,
-    templates: Mapping[tuple[str, int, int], str],
+    templates: Mapping[GroupKey, str],
     tags: Mapping[str, str],
     token: str | None = None,
     context: str | None = None,
@@ -125,12 +125,16 @@ def fleet_request(
         for group in plan.groups
     ]
     spot = plan.capacity_type == wk.CAPACITY_TYPE_SPOT
+    # A reserved launch is an on-demand one (capacity-block for capacity blocks) whose
+    # template targets the reservation.
     request: dict[str, Any] = {
         "Type": "instant",
         "LaunchTemplateConfigs": configs,
         "TargetCapacitySpecification": {
             "TotalTargetCapacity": 1,
-            "DefaultTargetCapacityType": "spot" if spot else "on-demand",
+            "DefaultTargetCapacityType": (
+                "spot" if spot else "capacity-block" if plan.capacity_block else "on-demand"
+            ),
         },
         "TagSpecifications": [
             {"ResourceType": kind, "Tags": _tag_list(tags)}
@@ -156,6 +160,8 @@ class Launched:
     instance_type: str | None
     zone: str | None
     errors: tuple[FleetError, ...]
+    template_name: str | None = None
+    """The launch template the instance came from, when EC2 says."""
 
 
 def parse_fleet_response(response: Mapping[str, Any]) -> Launched:
@@ -164,12 +170,15 @@ def parse_fleet_response(response: Mapping[str, Any]) -> Launched:
     for entry in response.get("Instances", []):
         ids = entry.get("InstanceIds", [])
         if ids:
-            overrides = entry.get("LaunchTemplateAndOverrides", {}).get("Overrides", {})
+            launched = entry.get("LaunchTemplateAndOverrides", {})
+            overrides = launched.get("Overrides", {})
+            template = launched.get("LaunchTemplateSpecification", {}).get("LaunchTemplateName")
             return Launched(
                 instance_id=str(ids[0]),
                 instance_type=str(entry.get("InstanceType") or overrides.get("InstanceType")),
                 zone=overrides.get("AvailabilityZone"),
                 errors=errors,
+                template_name=str(template) if template else None,
             )
     return Launched(instance_id=None, instance_type=None, zone=None, errors=errors)
 
@@ -188,6 +197,10 @@ class Instance:
     capacity_type: str
     launch_time: datetime.datetime
     tags: Mapping[str, str]
+    capacity_reservation_id: str | None = None
+    """The reservation the instance runs in (EC2 says; then its capacity type is reserved)."""
+    instance_profile: str | None = None
+    """The name of the instance profile the instance runs with."""
 
     @property
     def provider_id(self) -> str:
@@ -211,7 +224,15 @@ def parse_instance(raw: Mapping[str, Any]) -> Instance:
         security_group_ids=tuple(sorted(g["GroupId"] for g in raw.get("SecurityGroups", []))),
         capacity_type=wk.CAPACITY_TYPE_SPOT
         if raw.get("InstanceLifecycle") == "spot"
+        else wk.CAPACITY_TYPE_RESERVED
+        if raw.get("CapacityReservationId")
         else wk.CAPACITY_TYPE_ON_DEMAND,
+        capacity_reservation_id=raw.get("CapacityReservationId") or None,
+        instance_profile=(
+            str(raw["IamInstanceProfile"].get("Arn", "")).rsplit("/", 1)[-1] or None
+            if raw.get("IamInstanceProfile")
+            else None
+        ),
         launch_time=launched,
         tags={t["Key"]: t["Value"] for t in raw.get("Tags", [])},
     )

@@ -5,7 +5,9 @@ itself (``instanceProfile``) or just the node ``role``, in which case karpy owns
 it: named ``<cluster>_<hash of region, NodeClass and role>`` so a changed role gets a new
 profile instead of swapping the role under running nodes, tagged so the controller's IAM policy
 lets it manage only its own, and cached for 15 minutes on the injected clock so a reconcile does
-not call IAM every time.
+not call IAM every time. A profile karpy made and no longer uses (its NodeClass's role
+changed, or the NodeClass went without its finalizer) is found by its name and tags
+(``list_managed``) for garbage collection.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import contextlib
 import datetime
 import hashlib
 from typing import Final
+
+import attrs
 
 from karpy.apis.v1 import labels as wk
 from karpy.runtime.clock import Clock
@@ -141,3 +145,65 @@ class InstanceProfiles:
         except NotFoundError:
             return None
         return [r["RoleName"] for r in response["InstanceProfile"].get("Roles", [])]
+
+
+@attrs.frozen(kw_only=True)
+class ManagedProfile:
+    """An instance profile karpy made for this cluster (and region), as IAM lists it."""
+
+    name: str
+    created: datetime.datetime
+    nodeclass: str
+
+
+async def list_managed(
+    iam: AWSClient, *, cluster_name: str, region: str
+) -> tuple[ManagedProfile, ...]:
+    """The profiles karpy created for ``cluster_name`` in ``region``: named ``<cluster>_...``
+    and tagged as owned by the cluster, in the region (IAM is global, so a cluster of the same
+    name elsewhere has its own)."""
+    rows = await iam.paginate(
+        "ListInstanceProfiles", result_key="InstanceProfiles", PathPrefix=INSTANCE_PROFILE_PATH
+    )
+    found = []
+    for row in rows:
+        name = str(row["InstanceProfileName"])
+        if not name.startswith(f"{cluster_name}_"):
+            continue
+        try:
+            full = (await iam.call("GetInstanceProfile", InstanceProfileName=name))[
+                "InstanceProfile"
+            ]
+        except NotFoundError:
+            continue
+        tags = {t["Key"]: t["Value"] for t in full.get("Tags", [])}
+        owned = tags.get(f"{TAG_CLUSTER_PREFIX}{cluster_name}") == "owned"
+        if not owned or tags.get(wk.LABEL_TOPOLOGY_REGION) != region:
+            continue
+        created = full.get("CreateDate")
+        if not isinstance(created, datetime.datetime):
+            created = datetime.datetime.fromisoformat(str(created))
+        if created.tzinfo is None:
+            created = created.replace(tzinfo=datetime.UTC)
+        found.append(
+            ManagedProfile(
+                name=name,
+                created=created,
+                nodeclass=tags.get(awslabels.LABEL_AWS_EC2NODECLASS, ""),
+            )
+        )
+    return tuple(sorted(found, key=lambda p: p.name))
+
+
+async def delete_profile(iam: AWSClient, name: str) -> bool:
+    """Remove the profile's roles, then the profile; False if it was already gone."""
+    try:
+        response = await iam.call("GetInstanceProfile", InstanceProfileName=name)
+        for role in response["InstanceProfile"].get("Roles", []):
+            await iam.call(
+                "RemoveRoleFromInstanceProfile", InstanceProfileName=name, RoleName=role["RoleName"]
+            )
+        await iam.call("DeleteInstanceProfile", InstanceProfileName=name)
+    except NotFoundError:
+        return False
+    return True

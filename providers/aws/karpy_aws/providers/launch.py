@@ -32,6 +32,7 @@ INSTANCE_TYPE_FLEXIBILITY_THRESHOLD: Final = 5
 # Labels an instance type defines that a NodeClaim need not mention.
 ALLOW_UNDEFINED: Final = wk.WELL_KNOWN_LABELS | awslabels.AWS_WELL_KNOWN_LABELS
 CAPACITY_TYPE_PREFERENCE: Final = (wk.CAPACITY_TYPE_RESERVED, wk.CAPACITY_TYPE_SPOT)
+CAPACITY_BLOCK: Final = "capacity-block"
 
 
 @attrs.frozen
@@ -235,20 +236,28 @@ class Override:
     price: float
 
 
+GroupKey = tuple[str, int, int, str | None]
+"""(AMI, max pods, EFA interfaces, capacity reservation): one launch template each."""
+
+
 @attrs.frozen(kw_only=True)
 class LaunchGroup:
-    """Instance types sharing one launch template: same AMI, same max pods and, for a NodeClaim
-    that asks for EFA, the same number of EFA interfaces (each type gets all it can take)."""
+    """Instance types sharing one launch template: same AMI, same max pods, for a NodeClaim
+    that asks for EFA the same number of EFA interfaces (each type gets all it can take) and,
+    for a ``reserved`` launch, the same capacity reservation."""
 
     image_id: str
     max_pods: int
     overrides: tuple[Override, ...]
     efa_count: int = 0
+    capacity_reservation_id: str | None = None
+    """The reservation a ``reserved`` launch's template targets (one template each)."""
+    capacity_reservation_type: str | None = None
 
     @property
-    def key(self) -> tuple[str, int, int]:
+    def key(self) -> GroupKey:
         """What tells this group's launch template from the others' of one launch."""
-        return (self.image_id, self.max_pods, self.efa_count)
+        return (self.image_id, self.max_pods, self.efa_count, self.capacity_reservation_id)
 
 
 @attrs.frozen(kw_only=True)
@@ -259,6 +268,11 @@ class LaunchPlan:
     groups: tuple[LaunchGroup, ...]
     candidates: tuple[Candidate, ...]
 
+    @property
+    def capacity_block(self) -> bool:
+        """A reserved launch into capacity blocks (EC2's ``capacity-block`` market)."""
+        return any(g.capacity_reservation_type == CAPACITY_BLOCK for g in self.groups)
+
     def candidate(self, instance_type: str, *, zone: str) -> Candidate | None:
         """The candidate EC2 launched (by name; the arch is the one its AMI was chosen for)."""
         for group in self.groups:
@@ -268,10 +282,20 @@ class LaunchPlan:
         return None
 
     def override(self, instance_type: str, *, zone: str) -> Override | None:
+        group = self.group(instance_type, zone=zone)
+        if group is None:
+            return None
+        return next(
+            o for o in group.overrides if o.instance_type == instance_type and o.zone == zone
+        )
+
+    def group(self, instance_type: str, *, zone: str) -> LaunchGroup | None:
+        """The first group with an override for ``instance_type`` in ``zone`` (the one EC2
+        launched from: a reserved launch's groups each hold one reservation's type and zone)."""
         for group in self.groups:
             for override in group.overrides:
                 if override.instance_type == instance_type and override.zone == zone:
-                    return override
+                    return group
         return None
 
 
@@ -294,14 +318,20 @@ def plan_launch(
     cheapest.
     """
     chosen = filter_for_launch(candidates, requirements, capacity_type=capacity_type)
-    groups: dict[tuple[str, int, int], list[Override]] = {}
+    groups: dict[GroupKey, list[Override]] = {}
+    reservation_types: dict[str | None, str | None] = {None: None}
     kept: list[Candidate] = []
     for candidate in chosen:
         ami = ami_for(candidate, amis)
         if ami is None:
             continue
-        overrides = [
-            Override(
+        pods = candidate.aws.capacity.get(PODS, 0)
+        efa_count = candidate.aws.capacity.get(EFA, 0) if efa else 0
+        launched = False
+        for o in launch_offerings(candidate, requirements, capacity_type=capacity_type):
+            if o.zone not in subnets:
+                continue
+            override = Override(
                 instance_type=candidate.name,
                 zone=o.zone,
                 zone_id=o.zone_id,
@@ -309,25 +339,36 @@ def plan_launch(
                 image_id=ami.id,
                 price=o.price,
             )
-            for o in launch_offerings(candidate, requirements, capacity_type=capacity_type)
-            if o.zone in subnets
-        ]
-        if not overrides:
-            continue
-        kept.append(candidate)
-        pods = candidate.aws.capacity.get(PODS, 0)
-        efa_count = candidate.aws.capacity.get(EFA, 0) if efa else 0
-        groups.setdefault((ami.id, pods, efa_count), []).extend(overrides)
+            groups.setdefault((ami.id, pods, efa_count, o.reservation_id), []).append(override)
+            reservation_types[o.reservation_id] = o.reservation_type
+            launched = True
+        if launched:
+            kept.append(candidate)
     ordered = sorted(
         (
             LaunchGroup(
                 image_id=image_id,
                 max_pods=pods,
                 efa_count=efa_count,
+                capacity_reservation_id=reservation,
+                capacity_reservation_type=reservation_types[reservation],
                 overrides=tuple(sorted(ovs, key=lambda o: (o.price, o.instance_type, o.zone))),
             )
-            for (image_id, pods, efa_count), ovs in groups.items()
+            for (image_id, pods, efa_count, reservation), ovs in groups.items()
         ),
-        key=lambda g: (g.overrides[0].price, g.image_id, g.max_pods, g.efa_count),
+        key=lambda g: (
+            g.overrides[0].price,
+            g.image_id,
+            g.max_pods,
+            g.efa_count,
+            g.capacity_reservation_id or "",
+        ),
     )
+    if ordered and ordered[0].capacity_reservation_id is not None:
+        # One fleet launches either into default reservations or into capacity blocks (EC2
+        # takes one target capacity type per request): the cheapest group's kind wins.
+        kind = ordered[0].capacity_reservation_type
+        ordered = [g for g in ordered if g.capacity_reservation_type == kind]
+        names = {o.instance_type for g in ordered for o in g.overrides}
+        kept = [c for c in kept if c.name in names]
     return LaunchPlan(capacity_type=capacity_type, groups=tuple(ordered), candidates=tuple(kept))

@@ -162,6 +162,13 @@ class LaunchTemplateOptions:
     efa_count: int | None = None
     interfaces: tuple[Interface, ...] | None = None
     placement_group_id: str | None = None
+    capacity_reservation_id: str | None = None
+    """Launch into this reservation (a ``reserved`` launch)."""
+    capacity_block: bool | None = None
+    """The reservation is a capacity block (EC2's ``capacity-block`` market)."""
+    capacity_reservation_preference: Literal["none"] | None = None
+    """``none``: an on-demand or spot launch of a NodeClass that selects reservations stays out
+    of its open ones, which only its ``reserved`` launches use."""
 
     def hash(self) -> str:
         """A stable digest of every field (the same options always give the same digest).
@@ -199,6 +206,16 @@ class LaunchTemplateOptions:
             data["CpuOptions"] = {"NestedVirtualization": self.nested_virtualization}
         if self.placement_group_id is not None:
             data["Placement"] = {"GroupId": self.placement_group_id}
+        if self.capacity_reservation_id is not None:
+            data["CapacityReservationSpecification"] = {
+                "CapacityReservationTarget": {"CapacityReservationId": self.capacity_reservation_id}
+            }
+            if self.capacity_block:
+                data["InstanceMarketOptions"] = {"MarketType": "capacity-block"}
+        elif self.capacity_reservation_preference is not None:
+            data["CapacityReservationSpecification"] = {
+                "CapacityReservationPreference": self.capacity_reservation_preference
+            }
         interfaces = self.network_interfaces()
         if interfaces:
             data["NetworkInterfaces"] = interfaces

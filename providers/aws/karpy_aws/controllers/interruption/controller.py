@@ -15,7 +15,7 @@ spot interruption warning          mark ``spot:<type>:<zone>`` unavailable, dele
 scheduled change (AWS Health)      delete the NodeClaim
 state change: stopping, stopped,   delete the NodeClaim
 shutting-down, terminated
-capacity-reservation interruption  delete the NodeClaim
+capacity-reservation interruption  the reservation counts as full, delete the NodeClaim
 rebalance recommendation           an event only
 =================================  =========================================================
 
@@ -63,6 +63,7 @@ from karpy_aws.controllers.interruption.sqs import (
     ReceivedMessage,
     SQSInterruptionQueue,
 )
+from karpy_aws.providers.capacityreservations import ReservationAvailability
 from karpy_aws.providers.instance import instance_id_of
 from karpy_aws.providers.instancetype.unavailable import UnavailableOfferings
 from karpy_aws.session import AWSClient
@@ -186,6 +187,7 @@ class InterruptionController:
         concurrency: int = CONCURRENCY,
         wait_seconds: int = WAIT_SECONDS,
         visibility_timeout: int = VISIBILITY_TIMEOUT_SECONDS,
+        reservations: ReservationAvailability | None = None,
     ) -> None:
         if not queue:
             msg = "InterruptionController: queue must be a queue name or URL"
@@ -208,6 +210,7 @@ class InterruptionController:
         self._concurrency = concurrency
         self._wait = wait_seconds
         self._visibility = visibility_timeout
+        self._reservations = reservations
 
     def spec(self) -> Singleton:
         """The loop, declared for the operator to run."""
@@ -322,6 +325,14 @@ class InterruptionController:
                     "action": event.action.value,
                 },
             )
+            reservation = event.capacity_reservation_id
+            if (
+                event.kind is InterruptionKind.CAPACITY_RESERVATION_INTERRUPTION
+                and reservation
+                and self._reservations is not None
+            ):
+                # EC2 is taking the reservation's capacity back: launch nothing more into it.
+                self._reservations.exhausted(reservation)
             for instance_id in event.instance_ids:
                 for claim in batch.claims.get(instance_id, ()):
                     node = batch.nodes.get(claim.status.provider_id or "")

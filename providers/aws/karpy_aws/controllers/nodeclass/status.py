@@ -27,6 +27,7 @@ from karpy_aws.apis import labels as awslabels
 from karpy_aws.apis.ec2nodeclass import EC2NodeClass, not_yet_supported
 from karpy_aws.apis.ec2nodeclass_status import ConditionType, EC2NodeClassStatus
 from karpy_aws.providers.amifamily.amis import AMI, DEFAULT_SSM_PREFIX, Variant, resolve_amis
+from karpy_aws.providers.capacityreservations import describe_reservations
 from karpy_aws.providers.instanceprofile import InstanceProfiles
 from karpy_aws.providers.instancetype.instancetypes import (
     CPU,
@@ -65,6 +66,7 @@ DEPENDENTS: Final = (
     ConditionType.SECURITY_GROUPS_READY,
     ConditionType.AMIS_READY,
     ConditionType.INSTANCE_PROFILE_READY,
+    ConditionType.CAPACITY_RESERVATIONS_READY,
     ConditionType.PLACEMENT_GROUP_READY,
     ConditionType.VALIDATION_SUCCEEDED,
 )
@@ -262,6 +264,37 @@ async def _instance_profile(
     return name, _READY
 
 
+async def _capacity_reservations(
+    nodeclass: EC2NodeClass, ec2: AWSClient
+) -> tuple[tuple[api.CapacityReservation, ...], Outcome]:
+    """The active reservations capacityReservationSelectorTerms select (True with none when
+    there are no terms; a term that matches nothing is not an error, as in Karpenter: the
+    reservation may come later)."""
+    terms = nodeclass.spec.capacity_reservation_selector_terms
+    if not terms:
+        return (), _READY
+    found, error = await _guard(
+        describe_reservations(ec2, terms), failed="CapacityReservationSelectorInvalid", empty=()
+    )
+    if error is not None:
+        return (), attrs.evolve(error, message=f"capacityReservationSelectorTerms: {error.message}")
+    return tuple(
+        api.CapacityReservation(
+            id=r.id,
+            availability_zone=r.zone,
+            instance_type=r.instance_type,
+            owner_id=r.owner_id,
+            instance_match_criteria=r.instance_match_criteria,
+            reservation_type=api.CapacityReservationType(r.reservation_type)
+            if r.reservation_type in {t.value for t in api.CapacityReservationType}
+            else api.CapacityReservationType.DEFAULT,
+            state="active",
+            end_time=r.end_time,
+        )
+        for r in found
+    ), _READY
+
+
 def _validate(nodeclass: EC2NodeClass) -> Outcome:
     """The launch-shaping fields the CRD schema cannot fully check (amiFamily without an alias,
     IMDS values, block devices, kubelet quantities), checked the way a launch will read them."""
@@ -296,8 +329,9 @@ async def resolve_status(
     """The NodeClass's status as of now: resolved subnets (most free addresses first),
     security groups, AMIs (preferred first, with the requirements of the types they serve)
     and instance profile (created for ``role`` if needed), with SubnetsReady,
-    SecurityGroupsReady, AMIsReady, InstanceProfileReady, PlacementGroupReady (the group
-    placementGroupSelector names, if any), ValidationSucceeded and Ready.
+    SecurityGroupsReady, AMIsReady, InstanceProfileReady, CapacityReservationsReady (the
+    active reservations capacityReservationSelectorTerms select, if any), PlacementGroupReady
+    (the group placementGroupSelector names, if any), ValidationSucceeded and Ready.
 
     Side effect: may create an instance profile and add the role to it. Raises
     karpy_aws.errors.AWSError only for failures worth a retry (throttling, timeouts, outages).
@@ -309,12 +343,13 @@ async def resolve_status(
         nodeclass, ec2, ssm, k8s_version=k8s_version, now=now, ssm_prefix=ssm_prefix
     )
     profile, profile_ok = await _instance_profile(nodeclass, profiles)
+    reservations, reservations_ok = await _capacity_reservations(nodeclass, ec2)
     placement, placement_ok = await _placement_group(nodeclass, ec2)
     valid = _validate(nodeclass)
     outcomes = dict(
         zip(
             DEPENDENTS,
-            (subnets_ok, groups_ok, amis_ok, profile_ok, placement_ok, valid),
+            (subnets_ok, groups_ok, amis_ok, profile_ok, reservations_ok, placement_ok, valid),
             strict=True,
         )
     )
@@ -336,6 +371,7 @@ async def resolve_status(
         security_groups=groups,
         amis=amis,
         instance_profile=profile,
+        capacity_reservations=reservations,
         placement_groups=placement,
         conditions=NODECLASS_CONDITIONS.with_root(conditions, now=now, generation=generation),
     )

@@ -241,20 +241,22 @@ def capacity(
     vm_memory_overhead_percent: float = VM_MEMORY_OVERHEAD_PERCENT,
     instance_store_raid0: bool = False,
     efa_interfaces: int | None = None,
+    learned_memory: int | None = None,
 ) -> Resources:
     """What the node will report as capacity (cpu in millicores, bytes for memory/storage).
     With ``instance_store_raid0`` a type with instance storage keeps its ephemeral storage on
     the RAID0 array of its local disks, so that array's size (EC2 gives it in GB) is the
     node's ephemeral storage; other types keep the EBS volume's. ``efa_interfaces`` is how
     many EFA interfaces the NodeClass's own interface list attaches (None: no list, so a
-    launch for EFA attaches all the type takes)."""
+    launch for EFA attaches all the type takes). ``learned_memory`` (bytes), what a registered
+    node of the type reported, replaces the guess from ``vm_memory_overhead_percent``."""
     overhead_mib = math.ceil(info.memory_mib * vm_memory_overhead_percent)
     ephemeral = ephemeral_storage_gib * GIB
     if instance_store_raid0 and info.instance_store_gb:
         ephemeral = info.instance_store_gb * 10**9
     out = {
         CPU: info.vcpus * 1000,
-        MEMORY: (info.memory_mib - overhead_mib) * MIB,
+        MEMORY: learned_memory or (info.memory_mib - overhead_mib) * MIB,
         PODS: pods,
         EPHEMERAL_STORAGE: ephemeral,
     }

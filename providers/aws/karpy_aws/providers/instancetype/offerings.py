@@ -34,6 +34,7 @@ from karpy_aws.providers.instancetype.instancetypes import (
     overhead,
     parse_instance_type,
 )
+from karpy_aws.providers.instancetype.learned import LearnedMemory
 from karpy_aws.providers.instancetype.unavailable import UnavailableOfferings
 from karpy_aws.providers.pricing import InstanceShape, PriceCache, Prices
 from karpy_aws.session import AWSClient
@@ -59,6 +60,10 @@ class Offering:
     capacity_type: str
     price: float
     available: bool
+    reservation_id: str | None = None
+    """The capacity reservation a ``reserved`` offering launches into."""
+    reservation_type: str | None = None
+    """``default`` or ``capacity-block``, for a ``reserved`` offering."""
 
 
 @attrs.frozen(kw_only=True)
@@ -133,6 +138,7 @@ def build_instance_types(
     reserved_enis: int = DEFAULT_RESERVED_ENIS,
     instance_store_raid0: bool = False,
     efa_interfaces: int | None = None,
+    learned_memory: int | None = None,
 ) -> tuple[AWSInstanceType, ...]:
     """One AWSInstanceType per architecture of ``info``, with every offering (available or
     not: the scheduler must see unavailable ones too, as Karpenter's GetInstanceTypes does)."""
@@ -144,6 +150,7 @@ def build_instance_types(
         vm_memory_overhead_percent=vm_memory_overhead_percent,
         instance_store_raid0=instance_store_raid0,
         efa_interfaces=efa_interfaces,
+        learned_memory=learned_memory,
     )
     over = overhead(cap, kubelet=kubelet)
     offerings = []
@@ -212,8 +219,11 @@ class InstanceTypeCatalog:
         refresh_period: datetime.timedelta = CATALOG_REFRESH_PERIOD,
         vm_memory_overhead_percent: float = VM_MEMORY_OVERHEAD_PERCENT,
         reserved_enis: int = DEFAULT_RESERVED_ENIS,
+        learned: LearnedMemory | None = None,
     ) -> None:
         self._ec2 = ec2
+        self.learned = learned if learned is not None else LearnedMemory()
+        """Memory registered nodes reported, per type and AMI family (used over the guess)."""
         self._prices = prices
         self._unavailable = unavailable
         self._clock = clock
@@ -273,6 +283,7 @@ class InstanceTypeCatalog:
             instance_store_raid0,
             efa_interfaces,
             self._unavailable.seq_num,
+            self.learned.seq_num,
         )
         if key not in self._built:
             if len(self._built) > 64:
@@ -293,6 +304,7 @@ class InstanceTypeCatalog:
                     reserved_enis=self._reserved_enis,
                     instance_store_raid0=instance_store_raid0,
                     efa_interfaces=efa_interfaces,
+                    learned_memory=self.learned.memory(info.name, family),
                 )
             )
         return self._built[key]

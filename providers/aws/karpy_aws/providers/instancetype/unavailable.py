@@ -46,6 +46,7 @@ class FleetError:
     instance_type: str | None
     zone: str | None
     subnet_id: str | None
+    template_name: str | None = None
 
     @property
     def unfulfillable_capacity(self) -> bool:
@@ -56,7 +57,9 @@ def parse_fleet_errors(errors: Iterable[Mapping[str, Any]]) -> tuple[FleetError,
     """Turn CreateFleet's raw ``Errors`` list into values (pure)."""
     parsed = []
     for entry in errors:
-        overrides = entry.get("LaunchTemplateAndOverrides", {}).get("Overrides", {})
+        launched = entry.get("LaunchTemplateAndOverrides", {})
+        overrides = launched.get("Overrides", {})
+        template = launched.get("LaunchTemplateSpecification", {}).get("LaunchTemplateName")
         parsed.append(
             FleetError(
                 code=str(entry.get("ErrorCode", "")),
@@ -64,6 +67,7 @@ def parse_fleet_errors(errors: Iterable[Mapping[str, Any]]) -> tuple[FleetError,
                 instance_type=overrides.get("InstanceType"),
                 zone=overrides.get("AvailabilityZone"),
                 subnet_id=overrides.get("SubnetId"),
+                template_name=str(template) if template else None,
             )
         )
     return tuple(parsed)
