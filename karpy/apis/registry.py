@@ -18,6 +18,7 @@ from typing import Any, Final
 
 import attrs
 
+from karpy.apis.autoscaling.capacitybuffer import CapacityBuffer
 from karpy.apis.codec import DecodeError, from_dict
 from karpy.apis.kube.coordination import Lease
 from karpy.apis.kube.node import Node
@@ -34,7 +35,13 @@ from karpy.apis.v1beta1 import nodepool as v1beta1
 API_ENTRY_POINT_GROUP: Final = "karpy.apis"
 
 # karpy's own CRD kinds, first in generation order.
-CORE_CRD_KINDS: Final[tuple[type[Any], ...]] = (NodePool, NodeClaim, Provisioner, Machine)
+CORE_CRD_KINDS: Final[tuple[type[Any], ...]] = (
+    NodePool,
+    NodeClaim,
+    Provisioner,
+    Machine,
+    CapacityBuffer,
+)
 
 # Older versions of karpy's CRD kinds, served beside v1 and converted (karpy.apis.conversion).
 CORE_SERVED_KINDS: Final[tuple[type[Any], ...]] = (v1beta1.NodePool, v1beta1.NodeClaim)

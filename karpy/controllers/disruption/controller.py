@@ -56,6 +56,7 @@ from karpy.manager import Singleton, Watch
 from karpy.runtime.clock import Clock
 from karpy.runtime.reconciler import Result
 from karpy.runtime.telemetry import Telemetry
+from karpy.state.buffers import BufferPods
 from karpy.state.podmoves import pod_moves
 from karpy.state.snapshot import SnapshotKinds
 from karpy.state.view import ClusterView
@@ -98,6 +99,7 @@ class DisruptionController:
         nomination_window: float = NOMINATION_WINDOW,
         provider_timeout: float = 60.0,
         await_provisioning: bool = False,
+        buffers: BufferPods | None = None,
     ) -> None:
         if polling_period <= 0:
             msg = f"DisruptionController: polling_period must be > 0 seconds, got {polling_period}"
@@ -123,6 +125,7 @@ class DisruptionController:
         self._nomination_window = nomination_window
         self._provider_timeout = provider_timeout
         self._await_provisioning = await_provisioning
+        self._buffers = buffers
 
     def spec(self) -> Singleton:
         """A pass at start, each polling period (the pass asks for it) and whenever a pod is
@@ -196,6 +199,8 @@ class DisruptionController:
             snapshot_kinds=self._kinds,
             busy=self._queue.starting(),
             nominated=lambda name: self._view.nominated(name, now),
+            virtual=self._buffers.pods() if self._buffers is not None else (),
+            scheduler=self._scheduler,
         )
 
     async def _validate(

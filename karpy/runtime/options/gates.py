@@ -47,7 +47,6 @@ UNSUPPORTED_GATE_STATES: Final[Mapping[str, str]] = {
     ),
     "NodeOverlay=true": "karpy does not implement NodeOverlay",
     "StaticCapacity=true": "karpy does not implement static NodePools (spec.replicas)",
-    "CapacityBuffer=true": "karpy does not implement CapacityBuffer",
 }
 """Gate settings karpy refuses, because it would silently not act on them."""
 
