@@ -3,8 +3,6 @@ real pending pods (real pods take free room first; virtual pods get room, new if
 
 from __future__ import annotations
 
-import math
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -71,7 +69,7 @@ def test_limits_on_resources_the_chunk_does_not_request_are_refused_by_field() -
 
 
 def test_nothing_to_size_the_buffer_is_refused() -> None:
-    with pytest.raises(BufferSizeError, match="spec.replicas"):
+    with pytest.raises(BufferSizeError, match=r"spec\.replicas"):
         buffer_replicas(
             replicas=None, percentage=10, workload_replicas=None, limits=None, chunk=CHUNK
         )
