@@ -147,3 +147,28 @@ def held_room(
     ours: Collection[PodUID] = {p.uid for p in virtual}
     results = solve_with_buffers(attrs.evolve(snapshot, nodepools=()), waiting, virtual, options)
     return {n.pod: n.node for n in results.nominations if n.pod in ours}
+
+
+def with_buffers(
+    snapshot: ClusterSnapshot,
+    waiting: Sequence[Pod],
+    virtual: Sequence[Pod],
+    options: SchedulerOptions | None = None,
+) -> ClusterSnapshot:
+    """`snapshot` with each virtual pod bound to the node whose room it holds (`held_room`):
+    what consolidation weighs, so a node holding a buffer's room is not empty."""
+    where = held_room(snapshot, waiting, virtual, options)
+    onto: dict[str, list[Pod]] = {}
+    for pod in virtual:
+        node = where.get(pod.uid)
+        if node is not None:
+            onto.setdefault(node, []).append(pod)
+    if not onto:
+        return snapshot
+    return attrs.evolve(
+        snapshot,
+        nodes=tuple(
+            attrs.evolve(n, pods=(*n.pods, *onto[n.name])) if n.name in onto else n
+            for n in snapshot.nodes
+        ),
+    )
