@@ -50,6 +50,7 @@ from karpy.kube.kinds import (
 from karpy.operator.inputs import nomination_window, scheduler_options
 from karpy.operator.listing import listed_cluster
 from karpy.runtime.options import Options, OptionsError, load
+from karpy.state.buffers import BUFFER_KINDS, BufferPods
 from karpy.state.snapshot import SnapshotKinds
 from karpy.state.view import ClusterView
 
@@ -195,6 +196,9 @@ async def explain_node(options: Options, name: str) -> str:
     """Connect, list, decide, read the controller's events and describe. Raises KubeError,
     KubeConfigError, ProviderError, NodeNotFoundError."""
     kinds = (NODES, PODS, NODEPOOLS, NODECLAIMS, DAEMONSETS, PODDISRUPTIONBUDGETS)
+    buffered = options.feature_gates.capacity_buffer
+    if buffered:  # a buffer's room is load on its node, as the running controller weighs it
+        kinds = (*kinds, *BUFFER_KINDS)
     async with listed_cluster(options, kinds, meter="karpy.explain") as cluster:
         decision = await explain_pass(
             cluster.view,
@@ -208,6 +212,7 @@ async def explain_node(options: Options, name: str) -> str:
             min_improvement=options.consolidation.min_improvement,
             nomination_window=nomination_window(options),
             snapshot_kinds=SnapshotKinds(daemonsets=DAEMONSETS),
+            virtual=BufferPods(cluster.view).pods() if buffered else (),
         )
         text = describe(decision, cluster.view, name)
         claim = _claim_of(cluster.view, name)

@@ -37,6 +37,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import ClassVar, Final
 
+from karpy.apis.kube.pod import Pod
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.cloudprovider.protocol import CloudProvider
 from karpy.controllers.disruption import events, passes
@@ -310,17 +311,21 @@ async def explain_pass(
     nomination_window: float = NOMINATION_WINDOW,
     provider_timeout: float = 60.0,
     snapshot_kinds: SnapshotKinds | None = None,
+    virtual: Sequence[Pod] = (),
 ) -> PassResult:
     """The pass the controller would run now over `view`, decided and not acted on: what
     `karpy explain node` prints from a running cluster. Commands in flight are known from their
     NodeClaims' annotations; nominations only from the nomination window (the provisioner's
-    live nominations are in the running controller's memory)."""
+    live nominations are in the running controller's memory); `virtual` are the
+    CapacityBuffers' pods."""
     state = passes.read(
         view,
         now=now,
         nomination_window=nomination_window,
         min_improvement=min_improvement,
         snapshot_kinds=snapshot_kinds,
+        virtual=virtual,
+        scheduler=scheduler,
     )
     decided = await passes.decide(
         state,

@@ -269,7 +269,9 @@ class Provisioner:
                 span.set_attribute("karpy.unschedulable", len(refused))
                 return _recheck(waiting)
             with tracer.start_as_current_span("solve") as solve_span:
-                log.info(
+                # A pass for buffers alone runs every PENDING_RECHECK: not worth an info line.
+                log.log(
+                    logging.INFO if len(build.pods) > len(virtual_uids) else logging.DEBUG,
                     "computing scheduling decision for provisionable pod(s)",
                     extra={
                         "pods": len(build.pods) - len(virtual_uids),
