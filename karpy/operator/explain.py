@@ -25,7 +25,7 @@ import os
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Final
+from typing import Any, Final
 
 from karpy.apis.kube.event import Event
 from karpy.apis.v1 import labels as wk
@@ -47,6 +47,7 @@ from karpy.kube.kinds import (
     PODDISRUPTIONBUDGETS,
     PODS,
 )
+from karpy.kube.resources import ResourceKind
 from karpy.operator.inputs import nomination_window, scheduler_options
 from karpy.operator.listing import listed_cluster
 from karpy.runtime.options import Options, OptionsError, load
@@ -195,7 +196,14 @@ def reported_lines(events: Sequence[Event], recomputed: str | None, *, now: date
 async def explain_node(options: Options, name: str) -> str:
     """Connect, list, decide, read the controller's events and describe. Raises KubeError,
     KubeConfigError, ProviderError, NodeNotFoundError."""
-    kinds = (NODES, PODS, NODEPOOLS, NODECLAIMS, DAEMONSETS, PODDISRUPTIONBUDGETS)
+    kinds: tuple[ResourceKind[Any], ...] = (
+        NODES,
+        PODS,
+        NODEPOOLS,
+        NODECLAIMS,
+        DAEMONSETS,
+        PODDISRUPTIONBUDGETS,
+    )
     buffered = options.feature_gates.capacity_buffer
     if buffered:  # a buffer's room is load on its node, as the running controller weighs it
         kinds = (*kinds, *BUFFER_KINDS)
