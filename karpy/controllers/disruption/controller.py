@@ -152,7 +152,7 @@ class DisruptionController:
             log.debug("waiting on the first provisioning pass")
             return Result(requeue_after=NOT_SYNCED_REQUEUE)
         await self._queue.tidy()
-        state = self._read()
+        state = await self._read()
         decided = await passes.decide(
             state,
             cloudprovider=self._provider,
@@ -188,11 +188,11 @@ class DisruptionController:
                 log.error("failed to disrupt nodes", extra={"error": str(error)})
         return Result(requeue_after=self._period)
 
-    def _read(self) -> passes.Read:
+    async def _read(self) -> passes.Read:
         """One read of cluster state through the view, with what this process knows: the
         NodeClaims the queue is starting a command for and the provisioner's nominations."""
         now = self._clock.now().timestamp()
-        return passes.read(
+        return await passes.read(
             self._view,
             now=now,
             nomination_window=self._nomination_window,
@@ -211,7 +211,7 @@ class DisruptionController:
         when the cluster changed under it."""
         log.debug("validating consolidation command", extra={"nodeclaims": list(command.names)})
         await asyncio.sleep(self._validation_delay)
-        state = self._read()
+        state = await self._read()
         node_facts = priced(state.facts, types)
         simulate = simulator(state.objects, types, self._scheduler, relax=True)
         with self._telemetry.tracer.start_as_current_span("disruption validation"):
@@ -318,7 +318,7 @@ async def explain_pass(
     NodeClaims' annotations; nominations only from the nomination window (the provisioner's
     live nominations are in the running controller's memory); `virtual` are the
     CapacityBuffers' pods."""
-    state = passes.read(
+    state = await passes.read(
         view,
         now=now,
         nomination_window=nomination_window,

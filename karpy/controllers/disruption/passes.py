@@ -65,7 +65,7 @@ def _never(_name: str) -> bool:
     return False
 
 
-def read(
+async def read(
     view: ClusterView,
     *,
     now: float,
@@ -80,9 +80,11 @@ def read(
     """One read of cluster state through `view`. `busy` names the NodeClaims the orchestration
     queue is starting a command for; `nominated(name)` asks the provisioner's nominations;
     `virtual` are the CapacityBuffers' pods, bound where their room is (`scheduler` places
-    them)."""
-    objects = hold_room(read_cluster(view, optional=snapshot_kinds), virtual, scheduler)
+    them: a solve, run off the event loop over the objects read at one instant)."""
+    objects = read_cluster(view, optional=snapshot_kinds)
     pdbs = view.objects(PODDISRUPTIONBUDGETS) if view.informs(PODDISRUPTIONBUDGETS) else []
+    if virtual:
+        objects = await asyncio.to_thread(hold_room, objects, virtual, scheduler)
     claims = tuple(objects.nodeclaims)
     node_facts = facts.node_facts(
         claims,
