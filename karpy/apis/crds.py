@@ -91,7 +91,7 @@ CORE_CRDS: tuple[CRDInfo, ...] = (
         singular="nodepool",
         columns=(
             column("NodeClass", ".spec.template.spec.nodeClassRef.name"),
-            column("Nodes", ".status.resources.nodes"),
+            column("Nodes", ".status.nodes"),
             READY_COLUMN,
             AGE_COLUMN,
             column("Weight", ".spec.weight", "integer", priority=1),

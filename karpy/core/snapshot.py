@@ -31,6 +31,8 @@ class NodePool:
     """The parts of a NodePool that scheduling reads.
 
     ``limits`` may name ``nodes`` (a count) beside resources. Higher ``weight`` is tried first.
+    A ``static`` pool (``spec.replicas``) keeps its own node count: its nodes take pods, but
+    scheduling never plans a new NodeClaim on it.
     """
 
     name: NodePoolName
@@ -40,6 +42,7 @@ class NodePool:
     startup_taints: tuple[Taint, ...] = ()
     limits: Resources = EMPTY
     weight: int = 0
+    static: bool = False
 
     def template_requirements(self) -> Requirements:
         """Requirements plus the template's labels and ``karpenter.sh/nodepool``."""
@@ -141,8 +144,10 @@ class ClusterSnapshot:
         return self.instance_types.get(pool.name, ())
 
     def ordered_nodepools(self) -> tuple[NodePool, ...]:
-        """NodePools by weight (highest first), then name."""
-        return tuple(sorted(self.nodepools, key=lambda p: (-p.weight, p.name)))
+        """The NodePools new NodeClaims may come from (static ones never do), by weight
+        (highest first), then name."""
+        live = (p for p in self.nodepools if not p.static)
+        return tuple(sorted(live, key=lambda p: (-p.weight, p.name)))
 
     def prefer_no_schedule(self) -> bool:
         """Does any NodePool or node carry a PreferNoSchedule taint (the one preference that

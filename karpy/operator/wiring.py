@@ -39,6 +39,7 @@ from karpy.controllers.nodepool.hash import NodePoolHashController
 from karpy.controllers.nodepool.status import NodePoolStatusController
 from karpy.controllers.provisioning.batcher import Batcher
 from karpy.controllers.provisioning.provisioner import Provisioner
+from karpy.controllers.static.capacity import StaticCapacityController
 from karpy.core.disruption.consolidation import Search, Settings
 from karpy.kube.client import KubeClient
 from karpy.kube.events import Recorder
@@ -276,6 +277,7 @@ def controllers(
             nodeclass_kinds={(k.group, k.kind): k for k in nodeclass_kinds},
             registration_health=registration_health,
             cloudprovider=provider,
+            static_capacity=options.feature_gates.static_capacity,
         ).spec(),
         NodeClaimDisruptionController(
             client,
@@ -326,6 +328,12 @@ def controllers(
                 clock=clock,
                 recorder=recorder,
                 telemetry=telemetry,
+            ).spec()
+        )
+    if options.feature_gates.static_capacity:
+        declarations.append(
+            StaticCapacityController(
+                client, view, cloudprovider=provider, clock=clock, telemetry=telemetry
             ).spec()
         )
     return declarations

@@ -97,8 +97,8 @@ def render_settings() -> str:
         + "\n".join(named)
         + "\n\n"
         + f"`FEATURE_GATES` takes Karpenter's gates ({gates}) as `Name=true|false,...`, with "
-        + "Karpenter's defaults; `NodeRepair` and `CapacityBuffer` are built, and a gate karpy "
-        + "has not built is "
+        + "Karpenter's defaults; `NodeRepair`, `StaticCapacity` and `CapacityBuffer` are built, "
+        + "and a gate karpy has not built is "
         + "refused, by name, in the state that would ask for it.\n"
     )
 

@@ -1,6 +1,6 @@
 """What several controllers read off a NodePool the same way: its template hash (the one place
 that says which template fields karpy hashes; see karpy.core.drift for why those), and its
-extended-resource initialization timeout.
+extended-resource initialization timeout, and its disruption budgets as the core reads them.
 
 The provisioner stamps the hash on every NodeClaim it creates, the nodepool.hash controller
 keeps it on the NodePool and the nodeclaim.disruption controller compares the two; all three
@@ -14,7 +14,8 @@ from datetime import timedelta
 from karpy.apis.duration import parse_duration
 from karpy.apis.kube.common import Taint
 from karpy.apis.v1 import labels as wk
-from karpy.apis.v1.nodepool import NodePool
+from karpy.apis.v1.nodepool import Budget, NodePool
+from karpy.core.disruption.budgets import BudgetSpec
 from karpy.core.drift import HASH_VERSION, TaintFields, TemplateFields, template_hash
 
 
@@ -84,3 +85,28 @@ def extended_resource_timeout(
         msg = f"{where}: must be greater than zero, or Never; got {value!r}"
         raise ValueError(msg)
     return timeout
+
+
+def _budget(budget: Budget, index: int) -> BudgetSpec:
+    reasons = frozenset(str(r) for r in budget.reasons)
+    if budget.duration is None:
+        return BudgetSpec(nodes=budget.nodes, schedule=budget.schedule, reasons=reasons)
+    field = f"spec.disruption.budgets[{index}].duration"
+    try:
+        duration = parse_duration(budget.duration, field_name=field)
+    except ValueError as error:
+        return BudgetSpec(nodes=budget.nodes, error=str(error))
+    if duration is None:
+        return BudgetSpec(nodes=budget.nodes, error=f"{field}: Never is not a window length")
+    return BudgetSpec(
+        nodes=budget.nodes,
+        schedule=budget.schedule,
+        duration=duration.total_seconds(),
+        reasons=reasons,
+    )
+
+
+def pool_budgets(nodepool: NodePool) -> tuple[BudgetSpec, ...]:
+    """`nodepool`'s disruption budgets as the core's budget arithmetic reads them (a budget
+    whose duration does not parse carries the error, and fails closed)."""
+    return tuple(_budget(b, i) for i, b in enumerate(nodepool.spec.disruption.budgets))

@@ -15,7 +15,7 @@ from typing import Final
 
 from karpy.apis.meta import ObjectMeta, OwnerReference
 from karpy.apis.v1 import labels as wk
-from karpy.apis.v1.common import NodeClaimRequirement
+from karpy.apis.v1.common import NodeClaimRequirement, RequirementOperator
 from karpy.apis.v1.nodeclaim import NodeClaim, NodeClaimSpec, ResourceRequests
 from karpy.apis.v1.nodepool import NodePool
 from karpy.cloudprovider.requirements import quantities_from_resources, requirements_to_api
@@ -23,6 +23,8 @@ from karpy.core.requirements import RequirementError
 from karpy.core.scheduling.results import NodeClaimPlan
 from karpy.state.nodepools import hash_annotations
 
+MAX_INSTANCE_TYPES: Final = 60
+"""Instance types a template-made NodeClaim lists at most (Karpenter's MaxInstanceTypes)."""
 LOGGED_INSTANCE_TYPES: Final = 5
 """How many instance types a log line names before it gives only the count."""
 
@@ -91,9 +93,12 @@ def nodeclaim_from_plan(plan: NodeClaimPlan, nodepool: NodePool) -> NodeClaim:
     )
 
 
-def nodeclaim_from_template(nodepool: NodePool) -> NodeClaim:
+def nodeclaim_from_template(nodepool: NodePool, *, instance_types: Sequence[str] = ()) -> NodeClaim:
     """A NodeClaim straight from `nodepool`'s template, as a static NodePool makes them: the
-    template's requirements, no pod requests. Raises PlanError as `nodeclaim_from_plan`."""
+    template's requirements, no pod requests. `instance_types`, when given, are the compatible
+    types cheapest first, added as a `node.kubernetes.io/instance-type In` requirement (the
+    first MAX_INSTANCE_TYPES of them, as Karpenter truncates). Raises PlanError as
+    `nodeclaim_from_plan`."""
     name = nodepool.metadata.name or ""
     if not nodepool.metadata.uid:
         msg = f"NodePool {name}: metadata.uid is missing; it cannot own a NodeClaim"
@@ -118,11 +123,24 @@ def nodeclaim_from_template(nodepool: NodePool) -> NodeClaim:
             owner_references=(owner,),
         ),
         spec=NodeClaimSpec(
-            requirements=tuple(
-                NodeClaimRequirement(
-                    key=r.key, operator=r.operator, values=r.values, min_values=r.min_values
-                )
-                for r in template.spec.requirements
+            requirements=(
+                *(
+                    NodeClaimRequirement(
+                        key=r.key, operator=r.operator, values=r.values, min_values=r.min_values
+                    )
+                    for r in template.spec.requirements
+                ),
+                *(
+                    (
+                        NodeClaimRequirement(
+                            key=wk.LABEL_INSTANCE_TYPE,
+                            operator=RequirementOperator.IN,
+                            values=tuple(instance_types[:MAX_INSTANCE_TYPES]),
+                        ),
+                    )
+                    if instance_types
+                    else ()
+                ),
             ),
             node_class_ref=template.spec.node_class_ref,
             taints=template.spec.taints,

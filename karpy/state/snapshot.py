@@ -92,6 +92,7 @@ def nodepool_template(pool: KubeNodePool) -> NodePool:
         startup_taints=tuple(taint(t) for t in template.spec.startup_taints),
         limits=limits,
         weight=pool.spec.weight or 0,
+        static=pool.spec.replicas is not None,
     )
 
 

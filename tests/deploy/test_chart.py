@@ -42,7 +42,7 @@ def test_helm_lint_passes_strictly() -> None:
     [
         ({"replicas": -1}, "replicas"),
         ({"settings.featureGates.fancyScheduling": True}, "fancyScheduling"),
-        ({"settings.featureGates.staticCapacity": True}, "staticCapacity"),
+        ({"settings.featureGates.staticCapacity": "yes"}, "staticCapacity"),
         ({"replica": 2}, "replica"),
         ({"settings.clusterNmae": "demo"}, "clusterNmae"),
         ({"settings.batchIdleDuration": "soon"}, "batchIdleDuration"),

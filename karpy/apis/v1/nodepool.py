@@ -242,21 +242,13 @@ class NodePoolSpec:
     replicas: int | None = field(
         default=None,
         doc=(
-            "Static NodePool (Karpenter's StaticCapacity gate): not supported by karpy, which "
-            "refuses a NodePool that sets it."
+            "Static NodePool: keep exactly this many nodes whatever the pods ask for (needs the "
+            "StaticCapacity feature gate). Consolidation leaves its nodes alone; only "
+            "limits.nodes and no weight may be set with it; it cannot be added or removed "
+            "after creation."
         ),
         minimum=0,
         format="int64",
-        rules=(
-            Rule(
-                rule="false",
-                message=(
-                    "spec.replicas: static NodePools are not supported by karpy; remove replicas "
-                    "and let pods drive the node count"
-                ),
-                reason="FieldValueForbidden",
-            ),
-        ),
     )
 
 
@@ -287,6 +279,11 @@ NODEPOOL_SPEC_RULES = (
         rule="!has(self.replicas) || !has(self.limits) || self.limits.all(k, k == 'nodes')",
         message="only 'limits.nodes' is supported on static NodePools",
         field_path=".limits",
+    ),
+    Rule(
+        rule="!has(self.replicas) || !has(self.weight)",
+        message="'weight' is not supported on static NodePools",
+        field_path=".weight",
     ),
 )
 

@@ -29,12 +29,12 @@ from karpy.apis.kube.workloads import PodDisruptionBudget
 from karpy.apis.meta import ConditionStatus
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim
-from karpy.apis.v1.nodepool import Budget, NodePool
+from karpy.apis.v1.nodepool import NodePool
 from karpy.controllers.disruption import commands
-from karpy.core.disruption.budgets import BudgetSpec
 from karpy.core.disruption.candidates import NodeFacts, PodFacts, Policy, PoolDisruption
 from karpy.core.disruption.consolidation import parse_min_improvement
 from karpy.state.conditions import claim_is_true, get_condition
+from karpy.state.nodepools import pool_budgets
 from karpy.state.pods import do_not_disrupt, is_reschedulable
 from karpy.state.protection import Budgets, do_not_disrupt_until
 
@@ -167,25 +167,6 @@ def node_facts(
     return found
 
 
-def _budget(budget: Budget, index: int) -> BudgetSpec:
-    reasons = frozenset(str(r) for r in budget.reasons)
-    if budget.duration is None:
-        return BudgetSpec(nodes=budget.nodes, schedule=budget.schedule, reasons=reasons)
-    field = f"spec.disruption.budgets[{index}].duration"
-    try:
-        duration = parse_duration(budget.duration, field_name=field)
-    except ValueError as error:
-        return BudgetSpec(nodes=budget.nodes, error=str(error))
-    if duration is None:
-        return BudgetSpec(nodes=budget.nodes, error=f"{field}: Never is not a window length")
-    return BudgetSpec(
-        nodes=budget.nodes,
-        schedule=budget.schedule,
-        duration=duration.total_seconds(),
-        reasons=reasons,
-    )
-
-
 ANNOTATION_MIN_IMPROVEMENT = "karpy.sh/consolidation-min-improvement"
 """NodePool annotation: the least a consolidation replacement must save, as a percentage of
 the price of the nodes it replaces (e.g. "10%"); overrides the global option."""
@@ -195,7 +176,7 @@ def pool_disruption(pool: NodePool, *, min_improvement: float = 0.0) -> PoolDisr
     """The core's view of `pool.spec.disruption`; `min_improvement` is the global minimum
     price improvement, which the NodePool's annotation overrides."""
     disruption = pool.spec.disruption
-    budgets = tuple(_budget(b, i) for i, b in enumerate(disruption.budgets))
+    budgets = pool_budgets(pool)
     policy = Policy(str(disruption.consolidation_policy))
     static = pool.spec.replicas is not None
     annotated = pool.metadata.annotations.get(ANNOTATION_MIN_IMPROVEMENT)

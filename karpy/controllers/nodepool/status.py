@@ -11,8 +11,9 @@ nodepool.readiness and nodepool.validation, written as one status patch).
   when the reference names a kind the cloud provider does not serve).
 * `ValidationSucceeded`: what the CRD's schema cannot check holds — the requirements form a
   satisfiable set, the durations and budget schedules parse, and so does the
-  karpy.sh/extended-resource-initialization-timeout annotation, and the cost limit is not
-  negative (False with reason
+  karpy.sh/extended-resource-initialization-timeout annotation, the cost limit is not
+  negative, and a static NodePool (spec.replicas) has the StaticCapacity feature gate on
+  (False with reason
   NodePoolValidationFailed and the error).
 * `NodeRegistrationHealthy`: Unknown (reason AwaitingReconciliation) when the pool has none yet,
   or when the pool's spec (its generation, against the condition's observedGeneration) or its
@@ -81,8 +82,17 @@ READY_DEPENDENTS: Final = (ConditionType.VALIDATION_SUCCEEDED, ConditionType.NOD
 NODEPOOL_CONDITIONS: Final = ConditionSet(dependents=READY_DEPENDENTS, root=ConditionType.READY)
 
 
-def validation_error(nodepool: NodePool) -> str | None:
-    """Why `nodepool` fails runtime validation, or None when it passes."""
+STATIC_CAPACITY_OFF: Final = (
+    "spec.replicas: static NodePools need the StaticCapacity feature gate "
+    "(FEATURE_GATES=StaticCapacity=true); without it nothing acts on replicas"
+)
+
+
+def validation_error(nodepool: NodePool, *, static_capacity: bool = False) -> str | None:
+    """Why `nodepool` fails runtime validation, or None when it passes. `static_capacity` is
+    the StaticCapacity feature gate: without it a static NodePool (spec.replicas) fails."""
+    if nodepool.spec.replicas is not None and not static_capacity:
+        return STATIC_CAPACITY_OFF
     try:
         nodepool_requirements(nodepool)
         extended_resource_timeout(nodepool, default=None)
@@ -126,11 +136,14 @@ class NodePoolStatusController:
         nodeclass_kinds: Mapping[tuple[str, str], ResourceKind[Any]],
         registration_health: RegistrationHealth | None = None,
         cloudprovider: CloudProvider | None = None,
+        static_capacity: bool = False,
     ) -> None:
         """`nodeclass_kinds`: the informed NodeClass kinds by (group, kind);
         `registration_health`: the pools' registration outcomes, shared with the NodeClaim
         lifecycle (a private one when not given); `cloudprovider`: prices the NodeClaims of
-        pools with a cost limit."""
+        pools with a cost limit; `static_capacity`: the StaticCapacity feature gate (a static
+        NodePool fails validation without it)."""
+        self._static_capacity = static_capacity
         self._cloudprovider = cloudprovider
         self._registration_health = (
             registration_health if registration_health is not None else RegistrationHealth()
@@ -225,7 +238,7 @@ class NodePoolStatusController:
             message=nodeclass_message,
             now=now,
         )
-        error = validation_error(nodepool)
+        error = validation_error(nodepool, static_capacity=self._static_capacity)
         conditions = with_condition(
             conditions,
             ConditionType.VALIDATION_SUCCEEDED,

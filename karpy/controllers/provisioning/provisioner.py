@@ -18,6 +18,9 @@ process, so it is only a shortcut: cluster state is not synced while any NodeCla
 launching (the provisioner waits), and an in-flight NodeClaim is capacity in the snapshot, so a
 pass after a restart places pods on the capacity already asked for instead of asking again.
 
+A static NodePool (spec.replicas) keeps its own count (karpy.controllers.static): pending pods
+may be placed on its nodes, launched or in flight, but the solve never plans a NodeClaim on it.
+
 Pods placed on existing or in-flight nodes are recorded as that node's nomination in cluster
 state (karpy.state.nominations), which disruption reads: such a node is not empty while its pods
 wait for kube-scheduler. While any pod is pending the provisioner passes again every

@@ -28,6 +28,7 @@ class FeatureGates:
     spot_to_spot_consolidation: bool = _gate("SpotToSpotConsolidation", False)
     node_overlay: bool = _gate("NodeOverlay", False)
     static_capacity: bool = _gate("StaticCapacity", False)
+    """StaticCapacity: a NodePool with spec.replicas holds that many nodes."""
     capacity_buffer: bool = _gate("CapacityBuffer", False)
 
 
@@ -46,7 +47,6 @@ UNSUPPORTED_GATE_STATES: Final[Mapping[str, str]] = {
         "turn that off"
     ),
     "NodeOverlay=true": "karpy does not implement NodeOverlay",
-    "StaticCapacity=true": "karpy does not implement static NodePools (spec.replicas)",
 }
 """Gate settings karpy refuses, because it would silently not act on them."""
 

@@ -202,19 +202,34 @@ def test_corpus_is_large_enough() -> None:
     assert len(VALID) >= 10
 
 
-async def test_scaling_a_nodepool_through_the_scale_subresource_is_refused(
+async def test_a_static_nodepool_scales_through_the_scale_subresource(
     resources: Resources, api_client: client.ApiClient
 ) -> None:
-    """The scale subresource stays (Karpenter's CRD has it), but writing spec.replicas through
-    it is refused like any other write of it: karpy does not run static NodePools."""
+    """`kubectl scale nodepool --replicas` writes spec.replicas (specReplicasPath) and reads
+    status.nodes (statusReplicasPath), as Karpenter's CRD declares; a dynamic pool cannot be
+    made static that way either."""
     name = f"static-{secrets.token_hex(3)}"
     pool = merge_patch(copy.deepcopy(BASES["nodepool"]), {"metadata": {"name": name}})
-    await resources.create(pool)
+    static = merge_patch(pool, {"spec": {"replicas": 3}})
+    await resources.create(static)
     custom = client.CustomObjectsApi(api_client)
     options: dict[str, Any] = {"_content_type": "application/merge-patch+json"}
+    scaled = await custom.patch_cluster_custom_object_scale(
+        "karpenter.sh", "v1", "nodepools", name, {"spec": {"replicas": 1}}, **options
+    )
+    assert scaled["kind"] == "Scale"
+    assert scaled["spec"]["replicas"] == 1
+    assert (await resources.get(static))["spec"]["replicas"] == 1
+    dynamic = merge_patch(pool, {"metadata": {"name": f"dynamic-{secrets.token_hex(3)}"}})
+    await resources.create(dynamic)
     with pytest.raises(ApiException) as refused:
         await custom.patch_cluster_custom_object_scale(
-            "karpenter.sh", "v1", "nodepools", name, {"spec": {"replicas": 5}}, **options
+            "karpenter.sh",
+            "v1",
+            "nodepools",
+            dynamic["metadata"]["name"],
+            {"spec": {"replicas": 5}},
+            **options,
         )
-    assert "spec.replicas" in str(refused.value.body)
-    assert "replicas" not in (await resources.get(pool))["spec"]
+    assert "Cannot transition NodePool between static and dynamic" in str(refused.value.body)
+    assert "replicas" not in (await resources.get(dynamic))["spec"]

@@ -268,7 +268,6 @@ def test_feature_gates_are_read_from_karpenters_variable_and_flag() -> None:
         pytest.param("NodeRepair", "Gate=true", id="no-equals"),
         pytest.param("NodeRepair=yes", "'NodeRepair'", id="not-a-bool"),
         pytest.param("NodeRepair=true,NodeRepair=false", "'NodeRepair'", id="twice"),
-        pytest.param("StaticCapacity=true", "StaticCapacity=true", id="static-capacity"),
         pytest.param("NodeOverlay=true", "NodeOverlay=true", id="node-overlay"),
         pytest.param("ReservedCapacity=false", "ReservedCapacity=false", id="reserved-off"),
     ],
@@ -283,6 +282,12 @@ def test_capacity_buffer_gate_is_accepted() -> None:
     assert load([], {}).feature_gates.capacity_buffer is False
     gates = load([], {"FEATURE_GATES": "CapacityBuffer=true"}).feature_gates
     assert gates.capacity_buffer is True
+
+
+def test_the_static_capacity_gate_is_accepted_as_karpenter_spells_it() -> None:
+    assert load([], {}).feature_gates.static_capacity is False
+    gates = load([], {"FEATURE_GATES": "StaticCapacity=true"}).feature_gates
+    assert gates.static_capacity is True
 
 
 def test_spot_to_spot_gate_and_consolidation_options() -> None:

@@ -19,6 +19,7 @@ from karpy.apis.v1.common import (
 from karpy.apis.v1.nodepool import (
     Budget,
     Disruption,
+    DisruptionReason,
     NodeClaimTemplate,
     NodeClaimTemplateMetadata,
     NodeClaimTemplateSpec,
@@ -26,7 +27,13 @@ from karpy.apis.v1.nodepool import (
     NodePoolSpec,
 )
 from karpy.controllers.nodepool.status import validation_error
-from karpy.state.nodepools import extended_resource_timeout, hash_annotations, nodepool_hash
+from karpy.state.nodepools import (
+    extended_resource_timeout,
+    hash_annotations,
+    nodepool_hash,
+    pool_budgets,
+)
+from karpy.state.plans import MAX_INSTANCE_TYPES, nodeclaim_from_template
 
 
 def _pool(**spec: object) -> NodePool:
@@ -147,3 +154,42 @@ def test_a_bad_timeout_annotation_is_refused_naming_it(value: str) -> None:
     error = validation_error(_annotated(value))
     assert error is not None
     assert key in error
+
+
+def test_a_static_pool_fails_validation_naming_the_gate_until_it_is_on() -> None:
+    pool = _pool()
+    static = attrs.evolve(pool, spec=attrs.evolve(pool.spec, replicas=3))
+    error = validation_error(static)
+    assert error is not None
+    assert "spec.replicas" in error
+    assert "StaticCapacity" in error
+    assert validation_error(static, static_capacity=True) is None
+    assert validation_error(pool) is None
+
+
+def test_pool_budgets_translate_for_the_core_and_fail_closed_on_a_bad_duration() -> None:
+    pool = _pool()
+    budgets = (
+        Budget(nodes="20%", reasons=(DisruptionReason.DRIFTED,)),
+        Budget(nodes="0", schedule="@daily", duration="10m"),
+        Budget(nodes="1", schedule="@daily", duration="Never"),
+    )
+    pool = attrs.evolve(pool, spec=attrs.evolve(pool.spec, disruption=Disruption(budgets=budgets)))
+    drifted, windowed, bad = pool_budgets(pool)
+    assert (drifted.nodes, drifted.reasons, drifted.error) == ("20%", frozenset({"Drifted"}), None)
+    assert (windowed.schedule, windowed.duration) == ("@daily", 600.0)
+    assert bad.error is not None
+    assert "spec.disruption.budgets[2].duration" in bad.error
+
+
+def test_a_static_nodeclaim_lists_the_compatible_types_cheapest_first_up_to_sixty() -> None:
+    pool = _pool()
+    pool = attrs.evolve(pool, metadata=attrs.evolve(pool.metadata, uid="uid-1"))
+    names = [f"t{i:03d}" for i in range(70)]
+    claim = nodeclaim_from_template(pool, instance_types=names)
+    listed = [r for r in claim.spec.requirements if r.key == wk.LABEL_INSTANCE_TYPE]
+    assert [tuple(r.values) for r in listed] == [tuple(names[:MAX_INSTANCE_TYPES])]
+    assert claim.metadata.generate_name == f"{pool.metadata.name}-"
+    assert claim.metadata.owner_references[0].uid == "uid-1"
+    bare = nodeclaim_from_template(pool)
+    assert not [r for r in bare.spec.requirements if r.key == wk.LABEL_INSTANCE_TYPE]

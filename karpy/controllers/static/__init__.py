@@ -1,0 +1,1 @@
+"""Static NodePools (`spec.replicas`, the StaticCapacity gate): NodeClaims held at a count."""
