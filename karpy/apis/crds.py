@@ -19,6 +19,7 @@ from typing import Any, Final
 import attrs
 import yaml
 
+from karpy.apis.autoscaling.capacitybuffer import CapacityBuffer
 from karpy.apis.conversion import ServedVersion
 from karpy.apis.openapi import object_schema
 from karpy.apis.registry import CORE_CRD_KINDS, crd_kinds, provider_crds
@@ -78,6 +79,7 @@ class CRDInfo:
     carries them): karpy's label rules in the NodePool and NodeClaim CRDs name them."""
     served: tuple[ServedVersion, ...] = ()
     """Older versions served beside `model`'s (stored) one, converted by karpy's webhook."""
+    namespaced: bool = False
 
     @property
     def file_name(self) -> str:
@@ -160,6 +162,21 @@ CORE_CRDS: tuple[CRDInfo, ...] = (
             column("Weight", ".spec.weight", "integer", priority=1),
         ),
     ),
+    # SIG Autoscaling's buffer API, as Cluster Autoscaler serves it (namespaced, short name cb).
+    CRDInfo(
+        model=CapacityBuffer,
+        singular="capacitybuffer",
+        short_names=("cb",),
+        categories=(),
+        columns=(
+            column("Strategy", ".status.provisioningStrategy"),
+            column("Replicas", ".status.replicas", "integer"),
+            column("PodTemplate", ".status.podTemplateRef.name"),
+            column("Ready", '.status.conditions[?(@.type=="ReadyForProvisioning")].status'),
+            AGE_COLUMN,
+        ),
+        namespaced=True,
+    ),
 )
 assert tuple(c.model for c in CORE_CRDS) == CORE_CRD_KINDS  # noqa: S101 - import-time consistency
 
@@ -206,8 +223,8 @@ def render_crd(crd: CRDInfo) -> dict[str, Any]:
         _version(crd, model, storage=True),
         *(_version(crd, served.model, storage=False) for served in crd.served),
     ]
-    names: dict[str, Any] = {
-        "categories": list(crd.categories),
+    names: dict[str, Any] = {"categories": list(crd.categories)} if crd.categories else {}
+    names |= {
         "kind": model.KIND,
         "listKind": f"{model.KIND}List",
         "plural": model.PLURAL,
@@ -218,7 +235,7 @@ def render_crd(crd: CRDInfo) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "group": model.GROUP,
         "names": names,
-        "scope": "Cluster",
+        "scope": "Namespaced" if crd.namespaced else "Cluster",
         "versions": versions,
     }
     if crd.served:

@@ -30,9 +30,12 @@ INTRO = """\
 
 karpy serves Karpenter's v1 API unchanged: `NodePool` and `NodeClaim` (`karpenter.sh/v1`),
 `EC2NodeClass` (`karpenter.k8s.aws/v1`) and `KWOKNodeClass` (`karpenter.kwok.sh/v1alpha1`).
-All four are cluster-scoped. The CRDs in `deploy/crds/` carry the OpenAPI schema, defaults and
-CEL rules listed here, so the apiserver itself refuses a bad manifest with a message that names
-the field; nothing is checked later that could have been refused at the door.
+All four are cluster-scoped. With `FEATURE_GATES=CapacityBuffer=true` karpy also serves SIG
+Autoscaling's namespaced `CapacityBuffer` (`autoscaling.x-k8s.io/v1alpha1`, as Cluster
+Autoscaler does; see [capacity-buffers.md](capacity-buffers.md)). The CRDs in `deploy/crds/`
+carry the OpenAPI schema, defaults and CEL rules listed here, so the apiserver itself refuses a
+bad manifest with a message that names the field; nothing is checked later that could have
+been refused at the door.
 
 Paths are written from the object root. `[]` marks list items and `{}` map values.
 "Required" fields must be present; fields with a default are filled in by the apiserver.

@@ -18,6 +18,7 @@ from typing import Any, Final
 
 import attrs
 
+from karpy.apis.autoscaling.capacitybuffer import CapacityBuffer
 from karpy.apis.codec import DecodeError, from_dict
 from karpy.apis.kube.coordination import Lease
 from karpy.apis.kube.node import Node
@@ -41,6 +42,7 @@ CORE_CRD_KINDS: Final[tuple[type[Any], ...]] = (
     Provisioner,
     Machine,
     NodeOverlay,
+    CapacityBuffer,
 )
 
 # Older versions of karpy's CRD kinds, served beside v1 and converted (karpy.apis.conversion).

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Final, TypeVar
 
+from karpy.apis.autoscaling.capacitybuffer import CapacityBuffer
 from karpy.apis.codec import from_dict
 from karpy.apis.kube.configmap import ConfigMap
 from karpy.apis.kube.event import Event
@@ -21,7 +22,14 @@ from karpy.apis.kube.storage import (
     StorageClass,
     VolumeAttachment,
 )
-from karpy.apis.kube.workloads import DaemonSet, Deployment, PodDisruptionBudget
+from karpy.apis.kube.workloads import (
+    DaemonSet,
+    Deployment,
+    PodDisruptionBudget,
+    PodTemplate,
+    ReplicaSet,
+    StatefulSet,
+)
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.apis.v1.nodepool import NodePool
 from karpy.apis.v1alpha1.nodeoverlay import NodeOverlay
@@ -87,3 +95,16 @@ NodePools. A controller declared to read them runs only where all four are infor
 CONFIGMAPS: Final = kube_kind(ConfigMap, "configmaps", namespaced=True)
 EVENTS: Final = kube_kind(Event, "events", namespaced=True)
 DEPLOYMENTS: Final = kube_kind(Deployment, "deployments", group="apps", namespaced=True)
+
+# What CapacityBuffers read: the buffers, and the pod shapes their references name.
+CAPACITYBUFFERS: Final = ResourceKind[CapacityBuffer](
+    kind=CapacityBuffer.KIND,
+    plural=CapacityBuffer.PLURAL,
+    group=CapacityBuffer.GROUP,
+    version=CapacityBuffer.VERSION,
+    namespaced=True,
+    decode=functools.partial(from_dict, CapacityBuffer),
+)
+PODTEMPLATES: Final = kube_kind(PodTemplate, "podtemplates", namespaced=True)
+REPLICASETS: Final = kube_kind(ReplicaSet, "replicasets", group="apps", namespaced=True)
+STATEFULSETS: Final = kube_kind(StatefulSet, "statefulsets", group="apps", namespaced=True)

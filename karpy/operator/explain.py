@@ -25,7 +25,7 @@ import os
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Final
+from typing import Any, Final
 
 from karpy.apis.kube.event import Event
 from karpy.apis.v1 import labels as wk
@@ -47,9 +47,11 @@ from karpy.kube.kinds import (
     PODDISRUPTIONBUDGETS,
     PODS,
 )
+from karpy.kube.resources import ResourceKind
 from karpy.operator.inputs import nomination_window, scheduler_options
 from karpy.operator.listing import listed_cluster
 from karpy.runtime.options import Options, OptionsError, load
+from karpy.state.buffers import BUFFER_KINDS, BufferPods
 from karpy.state.snapshot import SnapshotKinds
 from karpy.state.view import ClusterView
 
@@ -194,7 +196,17 @@ def reported_lines(events: Sequence[Event], recomputed: str | None, *, now: date
 async def explain_node(options: Options, name: str) -> str:
     """Connect, list, decide, read the controller's events and describe. Raises KubeError,
     KubeConfigError, ProviderError, NodeNotFoundError."""
-    kinds = (NODES, PODS, NODEPOOLS, NODECLAIMS, DAEMONSETS, PODDISRUPTIONBUDGETS)
+    kinds: tuple[ResourceKind[Any], ...] = (
+        NODES,
+        PODS,
+        NODEPOOLS,
+        NODECLAIMS,
+        DAEMONSETS,
+        PODDISRUPTIONBUDGETS,
+    )
+    buffered = options.feature_gates.capacity_buffer
+    if buffered:  # a buffer's room is load on its node, as the running controller weighs it
+        kinds = (*kinds, *BUFFER_KINDS)
     async with listed_cluster(options, kinds, meter="karpy.explain") as cluster:
         decision = await explain_pass(
             cluster.view,
@@ -208,6 +220,7 @@ async def explain_node(options: Options, name: str) -> str:
             min_improvement=options.consolidation.min_improvement,
             nomination_window=nomination_window(options),
             snapshot_kinds=SnapshotKinds(daemonsets=DAEMONSETS),
+            virtual=BufferPods(cluster.view).pods() if buffered else (),
         )
         text = describe(decision, cluster.view, name)
         claim = _claim_of(cluster.view, name)

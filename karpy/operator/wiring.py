@@ -22,6 +22,7 @@ from opentelemetry.sdk.trace.export import SpanExporter
 from karpy.apis.crds import all_crds
 from karpy.cloudprovider.overlay import OverlaidCloudProvider
 from karpy.cloudprovider.protocol import CloudProvider
+from karpy.controllers.capacitybuffer.controller import CapacityBufferController
 from karpy.controllers.disruption.controller import DisruptionController
 from karpy.controllers.disruption.queue import OrchestrationQueue
 from karpy.controllers.metrics.conditions import ConditionTransitions
@@ -59,6 +60,7 @@ from karpy.runtime.health import ProbeServer
 from karpy.runtime.options import Options
 from karpy.runtime.ratelimit import TokenBucket
 from karpy.runtime.telemetry import Telemetry
+from karpy.state.buffers import BUFFER_KINDS, BufferPods
 from karpy.state.cluster import ClusterState
 from karpy.state.informers import Informer
 from karpy.state.nominations import NodeNominations
@@ -109,6 +111,9 @@ async def build(
 
     for kind in kinds:
         inform(kind)
+    if options.feature_gates.capacity_buffer:
+        for kind in BUFFER_KINDS:
+            inform(kind)
     try:
         provider, extensions = await provider_and_extensions(
             options, client=client, view=view, clock=clock, telemetry=telemetry
@@ -220,6 +225,7 @@ def controllers(
     # NodePools' recent registration outcomes: the lifecycle records them, the NodePool status
     # controller forgets them when a pool's spec or NodeClass changes.
     registration_health = RegistrationHealth()
+    buffers = BufferPods(view) if options.feature_gates.capacity_buffer else None
     declarations: list[Declaration] = [
         Provisioner(
             client,
@@ -234,6 +240,7 @@ def controllers(
             schedulable=schedulable,
             clock=clock,
             scheduler=scheduler,
+            buffers=buffers,
         ).spec(),
         StateMetrics(
             view,
@@ -305,6 +312,7 @@ def controllers(
             validation_delay=options.consolidation.validation_delay,
             # The provisioner is declared above, with the same kinds.
             await_provisioning=True,
+            buffers=buffers,
         ).spec(),
         PodEventsController(client, view, clock=clock).spec(),
         NodeOverlayController(
@@ -319,6 +327,8 @@ def controllers(
             nodeclass_kinds=nodeclass_kinds,
         ).spec(),
     ]
+    if buffers is not None:
+        declarations.append(CapacityBufferController(client, view, clock=clock).spec())
     if options.feature_gates.node_repair:
         declarations.append(
             NodeHealthController(

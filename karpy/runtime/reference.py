@@ -97,9 +97,8 @@ def render_settings() -> str:
         + "\n".join(named)
         + "\n\n"
         + f"`FEATURE_GATES` takes Karpenter's gates ({gates}) as `Name=true|false,...`, with "
-        + "Karpenter's defaults; `NodeRepair`, `ReservedCapacity`, `SpotToSpotConsolidation`, "
-        + "`StaticCapacity` and `NodeOverlay` are built, and a gate karpy has not built is "
-        + "refused, by name, in the state that would ask for it.\n"
+        + "Karpenter's defaults; every gate is built, and the one state karpy cannot honour, "
+        + "`ReservedCapacity=false`, is refused by name.\n"
     )
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from karpy.core.buffers import solve_with_buffers, with_buffers
 from karpy.core.disruption.consolidation import Search, Settings
 from karpy.core.scheduling import solve
 from karpy.simulate import overlays, render
@@ -64,8 +65,9 @@ def simulate_main(argv: list[str]) -> int:
         sys.stderr.write(f"error: {err}\n")
         return EXIT_BAD_INPUT
     if args.consolidate:
+        # A buffer's chunks are load where their room is now, as in the running disruption.
         report = consolidate(
-            scenario.snapshot,
+            with_buffers(scenario.snapshot, scenario.pods, scenario.buffers, scenario.options),
             scenario.disruption,
             options=scenario.options,
             settings=Settings(search=Search(args.search), spot_to_spot=args.spot_to_spot),
@@ -78,13 +80,14 @@ def simulate_main(argv: list[str]) -> int:
         else:
             sys.stdout.write(render.consolidation_table(report))
         return EXIT_OK
-    results = solve(scenario.snapshot, list(scenario.pods), scenario.options)
+    results = solve_with_buffers(
+        scenario.snapshot, scenario.pods, scenario.buffers, scenario.options
+    )
+    every = (*scenario.pods, *scenario.buffers)
     if args.output == "json":
-        sys.stdout.write(
-            render.to_json(render.plan_dict(results, scenario.pods, scenario.overlays))
-        )
+        sys.stdout.write(render.to_json(render.plan_dict(results, every, scenario.overlays)))
     else:
-        sys.stdout.write(render.plan_table(results, scenario.pods, scenario.overlays))
+        sys.stdout.write(render.plan_table(results, every, scenario.overlays))
     return EXIT_UNPLACED if results.unplaced else EXIT_OK
 
 

@@ -2,7 +2,8 @@
 
 ``karpy simulate`` and ``karpy explain`` read a scenario: NodePools, an instance-type catalog (or
 ``provider: fake``), existing nodes with their pods, DaemonSets, and pending pods or Deployments
-with replicas. Field names follow the Kubernetes objects they stand for (camelCase, the same
+with replicas, and CapacityBuffers (their chunks solved as virtual pods behind the pending
+ones). Field names follow the Kubernetes objects they stand for (camelCase, the same
 nesting for affinity and topology spread), so a pod spec can be pasted in with little editing.
 This module does file I/O; the core below it does none. See docs/simulate.md for the format.
 """
@@ -20,6 +21,7 @@ from typing import Final
 import attrs
 import yaml
 
+from karpy.apis.autoscaling.capacitybuffer import GROUP
 from karpy.apis.codec import DecodeError, from_dict
 from karpy.apis.duration import parse_duration
 from karpy.apis.kube.node import Node as KubeNode
@@ -27,6 +29,7 @@ from karpy.apis.kube.pod import Pod as KubePod
 from karpy.apis.kube.workloads import PodDisruptionBudget
 from karpy.apis.meta import ObjectMeta
 from karpy.apis.v1 import labels as wk
+from karpy.core.buffers import BufferSizeError, buffer_replicas
 from karpy.core.disruption.budgets import BudgetSpec, budget_limit
 from karpy.core.disruption.candidates import Policy, PoolDisruption
 from karpy.core.disruption.consolidation import parse_min_improvement
@@ -77,6 +80,8 @@ class Scenario:
     are evaluated at it."""
     overlays: OverlayPlan = attrs.field(factory=OverlayPlan)
     """The scenario's NodeOverlays as judged; the snapshot's catalogs have them applied."""
+    buffers: tuple[Pod, ...] = ()
+    """The CapacityBuffers' virtual pods, one per chunk (karpy.core.buffers)."""
 
 
 def load(path: str | Path) -> Scenario:
@@ -111,6 +116,7 @@ def parse(data: object) -> Scenario:
             "podDisruptionBudgets",
             "now",
             "nodeOverlays",
+            "capacityBuffers",
         }
     )
     counter = CreationCounter()
@@ -123,9 +129,16 @@ def parse(data: object) -> Scenario:
     nodes = tuple(node for node, _, _ in parsed)
     daemonsets = tuple(_daemonset(n, counter) for n in items_of(root.get("daemonSets")))
     pods: list[Pod] = [parse_pod(n, counter) for n in items_of(root.get("pods"))]
+    workloads: dict[tuple[str, str], tuple[int, Node]] = {}
     for dep in items_of(root.get("deployments")):
         pods.extend(_deployment(dep, counter))
-    every = [*pods, *(p for n in nodes for p in n.pods)]
+        ns = dep.get("namespace")
+        key = (ns.text() if ns else "default", dep.req("name").text())
+        workloads[key] = (dep.req("replicas").integer(), dep.req("template"))
+    buffers = [
+        p for b in items_of(root.get("capacityBuffers")) for p in _buffer(b, counter, workloads)
+    ]
+    every = [*pods, *buffers, *(p for n in nodes for p in n.pods)]
     repeated = sorted(k for k, n in Counter(p.key for p in every).items() if n > 1)
     if repeated:
         raise root.fail(f"pod names must be unique per namespace: {', '.join(repeated)} repeated")
@@ -161,6 +174,7 @@ def parse(data: object) -> Scenario:
         protection=protection,
         now=now.time().timestamp() if now else DEFAULT_NOW,
         overlays=overlays,
+        buffers=tuple(buffers),
     )
 
 
@@ -419,6 +433,54 @@ def _deployment(node: Node, counter: CreationCounter) -> list[Pod]:
         parse_pod(Node(data, template.path), counter, name=f"{name}-{i}", owner=owner)
         for i in range(replicas)
     ]
+
+
+def _buffer(
+    node: Node, counter: CreationCounter, workloads: Mapping[tuple[str, str], tuple[int, Node]]
+) -> list[Pod]:
+    """A CapacityBuffer's virtual pods. Its chunk is a pod `template` (a podTemplateRef) or a
+    scenario `deployment` (a scalableRef: its template, and its replicas for `percentage`);
+    `replicas`, `percentage` and `limits` size it as the capacitybuffer controller does."""
+    node.check_keys(
+        {"name", "namespace", "template", "deployment", "replicas", "percentage", "limits"}
+    )
+    name = node.req("name").text()
+    ns = node.get("namespace")
+    namespace = ns.text() if ns else "default"
+    template, deployment = node.get("template"), node.get("deployment")
+    if (template is None) == (deployment is None):
+        raise node.fail("exactly one of template and deployment must be set")
+    percentage = node.get("percentage")
+    if percentage is not None and deployment is None:
+        raise percentage.fail("percentage applies only with deployment (a share of its replicas)")
+    workload_replicas: int | None = None
+    if deployment is not None:
+        found = workloads.get((namespace, deployment.text()))
+        if found is None:
+            raise deployment.fail(f"no deployment {deployment.text()!r} in namespace {namespace}")
+        workload_replicas, template = found
+    assert template is not None  # noqa: S101 - one of the two is set, checked above
+    data = dict(template.mapping())
+    data["namespace"] = namespace
+    owner = f"{GROUP}/CapacityBuffer/{namespace}/{name}"
+
+    def chunk(i: int) -> Pod:
+        return parse_pod(
+            Node(data, template.path), counter, name=f"capacity-buffer-{name}-{i}", owner=owner
+        )
+
+    replicas, limits = node.get("replicas"), node.get("limits")
+    try:
+        size = buffer_replicas(
+            replicas=replicas.integer() if replicas else None,
+            percentage=percentage.integer() if percentage else None,
+            workload_replicas=workload_replicas,
+            limits=dict(parse_resources(limits)) if limits else None,
+            chunk=chunk(0).requests(),
+        )
+    except BufferSizeError as err:
+        raise node.fail(str(err)) from err
+    return [chunk(i + 1) for i in range(size)]
 
 
 def _node(node: Node, counter: CreationCounter) -> tuple[ClusterNode, dict[str, float], bool]:

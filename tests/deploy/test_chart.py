@@ -111,6 +111,29 @@ def test_rbac_is_least_privilege() -> None:
     assert not any("services" in r["resources"] for r in kwok)
 
 
+def test_the_capacity_buffer_gate_grants_what_buffers_read_and_write() -> None:
+    def buffer_rules(documents: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        rules = only(documents, "ClusterRole")["rules"]
+        return [
+            r
+            for r in rules
+            if "autoscaling.x-k8s.io" in r["apiGroups"] or "podtemplates" in r["resources"]
+        ]
+
+    assert buffer_rules(render()) == []  # off by default, as Karpenter's gate
+    documents = render({**REQUIRED, "settings.featureGates.capacityBuffer": True})
+    granted = {
+        (g, res, v)
+        for r in buffer_rules(documents)
+        for g in r["apiGroups"]
+        for res in r["resources"]
+        for v in r["verbs"]
+    }
+    assert ("autoscaling.x-k8s.io", "capacitybuffers/status", "patch") in granted
+    assert ("", "podtemplates", "watch") in granted
+    assert load([], _env(documents)).feature_gates.capacity_buffer is True
+
+
 def test_the_deployment_runs_as_karpenter_does() -> None:
     documents = render()
     deployment = only(documents, "Deployment")

@@ -84,11 +84,52 @@ class PodDisruptionBudget:
 @attrs.frozen(kw_only=True)
 class DeploymentSpec:
     replicas: int | None = None
+    template: PodTemplateSpec | None = None
+
+
+@attrs.frozen(kw_only=True)
+class PodTemplate:
+    """A named pod shape (core/v1): what a CapacityBuffer's podTemplateRef names."""
+
+    KIND: ClassVar[str] = "PodTemplate"
+    API_VERSION: ClassVar[str] = "v1"
+
+    metadata: ObjectMeta = attrs.field(factory=ObjectMeta)
+    template: PodTemplateSpec = attrs.field(factory=PodTemplateSpec)
+    api_version: str = "v1"
+    kind: str = "PodTemplate"
+
+
+@attrs.frozen(kw_only=True)
+class ReplicaSet:
+    """What a CapacityBuffer's scalableRef reads of a ReplicaSet: replicas and pod template."""
+
+    KIND: ClassVar[str] = "ReplicaSet"
+    API_VERSION: ClassVar[str] = "apps/v1"
+
+    metadata: ObjectMeta = attrs.field(factory=ObjectMeta)
+    spec: DeploymentSpec = attrs.field(factory=DeploymentSpec)
+    api_version: str = "apps/v1"
+    kind: str = "ReplicaSet"
+
+
+@attrs.frozen(kw_only=True)
+class StatefulSet:
+    """What a CapacityBuffer's scalableRef reads of a StatefulSet: replicas and pod template."""
+
+    KIND: ClassVar[str] = "StatefulSet"
+    API_VERSION: ClassVar[str] = "apps/v1"
+
+    metadata: ObjectMeta = attrs.field(factory=ObjectMeta)
+    spec: DeploymentSpec = attrs.field(factory=DeploymentSpec)
+    api_version: str = "apps/v1"
+    kind: str = "StatefulSet"
 
 
 @attrs.frozen(kw_only=True)
 class Deployment:
-    """Only what karpy asks of a Deployment: whether it is Cluster Autoscaler, and running."""
+    """Only what karpy asks of a Deployment: whether it is Cluster Autoscaler, and running; and,
+    for a CapacityBuffer's scalableRef, its replicas and pod template."""
 
     KIND: ClassVar[str] = "Deployment"
     API_VERSION: ClassVar[str] = "apps/v1"

@@ -37,6 +37,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import ClassVar, Final
 
+from karpy.apis.kube.pod import Pod
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.cloudprovider.protocol import CloudProvider
 from karpy.controllers.disruption import events, passes
@@ -56,6 +57,7 @@ from karpy.manager import Singleton, Watch
 from karpy.runtime.clock import Clock
 from karpy.runtime.reconciler import Result
 from karpy.runtime.telemetry import Telemetry
+from karpy.state.buffers import BufferPods
 from karpy.state.podmoves import pod_moves
 from karpy.state.snapshot import SnapshotKinds
 from karpy.state.view import ClusterView
@@ -98,6 +100,7 @@ class DisruptionController:
         nomination_window: float = NOMINATION_WINDOW,
         provider_timeout: float = 60.0,
         await_provisioning: bool = False,
+        buffers: BufferPods | None = None,
     ) -> None:
         if polling_period <= 0:
             msg = f"DisruptionController: polling_period must be > 0 seconds, got {polling_period}"
@@ -123,6 +126,7 @@ class DisruptionController:
         self._nomination_window = nomination_window
         self._provider_timeout = provider_timeout
         self._await_provisioning = await_provisioning
+        self._buffers = buffers
 
     def spec(self) -> Singleton:
         """A pass at start, each polling period (the pass asks for it) and whenever a pod is
@@ -148,7 +152,7 @@ class DisruptionController:
             log.debug("waiting on the first provisioning pass")
             return Result(requeue_after=NOT_SYNCED_REQUEUE)
         await self._queue.tidy()
-        state = self._read()
+        state = await self._read()
         decided = await passes.decide(
             state,
             cloudprovider=self._provider,
@@ -184,11 +188,11 @@ class DisruptionController:
                 log.error("failed to disrupt nodes", extra={"error": str(error)})
         return Result(requeue_after=self._period)
 
-    def _read(self) -> passes.Read:
+    async def _read(self) -> passes.Read:
         """One read of cluster state through the view, with what this process knows: the
         NodeClaims the queue is starting a command for and the provisioner's nominations."""
         now = self._clock.now().timestamp()
-        return passes.read(
+        return await passes.read(
             self._view,
             now=now,
             nomination_window=self._nomination_window,
@@ -196,6 +200,8 @@ class DisruptionController:
             snapshot_kinds=self._kinds,
             busy=self._queue.starting(),
             nominated=lambda name: self._view.nominated(name, now),
+            virtual=self._buffers.pods() if self._buffers is not None else (),
+            scheduler=self._scheduler,
         )
 
     async def _validate(
@@ -205,7 +211,7 @@ class DisruptionController:
         when the cluster changed under it."""
         log.debug("validating consolidation command", extra={"nodeclaims": list(command.names)})
         await asyncio.sleep(self._validation_delay)
-        state = self._read()
+        state = await self._read()
         node_facts = priced(state.facts, types)
         simulate = simulator(state.objects, types, self._scheduler, relax=True)
         with self._telemetry.tracer.start_as_current_span("disruption validation"):
@@ -305,17 +311,21 @@ async def explain_pass(
     nomination_window: float = NOMINATION_WINDOW,
     provider_timeout: float = 60.0,
     snapshot_kinds: SnapshotKinds | None = None,
+    virtual: Sequence[Pod] = (),
 ) -> PassResult:
     """The pass the controller would run now over `view`, decided and not acted on: what
     `karpy explain node` prints from a running cluster. Commands in flight are known from their
     NodeClaims' annotations; nominations only from the nomination window (the provisioner's
-    live nominations are in the running controller's memory)."""
-    state = passes.read(
+    live nominations are in the running controller's memory); `virtual` are the
+    CapacityBuffers' pods."""
+    state = await passes.read(
         view,
         now=now,
         nomination_window=nomination_window,
         min_improvement=min_improvement,
         snapshot_kinds=snapshot_kinds,
+        virtual=virtual,
+        scheduler=scheduler,
     )
     decided = await passes.decide(
         state,

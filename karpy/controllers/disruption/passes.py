@@ -11,6 +11,10 @@ result (events, validation, the orchestration queue); `karpy explain node` print
 The two differ only in what the running controller knows and a one-off command does not: which
 NodeClaims the orchestration queue is starting a command for right now, the provisioner's live
 nominations, and what earlier passes found (`Memo`, Karpenter's "consolidated" mark).
+
+CapacityBuffers' virtual pods enter the read bound to the nodes whose room they hold
+(karpy.state.buffers.hold_room): such a node is not empty, and removing it must find that room
+elsewhere, exactly as for its real pods.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 import attrs
 from opentelemetry.trace import Tracer
 
+from karpy.apis.kube.pod import Pod
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.apis.v1.nodepool import NodePool
 from karpy.cloudprovider.errors import CloudProviderError
@@ -35,6 +40,7 @@ from karpy.core.disruption.methods import Method, Reason
 from karpy.core.instancetypes import InstanceType
 from karpy.core.scheduling.options import SchedulerOptions
 from karpy.kube.kinds import PODDISRUPTIONBUDGETS
+from karpy.state.buffers import hold_room
 from karpy.state.snapshot import ClusterObjects, SnapshotKinds, read_cluster
 from karpy.state.view import ClusterView
 
@@ -59,7 +65,7 @@ def _never(_name: str) -> bool:
     return False
 
 
-def read(
+async def read(
     view: ClusterView,
     *,
     now: float,
@@ -68,11 +74,17 @@ def read(
     snapshot_kinds: SnapshotKinds | None = None,
     busy: Collection[str] = (),
     nominated: Callable[[str], bool] = _never,
+    virtual: Sequence[Pod] = (),
+    scheduler: SchedulerOptions | None = None,
 ) -> Read:
     """One read of cluster state through `view`. `busy` names the NodeClaims the orchestration
-    queue is starting a command for; `nominated(name)` asks the provisioner's nominations."""
+    queue is starting a command for; `nominated(name)` asks the provisioner's nominations;
+    `virtual` are the CapacityBuffers' pods, bound where their room is (`scheduler` places
+    them: a solve, run off the event loop over the objects read at one instant)."""
     objects = read_cluster(view, optional=snapshot_kinds)
     pdbs = view.objects(PODDISRUPTIONBUDGETS) if view.informs(PODDISRUPTIONBUDGETS) else []
+    if virtual:
+        objects = await asyncio.to_thread(hold_room, objects, virtual, scheduler)
     claims = tuple(objects.nodeclaims)
     node_facts = facts.node_facts(
         claims,

@@ -28,6 +28,13 @@ PENDING_RECHECK seconds, so a nomination is renewed as long as its pods are pend
 each pass that looked at the pending pods is counted (`NodeNominations.passed`), and a nomination
 outlives its window until a later pass has looked again (the provisioner may be held up waiting
 for cluster state to sync, after an apiserver outage, while disruption is about to resume).
+
+CapacityBuffers (FEATURE_GATES=CapacityBuffer=true) add their virtual pods to every pass
+(karpy.state.buffers): solved behind the real pending pods (karpy.core.buffers), so a real pod
+takes free room first, and placed like them — on free room, else on new NodeClaims that are held
+from later passes as real pods' are — but never nominated, evented or counted as pending. While
+any buffer holds room the provisioner passes every PENDING_RECHECK seconds, so room a real pod
+took is launched again.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ from typing import ClassVar, Final
 from opentelemetry.trace import Span, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
+from karpy.apis.autoscaling.capacitybuffer import CapacityBuffer
 from karpy.apis.kube.pod import Pod as KubePod
 from karpy.apis.meta import ConditionStatus
 from karpy.apis.v1.nodeclaim import NodeClaim
@@ -56,18 +64,20 @@ from karpy.controllers.provisioning.deleting import (
 )
 from karpy.controllers.provisioning.latency import DecisionLatency
 from karpy.controllers.provisioning.trigger import provisionable_pods
+from karpy.core.buffers import solve_with_buffers
 from karpy.core.instancetypes import InstanceType
 from karpy.core.scheduling.options import SchedulerOptions
 from karpy.core.scheduling.results import NodeClaimPlan, Results
-from karpy.core.scheduling.scheduler import solve
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import ConflictError, KubeError
 from karpy.kube.events import Event, Recorder
-from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, NODES, PODS
+from karpy.kube.kinds import CAPACITYBUFFERS, NODECLAIMS, NODEPOOLS, NODES, PODS
+from karpy.kube.watch import Event as WatchEvent
 from karpy.manager import Singleton, Watch
 from karpy.runtime.clock import Clock, SystemClock
 from karpy.runtime.reconciler import Result
 from karpy.runtime.telemetry import Telemetry
+from karpy.state.buffers import BufferPods, is_virtual
 from karpy.state.nominations import NodeNominations
 from karpy.state.plans import (
     PlanError,
@@ -154,8 +164,10 @@ class Provisioner:
         node_nominations: NodeNominations | None = None,
         schedulable: SchedulableTimes | None = None,
         clock: Clock | None = None,
+        buffers: BufferPods | None = None,
     ) -> None:
         self._client = client
+        self._buffers = buffers
         self._view = view
         self._provider = cloudprovider
         self._batcher = batcher
@@ -191,6 +203,11 @@ class Provisioner:
                 Watch(kind=PODS, keys=provisionable_pods()),
                 Watch(kind=NODES, keys=deleting_node),
                 Watch(kind=NODECLAIMS, keys=deleted_nodeclaim),
+                *(
+                    (Watch(kind=CAPACITYBUFFERS, keys=_buffer_key),)
+                    if self._buffers is not None
+                    else ()
+                ),
             ),
             gate=self._batcher,
             at_start=False,
@@ -212,16 +229,19 @@ class Provisioner:
             with tracer.start_as_current_span("snapshot"):
                 objects = read_cluster(self._view, optional=self._kinds)
                 pending, waiting = self._pending(objects)
-                span.set_attribute("karpy.pods", len(pending))
+                virtual_uids = {p.metadata.uid for p in pending if is_virtual(p)}
+                span.set_attribute("karpy.pods", len(pending) - len(virtual_uids))
                 span.set_attribute("karpy.pod_names", _span_pod_names(pending))
                 span.set_attribute("karpy.pod_uids", _span_pod_uids(pending))
                 if not pending:
                     self.node_nominations.passed()
                     return _recheck(waiting)
-                log.info(
-                    "found provisionable pod(s)",
-                    extra={"pods": _pod_names(pending), "count": len(pending)},
-                )
+                real = [p for p in pending if p.metadata.uid not in virtual_uids]
+                if real:
+                    log.info(
+                        "found provisionable pod(s)",
+                        extra={"pods": _pod_names(real), "count": len(real)},
+                    )
                 pools = [
                     p
                     for p in objects.nodepools
@@ -231,7 +251,9 @@ class Provisioner:
                 span.set_attribute("karpy.nodepools", sorted(types))
                 span.set_attribute("karpy.instance_types", sum(len(t) for t in types.values()))
                 build = build_snapshot(objects, pending=pending, instance_types=types)
-            by_uid = {p.metadata.uid or "": p for p in pending}
+            by_uid = {
+                p.metadata.uid or "": p for p in pending if p.metadata.uid not in virtual_uids
+            }
             refused: list[Event] = []
             for error in build.errors:
                 if error.kind == "Pod" and error.uid in by_uid:
@@ -250,9 +272,15 @@ class Provisioner:
                 span.set_attribute("karpy.unschedulable", len(refused))
                 return _recheck(waiting)
             with tracer.start_as_current_span("solve") as solve_span:
-                log.info(
+                # A pass for buffers alone runs every PENDING_RECHECK: not worth an info line.
+                log.log(
+                    logging.INFO if len(build.pods) > len(virtual_uids) else logging.DEBUG,
                     "computing scheduling decision for provisionable pod(s)",
-                    extra={"pods": len(build.pods), "nodepools": len(pools)},
+                    extra={
+                        "pods": len(build.pods) - len(virtual_uids),
+                        "buffer-pods": len(virtual_uids),
+                        "nodepools": len(pools),
+                    },
                 )
                 started = asyncio.get_running_loop().time()
                 depth = self._telemetry.metrics.provisioner_queue_depth
@@ -260,7 +288,11 @@ class Provisioner:
                 self._latency.solving(by_uid[p.uid] for p in build.pods if p.uid in by_uid)
                 try:
                     results = await asyncio.to_thread(
-                        solve, build.snapshot, list(build.pods), self._scheduler
+                        solve_with_buffers,
+                        build.snapshot,
+                        [p for p in build.pods if p.uid not in virtual_uids],
+                        [p for p in build.pods if p.uid in virtual_uids],
+                        self._scheduler,
                     )
                 finally:
                     depth.set(0)
@@ -293,6 +325,10 @@ class Provisioner:
         provisionable = [p for p in objects.pods if is_provisionable(p)]
         # Pods of deleting nodes count as pending now, so their new node launches during drain.
         provisionable.extend(pods_of_deleting_nodes(objects.nodes, objects.pods))
+        # A buffer's virtual pods are pending on every pass, held like real ones while a
+        # NodeClaim created for them launches.
+        if self._buffers is not None:
+            provisionable.extend(self._buffers.pods())
         self.nominations.retain(p.metadata.uid or "" for p in provisionable)
         pending = [
             p
@@ -450,6 +486,12 @@ class Provisioner:
             msg = f"creating {len(failures)} of {len(plans)} nodeclaim(s) failed: {failures[0]}"
             raise ProvisioningError(msg)
         return created
+
+
+def _buffer_key(event: WatchEvent[CapacityBuffer]) -> Iterable[str]:
+    """A buffer changed (its status, when its controller resolved it): a pass places its
+    chunks."""
+    return (f"capacitybuffer/{event.item.ref.namespace}/{event.item.ref.name}",)
 
 
 class ProvisioningError(Exception):

@@ -49,7 +49,6 @@ UNSUPPORTED_GATE_STATES: Final[Mapping[str, str]] = {
         "capacityReservationSelectorTerms select as reserved capacity; remove those terms "
         "rather than turn the gate off"
     ),
-    "CapacityBuffer=true": "karpy does not implement CapacityBuffer",
 }
 """Gate settings karpy refuses, because it would silently not act on them."""
 

@@ -18,6 +18,7 @@ import yaml
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from karpy.apis.autoscaling.capacitybuffer import CapacityBuffer
 from karpy.apis.codec import to_dict
 from karpy.apis.registry import decode_object, registry
 from tests.cluster.apis.support import is_subset
@@ -60,36 +61,50 @@ def merge_patch(target: Any, patch: Any) -> Any:
 
 
 class Resources:
-    """Create/patch/get for the karpy kinds through kubernetes_asyncio's generic client."""
+    """Create/patch/get for the karpy kinds through kubernetes_asyncio's generic client
+    (CapacityBuffers, namespaced, in the default namespace)."""
 
     def __init__(self, api: client.ApiClient) -> None:
         self._api = client.CustomObjectsApi(api)
 
     @staticmethod
-    def _where(obj: dict[str, Any]) -> tuple[str, str, str]:
+    def _where(obj: dict[str, Any]) -> tuple[str, str, str, str | None]:
         cls = registry()[(obj["apiVersion"], obj["kind"])]
-        return cls.GROUP, cls.VERSION, cls.PLURAL
+        namespace = "default" if cls is CapacityBuffer else None
+        return cls.GROUP, cls.VERSION, cls.PLURAL, namespace
 
     async def create(self, obj: dict[str, Any]) -> dict[str, Any]:
-        group, version, plural = self._where(obj)
-        created: dict[str, Any] = await self._api.create_cluster_custom_object(
-            group, version, plural, obj
+        group, version, plural, namespace = self._where(obj)
+        created: dict[str, Any] = await (
+            self._api.create_namespaced_custom_object(group, version, namespace, plural, obj)
+            if namespace is not None
+            else self._api.create_cluster_custom_object(group, version, plural, obj)
         )
         return created
 
     async def patch(self, obj: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
-        group, version, plural = self._where(obj)
+        group, version, plural, namespace = self._where(obj)
+        name = obj["metadata"]["name"]
         # kubernetes_asyncio sends JSON-Patch unless told otherwise (the stubs omit the option).
         options: dict[str, Any] = {"_content_type": "application/merge-patch+json"}
-        patched: dict[str, Any] = await self._api.patch_cluster_custom_object(
-            group, version, plural, obj["metadata"]["name"], patch, **options
+        patched: dict[str, Any] = await (
+            self._api.patch_namespaced_custom_object(
+                group, version, namespace, plural, name, patch, **options
+            )
+            if namespace is not None
+            else self._api.patch_cluster_custom_object(
+                group, version, plural, name, patch, **options
+            )
         )
         return patched
 
     async def get(self, obj: dict[str, Any]) -> dict[str, Any]:
-        group, version, plural = self._where(obj)
-        got: dict[str, Any] = await self._api.get_cluster_custom_object(
-            group, version, plural, obj["metadata"]["name"]
+        group, version, plural, namespace = self._where(obj)
+        name = obj["metadata"]["name"]
+        got: dict[str, Any] = await (
+            self._api.get_namespaced_custom_object(group, version, namespace, plural, name)
+            if namespace is not None
+            else self._api.get_cluster_custom_object(group, version, plural, name)
         )
         return got
 

@@ -110,9 +110,14 @@ def test_subresources_columns_and_names() -> None:
     columns = [c["name"] for c in claim["additionalPrinterColumns"] if "priority" not in c]
     assert columns == ["Type", "Capacity", "Zone", "Node", "Ready", "Age"]
     assert by_kind["EC2NodeClass"]["spec"]["names"]["shortNames"] == ["ec2nc", "ec2ncs"]
-    for crd in by_kind.values():
-        assert crd["spec"]["scope"] == "Cluster"
+    for kind, crd in by_kind.items():
+        # CapacityBuffer is namespaced, as Cluster Autoscaler serves it.
+        assert crd["spec"]["scope"] == ("Namespaced" if kind == "CapacityBuffer" else "Cluster")
         assert crd["spec"]["versions"][0]["subresources"]["status"] == {}
+    buffer = by_kind["CapacityBuffer"]["spec"]
+    assert buffer["group"] == "autoscaling.x-k8s.io"
+    assert buffer["names"]["shortNames"] == ["cb"]
+    assert "categories" not in buffer["names"]
 
 
 def test_well_known_labels_stay_allowed_in_requirements() -> None:

@@ -268,7 +268,6 @@ def test_feature_gates_are_read_from_karpenters_variable_and_flag() -> None:
         pytest.param("NodeRepair", "Gate=true", id="no-equals"),
         pytest.param("NodeRepair=yes", "'NodeRepair'", id="not-a-bool"),
         pytest.param("NodeRepair=true,NodeRepair=false", "'NodeRepair'", id="twice"),
-        pytest.param("CapacityBuffer=true", "CapacityBuffer=true", id="capacity-buffer"),
         pytest.param("ReservedCapacity=false", "ReservedCapacity=false", id="reserved-off"),
     ],
 )
@@ -276,6 +275,12 @@ def test_bad_or_unsupported_feature_gates_are_refused_by_name(value: str, names:
     with pytest.raises(OptionsError, match="FEATURE_GATES") as caught:
         load([], {"FEATURE_GATES": value})
     assert names in str(caught.value)
+
+
+def test_capacity_buffer_gate_is_accepted() -> None:
+    assert load([], {}).feature_gates.capacity_buffer is False
+    gates = load([], {"FEATURE_GATES": "CapacityBuffer=true"}).feature_gates
+    assert gates.capacity_buffer is True
 
 
 def test_the_static_capacity_gate_is_accepted_as_karpenter_spells_it() -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from karpy.core.scheduling import solve
+from karpy.core.buffers import solve_with_buffers
 from karpy.core.scheduling.preferences import MinValuesPolicy
 from karpy.simulate import render
 from karpy.simulate.cli import simulate_main
@@ -48,8 +48,9 @@ def test_every_golden_plan_passes_the_independent_checker(scenario: Path) -> Non
     """The plan the goldens print keeps every hard constraint: each pod placed or said
     unplaceable, each NodeClaim's pods fit and tolerate it, limits, affinity and spread hold."""
     loaded = load(scenario)
-    pods = list(loaded.pods)
-    results = solve(loaded.snapshot, pods, loaded.options)
+    # A CapacityBuffer's chunks are pods like any other to the checker.
+    pods = [*loaded.pods, *loaded.buffers]
+    results = solve_with_buffers(loaded.snapshot, loaded.pods, loaded.buffers, loaded.options)
     options = loaded.options
     check(
         loaded.snapshot,
@@ -61,9 +62,9 @@ def test_every_golden_plan_passes_the_independent_checker(scenario: Path) -> Non
     )
     # The plan checked is the plan the goldens show.
     golden = scenario.with_suffix(".json").read_text(encoding="utf-8")
-    assert render.to_json(render.plan_dict(results, loaded.pods, loaded.overlays)) == golden
+    assert render.to_json(render.plan_dict(results, tuple(pods), loaded.overlays)) == golden
     table = scenario.with_suffix(".txt").read_text(encoding="utf-8")
-    assert render.plan_table(results, loaded.pods, loaded.overlays) == table
+    assert render.plan_table(results, tuple(pods), loaded.overlays) == table
 
 
 def test_every_scenario_has_goldens() -> None:

@@ -455,3 +455,70 @@ def test_prefer_no_schedule_is_tolerated_only_where_such_a_taint_exists() -> Non
     results = solve(scenario.snapshot, list(scenario.pods), scenario.options)
     assert not results.unplaced
     assert [r.steps for r in results.relaxed] == [("tolerated PreferNoSchedule taints",)]
+
+
+CHUNK = {"requests": {"cpu": "1", "memory": "1Gi"}}
+
+
+def test_capacity_buffers_become_virtual_pods_sized_like_the_controller() -> None:
+    scenario = parse(
+        _with(
+            deployments=[{"name": "web", "replicas": 3, "template": CHUNK}],
+            capacityBuffers=[
+                {"name": "headroom", "replicas": 2, "template": CHUNK},
+                {"name": "share", "deployment": "web", "percentage": 50},
+                {"name": "capped", "replicas": 9, "template": CHUNK, "limits": {"cpu": "3"}},
+            ],
+        )
+    )
+    names = [p.name for p in scenario.buffers]
+    assert names == [
+        "capacity-buffer-headroom-1",
+        "capacity-buffer-headroom-2",
+        "capacity-buffer-share-1",
+        "capacity-buffer-share-2",  # 50% of 3, rounded up
+        "capacity-buffer-capped-1",
+        "capacity-buffer-capped-2",
+        "capacity-buffer-capped-3",  # 3 cpu hold three 1-cpu chunks
+    ]
+    assert {p.owner for p in scenario.buffers if p.name.startswith("capacity-buffer-share")} == {
+        "autoscaling.x-k8s.io/CapacityBuffer/default/share"
+    }
+    assert len(scenario.pods) == 3  # the buffers' pods are not pending pods
+
+
+@pytest.mark.parametrize(
+    ("buffer", "message"),
+    [
+        ({"name": "b", "replicas": 1}, "exactly one of template and deployment"),
+        (
+            {"name": "b", "replicas": 1, "template": CHUNK, "deployment": "web"},
+            "exactly one of template and deployment",
+        ),
+        ({"name": "b", "percentage": 10, "template": CHUNK}, "percentage applies only"),
+        ({"name": "b", "deployment": "nope", "replicas": 1}, "no deployment 'nope'"),
+        ({"name": "b", "template": CHUNK}, "spec.replicas"),
+        ({"name": "b", "template": CHUNK, "limits": {"nvidia.com/gpu": "1"}}, "requests none"),
+        ({"name": "b", "replicas": 1, "template": CHUNK, "size": 3}, "size"),
+    ],
+)
+def test_bad_capacity_buffers_are_refused_naming_the_field(
+    buffer: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ScenarioError, match="capacityBuffers") as raised:
+        parse(
+            _with(
+                deployments=[{"name": "web", "replicas": 1, "template": CHUNK}],
+                capacityBuffers=[buffer],
+            )
+        )
+    assert message in str(raised.value)
+
+
+def test_simulate_places_buffers_behind_real_pods(capsys: pytest.CaptureFixture[str]) -> None:
+    example = Path(__file__).parents[3] / "docs" / "examples" / "simulate" / "capacity-buffer.yaml"
+    assert simulate_main([str(example), "--consolidate"]) == 0
+    printed = capsys.readouterr().out
+    # web-1 holds a chunk of "headroom" besides api: it is not empty, and not removed.
+    assert "web-1  default   m.xlarge       on-demand  zone-a  2     0.1920" in printed
+    assert "(none)" in printed

@@ -1,0 +1,1 @@
+"""CapacityBuffers: resolve each and write its status as Cluster Autoscaler does."""
