@@ -1,10 +1,10 @@
 """Lower bounds on a packing's cost that know which pod fits which type, for the benchmarks.
 
-The aggregate LP in ``scheduling.py`` (buy fractional capacity per resource) lets a type too small
-for most pods lend its cheap cpu and memory to all of them: on EC2's catalog it buys fractions of
-t4g.nano that no 1.5-vCPU pod could ever use, so a plan looked 8-10 % "over the bound" when it was
-not. The bound here is the *assignment LP*: a variable per (pod shape, type) where the shape fits
-the type, and one per type for its fractional node count,
+The aggregate LP ``scheduling.py`` used before (buy fractional capacity per resource) lets a type
+too small for most pods lend its cheap cpu and memory to all of them: on EC2's catalog it bought
+fractions of t4g.nano, whose 74 MiB hold no pod at all. The bound here is the *assignment LP*: a
+variable per (pod shape, type) where the shape fits the type, and one per type for its
+fractional node count,
 
     min  sum_t price_t * x_t
     s.t. sum_t y_{s,t} = n_s                                for every shape s (n_s pods of it)
@@ -16,6 +16,9 @@ nodes of a type, x the nodes), so it is a valid lower bound, and never looser th
 LP (summing its rows over types gives the aggregate's). Pods only differ here by their requests:
 scheduling constraints (selectors, spread, anti-affinity) are not modelled, so for the diverse
 mix it stays loose.
+
+Whether a gap is the plan's or the bound's, the optional MIP (``integral_seconds``) tells: its
+whole-node solution is close to a real plan, so a plan far above it is far from optimal.
 
 HiGHS solves in floating point; the bound is reduced by its dual feasibility tolerance's worth
 (one part in 10⁶) so rounding can only make it lower.
