@@ -218,7 +218,7 @@ def main() -> None:
         kind, _, size = spec.partition("-")
         build = plain_fleet if kind == "plain" else diverse_fleet
         fleet = build(int(size), seed=seed)
-        bound = lower_bound(list(fleet.pods), fleet.types) if kind == "plain" else None
+        bound = lower_bound(list(fleet.pods), fleet.types).value if kind == "plain" else None
         if seed != 42:
             spec = f"{kind}-{size}/s{seed}"
         for search in args.searches.split(","):

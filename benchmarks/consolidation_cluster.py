@@ -161,7 +161,7 @@ async def _run(kubeconfig: Path, args: argparse.Namespace) -> int:
                 break
         nodes_after, price_after = await _fleet(client)
         pods = [_plain(i, args.cpu, args.memory) for i in range(args.down)]
-        bound = lower_bound(pods, shipped_instance_types())
+        bound = lower_bound(pods, shipped_instance_types()).value
         print(f"settled {last_change - start:.0f} s after the scale to {args.down}")
         print(f"nodeclaims created during consolidation: {len(seen - first)}")
         print(f"nodeclaims removed: {len(first - state[0])}")

@@ -37,15 +37,17 @@ diverse mix it is loose: it ignores that hostname anti-affinity forces one node 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import random
 import statistics
 import time
-from collections.abc import Sequence
-from fractions import Fraction
+from collections.abc import Callable, Sequence
 
 import attrs
+from bounds import Bound, assignment_bound
+from scenarios import SCENARIOS, Scenario, scenario
 
 from karpy.apis.v1 import labels as wk
 from karpy.core.instancetypes import InstanceType
@@ -160,98 +162,24 @@ def _cheapest(it: InstanceType) -> float:
     return min(o.price for o in it.offerings if o.available)
 
 
-def _solve(
-    rows: Sequence[Sequence[Fraction]], costs: Sequence[Fraction], demand: Sequence[Fraction]
-) -> Fraction:
-    """min costs . x subject to rows @ x >= demand, x >= 0, exactly (rows: one per resource).
-
-    Two-phase revised simplex with Bland's rule (no cycling). Columns are the types, then a
-    surplus per row, then an artificial per row that starts as the basis; the basis is only
-    len(demand) wide, so each step is a small exact inverse and one pricing pass.
-    """
-    m, n = len(demand), len(costs)
-    cols: list[list[Fraction]] = [[rows[r][j] for r in range(m)] for j in range(n)]
-    cols += [[Fraction(-1 if r == k else 0) for r in range(m)] for k in range(m)]
-    artificial = range(n + m, n + 2 * m)
-    cols += [[Fraction(1 if r == k else 0) for r in range(m)] for k in range(m)]
-    basis = list(artificial)
-
-    def inverse() -> list[list[Fraction]]:
-        a = [
-            [cols[basis[c]][r] for c in range(m)] + [Fraction(r == i) for i in range(m)]
-            for r in range(m)
-        ]
-        for c in range(m):
-            pivot = next(r for r in range(c, m) if a[r][c] != 0)
-            a[c], a[pivot] = a[pivot], a[c]
-            a[c] = [v / a[c][c] for v in a[c]]
-            for r in range(m):
-                if r != c and a[r][c] != 0:
-                    f = a[r][c]
-                    a[r] = [v - f * w for v, w in zip(a[r], a[c], strict=True)]
-        return [row[m:] for row in a]
-
-    def times(inv: list[list[Fraction]], col: Sequence[Fraction]) -> list[Fraction]:
-        return [sum((inv[r][k] * col[k] for k in range(m)), Fraction(0)) for r in range(m)]
-
-    def run(cost: list[Fraction], allowed: range) -> None:
-        while True:
-            inv = inverse()
-            duals = [
-                sum((cost[basis[k]] * inv[k][r] for k in range(m)), Fraction(0)) for r in range(m)
-            ]
-            entering = next(
-                (
-                    j
-                    for j in allowed
-                    if j not in basis
-                    and cost[j] - sum((duals[r] * cols[j][r] for r in range(m)), Fraction(0)) < 0
-                ),
-                None,
-            )
-            if entering is None:
-                return
-            values, step = times(inv, demand), times(inv, cols[entering])
-            ratios = [(values[r] / step[r], basis[r], r) for r in range(m) if step[r] > 0]
-            if not ratios:
-                raise ValueError("the LP is unbounded (a type with no price?)")
-            basis[min(ratios)[2]] = entering
-
-    run([Fraction(0)] * (n + m) + [Fraction(1)] * m, range(n + 2 * m))
-    inv = inverse()
-    if any(basis[r] in artificial and times(inv, demand)[r] > 0 for r in range(m)):
-        raise ValueError("the LP is infeasible: some resource is sold by no type")
-    for r in range(m):  # drive artificials left at zero out of the basis
-        if basis[r] in artificial:
-            inv = inverse()
-            basis[r] = next(j for j in range(n + m) if j not in basis and times(inv, cols[j])[r])
-    cost = [*costs, *([Fraction(0)] * m), *([Fraction(0)] * m)]
-    run(cost, range(n + m))
-    values = times(inverse(), demand)
-    return sum((cost[basis[r]] * values[r] for r in range(m)), Fraction(0))
-
-
 def lower_bound(
-    pods: list[Pod], types: tuple[InstanceType, ...], overhead: Resources | None = None
-) -> float:
-    """The LP relaxation described in the module docstring, and at least the cheapest type that
-    holds the largest pod. ``overhead`` (DaemonSet pods) is taken off every type's allocatable."""
-    demand: dict[str, int] = {}
-    for pod in pods:
-        for name, amount in pod.requests().items():
-            demand[name] = demand.get(name, 0) + amount
-    names = sorted(n for n, amount in demand.items() if amount > 0)
+    pods: list[Pod],
+    types: tuple[InstanceType, ...],
+    overhead: Resources | None = None,
+    *,
+    limited: Sequence[tuple[tuple[InstanceType, ...], Resources]] = (),
+    integral_seconds: float = 0.0,
+) -> Bound:
+    """The assignment LP (``bounds.assignment_bound``), and at least the cheapest type that holds
+    the largest pod. ``overhead`` (DaemonSet pods) is taken off every type's allocatable;
+    ``limited`` are NodePools with limits beside ``types``' unlimited one."""
     extra = overhead or Resources()
-    usable = [t for t in types if extra.fits(t.allocatable)]
-    rows = [
-        [Fraction(t.allocatable.get_amount(n) - extra.get_amount(n)) for t in usable] for n in names
-    ]
-    prices = [Fraction(_cheapest(t)) for t in usable]
-    best = float(_solve(rows, prices, [Fraction(demand[n]) for n in names]))
+    found = assignment_bound(pods, types, extra, limited=limited, integral_seconds=integral_seconds)
     # Integrality: some node must hold the largest pod, so at least the cheapest type that fits it.
     largest = max(pods, key=lambda p: sorted(p.requests().items()))
-    fitting = [_cheapest(t) for t in usable if (largest.requests() + extra).fits(t.allocatable)]
-    return max(best, min(fitting)) if fitting else best
+    every = [*types, *(t for pool, _ in limited for t in pool)]
+    fitting = [_cheapest(t) for t in every if (largest.requests() + extra).fits(t.allocatable)]
+    return attrs.evolve(found, value=max(found.value, min(fitting))) if fitting else found
 
 
 CATALOGS = ("fake", "realistic", "kwok", "aws")
@@ -335,34 +263,47 @@ class Row:
     cpu_rate: float
     nodes: int
     price: float
-    bound: float
+    bound: Bound
 
 
-def run(catalog_name: str, mix: str, count: int, repeat: int, packing: str) -> Row:
-    """Solve ``repeat`` times; pods/s is the median run's."""
+def mix_scenario(catalog_name: str, mix: str, count: int) -> Scenario:
+    """One of the catalogs and mixes above as a scenario: one NodePool without limits."""
     types = catalog(catalog_name)
     pool = NodePool(NodePoolName("default"))
     ds = daemonsets() if mix == "daemonset" else ()
     snapshot = ClusterSnapshot(nodepools=(pool,), instance_types={pool.name: types}, daemonsets=ds)
-    pods = pods_for(mix, count)
+    overhead = Resources()
+    for d in ds:
+        overhead = overhead + d.pod.requests()
+    return Scenario(mix, snapshot, pods_for(mix, count), types, overhead)
+
+
+def run(
+    catalog_name: str, problem: Scenario, repeat: int, packing: str, integral_seconds: float = 0.0
+) -> Row:
+    """Solve ``repeat`` times; pods/s is the median run's."""
     times: list[float] = []
     cpu_times: list[float] = []
     results = None
     options = SchedulerOptions(packing=Packing(packing))
     for _ in range(repeat):
         start, cpu_start = time.perf_counter(), time.process_time()
-        results = solve(snapshot, pods, options)
+        results = solve(problem.snapshot, problem.pods, options)
         times.append(time.perf_counter() - start)
         cpu_times.append(time.process_time() - cpu_start)
     if results is None:
         raise ValueError("repeat must be at least 1")
-    overhead = Resources()
-    for d in ds:
-        overhead = overhead + d.pod.requests()
-    bound = lower_bound(pods, types, overhead)
+    bound = lower_bound(
+        problem.pods,
+        problem.types,
+        problem.overhead,
+        limited=problem.limited,
+        integral_seconds=integral_seconds,
+    )
+    count = len(problem.pods)
     return Row(
         catalog_name,
-        mix,
+        problem.name,
         packing,
         count,
         len(results.placed()),
@@ -381,6 +322,17 @@ def main() -> None:
     parser.add_argument("--mixes", default=",".join(MIXES))
     parser.add_argument("--packing", default="balanced,karpenter")
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument(
+        "--scenarios",
+        help=f"solve these scenarios on EC2's catalog instead ({', '.join(SCENARIOS)})",
+    )
+    parser.add_argument(
+        "--integer",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="also solve the bound's program in whole nodes for SECONDS (an integer reference)",
+    )
     parser.add_argument(
         "--dump", metavar="DIR", help="write each mix and size's pods to DIR/<mix>-<size>.json"
     )
@@ -402,22 +354,46 @@ def main() -> None:
         "pods/cpu-s",
         "nodes",
         "$/h",
-        "LP bound",
+        "bound",
+        "gap",
+        "int ref",
         "gap",
     )
-    print("{:9} {:9} {:9} {:>6} {:>6} {:>8} {:>10} {:>6} {:>10} {:>10} {:>7}".format(*header))
-    for catalog_name in args.catalogs.split(","):
-        for mix in args.mixes.split(","):
-            for size in sizes:
-                for packing in args.packing.split(","):
-                    r = run(catalog_name, mix, size, args.repeat, packing)
-                    gap = f"{(r.price / r.bound - 1) * 100:6.2f}%"
-                    print(
-                        f"{r.catalog:9} {r.mix:9} {r.packing:9} {r.pods:6d} {r.placed:6d}"
-                        f" {r.rate:8.0f} {r.cpu_rate:10.0f} {r.nodes:6d} {r.price:10.2f}"
-                        f" {r.bound:10.2f} {gap:>7}",
-                        flush=True,
-                    )
+    line = "{:9} {:12} {:9} {:>6} {:>6} {:>8} {:>10} {:>6} {:>10} {:>10} {:>7} {:>10} {:>7}"
+    print(line.format(*header))
+    problems: list[tuple[str, Callable[[int], Scenario]]] = []
+    if args.scenarios:
+        ec2 = catalog("aws")
+        for name in args.scenarios.split(","):
+            problems.append(("aws", functools.partial(scenario, name, catalog=ec2)))
+    else:
+        for catalog_name in args.catalogs.split(","):
+            for mix in args.mixes.split(","):
+                problems.append((catalog_name, functools.partial(mix_scenario, catalog_name, mix)))
+    for catalog_name, make in problems:
+        for size in sizes:
+            problem = make(size)
+            for packing in args.packing.split(","):
+                r = run(catalog_name, problem, args.repeat, packing, args.integer)
+                integer = r.bound.integer
+                print(
+                    line.format(
+                        r.catalog,
+                        r.mix,
+                        r.packing,
+                        r.pods,
+                        r.placed,
+                        f"{r.rate:.0f}",
+                        f"{r.cpu_rate:.0f}",
+                        r.nodes,
+                        f"{r.price:.2f}",
+                        f"{r.bound.value:.2f}",
+                        f"{(r.price / r.bound.value - 1) * 100:.2f}%",
+                        "-" if integer is None else f"{integer:.2f}",
+                        "-" if integer is None else f"{(r.price / integer - 1) * 100:.2f}%",
+                    ),
+                    flush=True,
+                )
     print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
