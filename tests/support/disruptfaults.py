@@ -310,6 +310,16 @@ class Cluster:
             and not any(_annotated(c) for c in claims)
         )
 
+    async def keeper_pods(self) -> frozenset[str]:
+        """UIDs of the do-not-disrupt pods not being deleted."""
+        listed = await self.client.list(PODS, namespace=self.setup.namespace)
+        return frozenset(
+            p.obj.metadata.uid or ""
+            for p in listed.items
+            if p.obj.metadata.labels.get("app") == self.keeper
+            and p.obj.metadata.deletion_timestamp is None
+        )
+
     async def expiring(self) -> bool:
         return any(c.metadata.deletion_timestamp is not None for c in await self.claims())
 
@@ -386,6 +396,7 @@ class Watcher:
         self.longest_hold = 0.0
         self._began = time.monotonic()
         self.keeper_out: float | None = None
+        self._keepers: frozenset[str] | None = None
         """Seconds from the start until the do-not-disrupt pod was first seen not Ready (its
         node's terminationGracePeriod ran out)."""
         """Seconds the longest granted eviction waited for its pod's deletion."""
@@ -432,7 +443,12 @@ class Watcher:
         for since in self._held_since.values():
             self.longest_hold = max(self.longest_hold, now - since)
         kept, _ = await cluster.ready_pods(keeper=True)
-        if kept < cluster.keepers and self.keeper_out is None:
+        keepers = await cluster.keeper_pods()
+        if self._keepers is None:
+            self._keepers = keepers
+        elif self.keeper_out is None and not self._keepers <= keepers:
+            # The do-not-disrupt pod seen first is gone or being deleted (its replacement may
+            # already run: the provisioner makes room for pods on deleting nodes ahead).
             self.keeper_out = now - self._began
         self.settled = kept == cluster.keepers and await self._settled(claims, nodes, ready)
 
