@@ -382,7 +382,8 @@ class Cluster:
 class Watcher:
     """Samples the invariants while a disruption runs."""
 
-    def __init__(self, cluster: Cluster, doomed: frozenset[str]) -> None:
+    def __init__(self, cluster: Cluster, doomed: frozenset[str], original: frozenset[str]) -> None:
+        self._original = original
         self._cluster = cluster
         self._doomed = doomed
         self.seen: set[str] = set()
@@ -400,6 +401,10 @@ class Watcher:
         """Seconds from the start until the do-not-disrupt pod was first seen not Ready (its
         node's terminationGracePeriod ran out)."""
         """Seconds the longest granted eviction waited for its pod's deletion."""
+
+    def restart_wait(self) -> None:
+        """The fault is over: the quiet that makes consolidation count as done starts now."""
+        self._last_change = time.monotonic()
 
     async def sample(self) -> None:
         cluster = self._cluster
@@ -468,7 +473,11 @@ class Watcher:
         ):
             return False
         if scenario.kind == "consolidation":
-            return time.monotonic() - self._last_change >= STABLE_FOR
+            # Done once it consolidated something and then nothing changed for a while (the
+            # fault's end restarts the wait: a restarting process changes nothing for a time).
+            return (
+                not self._original <= names and time.monotonic() - self._last_change >= STABLE_FOR
+            )
         return True
 
     async def stale(self) -> tuple[int, int]:
@@ -532,6 +541,7 @@ async def disruption_trial(
             # The NodeClaims expire EXPIRE_AFTER after their creation: the disruption starts
             # when the first of them is deleted.
             await eventually(cluster.expiring, within=180, interval=0.2, what="an expiry")
+        original = frozenset(c.metadata.name or "" for c in await cluster.claims())
         doomed = await cluster.start(revision=1)
         began = time.monotonic()
         fault: asyncio.Task[None] | None = None
@@ -539,10 +549,14 @@ async def disruption_trial(
             fault = asyncio.create_task(_kill_at(karpy, kill_at))
         elif outage_at is not None and control_plane is not None:
             fault = asyncio.create_task(_outage_at(control_plane, outage_at, outage))
-        watcher = Watcher(cluster, doomed)
+        watcher = Watcher(cluster, doomed, original)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + SETTLE_LIMIT
+        waiting = fault is not None
         while loop.time() < deadline:
+            if waiting and fault is not None and fault.done():
+                waiting = False
+                watcher.restart_wait()
             if fault is None or fault.done():
                 karpy.keep_running()
             with contextlib.suppress(KubeError, OSError, TimeoutError):
