@@ -26,7 +26,15 @@ from tests.support.faults import Setup
 
 log = logging.getLogger(__name__)
 
-pytestmark = pytest.mark.usefixtures("karpy_crds")
+pytestmark = [
+    pytest.mark.usefixtures("karpy_crds"),
+    # Each test runs a karpy process through a whole disruption, a kill and a restart, and
+    # tears the fleet down: minutes on a loaded machine, beyond the suite's 300 s default.
+    pytest.mark.timeout(600),
+]
+
+SETTLE_LIMIT = 300.0
+"""Seconds a trial may take to settle after its kill (the sweep allows 420)."""
 
 
 async def _kill(
@@ -41,7 +49,12 @@ async def _kill(
     client = await KubeClient.connect(cluster_info.kubeconfig, request_timeout=10.0)
     try:
         trial = await disruption_trial(
-            client, setup, scenario, label=f"{scenario.kind}: kill at {at}s", kill_at=at
+            client,
+            setup,
+            scenario,
+            label=f"{scenario.kind}: kill at {at}s",
+            kill_at=at,
+            settle_limit=SETTLE_LIMIT,
         )
     finally:
         await client.close()

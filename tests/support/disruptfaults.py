@@ -148,7 +148,7 @@ class Cluster:
             "metadata": {"name": self.name},
         }
 
-    def nodepool(self, *, revision: int = 0) -> dict[str, Any]:
+    def nodepool(self, *, revision: int = 0, expire_after: str = EXPIRE_AFTER) -> dict[str, Any]:
         kind = self.scenario.kind
         types = [SMALL, LARGE] if kind == "consolidation" and revision else [SMALL]
         spec: dict[str, Any] = {
@@ -166,9 +166,14 @@ class Cluster:
                 "name": self.name,
             },
         }
+        budgets: list[dict[str, Any]] = [{"nodes": "100%"}]
         if kind == "expiration":
-            spec["expireAfter"] = EXPIRE_AFTER
+            spec["expireAfter"] = expire_after
             spec["terminationGracePeriod"] = GRACE
+            # The pool's expireAfter moves to Never once the first nodes run (their own stays
+            # EXPIRE_AFTER), so replacements do not expire in turn; that drifts the first
+            # nodes, which expiration, not drift, must remove.
+            budgets.insert(0, {"nodes": "0", "reasons": ["Drifted"]})
         consolidate = "0s" if kind == "consolidation" and revision else "Never"
         return {
             "apiVersion": f"{wk.GROUP}/v1",
@@ -187,7 +192,7 @@ class Cluster:
                 "disruption": {
                     "consolidationPolicy": "WhenEmptyOrUnderutilized",
                     "consolidateAfter": consolidate,
-                    "budgets": [{"nodes": "100%"}],
+                    "budgets": budgets,
                 },
             },
         }
@@ -512,6 +517,26 @@ async def _outage_at(cluster: LocalCluster, seconds: float, outage: float) -> No
     await restart_apiserver(cluster)
 
 
+async def _sample_until_settled(
+    watcher: Watcher, karpy: Karpy, fault: asyncio.Task[None] | None, *, limit: float
+) -> None:
+    """Sample until the scenario settled after the fault, or `limit` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + limit
+    waiting = fault is not None
+    while loop.time() < deadline:
+        if waiting and fault is not None and fault.done():
+            waiting = False
+            watcher.restart_wait()
+        if fault is None or fault.done():
+            karpy.keep_running()
+        with contextlib.suppress(KubeError, OSError, TimeoutError):
+            await watcher.sample()
+        if watcher.settled and (fault is None or fault.done()):
+            return
+        await asyncio.sleep(SAMPLE_INTERVAL)
+
+
 async def disruption_trial(
     client: KubeClient,
     setup: Setup,
@@ -522,6 +547,7 @@ async def disruption_trial(
     outage_at: float | None = None,
     outage: float = 20.0,
     control_plane: LocalCluster | None = None,
+    settle_limit: float = SETTLE_LIMIT,
 ) -> DisruptionTrial:
     """One trial: install, reach one node per pod, disrupt, inject the fault (a SIGKILL at
     `kill_at`, or `control_plane`'s apiserver stopped at `outage_at` for `outage` seconds;
@@ -538,6 +564,8 @@ async def disruption_trial(
             await scale(client, cluster.deployment(keeper=True), cluster.keepers)
         await eventually(cluster.steady, within=180, interval=1.0, what="one node per pod")
         if scenario.kind == "expiration":
+            await apply(client, cluster.nodepool(expire_after="Never"))
+        if scenario.kind == "expiration":
             # The NodeClaims expire EXPIRE_AFTER after their creation: the disruption starts
             # when the first of them is deleted.
             await eventually(cluster.expiring, within=180, interval=0.2, what="an expiry")
@@ -550,22 +578,15 @@ async def disruption_trial(
         elif outage_at is not None and control_plane is not None:
             fault = asyncio.create_task(_outage_at(control_plane, outage_at, outage))
         watcher = Watcher(cluster, doomed, original)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + SETTLE_LIMIT
-        waiting = fault is not None
-        while loop.time() < deadline:
-            if waiting and fault is not None and fault.done():
-                waiting = False
-                watcher.restart_wait()
-            if fault is None or fault.done():
-                karpy.keep_running()
-            with contextlib.suppress(KubeError, OSError, TimeoutError):
-                await watcher.sample()
-            if watcher.settled and (fault is None or fault.done()):
-                break
-            await asyncio.sleep(SAMPLE_INTERVAL)
+        try:
+            await _sample_until_settled(watcher, karpy, fault, limit=settle_limit)
+        finally:
+            if fault is not None and not fault.done():
+                fault.cancel()
+                await asyncio.wait([fault])
         if fault is not None:
             await fault
+        loop = asyncio.get_running_loop()
         to_settle = time.monotonic() - began if watcher.settled else None
         taints, annotations = await watcher.stale()
         _, duplicates = await cluster.instances()
