@@ -108,6 +108,8 @@ class DisruptionTrial:
     to_settle: float | None
     restarts: int = 0
     held: float = 0.0
+    blocker: str = ""
+    """Why the trial had not settled when it gave up waiting."""
     keeper_out: float | None = None
     """Expiration: seconds from the first expiry until the do-not-disrupt pod went (the grace
     period is GRACE)."""
@@ -398,6 +400,8 @@ class Watcher:
         self._last_change = time.monotonic()
         self._last: frozenset[str] = frozenset()
         self.settled = False
+        self.blocker = "not sampled"
+        """Why the scenario has not settled, at the last sample ("" once it has)."""
         self._held_since: dict[str, float] = {}
         self.longest_hold = 0.0
         self._began = time.monotonic()
@@ -465,25 +469,39 @@ class Watcher:
     async def _settled(
         self, claims: Sequence[NodeClaim], nodes: Sequence[Node], ready: int
     ) -> bool:
+        self.blocker = self._blocker(claims, nodes, ready)
+        return not self.blocker
+
+    def _blocker(self, claims: Sequence[NodeClaim], nodes: Sequence[Node], ready: int) -> str:
+        """Why the scenario has not settled ("" when it has)."""
         scenario = self._cluster.scenario
         names = {c.metadata.name or "" for c in claims}
-        if (
-            ready < scenario.nodes
-            or any(c.metadata.deletion_timestamp is not None for c in claims)
-            or any(_annotated(c) for c in claims)
-            or any(_taint_on(n) for n in nodes)
-            or not all(claim_is_true(c, ConditionType.INITIALIZED) for c in claims)
-            or len(nodes) != len(claims)
-            or self._doomed & names
-        ):
-            return False
+        checks = (
+            (ready < scenario.nodes, f"{ready} of {scenario.nodes} pods Ready"),
+            (
+                any(c.metadata.deletion_timestamp is not None for c in claims),
+                "a NodeClaim is being deleted",
+            ),
+            (any(_annotated(c) for c in claims), "a NodeClaim carries a command annotation"),
+            (any(_taint_on(n) for n in nodes), "a Node is tainted disrupted"),
+            (
+                not all(claim_is_true(c, ConditionType.INITIALIZED) for c in claims),
+                "a NodeClaim is not Initialized",
+            ),
+            (len(nodes) != len(claims), f"{len(nodes)} Nodes for {len(claims)} NodeClaims"),
+            (bool(self._doomed & names), "a NodeClaim to remove is still there"),
+        )
+        for failed, why in checks:
+            if failed:
+                return why
         if scenario.kind == "consolidation":
             # Done once it consolidated something and then nothing changed for a while (the
             # fault's end restarts the wait: a restarting process changes nothing for a time).
-            return (
-                not self._original <= names and time.monotonic() - self._last_change >= STABLE_FOR
-            )
-        return True
+            if self._original <= names:
+                return "nothing consolidated yet"
+            if time.monotonic() - self._last_change < STABLE_FOR:
+                return "changed in the last 35 s"
+        return ""
 
     async def stale(self) -> tuple[int, int]:
         """Disrupted taints and command annotations nothing is acting on: on a node (or
@@ -613,6 +631,7 @@ async def disruption_trial(
             restarts=karpy.restarts,
             held=watcher.longest_hold,
             keeper_out=watcher.keeper_out,
+            blocker=watcher.blocker,
         )
     finally:
         await cluster.reset(karpy)
@@ -666,7 +685,7 @@ def problems(trial: DisruptionTrial, free: DisruptionTrial, *, pdb: bool = True)
     by design (a terminationGracePeriod running out)."""
     found: list[str] = []
     if not trial.settled:
-        found.append("did not settle")
+        found.append(f"did not settle ({trial.blocker})")
     if trial.early:
         found.append(f"{trial.early} NodeClaim(s) deleted before their replacement was Ready")
     if pdb and trial.pdb_broken:
