@@ -10,6 +10,13 @@ exceed. Crash moments are drawn from a seeded RNG, so a sweep is repeatable.
     .venv/bin/python benchmarks/faults.py --provider aws --trials 20
     .venv/bin/python benchmarks/faults.py --scenario outage --outage-pods 100
     .venv/bin/python benchmarks/faults.py --karpy-src /path/to/other/checkout   # "before"
+    .venv/bin/python benchmarks/faults.py --scenario drift --trials 20         # kills mid drift
+    .venv/bin/python benchmarks/faults.py --scenario termination --fault outage
+
+The disruption scenarios (drift, consolidation, expiration, termination:
+tests/support/disruptfaults.py) run a crash-free trial and then `--trials` faults at moments
+drawn uniformly over the crash-free trial's own duration: SIGKILLs of karpy (`--fault kill`),
+or kube-apiserver stopped for `--outage` seconds (`--fault outage`).
 
 docs/reliability.md has
 the figures.
@@ -36,6 +43,7 @@ from karpy.apis.crds import all_crds, render_crd
 from karpy.kube.client import KubeClient
 from karpy.kube.install import install_crds
 from karpy.localcluster import LocalCluster
+from tests.support import disruptfaults
 from tests.support.faults import Setup, Trial, crash_trial, outage_trial, table
 
 NAME = "faults"
@@ -110,6 +118,8 @@ async def _sweep(args: argparse.Namespace, cluster: LocalCluster, kubeconfig: Pa
                 **extra,
             )
             rng = random.Random(args.seed)
+            if args.scenario in disruptfaults.SCENARIOS:
+                return await _disruption_sweep(args, client, setup, cluster, rng)
             trials: list[Trial] = []
             if args.scenario in ("crash", "all"):
                 trials.append(await crash_trial(client, setup, kill_after=None, label="crash-free"))
@@ -154,10 +164,59 @@ async def _sweep(args: argparse.Namespace, cluster: LocalCluster, kubeconfig: Pa
         await client.close()
 
 
+async def _disruption_sweep(
+    args: argparse.Namespace,
+    client: KubeClient,
+    setup: Setup,
+    cluster: LocalCluster,
+    rng: random.Random,
+) -> int:
+    """A crash-free trial of the scenario, then `args.trials` faults over its duration."""
+    scenario = disruptfaults.Scenario(kind=args.scenario, nodes=args.nodes)
+    free = await disruptfaults.disruption_trial(client, setup, scenario, label="crash-free")
+    trials = [free]
+    print(disruptfaults.table(trials), flush=True)
+    span = free.to_settle or 60.0
+    # Expiration's drain is the grace period at most; later moments find nothing to cut.
+    for i in range(args.trials):
+        moment = round(rng.uniform(0.5, span), 1)
+        if args.fault == "kill":
+            trial = await disruptfaults.disruption_trial(
+                client, setup, scenario, label=f"kill {i + 1} at {moment}s", kill_at=moment
+            )
+        else:
+            trial = await disruptfaults.disruption_trial(
+                client,
+                setup,
+                scenario,
+                label=f"outage {i + 1} at {moment}s",
+                outage_at=moment,
+                outage=args.outage,
+                control_plane=cluster,
+            )
+        trials.append(trial)
+        print(disruptfaults.table(trials[-1:]).splitlines()[-1], flush=True)
+    print(f"\nkarpy logs in {setup.log_dir}\n")
+    print(disruptfaults.table(trials))
+    pdb = args.scenario != "expiration"
+    broken = [t for t in trials[1:] if disruptfaults.problems(t, free, pdb=pdb)]
+    print(f"\n{len(broken)} of {len(trials) - 1} faulted trials broke a guarantee")
+    for t in broken:
+        print(f"  {t.label}: {'; '.join(disruptfaults.problems(t, free, pdb=pdb))}")
+    print(f"load average at the end: {os.getloadavg()}")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--provider", choices=("kwok", "aws"), default="kwok")
-    parser.add_argument("--scenario", choices=("crash", "outage", "all"), default="all")
+    parser.add_argument(
+        "--scenario",
+        choices=("crash", "outage", "all", *disruptfaults.SCENARIOS),
+        default="all",
+    )
+    parser.add_argument("--fault", choices=("kill", "outage"), default="kill")
+    parser.add_argument("--nodes", type=int, default=10, help="nodes a disruption starts with")
     parser.add_argument("--trials", type=int, default=20, help="crash trials")
     parser.add_argument("--seed", type=int, default=17)
     parser.add_argument("--pods", type=int, default=50)
@@ -168,6 +227,8 @@ def main() -> int:
     parser.add_argument("--outage", type=float, default=20.0, help="s the apiserver is away")
     parser.add_argument("--karpy-src", type=Path, default=None, help="run karpy from here")
     args = parser.parse_args()
+    if args.scenario in disruptfaults.SCENARIOS and args.provider != "kwok":
+        parser.error(f"--scenario {args.scenario} runs on --provider kwok only")
     which = "other" if args.karpy_src else "this"
     # The pid keeps two sweeps started at once (say, before and after) off each other's cluster.
     name = f"faults-{args.provider}-{args.scenario}-{which}-{os.getpid()}"

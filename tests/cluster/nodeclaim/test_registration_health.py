@@ -213,3 +213,45 @@ async def test_registration_health_follows_failures_successes_and_spec_changes(
     read = live.view.nodepool(name)
     assert read is not None
     assert read.status.node_class_observed_generation == nodeclass.metadata.generation
+
+
+async def test_a_registration_is_recorded_on_the_nodeclaim_before_the_pool_hears_of_it(
+    kube: KubeClient, pool_live: LiveView, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pass that lifts a Node's unregistered taint records the registration on the
+    NodeClaim even when the NodePool write conflicts (here the view's copy of the pool stays a
+    version behind), and the pool still hears of it: the conflict is retried against a fresh
+    read, since a Registered NodeClaim is never reported again. Before, the pool was written
+    first and its conflict ended every pass with the Node usable and the NodeClaim not saying
+    so."""
+    live = pool_live
+    suffix = secrets.token_hex(3)
+    pool = await kube.create(NODEPOOLS, _nodepool(f"rh-order-{suffix}"))
+    name = pool.metadata.name or ""
+    await live.caught_up()
+    stale = live.view.nodepool(name)
+    assert stale is not None
+    await kube.merge_patch(NODEPOOLS, name, {"metadata": {"labels": {"touched": "yes"}}})
+    await live.caught_up()
+    view_nodepool = live.view.nodepool
+    monkeypatch.setattr(live.view, "nodepool", lambda n: stale if n == name else view_nodepool(n))
+    kwok = KwokCloudProvider(kube, load_entries(), options=KwokOptions())
+    joined = await kube.create(NODECLAIMS, _owned(make_nodeclaim(f"rh-order-{suffix}-a"), stale))
+    claim = joined.metadata.name or ""
+    assert joined.metadata.creation_timestamp is not None
+    clock = FakeClock(joined.metadata.creation_timestamp)
+    reconcile = live.settled(_lifecycle(live, kwok, clock, RegistrationHealth()).reconcile)
+
+    async def registered() -> bool:
+        got = await kube.get(NODECLAIMS, claim)
+        return any(
+            c.type == "Registered" and c.status is ConditionStatus.TRUE
+            for c in got.status.conditions
+        )
+
+    await reconcile_until(reconcile, claim, registered)
+    current = await kube.get(NODEPOOLS, name)
+    assert current.metadata.resource_version != stale.metadata.resource_version
+    assert any(
+        c.type == HEALTHY and c.status is ConditionStatus.TRUE for c in current.status.conditions
+    )

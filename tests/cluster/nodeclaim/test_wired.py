@@ -24,6 +24,7 @@ from karpy.kube.kinds import (
     NODEPOOLS,
     NODES,
     PERSISTENT_VOLUME_CLAIMS,
+    PODDISRUPTIONBUDGETS,
     PODS,
     VOLUME_ATTACHMENTS,
 )
@@ -65,6 +66,7 @@ async def test_declared_controllers_carry_a_nodeclaim_through_its_life(
             NODEPOOLS,
             VOLUME_ATTACHMENTS,
             PERSISTENT_VOLUME_CLAIMS,
+            PODDISRUPTIONBUDGETS,
         )
     }
     view = ClusterView(state)

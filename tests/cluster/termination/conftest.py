@@ -15,6 +15,7 @@ from karpy.kube.kinds import (
     NODEPOOLS,
     NODES,
     PERSISTENT_VOLUME_CLAIMS,
+    PODDISRUPTIONBUDGETS,
     PODS,
     VOLUME_ATTACHMENTS,
 )
@@ -31,6 +32,7 @@ TERMINATION_KINDS = (
     NODEPOOLS,  # the lifecycle reads the NodeClaim's NodePool (registration health)
     VOLUME_ATTACHMENTS,
     PERSISTENT_VOLUME_CLAIMS,
+    PODDISRUPTIONBUDGETS,  # an eviction granted whose pod deletion never happened
 )
 
 

@@ -37,7 +37,7 @@ from karpy.apis.v1.nodeclaim import ConditionType, NodeClaimStatus
 from karpy.controllers.node.termination import TerminationController
 from karpy.controllers.nodeclaim.lifecycle import LifecycleController
 from karpy.kube.client import KubeClient
-from karpy.kube.errors import NotFoundError
+from karpy.kube.errors import NotFoundError, TooManyRequestsError
 from karpy.kube.events import Recorder
 from karpy.kube.kinds import NODECLAIMS, NODES, PODS
 from karpy.runtime.clock import FakeClock
@@ -50,6 +50,7 @@ from tests.cluster.nodeclaim.conftest import make_nodeclaim, reconcile_until
 from tests.support import metrics
 from tests.support.clusterview import LiveView
 from tests.support.kubehttp import KubeHTTP
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.usefixtures("karpy_crds")
 
@@ -659,3 +660,69 @@ async def test_a_pod_terminating_past_the_deadline_is_deleted_again_to_end_by_it
                 kube_http.merge_patch(path, {"metadata": {"finalizers": None}})
                 if kube_http.exists(path):
                     kube_http.request("DELETE", path)
+
+
+async def test_an_eviction_granted_whose_pod_was_never_deleted_is_finished(
+    kube: KubeClient,
+    live: LiveView,
+    kube_http: KubeHTTP,
+    namespace: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A process killed mid-eviction can leave the PDB charged for a pod the apiserver never
+    deleted (it records the pod in status.disruptedPods before deleting it); every later
+    eviction of that pod meets a 429 until kube-controller-manager drops the entry two minutes
+    on. The drain deletes such a pod itself, as its granted eviction would have, instead of
+    holding the Node for those two minutes."""
+    caplog.set_level(logging.INFO, logger="karpy.controllers.node.termination")
+    h = await _registered_node(live, "tm-granted")
+    pod = await _run_pod(kube, namespace, "granted", "tm-granted")
+    pdb_path = f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets"
+    kube_http.request(
+        "POST",
+        pdb_path,
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "granted"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "granted"}}},
+        },
+    )
+
+    async def counted() -> bool:
+        got = kube_http.get(f"{pdb_path}/granted")
+        status = got.get("status") or {}
+        return status.get("expectedPods") == 1 and status.get("observedGeneration") == 1
+
+    await eventually(counted, within=60, what="kube-controller-manager counts the pod")
+    # What the apiserver leaves when the evicting client's request is cut between the budget's
+    # charge and the pod's deletion: the pod listed as disrupted, the budget spent.
+    assert pod.metadata.creation_timestamp is not None
+    charged = (pod.metadata.creation_timestamp + datetime.timedelta(seconds=1)).strftime(
+        "%Y-%m-%dT%H:%M:%SZ"
+    )
+    kube_http.request(
+        "PATCH",
+        f"{pdb_path}/granted/status",
+        {"status": {"disruptedPods": {"granted": charged}, "disruptionsAllowed": 0}},
+        content_type="application/merge-patch+json",
+    )
+
+    async def refused() -> bool:
+        try:
+            await kube.evict("granted", namespace=namespace)
+        except TooManyRequestsError:
+            return True
+        return False
+
+    assert await refused(), "the budget is spent: an eviction of the pod meets a 429"
+    await kube.delete(NODES, "tm-granted")
+    await reconcile_until(
+        h.termination.reconcile, "tm-granted", lambda: _absent(kube, "tm-granted"), within=60
+    )
+    with pytest.raises(NotFoundError):
+        await kube.get(PODS, "granted", namespace=namespace)
+    finished = [
+        r for r in caplog.records if r.getMessage() == "deleted pod whose eviction was granted"
+    ]
+    assert len(finished) == 1

@@ -19,7 +19,8 @@ Node changing or going (watches.py). It requeues itself while it waits, so event
 faster.
 
 The Node, its NodeClaim (by providerID), its pods (by spec.nodeName), its VolumeAttachments (by
-spec.nodeName) and its pods' PersistentVolumeClaims are read from cluster state through a
+spec.nodeName), its pods' PersistentVolumeClaims and the PodDisruptionBudgets (for an eviction
+granted whose deletion never happened: eviction.py) are read from cluster state through a
 `ClusterView`, never listed from the apiserver: at thousands of Nodes a list per reconcile is
 quadratic traffic. A Node missing from the view is done (as NotFound was). The
 view may be a watch event behind: the taint and finalizer patches carry the resourceVersion read,
@@ -53,6 +54,7 @@ from karpy.controllers.node.termination.eviction import (
     deletion_grace,
     drainable,
     due_for_deletion,
+    granted,
     next_deletion,
     next_to_evict,
     overrunning,
@@ -71,6 +73,7 @@ from karpy.kube.kinds import (
     NODECLAIMS,
     NODES,
     PERSISTENT_VOLUME_CLAIMS,
+    PODDISRUPTIONBUDGETS,
     PODS,
     VOLUME_ATTACHMENTS,
 )
@@ -145,7 +148,7 @@ class TerminationController:
                 Watch(kind=PODS, keys=draining_node_of_pod(self._view)),
                 Watch(kind=VOLUME_ATTACHMENTS, keys=draining_node_of_attachment(self._view)),
             ),
-            reads=(NODECLAIMS, PERSISTENT_VOLUME_CLAIMS),
+            reads=(NODECLAIMS, PERSISTENT_VOLUME_CLAIMS, PODDISRUPTIONBUDGETS),
             workers=PARALLEL_WORKERS,
         )
 
@@ -209,6 +212,12 @@ class TerminationController:
         self._evictors.pop(name, None)
         log.info("deleted node", extra={"provider-id": node.spec.provider_id or ""})
         return Result()
+
+    def _granted(self, pod: Pod) -> bool:
+        """Whether `pod`'s eviction was granted and its deletion never happened (eviction.py)."""
+        if not self._view.informs(PODDISRUPTIONBUDGETS):
+            return False
+        return granted(pod, self._view.objects(PODDISRUPTIONBUDGETS))
 
     def _claim(self, namespace: str, name: str) -> PersistentVolumeClaim | None:
         return self._view.get(PERSISTENT_VOLUME_CLAIMS, name, namespace=namespace)
@@ -289,6 +298,7 @@ class TerminationController:
                     if self._metrics is not None
                     else None
                 ),
+                granted=self._granted,
             )
             self._evictors[name] = evictor
         wait = await evictor.evict(next_to_evict(pods))

@@ -9,7 +9,14 @@ karpenter.sh/disrupted:NoSchedule (they are meant to run until the instance goes
 tolerating every taint would put them straight back) and pods stuck terminating. Pods annotated
 karpenter.sh/do-not-disrupt=true are never evicted but keep the Node until its termination
 grace period ends. Evictions go through the Eviction API, so PodDisruptionBudgets are honoured:
-a 429 is retried per pod with backoff (100 ms to 10 s), never deleted around.
+a 429 is retried per pod with backoff (100 ms to 10 s), never deleted around — with one
+exception that is no way around a budget: an eviction the apiserver granted but whose pod
+deletion never happened (the evicting process died mid-request, its connection cut). The
+apiserver charges the budget first, recording the pod in the PDB's `status.disruptedPods`, and
+deletes the pod after; cut off in between, the pod stays Running while the PDB counts it as
+gone, so every later eviction of it meets a 429 until kube-controller-manager drops the entry
+two minutes on. A pod a PDB of its namespace lists there since its creation (`granted`) is
+deleted directly, with its own grace period: the deletion its eviction was granted.
 
 Under a terminationGracePeriod the drain has a deadline, and a pod still there is deleted
 directly (past its PDB and do-not-disrupt) at the deadline minus its own
@@ -27,18 +34,20 @@ import datetime
 import enum
 import logging
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Final
 
 from opentelemetry.metrics import Counter
 
 from karpy.apis.kube.pod import Pod
+from karpy.apis.kube.workloads import PodDisruptionBudget
 from karpy.apis.v1.taints import DISRUPTED_TAINT
 from karpy.controllers.node.termination import events
 from karpy.core.taints import Effect, Taint
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError, TooManyRequestsError
 from karpy.kube.events import Recorder
+from karpy.kube.kinds import PODS
 from karpy.runtime.backoff import Backoff, KeyedBackoff
 from karpy.state.pods import (
     do_not_disrupt,
@@ -166,6 +175,24 @@ def next_deletion(
     return min(ahead, default=None)
 
 
+def granted(pod: Pod, budgets: Iterable[PodDisruptionBudget]) -> bool:
+    """Whether an eviction of this very pod was granted and its deletion has not happened: a
+    PDB of its namespace lists it in `status.disruptedPods`, at or after the pod's creation (an
+    entry older than the pod was made for an earlier pod of the same name), and the pod is not
+    being deleted."""
+    if pod.metadata.deletion_timestamp is not None:
+        return False
+    name, namespace = pod.metadata.name or "", pod.metadata.namespace or ""
+    created = pod.metadata.creation_timestamp
+    for budget in budgets:
+        if (budget.metadata.namespace or "") != namespace:
+            continue
+        at = budget.status.disrupted_pods.get(name)
+        if at is not None and (created is None or at >= created):
+            return True
+    return False
+
+
 def _key(pod: Pod) -> str:
     return pod.metadata.uid or f"{pod.metadata.namespace}/{pod.metadata.name}"
 
@@ -185,7 +212,9 @@ class Evictor:
         backoff: Backoff = EVICTION_BACKOFF,
         requests: Counter | None = None,
         drained: tuple[Counter, Mapping[str, str]] | None = None,
+        granted: Callable[[Pod], bool] | None = None,
     ) -> None:
+        self._granted = granted
         self._requests = requests
         self._drained = drained
         self._kube = kube
@@ -215,6 +244,9 @@ class Evictor:
                 continue
             except TooManyRequestsError as error:
                 self._count(429)
+                if self._granted is not None and self._granted(pod):
+                    await self._finish_granted(pod)
+                    continue
                 delay = max(self._backoff.failure(key), error.retry_after or 0.0)
                 self._not_before[key] = loop.time() + delay
                 wait = delay if wait is None else min(wait, delay)
@@ -234,6 +266,24 @@ class Evictor:
             log.info("evicted pod", extra={"pod": f"{pod.metadata.namespace}/{pod.metadata.name}"})
             await self._recorder.publish(events.evicted(pod), now=loop.time())
         return wait
+
+    async def _finish_granted(self, pod: Pod) -> None:
+        """Delete `pod`, whose eviction the apiserver granted without deleting it (the module
+        docstring), with its own grace period, as the eviction would have."""
+        key = _key(pod)
+        try:
+            await self._kube.delete(PODS, pod.metadata.name or "", namespace=pod.metadata.namespace)
+        except NotFoundError:
+            self._forget(key)
+            return
+        self._forget(key)
+        if self._drained is not None:
+            self._drained[0].add(1, self._drained[1])
+        log.info(
+            "deleted pod whose eviction was granted",
+            extra={"pod": f"{pod.metadata.namespace}/{pod.metadata.name}"},
+        )
+        await self._recorder.publish(events.evicted(pod), now=asyncio.get_running_loop().time())
 
     def _count(self, code: int) -> None:
         if self._requests is not None:

@@ -51,7 +51,7 @@ from karpy.runtime.clock import Clock
 from karpy.runtime.logging import bind
 from karpy.runtime.reconciler import Result
 from karpy.runtime.telemetry import Metrics
-from karpy.state.conditions import get_condition, with_ready
+from karpy.state.conditions import claim_is_true, get_condition, with_ready
 from karpy.state.deadline import termination_deadline
 from karpy.state.registrationhealth import RegistrationHealth
 from karpy.state.view import ClusterView
@@ -113,7 +113,7 @@ class LifecycleController:
         # from before it, must not make the next reconcile launch a second instance.
         self._launched: dict[str, NodeClaim] = {}
         self._said = Said()
-        pool_health = PoolHealth(
+        pool_health = self._pool_health = PoolHealth(
             kube,
             view,
             clock=clock,
@@ -194,7 +194,15 @@ class LifecycleController:
                 break
         if outcome.deleted:
             return result
-        await self._write(nodeclaim, with_ready(outcome.nodeclaim, now=self._clock.now()))
+        working = with_ready(outcome.nodeclaim, now=self._clock.now())
+        await self._write(nodeclaim, working)
+        if claim_is_true(working, ConditionType.REGISTERED) and not claim_is_true(
+            nodeclaim, ConditionType.REGISTERED
+        ):
+            # Only now, with the registration recorded: a NodePool write that fails here leaves
+            # the NodeClaim Registered (the node's taint is already lifted, so the NodeClaim must
+            # say so first); PoolHealth retries a conflict against a fresh read of the pool.
+            await self._pool_health.registered(working)
         return result
 
     async def _write(self, original: NodeClaim, working: NodeClaim) -> None:

@@ -4,7 +4,10 @@ Registration and the launch and registration timeouts are where the lifecycle le
 pool's nodes can join, so they report here, as Karpenter's registration and liveness steps do:
 
 * a registered NodeClaim counts as a success, and the pool becomes NodeRegistrationHealthy=True
-  when its window (karpy.state.registrationhealth) is healthy with it;
+  when its window (karpy.state.registrationhealth) is healthy with it; it is reported after the
+  NodeClaim's status write records the registration (the node is usable from the moment its
+  unregistered taint is lifted, so that record comes first), and a conflict on the pool is
+  retried against a fresh read, since the Registered NodeClaim will not report it again;
 * a NodeClaim deleted at the launch or registration timeout counts as a failure, and when that
   makes the window unhealthy the pool becomes False: reason `RegistrationFailed` ("Failed to
   register node") for a launched NodeClaim whose Node never joined, else the reason and message
@@ -32,7 +35,7 @@ from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.apis.v1.nodepool import ConditionType, NodePool
 from karpy.controllers.nodeclaim.lifecycle.fields import Said
 from karpy.kube.client import KubeClient
-from karpy.kube.errors import NotFoundError
+from karpy.kube.errors import ConflictError, NotFoundError
 from karpy.kube.kinds import NODEPOOLS
 from karpy.runtime.clock import Clock
 from karpy.state.registrationhealth import Health, RegistrationHealth
@@ -42,6 +45,8 @@ log = logging.getLogger(__name__)
 
 REASON_REGISTRATION_FAILED: Final = "RegistrationFailed"
 MESSAGE_REGISTRATION_FAILED: Final = "Failed to register node"
+CONFLICT_ATTEMPTS: Final = 3
+"""Writes a success report tries, each against a fresh read of the NodePool, before giving up."""
 
 
 class PoolHealth:
@@ -63,16 +68,18 @@ class PoolHealth:
         self._said = said
 
     async def registered(self, nodeclaim: NodeClaim) -> None:
-        """`nodeclaim` registered. Side effect: at most one status patch of its NodePool.
-        Raises ConflictError when the NodePool changed since it was read (requeue)."""
-        await self._report(nodeclaim, registered=True)
+        """`nodeclaim` registered, as its status already records. Side effect: at most one
+        status patch of its NodePool that lands; a conflict is retried here against the pool
+        read afresh from the apiserver (the NodeClaim's next reconcile, Registered, would not
+        report it again). Raises ConflictError when every attempt conflicted."""
+        await self._report(nodeclaim, registered=True, attempts=CONFLICT_ATTEMPTS)
 
     async def failed(self, nodeclaim: NodeClaim) -> None:
         """`nodeclaim` is deleted for failing to launch or register. Side effect: at most one
         status patch of its NodePool. Raises ConflictError as `registered`."""
         await self._report(nodeclaim, registered=False)
 
-    async def _report(self, nodeclaim: NodeClaim, *, registered: bool) -> None:
+    async def _report(self, nodeclaim: NodeClaim, *, registered: bool, attempts: int = 1) -> None:
         pool = self._owner(nodeclaim)
         if pool is None:
             return
@@ -82,7 +89,14 @@ class PoolHealth:
         uid = pool.metadata.uid or ""
         self._health.seed(uid, _seed(pool))
         try:
-            await self._write(pool, nodeclaim, registered=registered)
+            for attempt in range(attempts):
+                try:
+                    await self._write(pool, nodeclaim, registered=registered)
+                    break
+                except ConflictError:
+                    if attempt + 1 >= attempts:
+                        raise
+                    pool = await self._kube.get(NODEPOOLS, pool.metadata.name or "")
         except NotFoundError:
             return  # the pool is gone: nobody left to tell
         except BaseException:

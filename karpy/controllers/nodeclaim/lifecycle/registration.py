@@ -5,7 +5,9 @@ taints (spec and startup, unless the Node carries karpenter.sh/do-not-sync-taint
 it, the karpenter.sh/termination finalizer is added so the Node is drained before it goes, the
 karpenter.sh/unregistered:NoExecute taint is lifted and karpenter.sh/registered=true is set; the
 NodeClaim records the Node's name and becomes Registered. A NodeClaim whose Node has not joined
-fifteen minutes after it was Launched is deleted (Karpenter's registration TTL).
+fifteen minutes after it was Launched is deleted (Karpenter's registration TTL), which its
+NodePool hears as a failure (`PoolHealth`); a success is told to the NodePool by the lifecycle
+once the NodeClaim's status write has recorded the Node.
 
 The Node is looked up in cluster state by providerID. While it has not joined, the step waits
 without polling the apiserver: the Node's ADDED event queues this NodeClaim (the lifecycle's node
@@ -102,8 +104,9 @@ class Registration:
             },
         ):
             await self._sync_node(nodeclaim, node)
-        if self._pool_health is not None:
-            await self._pool_health.registered(nodeclaim)
+        # The NodePool hears of the registration only after the NodeClaim's status write
+        # (LifecycleController._advance): the Node is usable from the taint lift on, and the
+        # NodeClaim must record it before anything else can fail.
         status = attrs.evolve(nodeclaim.status, node_name=name)
         registered = set_condition(
             attrs.evolve(nodeclaim, status=status),
