@@ -79,7 +79,10 @@ def main(argv: list[str]) -> int:
                 paths = attrs.asdict(ensure_tools())
             elif args.only == "cluster-api":
                 built = ensure_clusterapi()
-                paths = {"cluster-api-manager": built.manager, "cluster-api-webhooks": built.webhooks}
+                paths = {
+                    "cluster-api-manager": built.manager,
+                    "cluster-api-webhooks": built.webhooks,
+                }
             else:
                 binaries, tools = ensure_all()
                 paths = {**attrs.asdict(binaries), **attrs.asdict(tools)}
