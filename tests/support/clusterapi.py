@@ -34,8 +34,10 @@ from pathlib import Path
 from typing import Any, Final
 
 import attrs
+import pytest
 import yaml
 
+from karpy.apis.v1.common import NodeClassReference
 from karpy.localcluster import ClusterInfo, ensure_clusterapi
 from karpy.localcluster.process import free_port
 from tests.support.kubehttp import KubeHTTP, KubeHTTPError
@@ -498,3 +500,78 @@ def machine_deployment(
 
 def machines(kube: KubeHTTP, namespace: str) -> list[dict[str, Any]]:
     return kube.get(f"{CAPI}/namespaces/{namespace}/machines")["items"]  # type: ignore[no-any-return]
+
+
+# --------------------------------------------------------------------------- the session fixture
+
+
+@attrs.frozen
+class ClusterAPIEnv:
+    """Cluster API running on the session's cluster, with the testbed's loop."""
+
+    manager: ClusterAPIManager
+    testbed: Testbed = attrs.field(eq=False)
+    kube: KubeHTTP = attrs.field(eq=False)
+
+
+@pytest.fixture(scope="session")
+def clusterapi(
+    cluster_info: ClusterInfo, kube_http: KubeHTTP, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ClusterAPIEnv]:
+    """Cluster API's manager and the testbed on the session's cluster (started on first use;
+    the tests that use it share one xdist group, so one worker runs it)."""
+    state = tmp_path_factory.mktemp("cluster-api")
+    with clusterapi_manager(cluster_info, kube_http, state) as manager, Testbed(kube_http) as bed:
+        yield ClusterAPIEnv(manager=manager, testbed=bed, kube=kube_http)
+
+
+def fleet(kube: KubeHTTP, namespace: str) -> None:
+    """A namespace with a Cluster and two MachineDeployments labelled ``karpy.sh/fleet``:
+    ``small`` (2 vCPU, 8 GiB, zone-a, priced per vCPU and GiB: $0.096/h at the defaults) and
+    ``large`` (8 vCPU, 32 GiB, zone-b, annotated $0.20/h)."""
+    kube.request("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
+    workload_cluster(kube, namespace, "work")
+    labels = {"karpy.sh/fleet": namespace}
+    machine_deployment(
+        kube,
+        namespace,
+        "small",
+        cluster="work",
+        cpu="2",
+        memory="8Gi",
+        zone="zone-a",
+        labels=labels,
+    )
+    machine_deployment(
+        kube,
+        namespace,
+        "large",
+        cluster="work",
+        cpu="8",
+        memory="32Gi",
+        zone="zone-b",
+        labels=labels,
+        annotations={"karpenter.cluster.x-k8s.io/price": "0.20"},
+    )
+
+
+def nodeclass(kube: KubeHTTP, name: str) -> NodeClassReference:
+    """A ClusterAPINodeClass selecting the MachineDeployments of `fleet(kube, name)`."""
+    kube.apply(
+        f"/apis/karpenter.cluster.x-k8s.io/v1alpha1/clusterapinodeclasses/{name}",
+        {
+            "apiVersion": "karpenter.cluster.x-k8s.io/v1alpha1",
+            "kind": "ClusterAPINodeClass",
+            "metadata": {"name": name},
+            "spec": {"scalableResourceSelector": {"matchLabels": {"karpy.sh/fleet": name}}},
+        },
+    )
+    return NodeClassReference(
+        group="karpenter.cluster.x-k8s.io", kind="ClusterAPINodeClass", name=name
+    )
+
+
+def remove_fleet(kube: KubeHTTP, namespace: str) -> None:
+    """Delete the NodeClass and the namespace (Cluster API removes its Machines)."""
+    kube.delete(f"/apis/karpenter.cluster.x-k8s.io/v1alpha1/clusterapinodeclasses/{namespace}")
+    kube.delete(f"/api/v1/namespaces/{namespace}")

@@ -163,9 +163,9 @@ class ClusterAPICloudProvider:
 
     async def create(self, nodeclaim: NodeClaim) -> NodeClaim:
         name = nodeclaim.metadata.name or ""
-        uid = nodeclaim.metadata.uid or ""
-        if not name or not uid:
-            msg = "nodeclaim needs metadata.name and metadata.uid: its Machine is claimed by both"
+        uid = _claim_key(nodeclaim)
+        if not name:
+            msg = "nodeclaim needs metadata.name: its Machine is labelled with it"
             raise ValueError(msg)
         nodeclass = await self._nodeclasses.ready(
             nodeclaim.spec.node_class_ref, owner=f"nodeclaim {name!r}"
@@ -191,7 +191,7 @@ class ClusterAPICloudProvider:
         when = self._clock.now().astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         for launch in compatible_launches(nodeclaim, types):
             md = by_name[launch.instance_type.name]
-            if await self._fleet.grow(md, nodeclaim_uid=nodeclaim.metadata.uid or "", when=when):
+            if await self._fleet.grow(md, nodeclaim_uid=_claim_key(nodeclaim), when=when):
                 log.info(
                     "scaled machinedeployment up",
                     extra={
@@ -227,7 +227,7 @@ class ClusterAPICloudProvider:
     ) -> Machine:
         """Claim one Machine the MachineDeployment made since it grew for this NodeClaim,
         waiting up to `create_wait` for Cluster API to make it."""
-        uid = nodeclaim.metadata.uid or ""
+        uid = _claim_key(nodeclaim)
         since = _parse_when(md.scale_ups().get(uid))
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._options.create_wait
@@ -348,7 +348,7 @@ class ClusterAPICloudProvider:
 
     async def delete(self, nodeclaim: NodeClaim) -> None:
         provider_id = nodeclaim.status.provider_id
-        uid = nodeclaim.metadata.uid or ""
+        uid = _claim_key(nodeclaim)
         claimed = await self._fleet.claimed()
         machine = next(
             (
@@ -374,7 +374,7 @@ class ClusterAPICloudProvider:
     async def _cancel_grow(self, md: MachineDeployment, nodeclaim: NodeClaim) -> None:
         """The NodeClaim went before it claimed its Machine: claim the Machine made for it, if
         there is one, and remove it; else take the replica back with the record."""
-        uid = nodeclaim.metadata.uid or ""
+        uid = _claim_key(nodeclaim)
         since = _parse_when(md.scale_ups().get(uid))
         for candidate in await self._candidates(md, since):
             if await self._fleet.claim(
@@ -510,6 +510,11 @@ REPAIR_POLICIES: Final = (
 def _tolerated(node: Sequence[Taint], allowed: Sequence[Taint]) -> bool:
     """Every taint the nodes carry is one the NodePool (or NodeClaim) declares."""
     return all(any(a.key == t.key and a.effect == t.effect for a in allowed) for t in node)
+
+
+def _claim_key(nodeclaim: NodeClaim) -> str:
+    """What a Machine is claimed by: the NodeClaim's UID (its name for one never stored)."""
+    return nodeclaim.metadata.uid or nodeclaim.metadata.name or ""
 
 
 def _parse_when(value: str | None) -> datetime | None:
