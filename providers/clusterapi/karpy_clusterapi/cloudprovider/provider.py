@@ -368,6 +368,7 @@ class ClusterAPICloudProvider:
                 if uid in md.scale_ups():
                     await self._cancel_grow(md, nodeclaim)
                     return
+        await self._fleet.tidy_releases()
         msg = f"nodeclaim {nodeclaim.metadata.name!r}: no Machine of its own"
         raise NodeClaimNotFoundError(msg)
 

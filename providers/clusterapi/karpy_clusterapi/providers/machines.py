@@ -290,6 +290,15 @@ class Fleet:
         except NotFoundError:
             return
 
+    async def tidy_releases(self) -> None:
+        """Drop every release record whose Machine is gone (a delete that ends learns it here)."""
+        deployments = [md for md in await self.deployments() if md.releases()]
+        if not deployments:
+            return
+        alive = {m.uid for m in await self.machines()}
+        for md in deployments:
+            await self.forget_releases(md, [uid for uid in md.releases() if uid not in alive])
+
     async def forget_releases(self, md: MachineDeployment, gone: Sequence[str]) -> None:
         """Drop the release records of Machines that no longer exist."""
         if gone:
