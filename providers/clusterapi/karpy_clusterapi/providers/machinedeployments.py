@@ -247,8 +247,9 @@ def price(md: MachineDeployment, pricing: Pricing) -> float:
             )
             raise MachineDeploymentError(msg)
         return float(value)
-    vcpus = Decimal(parse_resource(CPU, md.annotations[capi.ANNOTATION_CPU])) / 1000
-    gib = Decimal(parse_resource(MEMORY, md.annotations[capi.ANNOTATION_MEMORY])) / 1000 / GIB
+    shape = capacity(md)
+    vcpus = Decimal(shape.get_amount(CPU)) / 1000
+    gib = Decimal(shape.get_amount(MEMORY)) / 1000 / GIB
     return float(vcpus * pricing.per_vcpu + gib * pricing.per_gib)
 
 
@@ -270,13 +271,14 @@ def instance_type(md: MachineDeployment, *, pricing: Pricing, default_zone: str)
         capi.LABEL_MACHINEDEPLOYMENT: md.name,
         capi.LABEL_MACHINEDEPLOYMENT_NAMESPACE: md.namespace,
     }
+    shape = capacity(md)
     offering = Offering(
         md.failure_domain or default_zone,
         wk.CAPACITY_TYPE_ON_DEMAND,
         price(md, pricing),
         available=md.has_room,
     )
-    return InstanceType.make(md.name, capacity(md), (offering,), labels=labels)
+    return InstanceType.make(md.name, shape, (offering,), labels=labels)
 
 
 _TYPE_OWNED: Final = frozenset(
