@@ -179,3 +179,28 @@ async def test_garbage_collection_removes_a_claimed_machine_no_nodeclaim_owns(
     await eventually(gone, within=90, what="the orphaned Machine to go")
     assert fleet.replicas("small") == 0
     assert orphan.status.provider_id not in {n.status.provider_id for n in await provider.list()}
+
+
+async def test_a_machinedeployment_without_annotations_is_shaped_by_its_template_status(
+    fleet: Fleet,
+) -> None:
+    capi.machine_deployment(
+        fleet.env.kube,
+        fleet.name,
+        "templated",
+        cluster="work",
+        cpu="6",
+        memory="24Gi",
+        labels={"karpy.sh/fleet": fleet.name},
+        announce_shape=False,
+    )
+    types = {it.name: it for it in await fleet.provider().get_instance_types(_pool(fleet))}
+    assert set(types) == {"small", "large", "templated"}
+    assert types["templated"].capacity.get_amount("cpu") == 6000
+    assert types["templated"].capacity.get_amount("memory") == 24 * 2**30 * 1000
+
+
+def _pool(fleet: Fleet) -> Any:
+    from tests.contract.conftest import nodepool
+
+    return nodepool(fleet.name, fleet.ref)

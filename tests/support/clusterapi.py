@@ -6,10 +6,15 @@ karpy.localcluster.build.ensure_clusterapi) runs against the session's apiserver
 admission and conversion webhooks installed, served on 127.0.0.1 with a certificate made by
 openssl (no cert-manager): MachineDeployment -> MachineSet -> Machine is Cluster API's own logic.
 
-Infrastructure is a stand-in. Cluster API's in-memory provider lives in the
-``sigs.k8s.io/cluster-api/test`` module, and no version of that module resolves from the Go
-module proxy here (v1.14.2 and v1.14.4 need packages that are not served; v1.13.7 fails too), so
-the tests bring their own infrastructure kinds (group ``infrastructure.testbed.karpy.dev``,
+Infrastructure is a stand-in. Cluster API's in-memory backend lives in the
+``sigs.k8s.io/cluster-api/test`` module: as a dependency that module asks for
+``sigs.k8s.io/cluster-api`` at the v0.0.0 of its local replace, which the Go module proxy does
+not serve; pinned, v1.13.7 needs ``sigs.k8s.io/cluster-api`` v1.13.7, which is not served either,
+and v1.14.2 resolves, but ``test/infrastructure/inmemory`` is a library and the binary that
+serves it (``test/infrastructure/docker``) had not finished compiling after 30 minutes here. It
+would not do the whole job anyway: it keeps the workload cluster's Nodes in an in-memory
+apiserver of its own, where karpy does not look. So the tests bring their own infrastructure
+kinds (group ``infrastructure.testbed.karpy.dev``,
 labelled for Cluster API's v1beta2 contract): a TestbedCluster that is provisioned at once, a
 TestbedMachineTemplate, and TestbedMachines that the stand-in's loop marks provisioned with a
 providerID ``testbed:///<namespace>/<name>``. For each Machine with a providerID it registers a
@@ -444,9 +449,12 @@ def machine_deployment(
     replicas: int = 0,
     version: str = "v1.33.13",
     max_size: int | None = None,
+    announce_shape: bool = True,
 ) -> dict[str, Any]:
     """A MachineDeployment (and its TestbedMachineTemplate) announcing its shape through the
-    scale-from-zero annotations, as an operator would for the cluster-autoscaler."""
+    scale-from-zero annotations, as an operator would for the cluster-autoscaler; without
+    `announce_shape`, through the template's status.capacity instead, as an infrastructure
+    provider that implements Cluster API's scale-from-zero contract reports it."""
     kube.apply(
         f"{TESTBED}/namespaces/{namespace}/testbedmachinetemplates/{name}",
         {
@@ -456,13 +464,17 @@ def machine_deployment(
             "spec": {"template": {"spec": {"cpu": cpu, "memory": memory}}},
         },
     )
-    notes = {
-        "capacity.cluster-autoscaler.kubernetes.io/cpu": cpu,
-        "capacity.cluster-autoscaler.kubernetes.io/memory": memory,
-        "capacity.cluster-autoscaler.kubernetes.io/maxPods": "110",
-        "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size": "0",
-        **(annotations or {}),
-    }
+    notes = {"cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size": "0"}
+    if announce_shape:
+        notes["capacity.cluster-autoscaler.kubernetes.io/cpu"] = cpu
+        notes["capacity.cluster-autoscaler.kubernetes.io/memory"] = memory
+        notes["capacity.cluster-autoscaler.kubernetes.io/maxPods"] = "110"
+    else:
+        kube.merge_patch(
+            f"{TESTBED}/namespaces/{namespace}/testbedmachinetemplates/{name}/status",
+            {"status": {"capacity": {"cpu": cpu, "memory": memory}}},
+        )
+    notes.update(annotations or {})
     if max_size is not None:
         notes["cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size"] = str(max_size)
     template_spec: dict[str, Any] = {

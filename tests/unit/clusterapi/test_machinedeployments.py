@@ -7,20 +7,23 @@ from typing import Any
 
 import pytest
 
-from karpy.apis.kube.common import LabelSelector, LabelSelectorOperator, LabelSelectorRequirement
+from karpy.apis.kube.common import LabelSelectorOperator
 from karpy.apis.v1 import labels as wk
 from karpy.cloudprovider.registry import ProviderConfigError
 from karpy.core.resources import CPU, MEMORY, PODS
 from karpy_clusterapi import options_from_settings
+from karpy_clusterapi.apis.nodeclass import Selector, SelectorRequirement
 from karpy_clusterapi.providers.machinedeployments import (
     MachineDeploymentError,
     Pricing,
     instance_type,
+    needs_template,
     node_taints,
     parse,
     price,
     selects,
     template_hash,
+    with_template_status,
 )
 
 LABELS = "capacity.cluster-autoscaler.kubernetes.io/labels"
@@ -150,13 +153,13 @@ def test_taints_annotation() -> None:
 
 def test_selector_semantics() -> None:
     labels = {"pool": "a", "tier": "web"}
-    assert selects(LabelSelector(), labels)
-    assert selects(LabelSelector(match_labels={"pool": "a"}), labels)
-    assert not selects(LabelSelector(match_labels={"pool": "b"}), labels)
+    assert selects(Selector(), labels)
+    assert selects(Selector(match_labels={"pool": "a"}), labels)
+    assert not selects(Selector(match_labels={"pool": "b"}), labels)
 
-    def expr(op: LabelSelectorOperator, *values: str) -> LabelSelector:
-        return LabelSelector(
-            match_expressions=(LabelSelectorRequirement(key="tier", operator=op, values=values),)
+    def expr(op: LabelSelectorOperator, *values: str) -> Selector:
+        return Selector(
+            match_expressions=(SelectorRequirement(key="tier", operator=op, values=values),)
         )
 
     assert selects(expr(LabelSelectorOperator.IN, "web", "db"), labels)
@@ -195,3 +198,28 @@ def test_settings() -> None:
         options_from_settings({"price-per-gib": "cheap"})
     with pytest.raises(ProviderConfigError, match="unknown setting 'zone'"):
         options_from_settings({"zone": "a"})
+
+
+def test_without_annotations_the_shape_comes_from_the_infrastructure_template_status() -> None:
+    found = parse(
+        md({}, infrastructureRef={"apiGroup": "infra.example", "kind": "VMTemplate", "name": "t"})
+    )
+    assert found.infrastructure == ("infra.example", "VMTemplate", "t")
+    assert needs_template(found)
+    described = with_template_status(
+        found,
+        {
+            "status": {
+                "capacity": {"cpu": "16", "memory": "64Gi", "nvidia.com/gpu": "2"},
+                "nodeInfo": {"architecture": "arm64", "operatingSystem": "linux"},
+            }
+        },
+    )
+    it = instance_type(described, pricing=PRICING, default_zone="d")
+    assert it.capacity.get_amount(CPU) == 16000
+    assert it.capacity.get_amount("nvidia.com/gpu") == 2000
+    assert it.requirements.labels()[wk.LABEL_ARCH] == "arm64"
+    annotated = parse(md({**SHAPE}))
+    assert not needs_template(annotated)
+    with pytest.raises(MachineDeploymentError, match=r"status\.capacity\.cpu"):
+        instance_type(found, pricing=PRICING, default_zone="d")

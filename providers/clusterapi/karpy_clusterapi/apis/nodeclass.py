@@ -11,11 +11,12 @@ the management cluster, with the matching MachineDeployments listed.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import ClassVar, Final
 
 import attrs
 
-from karpy.apis.kube.common import LabelSelector
+from karpy.apis.kube.common import LabelSelectorOperator
 from karpy.apis.meta import Condition, ObjectMeta, conditions_field
 from karpy.apis.schema import Rule, field
 from karpy_clusterapi.apis.labels import GROUP
@@ -39,8 +40,31 @@ SELECTOR_RULES: Final = (
 
 
 @attrs.frozen(kw_only=True)
+class SelectorRequirement:
+    """One label requirement of a selector (Kubernetes' LabelSelectorRequirement)."""
+
+    key: str = field(doc="The label key.", min_length=1, max_length=316)
+    operator: LabelSelectorOperator = field(doc="In, NotIn, Exists or DoesNotExist.")
+    values: tuple[str, ...] = field(
+        factory=tuple, doc="The values for In and NotIn; empty for Exists and DoesNotExist."
+    )
+
+
+@attrs.frozen(kw_only=True)
+class Selector:
+    """A Kubernetes label selector; empty selects everything."""
+
+    match_labels: Mapping[str, str] = field(
+        factory=dict, doc="Labels that must all be present with these values."
+    )
+    match_expressions: tuple[SelectorRequirement, ...] = field(
+        factory=tuple, doc="Requirements that must all hold."
+    )
+
+
+@attrs.frozen(kw_only=True)
 class ClusterAPINodeClassSpec:
-    scalable_resource_selector: LabelSelector = field(
+    scalable_resource_selector: Selector = field(
         doc=(
             "Selects, by their labels, the MachineDeployments of the management cluster whose "
             "machines this NodeClass launches. An empty selector selects every MachineDeployment."

@@ -4,9 +4,12 @@ and whether the MachineDeployment has room for another.
 One instance type per selected MachineDeployment, named after it. Its shape comes from the
 cluster-autoscaler's scale-from-zero annotations (``capacity.cluster-autoscaler.kubernetes.io/``
 cpu, memory, ephemeral-disk, maxPods, gpu-count, labels, taints), which operators already put on
-MachineDeployments for the cluster-autoscaler; its zone is the template's failure domain (or the
-``default-zone`` setting); its one offering is on-demand, priced by the MachineDeployment's
-``karpenter.cluster.x-k8s.io/price`` annotation or else by the uniform cost per vCPU and per GiB
+MachineDeployments for the cluster-autoscaler, and where an annotation is absent from its
+infrastructure template's ``status.capacity`` and ``status.nodeInfo`` (Cluster API's
+scale-from-zero contract for infrastructure providers); its zone is the template's failure
+domain (or the ``default-zone`` setting); its one offering is on-demand, priced by the
+MachineDeployment's ``karpenter.cluster.x-k8s.io/price`` annotation or else by the uniform cost
+per vCPU and per GiB
 of memory (settings), so packing minimises hardware and consolidation can prefer the cheaper
 shape. The offering is unavailable while the MachineDeployment is at its
 ``cluster-api-autoscaler-node-group-max-size``.
@@ -24,11 +27,12 @@ from typing import Any, Final
 
 import attrs
 
-from karpy.apis.kube.common import LabelSelector, Taint, TaintEffect
+from karpy.apis.kube.common import Taint, TaintEffect
 from karpy.apis.v1 import labels as wk
 from karpy.core.instancetypes import InstanceType, Offering
 from karpy.core.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Resources, parse_resource
 from karpy_clusterapi.apis import labels as capi
+from karpy_clusterapi.apis.nodeclass import Selector
 
 GPU_RESOURCE: Final = "nvidia.com/gpu"
 DEFAULT_MAX_PODS: Final = "110"
@@ -63,6 +67,12 @@ class MachineDeployment:
     failure_domain: str | None
     template_hash: str
     """Digest of what a machine is made from: version, infrastructure and bootstrap."""
+    infrastructure: tuple[str, str, str] | None = None
+    """The template's infrastructure reference: (apiGroup, kind, name)."""
+    template_capacity: Mapping[str, str] = attrs.field(factory=dict)
+    """The infrastructure template's ``status.capacity``, when it was read."""
+    template_arch: str | None = None
+    """The infrastructure template's ``status.nodeInfo.architecture``, when it was read."""
 
     @property
     def key(self) -> str:
@@ -113,7 +123,13 @@ def parse(raw: Mapping[str, Any]) -> MachineDeployment:
     meta = raw.get("metadata") or {}
     spec = raw.get("spec") or {}
     template = (spec.get("template") or {}).get("spec") or {}
+    infra = template.get("infrastructureRef") or {}
     return MachineDeployment(
+        infrastructure=(
+            (str(infra.get("apiGroup") or ""), str(infra["kind"]), str(infra["name"]))
+            if infra.get("kind") and infra.get("name")
+            else None
+        ),
         namespace=str(meta.get("namespace") or ""),
         name=str(meta.get("name") or ""),
         uid=str(meta.get("uid") or ""),
@@ -144,7 +160,7 @@ def template_hash(template_spec: Mapping[str, Any]) -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 
-def selects(selector: LabelSelector, labels: Mapping[str, str]) -> bool:
+def selects(selector: Selector, labels: Mapping[str, str]) -> bool:
     """Kubernetes label-selector semantics; an empty selector selects everything."""
     if any(labels.get(k) != v for k, v in selector.match_labels.items()):
         return False
@@ -203,8 +219,25 @@ def node_taints(md: MachineDeployment) -> tuple[Taint, ...]:
     return tuple(out)
 
 
+def with_template_status(md: MachineDeployment, template: Mapping[str, Any]) -> MachineDeployment:
+    """`md` with what its infrastructure template's status says of one machine."""
+    status = template.get("status") or {}
+    found = status.get("capacity") or {}
+    return attrs.evolve(
+        md,
+        template_capacity={str(k): str(v) for k, v in found.items()},
+        template_arch=(status.get("nodeInfo") or {}).get("architecture") or None,
+    )
+
+
+def needs_template(md: MachineDeployment) -> bool:
+    """Whether an annotation the shape needs is missing, so the template's status is read."""
+    return any(a not in md.annotations for a in (capi.ANNOTATION_CPU, capi.ANNOTATION_MEMORY))
+
+
 def capacity(md: MachineDeployment) -> Resources:
-    """One machine's capacity from the scale-from-zero annotations (cpu and memory required)."""
+    """One machine's capacity from the scale-from-zero annotations, else its infrastructure
+    template's status.capacity (cpu and memory required from one or the other)."""
     values: dict[str, str] = {}
     for annotation, resource, default in (
         (capi.ANNOTATION_CPU, CPU, None),
@@ -213,11 +246,12 @@ def capacity(md: MachineDeployment) -> Resources:
         (capi.ANNOTATION_EPHEMERAL_DISK, EPHEMERAL_STORAGE, ""),
         (capi.ANNOTATION_GPU_COUNT, GPU_RESOURCE, ""),
     ):
-        value = md.annotations.get(annotation, default)
+        value = md.annotations.get(annotation, md.template_capacity.get(resource, default))
         if value is None:
             msg = (
-                f"machinedeployment {md.key}: annotation {annotation} is required to know its "
-                "machines' capacity before one exists"
+                f"machinedeployment {md.key}: annotation {annotation} (or its infrastructure "
+                f"template's status.capacity.{resource}) is required to know its machines' "
+                "capacity before one exists"
             )
             raise MachineDeploymentError(msg)
         if not value:
@@ -265,7 +299,7 @@ def instance_type(md: MachineDeployment, *, pricing: Pricing, default_zone: str)
         )
         raise MachineDeploymentError(msg)
     labels = {
-        wk.LABEL_ARCH: wk.ARCH_AMD64,
+        wk.LABEL_ARCH: md.template_arch or wk.ARCH_AMD64,
         wk.LABEL_OS: wk.OS_LINUX,
         **announced,
         capi.LABEL_MACHINEDEPLOYMENT: md.name,

@@ -29,7 +29,12 @@ from karpy.kube.client import KubeClient
 from karpy.kube.errors import ConflictError, NotFoundError
 from karpy_clusterapi.apis import labels as capi
 from karpy_clusterapi.apis.kinds import MACHINEDEPLOYMENTS, MACHINES
-from karpy_clusterapi.providers.machinedeployments import MachineDeployment, parse
+from karpy_clusterapi.providers.machinedeployments import (
+    MachineDeployment,
+    needs_template,
+    parse,
+    with_template_status,
+)
 
 log = logging.getLogger(__name__)
 
@@ -108,17 +113,53 @@ class Fleet:
     def __init__(self, kube: KubeClient, *, namespace: str | None) -> None:
         self._kube = kube
         self._namespace = namespace
+        self._paths: dict[tuple[str, str], str] = {}
 
     async def deployments(self) -> list[MachineDeployment]:
         raws, _ = await self._kube.list_raw(MACHINEDEPLOYMENTS, namespace=self._namespace)
-        return [parse(raw) for raw in raws]
+        return [await self._described(parse(raw)) for raw in raws]
 
     async def deployment(self, namespace: str, name: str) -> MachineDeployment | None:
         try:
             raw = await self._kube.get(MACHINEDEPLOYMENTS, name, namespace=namespace)
         except NotFoundError:
             return None
-        return parse(raw)
+        return await self._described(parse(raw))
+
+    async def _described(self, md: MachineDeployment) -> MachineDeployment:
+        """`md` with its infrastructure template's status, when its annotations leave its
+        shape open (a template that cannot be read leaves it so: the shape is then reported
+        missing by name)."""
+        if md.infrastructure is None or not needs_template(md):
+            return md
+        group, kind, name = md.infrastructure
+        collection = await self._collection(group, kind)
+        if collection is None:
+            return md
+        try:
+            template = await self._kube.request(
+                "GET", f"{collection.format(namespace=md.namespace)}/{name}"
+            )
+        except NotFoundError:
+            return md
+        return with_template_status(md, template)
+
+    async def _collection(self, group: str, kind: str) -> str | None:
+        """The REST collection of an infrastructure kind, from discovery (cached)."""
+        key = (group, kind)
+        if self._paths.get(key) is None:
+            try:
+                found = await self._kube.request("GET", f"/apis/{group}")
+                version = (found.get("preferredVersion") or {}).get("groupVersion")
+                resources = await self._kube.request("GET", f"/apis/{version}")
+            except NotFoundError:
+                return None
+            for resource in resources.get("resources") or []:
+                if resource.get("kind") == kind and "/" not in str(resource.get("name")):
+                    self._paths[key] = (
+                        f"/apis/{version}/namespaces/{{namespace}}/{resource['name']}"
+                    )
+        return self._paths.get(key)
 
     async def machines(self) -> list[Machine]:
         raws, _ = await self._kube.list_raw(MACHINES, namespace=self._namespace)
