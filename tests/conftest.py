@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, settings
 
 from karpy.localcluster import ClusterInfo, LocalCluster, PortInUseError
 from karpy.runtime.telemetry import Telemetry
+from tests.support.clusterapi import clusterapi  # noqa: F401 - the session's Cluster API
 from tests.support.kubehttp import KubeHTTP, KubeHTTPError
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -13,9 +13,11 @@ fixtures all sit on top of :class:`LocalCluster`.
 
 from karpy.localcluster.build import (
     Binaries,
+    ClusterAPI,
     Tools,
     ensure_all,
     ensure_binaries,
+    ensure_clusterapi,
     ensure_helm,
     ensure_jaeger,
     ensure_tools,
@@ -35,6 +37,7 @@ __all__ = [
     "KWOK_VERSION",
     "Binaries",
     "BuildFailedError",
+    "ClusterAPI",
     "ClusterInfo",
     "ComponentFailedError",
     "ComponentStatus",
@@ -45,6 +48,7 @@ __all__ = [
     "Tools",
     "ensure_all",
     "ensure_binaries",
+    "ensure_clusterapi",
     "ensure_helm",
     "ensure_jaeger",
     "ensure_tools",

@@ -11,6 +11,12 @@ A cold build takes minutes and gigabytes of Go build cache, so: build lazily, sh
 write each binary atomically (an interrupted build never leaves a broken one) and never rebuild
 what is there. A file lock keeps concurrent ``karpy`` processes from building the same thing.
 
+Cluster API's core controller manager (``sigs.k8s.io/cluster-api/core``) is a group of its own,
+built like the tools, for the Cluster API provider's tests and demo. Its module replaces
+``sigs.k8s.io/cluster-api/api`` with a local path, so our module pins that one itself; the CRDs
+and webhook configuration it is installed with are copied from the module beside the binary, so
+running it needs no Go.
+
 The tools the tests drive beside the cluster (helm, for the chart; Jaeger all-in-one, to receive
 karpy's traces) have a lock each, so ``karpy cluster build`` compiles all three at once, filling
 the cores while one waits on module downloads or links: on a fresh 2-core machine the
@@ -36,6 +42,7 @@ import attrs
 
 from karpy.localcluster.errors import BuildFailedError, GoToolchainError
 from karpy.localcluster.versions import (
+    CLUSTER_API_VERSION,
     HELM_VERSION,
     JAEGER_VERSION,
     KUBERNETES_VERSION,
@@ -76,6 +83,22 @@ class Tools:
 
     helm: Path
     jaeger: Path
+
+
+@attrs.frozen
+class ClusterAPI:
+    """Cluster API's core controller manager and what it is installed with."""
+
+    manager: Path
+    crds: tuple[Path, ...]
+    """Its CustomResourceDefinitions (core/config/crd/bases), one file each."""
+    webhooks: Path
+    """Its admission webhook configurations (core/config/webhook/manifests.yaml)."""
+    version: str = CLUSTER_API_VERSION
+
+
+#: Cluster API's go.mod asks for this Go.
+CLUSTER_API_MINIMUM_GO = (1, 26)
 
 
 def cache_root() -> Path:
@@ -199,6 +222,41 @@ def ensure_jaeger(*, cache_dir: Path | None = None, progress: Progress = print_p
     return jaeger
 
 
+def ensure_clusterapi(
+    *, cache_dir: Path | None = None, progress: Progress = print_progress
+) -> ClusterAPI:
+    """Return Cluster API's core controller manager with its CRDs and webhook configuration,
+    building it when the cache lacks it, under a lock of its own (side effects and errors as
+    :func:`ensure_binaries`)."""
+    root = cache_dir or cache_root()
+    home = root / "bin" / f"cluster-api-v{CLUSTER_API_VERSION}"
+    manager = home / "manager"
+    webhooks = home / "webhooks.yaml"
+    if not _is_executable(manager) or not webhooks.is_file():
+        _check_go(CLUSTER_API_MINIMUM_GO, what=f"Cluster API {CLUSTER_API_VERSION}")
+        with _lock(root / "locks" / "cluster-api.lock", progress=progress):
+            module = _clusterapi_module(root)
+            _build(
+                component="cluster-api",
+                package="sigs.k8s.io/cluster-api/core",
+                module=module,
+                output=manager,
+                ldflags=" ".join(
+                    [
+                        "-s",
+                        "-w",
+                        f"-X sigs.k8s.io/cluster-api/version.gitVersion=v{CLUSTER_API_VERSION}",
+                        "-X sigs.k8s.io/cluster-api/version.gitTreeState=clean",
+                    ]
+                ),
+                progress=progress,
+            )
+            _copy_clusterapi_config(module, home)
+    return ClusterAPI(
+        manager=manager, crds=tuple(sorted((home / "crds").glob("*.yaml"))), webhooks=webhooks
+    )
+
+
 def ensure_tools(*, cache_dir: Path | None = None, progress: Progress = print_progress) -> Tools:
     """Return helm and Jaeger, building whichever the cache lacks, both at once."""
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="karpy-tools") as pool:
@@ -240,6 +298,43 @@ def _kubernetes_module(root: Path) -> Path:
 def _kwok_module(root: Path) -> Path:
     text = f"module karpy.local/kwok\n\ngo 1.24.0\n\nrequire sigs.k8s.io/kwok v{KWOK_VERSION}\n"
     return _write_module(root / "build" / f"kwok-v{KWOK_VERSION}", text)
+
+
+def _clusterapi_module(root: Path) -> Path:
+    version = f"v{CLUSTER_API_VERSION}"
+    text = (
+        "module karpy.local/cluster-api\n\ngo 1.26.0\n\n"
+        f"require sigs.k8s.io/cluster-api {version}\n\n"
+        f"replace sigs.k8s.io/cluster-api/api => sigs.k8s.io/cluster-api/api {version}\n"
+    )
+    return _write_module(root / "build" / f"cluster-api-{version}", text)
+
+
+def _copy_clusterapi_config(module: Path, home: Path) -> None:
+    """Copy the CRDs and webhook configuration out of the downloaded module (read-only files in
+    Go's module cache) beside the binary, the webhook file last: its presence marks the copy
+    whole."""
+    found = subprocess.run(
+        ["go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/cluster-api"],
+        cwd=module,
+        env={**os.environ, "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local", "GOWORK": "off"},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    source = Path(found.stdout.strip()) / "core" / "config"
+    if found.returncode != 0 or not source.is_dir():
+        raise BuildFailedError(
+            "cluster-api", log=module / "manager.build.log", tail=found.stderr.strip()
+        )
+    crds = home / "crds"
+    crds.mkdir(parents=True, exist_ok=True)
+    for crd in sorted((source / "crd" / "bases").glob("*.yaml")):
+        (crds / crd.name).write_bytes(crd.read_bytes())
+    partial = home / f".webhooks.yaml.partial-{os.getpid()}"
+    partial.write_bytes((source / "webhook" / "manifests.yaml").read_bytes())
+    partial.replace(home / "webhooks.yaml")
 
 
 def _tool_module(root: Path, name: str, module: str, version: str) -> Path:
@@ -373,7 +468,8 @@ def _build_many(
     progress(f"built {component} in {time.monotonic() - started:.0f}s -> {where}")
 
 
-def _check_go() -> None:
+def _check_go(minimum: tuple[int, int] = MINIMUM_GO, *, what: str = "") -> None:
+    what = what or f"Kubernetes {KUBERNETES_VERSION}"
     go = shutil.which("go")
     if go is None:
         raise GoToolchainError(
@@ -385,10 +481,10 @@ def _check_go() -> None:
         [go, "env", "GOVERSION"], capture_output=True, text=True, check=False, timeout=60
     ).stdout.strip()
     match = re.match(r"go(\d+)\.(\d+)", found)
-    if match is None or (int(match[1]), int(match[2])) < MINIMUM_GO:
+    if match is None or (int(match[1]), int(match[2])) < minimum:
         raise GoToolchainError(
-            f"Go {MINIMUM_GO[0]}.{MINIMUM_GO[1]} or newer is needed to build Kubernetes "
-            f"{KUBERNETES_VERSION}; {go} reports {found or 'no version'}"
+            f"Go {minimum[0]}.{minimum[1]} or newer is needed to build {what}; "
+            f"{go} reports {found or 'no version'}"
         )
 
 

@@ -12,7 +12,7 @@ import sys
 
 import attrs
 
-from karpy.localcluster.build import ensure_all, ensure_binaries, ensure_tools
+from karpy.localcluster.build import ensure_all, ensure_binaries, ensure_clusterapi, ensure_tools
 from karpy.localcluster.cluster import LocalCluster
 from karpy.localcluster.errors import LocalClusterError
 from karpy.localcluster.versions import KUBERNETES_VERSION, KWOK_VERSION
@@ -45,9 +45,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     build.add_argument(
         "--only",
-        choices=("control-plane", "tools"),
-        help="build only the control plane (etcd, Kubernetes, kwok) or only the test tools "
-        "(helm, Jaeger)",
+        choices=("control-plane", "tools", "cluster-api"),
+        help="build only the control plane (etcd, Kubernetes, kwok), only the test tools "
+        "(helm, Jaeger) or only Cluster API's core controller manager (for the Cluster API "
+        "provider's tests and demo; not part of the default build)",
     )
     return parser
 
@@ -76,6 +77,12 @@ def main(argv: list[str]) -> int:
                 paths = attrs.asdict(ensure_binaries())
             elif args.only == "tools":
                 paths = attrs.asdict(ensure_tools())
+            elif args.only == "cluster-api":
+                built = ensure_clusterapi()
+                paths = {
+                    "cluster-api-manager": built.manager,
+                    "cluster-api-webhooks": built.webhooks,
+                }
             else:
                 binaries, tools = ensure_all()
                 paths = {**attrs.asdict(binaries), **attrs.asdict(tools)}

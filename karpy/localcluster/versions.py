@@ -23,6 +23,11 @@ HELM_VERSION: Final = "3.22.0"
 #: Jaeger 2 binary; the Go module keeps v1 tags), which the tracing test sends karpy's spans to.
 JAEGER_VERSION: Final = "1.76.0"
 
+#: Cluster API's core controller manager (sigs.k8s.io/cluster-api/core), which the Cluster API
+#: provider's tests and demo run on the local control plane: MachineDeployment -> MachineSet ->
+#: Machine is its logic, not a stand-in's. Its go.mod asks for Go 1.26.
+CLUSTER_API_VERSION: Final = "1.14.2"
+
 #: The oldest Go toolchain that builds the pinned Kubernetes release.
 MINIMUM_GO: Final = (1, 24)
 

@@ -36,6 +36,7 @@ from karpy.testing.fake_cloudprovider import TEST_NODE_CLASS, FakeCloudProvider
 from karpy_kwok.apis import labels as kwoklabels
 from karpy_kwok.apis.kinds import KWOK_NODECLASSES
 from karpy_kwok.apis.kwoknodeclass import KWOKNodeClass
+from tests.support.marks import TOOLS
 
 
 @attrs.frozen
@@ -142,10 +143,55 @@ async def _kwok_subject(request: pytest.FixtureRequest) -> AsyncIterator[Subject
         await kube.close()
 
 
-SUBJECTS = {"fake": _fake_subject, "overlaid": _overlaid_subject, "kwok": _kwok_subject}
+async def _clusterapi_subject(request: pytest.FixtureRequest) -> AsyncIterator[Subject]:
+    """The Cluster API provider on Cluster API's real controllers (tests/support/clusterapi.py),
+    over two MachineDeployments of its own namespace: ``small`` (2 vCPU, 8 GiB in zone-a, priced
+    per vCPU and GiB) and ``large`` (8 vCPU, 32 GiB in zone-b, annotated at $0.20/h). The
+    namespace, and with it every Machine, is deleted afterwards."""
+    from karpy.runtime.clock import SystemClock
+    from karpy_clusterapi import ClusterAPICloudProvider, ClusterAPIOptions
+    from karpy_clusterapi.controllers.nodeclass import NodeClassController
+    from tests.support import clusterapi as capi
+
+    env: capi.ClusterAPIEnv = request.getfixturevalue("clusterapi")
+    cluster_info: ClusterInfo = request.getfixturevalue("cluster_info")
+    request.getfixturevalue("karpy_crds")
+    prefix = f"ct-{secrets.token_hex(3)}"
+    capi.fleet(env.kube, prefix)
+    kube = await KubeClient.connect(cluster_info.kubeconfig, request_timeout=10.0)
+    provider = ClusterAPICloudProvider(
+        kube, kube, options=ClusterAPIOptions(namespace=prefix, create_wait=120.0)
+    )
+    ref = capi.nodeclass(env.kube, prefix)
+    try:
+        await NodeClassController(
+            kube, provider.fleet, provider.nodeclasses, clock=SystemClock()
+        ).reconcile(prefix)
+        yield Subject(
+            provider=provider,
+            nodepool=nodepool(prefix, ref),
+            node_class_ref=ref,
+            missing_provider_id=f"{capi.PROVIDER_ID_PREFIX}{prefix}/missing",
+            prefix=prefix,
+        )
+    finally:
+        capi.remove_fleet(env.kube, prefix)
+        await kube.close()
 
 
-@pytest.fixture(params=[pytest.param(name, id=name) for name in SUBJECTS])
+SUBJECTS = {
+    "fake": _fake_subject,
+    "overlaid": _overlaid_subject,
+    "kwok": _kwok_subject,
+    "clusterapi": _clusterapi_subject,
+}
+MARKS = {"clusterapi": (*TOOLS, pytest.mark.xdist_group("clusterapi"))}
+"""Cluster API's tests run last (its manager builds beside the suite) on one worker."""
+
+
+@pytest.fixture(
+    params=[pytest.param(name, id=name, marks=MARKS.get(name, ())) for name in SUBJECTS]
+)
 async def subject(request: pytest.FixtureRequest) -> AsyncIterator[Subject]:
     async for built in SUBJECTS[request.param](request):
         yield built

@@ -1,0 +1,1 @@
+"""ClusterAPICloudProvider (`provider`)."""

@@ -1,0 +1,1 @@
+"""The passes the Cluster API provider declares for the operator to run (`extension`)."""
