@@ -10,6 +10,7 @@ exceed. Crash moments are drawn from a seeded RNG, so a sweep is repeatable.
     .venv/bin/python benchmarks/faults.py --provider aws --trials 20
     .venv/bin/python benchmarks/faults.py --scenario outage --outage-pods 100
     .venv/bin/python benchmarks/faults.py --karpy-src /path/to/other/checkout   # "before"
+    .venv/bin/python benchmarks/faults.py --scenario pressure   # AWS throttled a minute etc.
 
 docs/reliability.md has
 the figures.
@@ -157,7 +158,7 @@ async def _sweep(args: argparse.Namespace, cluster: LocalCluster, kubeconfig: Pa
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--provider", choices=("kwok", "aws"), default="kwok")
-    parser.add_argument("--scenario", choices=("crash", "outage", "all"), default="all")
+    parser.add_argument("--scenario", choices=("crash", "outage", "all", "pressure"), default="all")
     parser.add_argument("--trials", type=int, default=20, help="crash trials")
     parser.add_argument("--seed", type=int, default=17)
     parser.add_argument("--pods", type=int, default=50)
@@ -167,7 +168,13 @@ def main() -> int:
     parser.add_argument("--outage-after", type=float, default=3.0, help="s after scale-up")
     parser.add_argument("--outage", type=float, default=20.0, help="s the apiserver is away")
     parser.add_argument("--karpy-src", type=Path, default=None, help="run karpy from here")
-    args = parser.parse_args()
+    args, rest = parser.parse_known_args()
+    if args.scenario == "pressure":  # benchmarks/aws_pressure.py, with its own flags
+        import aws_pressure
+
+        return aws_pressure.main(rest)
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     which = "other" if args.karpy_src else "this"
     # The pid keeps two sweeps started at once (say, before and after) off each other's cluster.
     name = f"faults-{args.provider}-{args.scenario}-{which}-{os.getpid()}"
