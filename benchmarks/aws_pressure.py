@@ -76,6 +76,10 @@ def report(figures: Figures, args: argparse.Namespace) -> str:
             f"calls while throttled ({args.throttled:.0f} s): {figures.calls}, "
             f"{figures.mean_rate}/s mean, {figures.peak_rate}/s busiest second",
             f"errors injected: {figures.injected}; CreateFleet answered: {figures.launches}",
+            f"first DescribeInstanceTypes answered {figures.first_types} s, first CreateFleet "
+            f"answered {figures.first_launch} s into the plan (scaled up at {figures.scaled_at} s)",
+            "calls/injected per 10 s: "
+            + " ".join(f"{calls}/{injected}" for calls, injected in figures.timeline),
             f"messages sent {args.messages}: received {figures.received:.0f}, "
             f"malformed {figures.received_unknown:.0f}, deleted {figures.deleted:.0f}, "
             f"left {figures.left}, all deleted {figures.to_drain} s after the last was sent",

@@ -27,16 +27,32 @@ LABEL_KEYS = (
     "kubernetes.io/hostname",
     wk.LABEL_NODEPOOL,
 )
-OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "in", "Equals", "")
-DURATIONS = ("30s", "0s", "720h", "Never", "1h30m", "-5m", "forever", "", "10", "5 minutes")
+OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+BAD_OPERATORS = ("in", "Equals", "")
+DURATIONS = ("30s", "0s", "720h", "Never", "1h30m")
+BAD_DURATIONS = ("-5m", "forever", "", "10", "5 minutes")
 JUNK = st.text(alphabet=st.characters(codec="utf-8"), max_size=12)
 """Any text at all (control characters and emoji included), short."""
 
 
+def mostly(
+    valid: st.SearchStrategy[Any], invalid: st.SearchStrategy[Any]
+) -> st.SearchStrategy[Any]:
+    """`valid` three times in four: an object has many fields, and one bad field is enough
+    for the apiserver to refuse it, so bad values must be rare for some objects to pass."""
+    return st.one_of(valid, valid, valid, invalid)
+
+
+def _duration() -> st.SearchStrategy[str]:
+    return mostly(st.sampled_from(DURATIONS), st.sampled_from(BAD_DURATIONS))
+
+
 def _label_value() -> st.SearchStrategy[str]:
-    return st.one_of(
-        st.sampled_from(("amd64", "arm64", "linux", "spot", "on-demand", "4", "-3", "zone-a")),
-        st.from_regex(r"[a-z0-9]([-a-z0-9.]{0,20}[a-z0-9])?", fullmatch=True),
+    return mostly(
+        st.one_of(
+            st.sampled_from(("amd64", "arm64", "linux", "spot", "on-demand", "4", "-3", "zone-a")),
+            st.from_regex(r"[a-z0-9]([-a-z0-9.]{0,20}[a-z0-9])?", fullmatch=True),
+        ),
         JUNK,
     )
 
@@ -44,12 +60,12 @@ def _label_value() -> st.SearchStrategy[str]:
 def _requirement() -> st.SearchStrategy[dict[str, Any]]:
     return st.fixed_dictionaries(
         {
-            "key": st.one_of(st.sampled_from(LABEL_KEYS), JUNK),
-            "operator": st.sampled_from(OPERATORS),
+            "key": mostly(st.sampled_from(LABEL_KEYS), JUNK),
+            "operator": mostly(st.sampled_from(OPERATORS), st.sampled_from(BAD_OPERATORS)),
         },
         optional={
-            "values": st.lists(_label_value(), max_size=4),
-            "minValues": st.integers(min_value=-2, max_value=60),
+            "values": st.lists(_label_value(), max_size=3),
+            "minValues": mostly(st.integers(1, 3), st.integers(min_value=-2, max_value=60)),
         },
     )
 
@@ -57,15 +73,17 @@ def _requirement() -> st.SearchStrategy[dict[str, Any]]:
 def _taint() -> st.SearchStrategy[dict[str, Any]]:
     return st.fixed_dictionaries(
         {
-            "key": st.one_of(st.sampled_from(("example.com/dedicated", "a", "")), JUNK),
-            "effect": st.sampled_from(("NoSchedule", "NoExecute", "PreferNoSchedule", "Never")),
+            "key": mostly(st.sampled_from(("example.com/dedicated", "a")), JUNK),
+            "effect": mostly(
+                st.sampled_from(("NoSchedule", "NoExecute", "PreferNoSchedule")), st.just("Never")
+            ),
         },
         optional={"value": _label_value()},
     )
 
 
 def _node_class_ref(kwok_class: str) -> st.SearchStrategy[dict[str, Any]]:
-    return st.one_of(
+    return mostly(
         st.just({"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": kwok_class}),
         st.fixed_dictionaries(
             {
@@ -78,23 +96,26 @@ def _node_class_ref(kwok_class: str) -> st.SearchStrategy[dict[str, Any]]:
 
 
 def _quantity() -> st.SearchStrategy[str | int]:
-    return st.one_of(
-        st.sampled_from(("10", "1000", "0", "100Gi", "1.5", "-1", "1e3", "lots", "")),
-        st.integers(min_value=-5, max_value=10**6),
+    return mostly(
+        st.one_of(
+            st.sampled_from(("10", "1000", "0", "100Gi", "1.5", "1e3")),
+            st.integers(min_value=0, max_value=10**6),
+        ),
+        st.one_of(st.sampled_from(("-1", "lots", "")), st.integers(min_value=-5, max_value=-1)),
     )
 
 
 def _template_spec(kwok_class: str) -> st.SearchStrategy[dict[str, Any]]:
     return st.fixed_dictionaries(
         {
-            "requirements": st.lists(_requirement(), max_size=4),
+            "requirements": st.lists(_requirement(), max_size=3),
             "nodeClassRef": _node_class_ref(kwok_class),
         },
         optional={
             "taints": st.lists(_taint(), max_size=2),
             "startupTaints": st.lists(_taint(), max_size=1),
-            "expireAfter": st.sampled_from(DURATIONS),
-            "terminationGracePeriod": st.sampled_from(DURATIONS),
+            "expireAfter": _duration(),
+            "terminationGracePeriod": _duration(),
             "unknownField": JUNK,
         },
     )
@@ -102,10 +123,17 @@ def _template_spec(kwok_class: str) -> st.SearchStrategy[dict[str, Any]]:
 
 def _budget() -> st.SearchStrategy[dict[str, Any]]:
     return st.fixed_dictionaries(
-        {"nodes": st.sampled_from(("10%", "0", "5", "100%", "150%", "-1", "all", ""))},
+        {
+            "nodes": mostly(
+                st.sampled_from(("10%", "0", "5", "100%")),
+                st.sampled_from(("150%", "-1", "all", "")),
+            )
+        },
         optional={
-            "schedule": st.sampled_from(("@daily", "0 9 * * mon-fri", "* * *", "@never")),
-            "duration": st.sampled_from(DURATIONS),
+            "schedule": mostly(
+                st.sampled_from(("@daily", "0 9 * * mon-fri")), st.sampled_from(("* * *", "@never"))
+            ),
+            "duration": _duration(),
             "reasons": st.lists(
                 st.sampled_from(("Drifted", "Empty", "Underutilized", "Expired", "Bored")),
                 max_size=3,
@@ -138,10 +166,11 @@ def nodepools(kwok_class: str) -> st.SearchStrategy[dict[str, Any]]:
             "disruption": st.fixed_dictionaries(
                 {},
                 optional={
-                    "consolidationPolicy": st.sampled_from(
-                        ("WhenEmpty", "WhenEmptyOrUnderutilized", "WhenUnderutilized", "Always")
+                    "consolidationPolicy": mostly(
+                        st.sampled_from(("WhenEmpty", "WhenEmptyOrUnderutilized")),
+                        st.sampled_from(("WhenUnderutilized", "Always")),
                     ),
-                    "consolidateAfter": st.sampled_from(DURATIONS),
+                    "consolidateAfter": _duration(),
                     "budgets": st.lists(_budget(), max_size=3),
                 },
             ),
@@ -159,7 +188,7 @@ def nodeclaims(kwok_class: str) -> st.SearchStrategy[dict[str, Any]]:
     """A v1 NodeClaim's spec, made by hand (no NodePool owns it)."""
     return st.fixed_dictionaries(
         {
-            "requirements": st.lists(_requirement(), max_size=4),
+            "requirements": st.lists(_requirement(), max_size=3),
             "nodeClassRef": _node_class_ref(kwok_class),
         },
         optional={
@@ -174,8 +203,8 @@ def nodeclaims(kwok_class: str) -> st.SearchStrategy[dict[str, Any]]:
                 },
             ),
             "taints": st.lists(_taint(), max_size=2),
-            "expireAfter": st.sampled_from(DURATIONS),
-            "terminationGracePeriod": st.sampled_from(DURATIONS),
+            "expireAfter": _duration(),
+            "terminationGracePeriod": _duration(),
         },
     )
 

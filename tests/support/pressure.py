@@ -83,6 +83,8 @@ class Figures:
     """Seconds into the plan of karpy's first CreateFleet that moto answered."""
     scaled_at: float
     """Seconds into the plan of the scale-up."""
+    timeline: tuple[tuple[int, int], ...]
+    """karpy's calls and the errors injected into them, per 10 s of the plan."""
 
 
 def plan(caller: str, *, start_failing: float, throttled: float) -> dict[str, Any]:
@@ -305,6 +307,7 @@ async def pressure_trial(
         first_types=_first(mine, "DescribeInstanceTypes"),
         first_launch=_first(mine, "CreateFleet"),
         scaled_at=round(scaled_at, 1),
+        timeline=_timeline(mine),
         left=len(left.get("Messages", [])),
         to_drain=round(to_drain, 1),
     )
@@ -313,3 +316,14 @@ async def pressure_trial(
 def _first(records: Sequence[dict[str, Any]], operation: str) -> float | None:
     answered = [r["at"] for r in records if r["operation"] == operation and not r["injected"]]
     return round(min(answered), 1) if answered else None
+
+
+def _timeline(records: Sequence[dict[str, Any]]) -> tuple[tuple[int, int], ...]:
+    if not records:
+        return ()
+    buckets = [[0, 0] for _ in range(int(max(r["at"] for r in records) // 10) + 1)]
+    for record in records:
+        bucket = buckets[int(record["at"] // 10)]
+        bucket[0] += 1
+        bucket[1] += bool(record["injected"])
+    return tuple((calls, injected) for calls, injected in buckets)
