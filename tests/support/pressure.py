@@ -264,7 +264,8 @@ async def pressure_trial(
             async def all_deleted() -> bool:
                 return metrics.total(telemetry, DELETED) >= sent
 
-            await eventually(all_deleted, within=120 + sent / 10)
+            # A scrape renders every series: every 2 s is plenty, and spares a loaded machine.
+            await eventually(all_deleted, within=120 + sent / 10, interval=2.0)
             to_drain = time.monotonic() - sent_at
             left = await asyncio.to_thread(
                 sqs.receive_message, QueueUrl=url, VisibilityTimeout=0, WaitTimeSeconds=0
