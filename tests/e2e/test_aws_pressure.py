@@ -2,7 +2,7 @@
 the instance types failing, and its interruption queue full of junk.
 
 The trial is `tests.support.pressure.pressure_trial` (its docstring says what presses and how);
-here it runs short (DescribeInstanceTypes failing 10 s, half the calls throttled 30 s, 100
+here it runs short (DescribeInstanceTypes failing 5 s, half the calls throttled 20 s, 60
 messages), and `benchmarks/faults.py --scenario pressure` runs it long (a minute, 1,000
 messages). It proves: every pod runs, on the offerings that had capacity; karpy's request rate
 stayed bounded while it was refused (botocore's backoff and karpy's own, no hot loop: the
@@ -28,7 +28,7 @@ pytestmark = [pytest.mark.usefixtures("karpy_crds"), pytest.mark.aws, ONE_AT_A_T
 
 log = logging.getLogger(__name__)
 
-MESSAGES = 100
+MESSAGES = 60
 MAX_MEAN_RATE = 20.0
 """Calls per second karpy may average while it is throttled: a scale-out of a few nodes needs a
 handful; a retry loop without backoff makes hundreds (moto answers in milliseconds)."""
@@ -48,8 +48,8 @@ async def test_karpy_places_every_pod_and_drains_its_queue_under_pressure(
         api_client,
         namespace,
         emulator,
-        start_failing=10.0,
-        throttled=30.0,
+        start_failing=5.0,
+        throttled=20.0,
         pods=8,
         sent=MESSAGES,
         caller=caller,
