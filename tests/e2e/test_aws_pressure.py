@@ -24,7 +24,15 @@ from tests.e2e.test_aws_walkthrough import emulator  # noqa: F401 - the fixture
 from tests.support.marks import ONE_AT_A_TIME
 from tests.support.pressure import malformed, pressure_trial
 
-pytestmark = [pytest.mark.usefixtures("karpy_crds"), pytest.mark.aws, ONE_AT_A_TIME]
+pytestmark = [
+    pytest.mark.usefixtures("karpy_crds"),
+    pytest.mark.aws,
+    ONE_AT_A_TIME,
+    # The emulator's start, about 30 s of deliberate backoff after the throttled window, the
+    # queue's drain and the clean-up: some 2 minutes on a quiet machine, over 5 at a load
+    # average of 40 (other work on the same two cores).
+    pytest.mark.timeout(600),
+]
 
 log = logging.getLogger(__name__)
 
