@@ -350,12 +350,14 @@ class KubeClient:
         # JSON bodies itself, so the body goes down as a plain dict.
         headers = {"Accept": "application/json", "Content-Type": content_type}
         data = dict(body) if body is not None else None
+        if self._limiter is not None:
+            await self._limiter.acquire()
+        # After the limiter's wait, not before: a write that waited there through a stop must
+        # be judged by the lease as it is when the write goes out.
         if method != "GET" and self._fence is not None:
             why = self._fence(method, path)
             if why is not None:
                 raise FencedError(f"{method} {path}: {why}")
-        if self._limiter is not None:
-            await self._limiter.acquire()
         try:
             async with asyncio.timeout(self.request_timeout):
                 response = await self._send(method, path, query=query, headers=headers, body=data)

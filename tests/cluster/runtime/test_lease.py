@@ -20,6 +20,7 @@ from karpy.kube.lease import JITTER_FACTOR, LeaderElector, LeadershipLostError, 
 from karpy.localcluster import ClusterInfo
 from karpy.runtime.clock import SystemClock
 from karpy.runtime.options import LeaderElectionOptions
+from karpy.runtime.ratelimit import TokenBucket
 from karpy.runtime.telemetry import Telemetry
 from tests.support.marks import ONE_AT_A_TIME
 from tests.support.waiting import eventually
@@ -260,3 +261,51 @@ async def test_a_leader_whose_lease_may_have_lapsed_writes_nothing(
     names = {item["metadata"]["name"] for item in (await kube.request("GET", configmaps))["items"]}
     assert {f"{name}-follower", f"{name}-leading"} <= names
     assert not {f"{name}-stale", f"{name}-lost"} & names
+
+
+async def test_a_write_that_waited_for_the_rate_limiter_through_a_stop_is_fenced(
+    cluster_info: ClusterInfo, kube: KubeClient, telemetry: Telemetry, namespace: str
+) -> None:
+    """The fence judges a write when it goes out, after the client's rate limiter: one that
+    was queued there when the process stopped must not be sent once it wakes past the renew
+    deadline (the failover test caught one such status patch)."""
+    name = f"lease-{secrets.token_hex(3)}"
+    bucket_time = ElectorTime(real=False)
+    holding = False
+    queued = asyncio.Event()
+    release = asyncio.Event()
+
+    async def held_sleep(seconds: float) -> None:
+        if holding:  # the stop: whatever waits in the bucket waits until the test says
+            queued.set()
+            await release.wait()
+        bucket_time.now += seconds
+
+    limiter = TokenBucket(rate=1.0, burst=1, now=bucket_time.time, sleep=held_sleep)
+    fenced = await KubeClient.connect(
+        cluster_info.kubeconfig, request_timeout=10.0, limiter=limiter
+    )
+    time = ElectorTime(real=True)
+    leader = elector(fenced, telemetry, namespace, name, "a", time)
+    fenced.fence(leader.fenced)
+    configmaps = f"/api/v1/namespaces/{namespace}/configmaps"
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{name}-queued"}}
+    try:
+        async with asyncio.TaskGroup() as group:
+            running = group.create_task(leader.run())
+            async with asyncio.timeout(30):
+                await leader.leading.wait()
+                # The bucket has no token to spare (it refills only as its clock moves), so
+                # this write queues there.
+                holding = True
+                write = asyncio.create_task(fenced.request("POST", configmaps, body=body))
+                await queued.wait()
+            time.now += 2.0  # the stop: past the renew deadline while the write waited
+            release.set()
+            with pytest.raises(FencedError):
+                await write
+            running.cancel()
+    finally:
+        await fenced.close()
+    names = {i["metadata"]["name"] for i in (await kube.request("GET", configmaps))["items"]}
+    assert f"{name}-queued" not in names
