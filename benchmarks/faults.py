@@ -12,6 +12,7 @@ exceed. Crash moments are drawn from a seeded RNG, so a sweep is repeatable.
     .venv/bin/python benchmarks/faults.py --karpy-src /path/to/other/checkout   # "before"
     .venv/bin/python benchmarks/faults.py --scenario drift --trials 20         # kills mid drift
     .venv/bin/python benchmarks/faults.py --scenario termination --fault outage
+    .venv/bin/python benchmarks/faults.py --scenario pressure   # AWS throttled a minute etc.
 
 The disruption scenarios (drift, consolidation, expiration, termination:
 tests/support/disruptfaults.py) run a crash-free trial and then `--trials` faults at moments
@@ -212,7 +213,7 @@ def main() -> int:
     parser.add_argument("--provider", choices=("kwok", "aws"), default="kwok")
     parser.add_argument(
         "--scenario",
-        choices=("crash", "outage", "all", *disruptfaults.SCENARIOS),
+        choices=("crash", "outage", "all", "pressure", *disruptfaults.SCENARIOS),
         default="all",
     )
     parser.add_argument("--fault", choices=("kill", "outage"), default="kill")
@@ -226,7 +227,13 @@ def main() -> int:
     parser.add_argument("--outage-after", type=float, default=3.0, help="s after scale-up")
     parser.add_argument("--outage", type=float, default=20.0, help="s the apiserver is away")
     parser.add_argument("--karpy-src", type=Path, default=None, help="run karpy from here")
-    args = parser.parse_args()
+    args, rest = parser.parse_known_args()
+    if args.scenario == "pressure":  # benchmarks/aws_pressure.py, with its own flags
+        import aws_pressure
+
+        return aws_pressure.main(rest)
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.scenario in disruptfaults.SCENARIOS and args.provider != "kwok":
         parser.error(f"--scenario {args.scenario} runs on --provider kwok only")
     which = "other" if args.karpy_src else "this"

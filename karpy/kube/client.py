@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
@@ -23,7 +23,13 @@ from kubernetes_asyncio import config as sdk_config
 
 import karpy
 from karpy.apis.meta import HasMetadata
-from karpy.kube.errors import KubeConfigError, KubeError, UnreachableError, from_status
+from karpy.kube.errors import (
+    FencedError,
+    KubeConfigError,
+    KubeError,
+    UnreachableError,
+    from_status,
+)
 from karpy.kube.patch import (
     MERGE_PATCH,
     encode_object,
@@ -61,6 +67,13 @@ class KubeClient:
         self.sdk_client = sdk_client
         self.request_timeout = request_timeout
         self._limiter = limiter
+        self._fence: Callable[[str, str], str | None] | None = None
+
+    def fence(self, check: Callable[[str, str], str | None]) -> None:
+        """Ask `check(method, path)` before every write (any method but GET); a reason it
+        returns refuses the write with FencedError before it is sent. The leader elector fences
+        a replica whose lease may have lapsed (karpy.kube.lease)."""
+        self._fence = check
 
     @classmethod
     async def connect(
@@ -339,6 +352,12 @@ class KubeClient:
         data = dict(body) if body is not None else None
         if self._limiter is not None:
             await self._limiter.acquire()
+        # After the limiter's wait, not before: a write that waited there through a stop must
+        # be judged by the lease as it is when the write goes out.
+        if method != "GET" and self._fence is not None:
+            why = self._fence(method, path)
+            if why is not None:
+                raise FencedError(f"{method} {path}: {why}")
         try:
             async with asyncio.timeout(self.request_timeout):
                 response = await self._send(method, path, query=query, headers=headers, body=data)

@@ -66,6 +66,14 @@ class ServerError(KubeError):
     transient: ClassVar[bool] = True
 
 
+class FencedError(KubeError):
+    """A write this process refused to send: it led, and its leader lease may have lapsed (it
+    has not renewed it within the renew deadline), so another replica may be leading now."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(0, "Fenced", message)
+
+
 class KubeConfigError(ValueError):
     """The kubeconfig (or in-cluster service account) cannot be used; the message says why."""
 

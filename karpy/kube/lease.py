@@ -7,6 +7,13 @@ leaseDurationSeconds of its own (monotonic) time, which makes clock skew between
 the leader renews every retry period and gives up if it cannot renew within the renew deadline; an
 orderly shutdown releases the lease by clearing holderIdentity (leaseDurationSeconds 1), so the next
 replica takes over at its next retry instead of waiting out the lease.
+
+A leader that stops running for a while (a paused VM, a stopped process, a long stall) wakes up
+still believing it leads, and whatever it was doing would write before its renew loop notices
+the lease is gone; the follower may have taken over meanwhile. So a replica that has led fences
+its own writes (`fenced`, installed on the client with `KubeClient.fence`): once its last
+successful renewal began longer ago than the renew deadline, every write but the lease's own is
+refused before it is sent, and the renew loop gives up and the process exits, as Karpenter's.
 """
 
 from __future__ import annotations
@@ -105,6 +112,9 @@ class LeaderElector:
         )
         self._observed: LeaseRecord | None = None
         self._observed_at = 0.0
+        self._led = False
+        self._renewed_at = 0.0
+        """When (this loop's clock) the last successful acquisition or renewal began."""
         self._taken_from: dict[str, Any] = {}
         """Whose lease the last acquisition took, and how long it had looked unchanged: logged,
         so a takeover shows whether it waited a lease out or took a released one."""
@@ -123,6 +133,20 @@ class LeaderElector:
     def is_leader(self) -> bool:
         return self.leading.is_set()
 
+    def fenced(self, method: str, path: str) -> str | None:
+        """Why a write to `path` must not be sent now, or None: for `KubeClient.fence`. A
+        replica that never led writes freely (it runs no controllers); one that has led writes
+        only while its lease is fresh, and the lease's own writes always go."""
+        if not self._led or path in (self._path, self._path.rsplit("/", 1)[0]):
+            return None
+        age = self._now() - self._renewed_at
+        if self.leading.is_set() and age < self._options.renew_deadline:
+            return None
+        return (
+            f"leader lease {self._fields['lease']} last renewed {age:.1f}s ago, beyond the "
+            f"{self._options.renew_deadline}s renew deadline: another replica may lead"
+        )
+
     async def run(self) -> None:
         """Acquire, then renew forever. Raises LeadershipLostError when renewal fails too long."""
         self._metrics.leader_election_leader.set(0, self._labels)
@@ -131,6 +155,7 @@ class LeaderElector:
             if await self._try_acquire_or_renew():
                 break
             await self._sleep(self._options.retry_period * _RNG.uniform(1.0, JITTER_FACTOR))
+        self._led = True
         self.leading.set()
         self._metrics.leader_election_leader.set(1, self._labels)
         self._metrics.leader_election_transitions_total.add(1, self._labels)
@@ -224,6 +249,7 @@ class LeaderElector:
             log.warning("error updating lease", extra={**self._fields, "error": str(error)})
             return False
         self._observed, self._observed_at = record, self._now()
+        self._renewed_at = loop_now
         if not mine:
             self._taken_from = {
                 "previous_holder": old.holder,
@@ -232,6 +258,7 @@ class LeaderElector:
         return True
 
     async def _create(self, now: datetime.datetime, duration: int) -> bool:
+        began = self._now()
         record = LeaseRecord(
             holder=self.identity,
             lease_duration=duration,
@@ -253,6 +280,7 @@ class LeaderElector:
             log.debug("could not create lease", extra={**self._fields, "error": str(error)})
             return False
         self._observed, self._observed_at = record, self._now()
+        self._renewed_at = began
         return True
 
     async def _put(self, lease: Mapping[str, Any], record: LeaseRecord) -> None:

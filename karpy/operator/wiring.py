@@ -152,6 +152,8 @@ async def build(
         if options.leader_election.enabled
         else None
     )
+    if elector is not None:
+        client.fence(elector.fenced)  # a leader whose lease may have lapsed writes nothing
     webhook = conversion_webhook(options, client=client, provider=provider, clock=clock)
     probes = ProbeServer(
         host=options.server.bind_address,

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import ClassVar, Final
 
 from karpy.apis.kube.pod import Pod
@@ -101,7 +101,10 @@ class DisruptionController:
         provider_timeout: float = 60.0,
         await_provisioning: bool = False,
         buffers: BufferPods | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
+        """``sleep`` waits out the validation delay (asyncio's by default); tests inject one
+        that returns when they have changed the cluster, instead of racing the delay."""
         if polling_period <= 0:
             msg = f"DisruptionController: polling_period must be > 0 seconds, got {polling_period}"
             raise ValueError(msg)
@@ -127,6 +130,7 @@ class DisruptionController:
         self._provider_timeout = provider_timeout
         self._await_provisioning = await_provisioning
         self._buffers = buffers
+        self._sleep = sleep
 
     def spec(self) -> Singleton:
         """A pass at start, each polling period (the pass asks for it) and whenever a pod is
@@ -210,7 +214,7 @@ class DisruptionController:
         """The consolidation command re-decided after the validation delay, or None (logged)
         when the cluster changed under it."""
         log.debug("validating consolidation command", extra={"nodeclaims": list(command.names)})
-        await asyncio.sleep(self._validation_delay)
+        await self._sleep(self._validation_delay)
         state = await self._read()
         node_facts = priced(state.facts, types)
         simulate = simulator(state.objects, types, self._scheduler, relax=True)

@@ -10,8 +10,10 @@ nothing can reach real AWS by accident. CreateFleet honours ClientToken as EC2 d
 its service CIDR (``karpy_aws_emulator.eks``), and it has placement groups
 (``karpy_aws_emulator.placementgroups``), which moto lacks; fleets keep CreateFleet's Context
 (``karpy_aws_emulator.fleetcontext``), which moto drops; and it has capacity reservations
-that fleets launch into (``karpy_aws_emulator.capacityreservations``), which moto lacks. moto
-reads ``MOTO_AMIS_PATH`` when its EC2 models are first imported, so the AMIs are written and the
+that fleets launch into (``karpy_aws_emulator.capacityreservations``), which moto lacks. A test
+or benchmark can put AWS under pressure (throttling, failing calls, pools without capacity)
+through ``karpy_aws_emulator.pressure``, which stands in front of moto. moto reads
+``MOTO_AMIS_PATH`` when its EC2 models are first imported, so the AMIs are written and the
 variable set before that import.
 """
 
@@ -24,7 +26,7 @@ import socket
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from karpy_aws_emulator import (
     capacityreservations,
@@ -33,6 +35,7 @@ from karpy_aws_emulator import (
     idempotency,
     launchtemplates,
     placementgroups,
+    pressure,
 )
 from karpy_aws_emulator.world import AMIS, REGION
 
@@ -94,6 +97,7 @@ def moto_server(state_dir: Path, *, port: int = 0) -> Iterator[str]:
             from moto.server import ThreadedMotoServer
         except ImportError as error:
             raise MotoMissingError from error
+        pressure.install()
         idempotency.install()
         fleetcontext.install()
         launchtemplates.install()
@@ -101,12 +105,35 @@ def moto_server(state_dir: Path, *, port: int = 0) -> Iterator[str]:
         placementgroups.install()
         capacityreservations.install()
         port = port or _free_port()
-        server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+        server = _server(ThreadedMotoServer)(ip_address="127.0.0.1", port=port, verbose=False)
         server.start()
         try:
             yield f"http://127.0.0.1:{port}"
         finally:
             server.stop()
+
+
+def _server(base: type[Any]) -> type[Any]:
+    """moto's threaded server with the pressure layer (``karpy_aws_emulator.pressure``) in front
+    of its application: ThreadedMotoServer builds the application in its thread, so the
+    subclass builds the same one, wrapped."""
+    from moto.moto_server.werkzeug_app import (
+        DomainDispatcherApplication,
+        MotoRequestHandler,
+        create_backend_app,
+    )
+    from werkzeug.serving import make_server
+
+    class Server(base):  # type: ignore[misc]
+        def _server_entry(self) -> None:
+            app = pressure.layer(DomainDispatcherApplication(create_backend_app))
+            self._server = make_server(
+                self._ip_address, self._port, app, True, request_handler=MotoRequestHandler
+            )
+            self._server_ready_event.set()
+            self._server.serve_forever()
+
+    return Server
 
 
 def _free_port() -> int:

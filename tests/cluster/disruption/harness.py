@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import attrs
@@ -220,6 +220,7 @@ async def environment(
     await_provisioning: bool = False,
     polling_period: float = POLLING_PERIOD,
     validation_delay: float = VALIDATION_DELAY,
+    validation_sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> AsyncIterator[Env]:
     telemetry = Telemetry.setup(service_name="karpy-test")
     kube = await KubeClient.connect(cluster_info.kubeconfig, request_timeout=10.0)
@@ -257,6 +258,7 @@ async def environment(
             await_provisioning=await_provisioning,
             polling_period=polling_period,
             validation_delay=validation_delay,
+            sleep=validation_sleep,
         )
         podevents = PodEventsController(kube, view, clock=clock)
         conditions = NodeClaimDisruptionController(

@@ -38,8 +38,9 @@ WHEN_EMPTY_30S = Disruption(
 
 
 async def test_empty_node_is_deleted_after_consolidate_after_and_not_before(
-    cluster_info: ClusterInfo,
+    cluster_info: ClusterInfo, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="karpy.controllers.disruption.queue")
     async with environment(cluster_info) as env:
         pool = await env.pool(WHEN_EMPTY_30S)
         claim, node = await env.node_with_claim(pool)
@@ -52,19 +53,20 @@ async def test_empty_node_is_deleted_after_consolidate_after_and_not_before(
         result = await env.controller.reconcile_once()
         assert result.requeue_after == 10.0
 
+        # The queue counts the disruption once the delete has returned, then says so.
         async def deleted() -> bool:
-            return not await env.exists(claim)
+            return any(
+                r.getMessage() == "deleted nodeclaim" and getattr(r, "nodeclaim", None) == claim
+                for r in caplog.records
+            )
 
-        await eventually(deleted, within=10, interval=0.05)
+        await eventually(deleted, interval=0.05, what="the queue to delete the NodeClaim")
+        assert not await env.exists(claim)
         disrupted = (
             'karpenter_nodeclaims_disrupted_total{capacity_type="",'
             f'nodepool="{pool}",reason="empty"}} 1'
         )
-
-        async def counted() -> bool:
-            return disrupted in env.telemetry.prometheus_text()
-
-        await eventually(counted, within=5, interval=0.05)
+        assert disrupted in env.telemetry.prometheus_text()
 
 
 @pytest.mark.parametrize(
@@ -258,16 +260,20 @@ UNDERUTILIZED_AT_ONCE = Disruption(
     consolidate_after="0s",
     budgets=(Budget(nodes="100%"),),
 )
-VALIDATING = 10.0
-"""Seconds a consolidation command waits before it is checked again: long enough for the test
-to change the cluster under it."""
 
 
 async def test_a_consolidation_the_cluster_changed_under_is_dropped_and_counted(
     cluster_info: ClusterInfo, namespace: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="karpy.controllers.disruption.controller")
-    async with environment(cluster_info, validation_delay=VALIDATING) as env:
+    # The validation delay lasts until the test has changed the cluster and karpy has seen it:
+    # a delay on the wall clock would race the informer on a loaded machine.
+    changed = asyncio.Event()
+
+    async def validation_delay(_: float) -> None:
+        await changed.wait()
+
+    async with environment(cluster_info, validation_sleep=validation_delay) as env:
         pool = await env.pool(UNDERUTILIZED_AT_ONCE)
         claims: list[str] = []
         for _ in range(2):
@@ -322,7 +328,8 @@ async def test_a_consolidation_the_cluster_changed_under_is_dropped_and_counted(
                 for name in claims
             )
 
-        await eventually(annotated, within=5, interval=0.05)
+        await eventually(annotated, interval=0.05, what="the informer to see both annotations")
+        changed.set()
         await passing
 
         # The command was dropped: both NodeClaims stay, and its candidate is counted.

@@ -126,7 +126,8 @@ async def test_exactly_one_leader_and_failover_after_kill(
         taken = acquisition(follower)
         assert taken["previous_holder"] == leader.identity, taken
         assert taken["unchanged_for_seconds"] >= LEASE_DURATION, taken
-        assert await eventually(lambda: follower.is_leader(lease), within=5)
+        # ... and says so on its /metrics once it has written the lease (a state, not a time).
+        assert await eventually(lambda: follower.is_leader(lease), what="the follower to lead")
         # ... and the new leader starts its controllers.
         assert await eventually(functools.partial(_serves, follower, gc_series), within=30)
     finally:

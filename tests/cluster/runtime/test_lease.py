@@ -15,11 +15,12 @@ from typing import Any
 import pytest
 
 from karpy.kube.client import KubeClient
-from karpy.kube.errors import ConflictError
+from karpy.kube.errors import ConflictError, FencedError
 from karpy.kube.lease import JITTER_FACTOR, LeaderElector, LeadershipLostError, LeaseRecord
 from karpy.localcluster import ClusterInfo
 from karpy.runtime.clock import SystemClock
 from karpy.runtime.options import LeaderElectionOptions
+from karpy.runtime.ratelimit import TokenBucket
 from karpy.runtime.telemetry import Telemetry
 from tests.support.marks import ONE_AT_A_TIME
 from tests.support.waiting import eventually
@@ -218,3 +219,93 @@ async def test_a_released_lease_is_taken_at_the_next_attempt(
     record = await read_record(kube, namespace, name)
     assert (record.holder, record.transitions) == ("b", 1)
     assert not await first.release()  # no longer the holder: nothing to release
+
+
+async def test_a_leader_whose_lease_may_have_lapsed_writes_nothing(
+    cluster_info: ClusterInfo, kube: KubeClient, telemetry: Telemetry, namespace: str
+) -> None:
+    """A leader that was stopped for a while (SIGSTOP, a paused VM) wakes up still leading in
+    its own eyes; past the renew deadline since its last renewal began, its writes are refused
+    before they are sent (the lease's own still go, so it can renew or release)."""
+    name = f"lease-{secrets.token_hex(3)}"
+    fenced = await KubeClient.connect(cluster_info.kubeconfig, request_timeout=10.0)
+    time = ElectorTime(real=True)
+    leader = elector(fenced, telemetry, namespace, name, "a", time)
+    fenced.fence(leader.fenced)
+    configmaps = f"/api/v1/namespaces/{namespace}/configmaps"
+
+    def configmap(suffix: str) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{name}-{suffix}"}}
+
+    try:
+        # Before it has led, a replica writes freely (it runs no controllers).
+        await fenced.request("POST", configmaps, body=configmap("follower"))
+        async with asyncio.TaskGroup() as group:
+            running = group.create_task(leader.run())
+            async with asyncio.timeout(30):
+                await leader.leading.wait()
+            await fenced.request("POST", configmaps, body=configmap("leading"))
+            # Its clock jumps past the renew deadline, as after a stop: it still believes it
+            # leads, but writes nothing (the check comes before the request is sent).
+            time.now += 2.0
+            assert leader.is_leader
+            with pytest.raises(FencedError):
+                await fenced.request("POST", configmaps, body=configmap("stale"))
+            assert leader.fenced("PUT", lease_path(namespace, name)) is None
+            running.cancel()
+        # Once it no longer leads, it writes nothing either.
+        with pytest.raises(FencedError):
+            await fenced.request("POST", configmaps, body=configmap("lost"))
+    finally:
+        await fenced.close()
+    names = {item["metadata"]["name"] for item in (await kube.request("GET", configmaps))["items"]}
+    assert {f"{name}-follower", f"{name}-leading"} <= names
+    assert not {f"{name}-stale", f"{name}-lost"} & names
+
+
+async def test_a_write_that_waited_for_the_rate_limiter_through_a_stop_is_fenced(
+    cluster_info: ClusterInfo, kube: KubeClient, telemetry: Telemetry, namespace: str
+) -> None:
+    """The fence judges a write when it goes out, after the client's rate limiter: one that
+    was queued there when the process stopped must not be sent once it wakes past the renew
+    deadline (the failover test caught one such status patch)."""
+    name = f"lease-{secrets.token_hex(3)}"
+    bucket_time = ElectorTime(real=False)
+    holding = False
+    queued = asyncio.Event()
+    release = asyncio.Event()
+
+    async def held_sleep(seconds: float) -> None:
+        if holding:  # the stop: whatever waits in the bucket waits until the test says
+            queued.set()
+            await release.wait()
+        bucket_time.now += seconds
+
+    limiter = TokenBucket(rate=1.0, burst=1, now=bucket_time.time, sleep=held_sleep)
+    fenced = await KubeClient.connect(
+        cluster_info.kubeconfig, request_timeout=10.0, limiter=limiter
+    )
+    time = ElectorTime(real=True)
+    leader = elector(fenced, telemetry, namespace, name, "a", time)
+    fenced.fence(leader.fenced)
+    configmaps = f"/api/v1/namespaces/{namespace}/configmaps"
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{name}-queued"}}
+    try:
+        async with asyncio.TaskGroup() as group:
+            running = group.create_task(leader.run())
+            async with asyncio.timeout(30):
+                await leader.leading.wait()
+                # The bucket has no token to spare (it refills only as its clock moves), so
+                # this write queues there.
+                holding = True
+                write = asyncio.create_task(fenced.request("POST", configmaps, body=body))
+                await queued.wait()
+            time.now += 2.0  # the stop: past the renew deadline while the write waited
+            release.set()
+            with pytest.raises(FencedError):
+                await write
+            running.cancel()
+    finally:
+        await fenced.close()
+    names = {i["metadata"]["name"] for i in (await kube.request("GET", configmaps))["items"]}
+    assert f"{name}-queued" not in names

@@ -1,0 +1,232 @@
+"""Hypothesis strategies for hostile Karpenter objects: NodePools, NodeClaims and v1alpha5
+Provisioners whose fields are sometimes right, sometimes nearly right and sometimes nonsense.
+
+Each strategy builds the object's JSON as a user (or a careless script) would send it to the
+apiserver: known keys with values drawn from the valid ones, their near misses and junk, plus
+now and then a key the schema does not know. Which of them the apiserver admits is the
+apiserver's business (the CRDs' schemas and rules); what karpy does with the admitted ones is
+what tests/e2e/test_hostile_input.py checks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import strategies as st
+
+from karpy.apis.v1 import labels as wk
+
+LABEL_KEYS = (
+    wk.LABEL_INSTANCE_TYPE,
+    wk.LABEL_TOPOLOGY_ZONE,
+    wk.LABEL_CAPACITY_TYPE,
+    wk.LABEL_ARCH,
+    wk.LABEL_OS,
+    "karpenter.kwok.sh/instance-cpu",
+    "example.com/team",
+    "kubernetes.io/hostname",
+    wk.LABEL_NODEPOOL,
+)
+OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+BAD_OPERATORS = ("in", "Equals", "")
+DURATIONS = ("30s", "0s", "720h", "Never", "1h30m")
+BAD_DURATIONS = ("-5m", "forever", "", "10", "5 minutes")
+JUNK = st.text(alphabet=st.characters(codec="utf-8"), max_size=12)
+"""Any text at all (control characters and emoji included), short."""
+
+
+def mostly(
+    valid: st.SearchStrategy[Any], invalid: st.SearchStrategy[Any]
+) -> st.SearchStrategy[Any]:
+    """`valid` three times in four: an object has many fields, and one bad field is enough
+    for the apiserver to refuse it, so bad values must be rare for some objects to pass."""
+    return st.one_of(valid, valid, valid, invalid)
+
+
+def _duration() -> st.SearchStrategy[str]:
+    return mostly(st.sampled_from(DURATIONS), st.sampled_from(BAD_DURATIONS))
+
+
+def _label_value() -> st.SearchStrategy[str]:
+    return mostly(
+        st.one_of(
+            st.sampled_from(("amd64", "arm64", "linux", "spot", "on-demand", "4", "-3", "zone-a")),
+            st.from_regex(r"[a-z0-9]([-a-z0-9.]{0,20}[a-z0-9])?", fullmatch=True),
+        ),
+        JUNK,
+    )
+
+
+def _requirement() -> st.SearchStrategy[dict[str, Any]]:
+    return st.fixed_dictionaries(
+        {
+            "key": mostly(st.sampled_from(LABEL_KEYS), JUNK),
+            "operator": mostly(st.sampled_from(OPERATORS), st.sampled_from(BAD_OPERATORS)),
+        },
+        optional={
+            "values": st.lists(_label_value(), max_size=3),
+            "minValues": mostly(st.integers(1, 3), st.integers(min_value=-2, max_value=60)),
+        },
+    )
+
+
+def _taint() -> st.SearchStrategy[dict[str, Any]]:
+    return st.fixed_dictionaries(
+        {
+            "key": mostly(st.sampled_from(("example.com/dedicated", "a")), JUNK),
+            "effect": mostly(
+                st.sampled_from(("NoSchedule", "NoExecute", "PreferNoSchedule")), st.just("Never")
+            ),
+        },
+        optional={"value": _label_value()},
+    )
+
+
+def _node_class_ref(kwok_class: str) -> st.SearchStrategy[dict[str, Any]]:
+    return mostly(
+        st.just({"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": kwok_class}),
+        st.fixed_dictionaries(
+            {
+                "group": st.sampled_from(("karpenter.kwok.sh", "karpenter.k8s.aws", "", "x")),
+                "kind": st.sampled_from(("KWOKNodeClass", "EC2NodeClass", "", "Pod")),
+                "name": st.one_of(st.just(kwok_class), st.just("missing"), JUNK),
+            }
+        ),
+    )
+
+
+def _quantity() -> st.SearchStrategy[str | int]:
+    return mostly(
+        st.one_of(
+            st.sampled_from(("10", "1000", "0", "100Gi", "1.5", "1e3")),
+            st.integers(min_value=0, max_value=10**6),
+        ),
+        st.one_of(st.sampled_from(("-1", "lots", "")), st.integers(min_value=-5, max_value=-1)),
+    )
+
+
+def _template_spec(kwok_class: str) -> st.SearchStrategy[dict[str, Any]]:
+    return st.fixed_dictionaries(
+        {
+            "requirements": st.lists(_requirement(), max_size=3),
+            "nodeClassRef": _node_class_ref(kwok_class),
+        },
+        optional={
+            "taints": st.lists(_taint(), max_size=2),
+            "startupTaints": st.lists(_taint(), max_size=1),
+            "expireAfter": _duration(),
+            "terminationGracePeriod": _duration(),
+            "unknownField": JUNK,
+        },
+    )
+
+
+def _budget() -> st.SearchStrategy[dict[str, Any]]:
+    return st.fixed_dictionaries(
+        {
+            "nodes": mostly(
+                st.sampled_from(("10%", "0", "5", "100%")),
+                st.sampled_from(("150%", "-1", "all", "")),
+            )
+        },
+        optional={
+            "schedule": mostly(
+                st.sampled_from(("@daily", "0 9 * * mon-fri")), st.sampled_from(("* * *", "@never"))
+            ),
+            "duration": _duration(),
+            "reasons": st.lists(
+                st.sampled_from(("Drifted", "Empty", "Underutilized", "Expired", "Bored")),
+                max_size=3,
+            ),
+        },
+    )
+
+
+def nodepools(kwok_class: str) -> st.SearchStrategy[dict[str, Any]]:
+    """A v1 NodePool's spec (the caller names it)."""
+    return st.fixed_dictionaries(
+        {
+            "template": st.fixed_dictionaries(
+                {"spec": _template_spec(kwok_class)},
+                optional={
+                    "metadata": st.fixed_dictionaries(
+                        {},
+                        optional={
+                            "labels": st.dictionaries(
+                                st.one_of(st.sampled_from(LABEL_KEYS), JUNK),
+                                _label_value(),
+                                max_size=3,
+                            ),
+                        },
+                    )
+                },
+            ),
+        },
+        optional={
+            "disruption": st.fixed_dictionaries(
+                {},
+                optional={
+                    "consolidationPolicy": mostly(
+                        st.sampled_from(("WhenEmpty", "WhenEmptyOrUnderutilized")),
+                        st.sampled_from(("WhenUnderutilized", "Always")),
+                    ),
+                    "consolidateAfter": _duration(),
+                    "budgets": st.lists(_budget(), max_size=3),
+                },
+            ),
+            "limits": st.dictionaries(
+                st.sampled_from(("cpu", "memory", "nodes", "pods", "example.com/gpu", "")),
+                _quantity(),
+                max_size=3,
+            ),
+            "weight": st.integers(min_value=-5, max_value=120),
+        },
+    )
+
+
+def nodeclaims(kwok_class: str) -> st.SearchStrategy[dict[str, Any]]:
+    """A v1 NodeClaim's spec, made by hand (no NodePool owns it)."""
+    return st.fixed_dictionaries(
+        {
+            "requirements": st.lists(_requirement(), max_size=3),
+            "nodeClassRef": _node_class_ref(kwok_class),
+        },
+        optional={
+            "resources": st.fixed_dictionaries(
+                {},
+                optional={
+                    "requests": st.dictionaries(
+                        st.sampled_from(("cpu", "memory", "pods", "example.com/gpu")),
+                        _quantity(),
+                        max_size=3,
+                    )
+                },
+            ),
+            "taints": st.lists(_taint(), max_size=2),
+            "expireAfter": _duration(),
+            "terminationGracePeriod": _duration(),
+        },
+    )
+
+
+def provisioners() -> st.SearchStrategy[dict[str, Any]]:
+    """A karpenter.sh/v1alpha5 Provisioner's spec."""
+    return st.fixed_dictionaries(
+        {},
+        optional={
+            "requirements": st.lists(_requirement(), max_size=3),
+            "labels": st.dictionaries(st.sampled_from(("team", "a/b", "")), _label_value()),
+            "taints": st.lists(_taint(), max_size=2),
+            "ttlSecondsAfterEmpty": st.integers(min_value=-5, max_value=10**5),
+            "ttlSecondsUntilExpired": st.integers(min_value=-5, max_value=10**7),
+            "consolidation": st.fixed_dictionaries({"enabled": st.booleans()}),
+            "limits": st.fixed_dictionaries(
+                {},
+                optional={
+                    "resources": st.dictionaries(st.sampled_from(("cpu", "memory")), _quantity())
+                },
+            ),
+            "weight": st.integers(min_value=-5, max_value=120),
+            "providerRef": st.fixed_dictionaries({"name": st.sampled_from(("default", "", "x"))}),
+        },
+    )
