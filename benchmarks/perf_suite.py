@@ -722,6 +722,7 @@ class Options:
     consolidate_after: str = "30s"
     timeout_factor: float = 3.0  # a phase gives up after its Karpenter limit times this
     poll: float = 1.0
+    timeline: Path | None = None  # each poll's counts appended here (tab-separated), if given
 
 
 DEFAULTS = Options()
@@ -841,6 +842,8 @@ async def run_phase(
         if (now_seen.claims, now_seen.disrupting) != (state.claims, state.disrupting):
             last_change = now
         state = now_seen
+        if options.timeline is not None:
+            _trace(options.timeline, f"{scenario.name}/{phase.name}", now - started, state, karpy)
         if state.healthy < phase.pods:
             continue
         reached = reached or now
@@ -880,6 +883,35 @@ async def run_phase(
         note=note,
     )
     return measured, Window(wall, end_wall)
+
+
+def _trace(path: Path, where: str, seconds: float, seen: Snapshot, karpy: Karpy) -> None:
+    """One line of the timeline: where the pods are (unbound, bound, healthy), the NodeClaims,
+    the nodes and how many are Ready, karpy's CPU seconds so far — what says whether karpy,
+    kube-scheduler or the nodes hold a phase up."""
+    bound = sum(1 for p in seen.pods if (p.get("spec") or {}).get("nodeName"))
+    ready = sum(
+        1
+        for n in seen.nodes
+        if any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in (n.get("status") or {}).get("conditions") or []
+        )
+    )
+    fields = (
+        where,
+        f"{seconds:.1f}",
+        f"pods={len(seen.pods)}",
+        f"unbound={len(seen.pods) - bound}",
+        f"healthy={seen.healthy}",
+        f"claims={len(seen.claims)}",
+        f"nodes={len(seen.nodes)}",
+        f"ready={ready}",
+        f"disrupting={len(seen.disrupting)}",
+        f"karpy_cpu={cpu_seconds(karpy.pid):.1f}",
+    )
+    with path.open("a") as sink:
+        sink.write("\t".join(fields) + "\n")
 
 
 def _protected(before: Snapshot, after: Snapshot, note: str) -> str:
@@ -1119,17 +1151,19 @@ def main() -> int:
     parser.add_argument("--consolidate-after", default=DEFAULTS.consolidate_after)
     parser.add_argument("--timeout-factor", type=float, default=DEFAULTS.timeout_factor)
     parser.add_argument("--profile", type=Path, help="run karpy under cProfile, stats to this path")
+    parser.add_argument("--timeline", type=Path, help="append each poll's counts to this file")
     args = parser.parse_args()
     options = Options(
         quiet=args.quiet,
         consolidate_after=args.consolidate_after,
         timeout_factor=args.timeout_factor,
+        timeline=args.timeline,
     )
     known = scenarios(args.scale)
     chosen = list(_chosen(args.scenarios, known))
     results: list[Measured] = []
     for scenario in chosen:
-        cluster = LocalCluster(f"bench-perf-{scenario.name}", detach=False)
+        cluster = LocalCluster(f"bench-perf-{scenario.name}-{os.getpid()}", detach=False)
         info = cluster.up()
         try:
             print(f"== {scenario.name} (load {os.getloadavg()[0]:.1f})", flush=True)
