@@ -30,8 +30,8 @@ Measured per phase, as Karpenter's report does:
 * karpy's apiserver requests per second: from the apiserver's audit log, by karpy's User-Agent
   (watches excluded: the log records one only when it ends).
 
-Karpenter's thresholds come from its suite's assertions (per scenario and phase, `THRESHOLDS`
-below, with where each comes from); where its suite only bounds a phase by its timeout, that
+Karpenter's thresholds come from its suite's assertions (each phase's `Limits` in `scenarios`
+below, with the test file each comes from); where its suite only bounds a phase by its timeout, that
 timeout is the threshold. kwok sizes here are karpy's kwok catalog (AWS-like c/m/r/t families up
 to 8xlarge), so "below 32 vCPU" is the `instance-cpu` label (Karpenter's kwok names sizes by their
 vCPU count), and the sweep pins each NodePool to one family and size of that catalog.
@@ -898,6 +898,16 @@ def _trace(path: Path, where: str, seconds: float, seen: Snapshot, karpy: Karpy)
             for c in (n.get("status") or {}).get("conditions") or []
         )
     )
+    # Nodes kube-scheduler cannot use yet: karpy lifts its unregistered taint at registration
+    # and the node's own not-ready taints go when it is Ready (the sweep's pool taints stay).
+    tainted = sum(
+        1
+        for n in seen.nodes
+        if any(
+            t.get("effect") in {"NoSchedule", "NoExecute"} and t.get("key") != POOL_LABEL
+            for t in (n.get("spec") or {}).get("taints") or []
+        )
+    )
     fields = (
         where,
         f"{seconds:.1f}",
@@ -907,6 +917,7 @@ def _trace(path: Path, where: str, seconds: float, seen: Snapshot, karpy: Karpy)
         f"claims={len(seen.claims)}",
         f"nodes={len(seen.nodes)}",
         f"ready={ready}",
+        f"tainted={tainted}",
         f"disrupting={len(seen.disrupting)}",
         f"karpy_cpu={cpu_seconds(karpy.pid):.1f}",
     )
