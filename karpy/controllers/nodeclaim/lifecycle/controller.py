@@ -46,7 +46,7 @@ from karpy.kube.client import KubeClient
 from karpy.kube.errors import ConflictError, NotFoundError
 from karpy.kube.events import Recorder
 from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, NODES, PODS
-from karpy.manager import Controller, Watch, unless_deleted
+from karpy.manager import PARALLEL_WORKERS, Controller, Watch, unless_deleted
 from karpy.runtime.clock import Clock
 from karpy.runtime.logging import bind
 from karpy.runtime.reconciler import Result
@@ -59,13 +59,6 @@ from karpy.state.view import ClusterView
 __all__ = ["LAUNCH_TIMEOUT", "REGISTRATION_TIMEOUT", "LifecycleController"]
 
 log = logging.getLogger(__name__)
-
-LIFECYCLE_WORKERS: Final = 1000
-"""NodeClaims launched, registered and initialized at once (Karpenter runs this controller with
-1,000 workers or more). A burst's NodeClaims all wait on the cloud and the apiserver at the same
-time, so with a handful of workers a 50-NodeClaim batch launched in waves: its nodes appeared
-over half a minute and kube-scheduler saw them later still. A waiting worker is one idle
-coroutine; the client's rate limiter keeps the apiserver's load bounded."""
 
 NODE_TERMINATION_WAIT: Final = 5.0
 """Seconds between checks while a deleted NodeClaim's Node is being drained and removed."""
@@ -168,7 +161,7 @@ class LifecycleController:
                 Watch(kind=NODES, keys=claims_of_node(self._view)),
             ),
             reads=(PODS, NODEPOOLS),
-            workers=LIFECYCLE_WORKERS,
+            workers=PARALLEL_WORKERS,
         )
 
     async def reconcile(self, name: str) -> Result:
