@@ -11,6 +11,7 @@ so a whole request fits in plain ints and compares without float error: ``"1.5"`
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Iterable, Iterator, Mapping
@@ -72,6 +73,14 @@ def parse_quantity_exact(value: str | int | float) -> Fraction:
         if not math.isfinite(value):
             raise QuantityError(f"quantity {value!r} is not finite")
         return Fraction(str(value))
+    return _parse_text(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_text(value: str) -> Fraction:
+    """A quantity string, parsed once: a cluster's requests and capacities are a few hundred
+    distinct strings read on every pod and node event, and exact arithmetic on fractions costs
+    tens of microseconds each time. Fractions are immutable, so the cached value is shared."""
     if value != value.strip():
         raise QuantityError(
             f"quantity {value!r} has leading or trailing whitespace, which Kubernetes rejects"
@@ -92,7 +101,14 @@ def parse_quantity_exact(value: str | int | float) -> Fraction:
 
 def parse_quantity(value: str | int | float) -> int:
     """Parse a quantity into integer milli-units, rounding up as ``Quantity.MilliValue()`` does."""
+    if isinstance(value, str):
+        return _milli_text(value)
     return math.ceil(parse_quantity_exact(value) * MILLI)
+
+
+@functools.lru_cache(maxsize=4096)
+def _milli_text(value: str) -> int:
+    return math.ceil(_parse_text(value) * MILLI)
 
 
 def parse_resource(name: str, value: str | int | float) -> int:
@@ -104,7 +120,14 @@ def parse_resource(name: str, value: str | int | float) -> int:
     """
     if name in (CPU, LIMIT_COST_PER_HOUR):
         return parse_quantity(value)
+    if isinstance(value, str):
+        return _whole_text(value)
     return math.ceil(parse_quantity_exact(value)) * MILLI
+
+
+@functools.lru_cache(maxsize=4096)
+def _whole_text(value: str) -> int:
+    return math.ceil(_parse_text(value)) * MILLI
 
 
 def format_quantity(name: str, milli: int) -> str:

@@ -88,6 +88,7 @@ class WorkQueue(Generic[K]):
         # processed was handed out (time.monotonic(), which the scrape thread reads too).
         self._added_at: dict[K, float] = {}
         self._started_at: dict[K, float] = {}
+        self._labels = {"name": name}
         self._metrics.workqueues.add(self)
 
     def __len__(self) -> int:
@@ -105,8 +106,7 @@ class WorkQueue(Generic[K]):
         self._due.pop(key, None)
         self._dirty.add(key)
         self._added_at[key] = time.monotonic()
-        self._metrics.workqueue_depth.add(1, {"name": self.name})
-        self._metrics.workqueue_adds_total.add(1, {"name": self.name})
+        self._metrics.workqueue_adds_total.add(1, self._labels)
         if key not in self._processing:
             self._ready.append(key)
             self._readable.set()
@@ -137,13 +137,15 @@ class WorkQueue(Generic[K]):
         self._dirty.discard(key)
         self._processing.add(key)
         now = time.monotonic()
-        labels = {"name": self.name}
-        self._metrics.workqueue_depth.add(-1, labels)
         added = self._added_at.pop(key, None)
         if added is not None:
-            self._metrics.workqueue_queue_duration_seconds.record(now - added, labels)
+            self._metrics.workqueue_queue_duration_seconds.record(now - added, self._labels)
         self._started_at[key] = now
         return key
+
+    def depth(self) -> int:
+        """Keys waiting to be processed (a key added while it is processed counts once)."""
+        return len(self._dirty)
 
     def processing_since(self) -> Sequence[float]:
         """`time.monotonic()` at which each key being processed now was handed out."""
@@ -155,7 +157,7 @@ class WorkQueue(Generic[K]):
         started = self._started_at.pop(key, None)
         if started is not None:
             self._metrics.workqueue_work_duration_seconds.record(
-                time.monotonic() - started, {"name": self.name}
+                time.monotonic() - started, self._labels
             )
         if key in self._dirty and not self._shut_down:
             self._ready.append(key)
@@ -223,6 +225,7 @@ class Runner(Generic[K]):
         self._done_on = done_on
         self._requeue_on = requeue_on
         self._in_flight = 0
+        telemetry.metrics.runners.add(self)
 
     @property
     def in_flight(self) -> int:
@@ -262,7 +265,6 @@ class Runner(Generic[K]):
         loop = asyncio.get_running_loop()
         started = loop.time()
         self._in_flight += 1
-        metrics.active_workers.add(1, labels)
         with (
             bind(controller=self.name, **description.log_fields),
             self._telemetry.tracer.start_as_current_span(
@@ -305,7 +307,6 @@ class Runner(Generic[K]):
                 return
             finally:
                 self._in_flight -= 1
-                metrics.active_workers.add(-1, labels)
                 metrics.reconcile_duration_seconds.record(loop.time() - started, labels)
             if result.requeue_after is not None:
                 self._backoff.success(key)

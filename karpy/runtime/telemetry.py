@@ -83,13 +83,26 @@ Attributes = Mapping[str, str]
 
 
 class QueueWork(Protocol):
-    """What a work queue tells the scrape about the keys it is processing."""
+    """What a work queue tells the scrape about the keys it is processing and holding."""
 
     name: str
 
     def processing_since(self) -> Sequence[float]:
         """`time.monotonic()` at which each key being processed now was handed out."""
         ...
+
+    def depth(self) -> int:
+        """Keys waiting to be processed."""
+        ...
+
+
+class RunnerWork(Protocol):
+    """What a controller's runner tells the scrape: its name and its reconciles in flight."""
+
+    name: str
+
+    @property
+    def in_flight(self) -> int: ...
 
 
 class WorkQueues:
@@ -112,6 +125,14 @@ class WorkQueues:
             (q.name, [max(0.0, now - t) for t in q.processing_since()]) for q in list(self._queues)
         ]
 
+    def depth(self, _: CallbackOptions) -> Iterable[Observation]:
+        """Keys waiting, per queue name. Read here rather than counted on every add and get:
+        a count per key would cost two measurements per reconcile, on the hot path."""
+        totals: dict[str, int] = {}
+        for queue in list(self._queues):
+            totals[queue.name] = totals.get(queue.name, 0) + queue.depth()
+        return [Observation(count, {"name": name}) for name, count in totals.items()]
+
     def unfinished(self, _: CallbackOptions) -> Iterable[Observation]:
         """Seconds of work in progress, summed per queue."""
         return [Observation(sum(ages), {"name": name}) for name, ages in self._running()]
@@ -121,6 +142,24 @@ class WorkQueues:
         return [
             Observation(max(ages, default=0.0), {"name": name}) for name, ages in self._running()
         ]
+
+
+class Runners:
+    """The live controller runners of a process, for controller-runtime's active-workers gauge,
+    read at scrape time like `WorkQueues` (held weakly; callbacks only read)."""
+
+    def __init__(self) -> None:
+        self._runners: weakref.WeakSet[RunnerWork] = weakref.WeakSet()
+
+    def add(self, runner: RunnerWork) -> None:
+        self._runners.add(runner)
+
+    def active(self, _: CallbackOptions) -> Iterable[Observation]:
+        """Reconciles in flight, per controller."""
+        totals: dict[str, int] = {}
+        for runner in list(self._runners):
+            totals[runner.name] = totals.get(runner.name, 0) + runner.in_flight
+        return [Observation(count, {"controller": name}) for name, count in totals.items()]
 
 
 @attrs.frozen
@@ -153,13 +192,12 @@ class Metrics:
     reconcile_total: Counter
     reconcile_errors_total: Counter
     reconcile_duration_seconds: Histogram
-    workqueue_depth: UpDownCounter
     workqueue_retries_total: Counter
     workqueue_adds_total: Counter
     workqueue_queue_duration_seconds: Histogram
     workqueue_work_duration_seconds: Histogram
     workqueues: WorkQueues
-    active_workers: UpDownCounter
+    runners: Runners
     max_concurrent_reconciles: Gauge
     watch_events_total: Counter
     watch_lists_total: Counter
@@ -222,6 +260,17 @@ class Metrics:
 
         provisioner = {"controller": "provisioner"}
         queues = WorkQueues()
+        runners = Runners()
+        meter.create_observable_gauge(
+            "workqueue_depth",
+            callbacks=[queues.depth],
+            description="Keys waiting in a work queue, by queue name.",
+        )
+        meter.create_observable_gauge(
+            "controller_runtime_active_workers",
+            callbacks=[runners.active],
+            description="Workers reconciling a key right now, by controller.",
+        )
         meter.create_observable_gauge(
             "workqueue_unfinished_work_seconds",
             callbacks=[queues.unfinished],
@@ -253,10 +302,7 @@ class Metrics:
                 "controller_runtime_max_concurrent_reconciles",
                 description="Workers a controller runs keys on at most, by controller.",
             ),
-            active_workers=meter.create_up_down_counter(
-                "controller_runtime_active_workers",
-                description="Workers reconciling a key right now, by controller.",
-            ),
+            runners=runners,
             upkeep=UpkeepMetrics.create(meter),
             dry_run=DryRunMetrics.create(meter),
             conditions={kind: ConditionMetrics.create(meter, kind) for kind in CONDITIONED},
@@ -272,9 +318,6 @@ class Metrics:
             reconcile_duration_seconds=histogram(
                 "controller_runtime_reconcile_time_seconds",
                 "Time spent in one reconcile, by controller.",
-            ),
-            workqueue_depth=meter.create_up_down_counter(
-                "workqueue_depth", description="Keys waiting in a work queue, by queue name."
             ),
             workqueue_retries_total=counter(
                 "workqueue_retries_total", "Keys re-queued after an error, by queue name."
@@ -837,7 +880,7 @@ class Telemetry:
     tracer: Tracer
     meter: Meter
     metrics: Metrics
-    reader: InMemoryMetricReader
+    reader: InMemoryMetricReader | None
     registry: CollectorRegistry
     tracer_provider: TracerProvider
     meter_provider: MeterProvider
@@ -850,11 +893,15 @@ class Telemetry:
         otlp_endpoint: str | None = None,
         span_exporter: SpanExporter | None = None,
         cluster_name: str | None = None,
+        in_memory_metrics: bool = False,
     ) -> Telemetry:
         """Build providers for `service_name`.
 
         `span_exporter` (tests) receives every span synchronously; `otlp_endpoint` adds batched
-        OTLP/HTTP export of spans and metrics (needs the `otlp` extra).
+        OTLP/HTTP export of spans and metrics (needs the `otlp` extra); `in_memory_metrics`
+        (tests) keeps every point readable through `reader` as well. Each metric reader
+        aggregates every measurement again, so the daemon has only those it serves: the
+        Prometheus registry, and OTLP when asked.
         """
         resource = Resource.create(
             {
@@ -871,10 +918,10 @@ class Telemetry:
         )
         if span_exporter is not None:
             tracer_provider.add_span_processor(SimpleSpanProcessor(span_exporter))
-        reader = InMemoryMetricReader()
+        reader = InMemoryMetricReader() if in_memory_metrics else None
         registry = CollectorRegistry(auto_describe=True)
         prometheus = PrometheusMetricReader(scope_info_enabled=False, registry=registry)
-        readers: list[MetricReader] = [reader, prometheus]
+        readers: list[MetricReader] = [prometheus, *([reader] if reader is not None else [])]
         if otlp_endpoint is not None:
             otlp_spans, otlp_metrics = _otlp_exporters(otlp_endpoint)
             tracer_provider.add_span_processor(BatchSpanProcessor(otlp_spans))

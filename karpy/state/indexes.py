@@ -4,7 +4,9 @@ Reconciles look objects up by what the cloud or the scheduler knows them by: a N
 providerID (only the cloud knows which machine joined as which Node), a Node's pods by
 spec.nodeName, a Node's NodeClaim by the status.nodeName registration recorded (the Node may be
 gone from cluster state by the time its last pod leaves), a Node's VolumeAttachments by
-spec.nodeName (termination waits for them). Each index is a function from an object
+spec.nodeName (termination waits for them), a NodePool's NodeClaims by their nodepool label (the
+pool's status sums them on each of their events: a scan of every NodeClaim there grows with the
+fleet times its churn). Each index is a function from an object
 to the values it is found under.
 """
 
@@ -16,11 +18,14 @@ from typing import Any, Final
 from karpy.apis.kube.node import Node
 from karpy.apis.kube.pod import Pod
 from karpy.apis.kube.storage import VolumeAttachment
+from karpy.apis.v1.labels import LABEL_NODEPOOL
 from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.kube.kinds import NODECLAIMS, NODES, PODS, VOLUME_ATTACHMENTS
 
 BY_PROVIDER_ID: Final = "providerID"
 BY_NODE_NAME: Final = "nodeName"
+BY_NODEPOOL: Final = "nodepool"
+"""NodeClaims by the NodePool that owns them (the karpenter.sh/nodepool label)."""
 BY_LAUNCH: Final = "launch"
 """NodeClaims whose launch has not resolved a providerID, all under the value `LAUNCH_PENDING`."""
 LAUNCH_PENDING: Final = "pending"
@@ -36,6 +41,11 @@ def _nodeclaim_provider_id(claim: NodeClaim) -> Iterable[str]:
 
 def _nodeclaim_node_name(claim: NodeClaim) -> Iterable[str]:
     return (claim.status.node_name,) if claim.status.node_name else ()
+
+
+def _nodeclaim_pool(claim: NodeClaim) -> Iterable[str]:
+    pool = claim.metadata.labels.get(LABEL_NODEPOOL)
+    return (pool,) if pool else ()
 
 
 def _nodeclaim_launch(claim: NodeClaim) -> Iterable[str]:
@@ -55,6 +65,7 @@ DEFAULT_INDEXES: Final[Mapping[str, Mapping[str, Any]]] = {
     NODECLAIMS.kind: {
         BY_PROVIDER_ID: _nodeclaim_provider_id,
         BY_NODE_NAME: _nodeclaim_node_name,
+        BY_NODEPOOL: _nodeclaim_pool,
         BY_LAUNCH: _nodeclaim_launch,
     },
     PODS.kind: {BY_NODE_NAME: _pod_node_name},

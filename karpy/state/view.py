@@ -31,7 +31,13 @@ from karpy.apis.v1.nodepool import NodePool
 from karpy.kube.kinds import NODECLAIMS, NODEPOOLS, NODES, PODS, VOLUME_ATTACHMENTS
 from karpy.kube.resources import ResourceKind
 from karpy.state.cluster import ClusterState
-from karpy.state.indexes import BY_LAUNCH, BY_NODE_NAME, BY_PROVIDER_ID, LAUNCH_PENDING
+from karpy.state.indexes import (
+    BY_LAUNCH,
+    BY_NODE_NAME,
+    BY_NODEPOOL,
+    BY_PROVIDER_ID,
+    LAUNCH_PENDING,
+)
 from karpy.state.pods import is_provisionable, is_terminal
 
 T = TypeVar("T")
@@ -150,6 +156,10 @@ class ClusterView:
     def nodeclaims_on(self, node_name: str) -> list[NodeClaim]:
         """Every NodeClaim registered as the Node `node_name` (status.nodeName; normally one)."""
         return self._state.store(NODECLAIMS).by_index(BY_NODE_NAME, node_name)
+
+    def nodeclaims_of(self, nodepool: str) -> list[NodeClaim]:
+        """Every NodeClaim of the NodePool `nodepool` (its karpenter.sh/nodepool label)."""
+        return self._state.store(NODECLAIMS).by_index(BY_NODEPOOL, nodepool)
 
     def nodepool(self, name: str) -> NodePool | None:
         return self._state.store(NODEPOOLS).get(name)

@@ -80,6 +80,8 @@ REASON_LAUNCHING: Final = "DisruptionLaunching"
 REASON_WAITING: Final = "DisruptionWaitingReadiness"
 REASON_TERMINATING: Final = "DisruptionTerminating"
 REASON_ROLLBACK: Final = "DisruptionRolledBack"
+MARK_ATTEMPTS: Final = 3
+"""Writes of a command's mark on a candidate before a conflict rolls the command back."""
 
 
 class CommandFailedError(Exception):
@@ -324,25 +326,44 @@ class OrchestrationQueue:
         record = commands.record(
             command_id, replacements=replacements, started=started, traceparent=parent
         )
-        wanted = attrs.evolve(claim, metadata=with_annotations(claim.metadata, record))
-        marked = await self._client.patch(NODECLAIMS, claim, wanted, optimistic=True)
-        message = f"{meta.method}: {meta.decision}"
-        updated = set_condition(
-            marked,
-            ConditionType.DISRUPTION_REASON,
-            ConditionStatus.TRUE,
-            reason=meta.reason,
-            message=message,
-            now=self._clock.now(),
-        )
-        if updated is not marked:
-            await self._client.patch_status(
-                NODECLAIMS,
-                name,
-                updated.status,
-                previous=marked.status,
-                resource_version=marked.metadata.resource_version,
-            )
+        for attempt in range(MARK_ATTEMPTS):
+            try:
+                wanted = attrs.evolve(claim, metadata=with_annotations(claim.metadata, record))
+                marked = await self._client.patch(NODECLAIMS, claim, wanted, optimistic=True)
+                message = f"{meta.method}: {meta.decision}"
+                updated = set_condition(
+                    marked,
+                    ConditionType.DISRUPTION_REASON,
+                    ConditionStatus.TRUE,
+                    reason=meta.reason,
+                    message=message,
+                    now=self._clock.now(),
+                )
+                if updated is not marked:
+                    await self._client.patch_status(
+                        NODECLAIMS,
+                        name,
+                        updated.status,
+                        previous=marked.status,
+                        resource_version=marked.metadata.resource_version,
+                    )
+                return
+            except ConflictError:
+                # Another controller wrote the NodeClaim since the pass read it (its status
+                # conditions move often under load). The mark is still right for the same
+                # NodeClaim unless it is going or another command holds it; otherwise the
+                # conflict stands and the command is rolled back.
+                fresh = await self._client.get(NODECLAIMS, name)
+                same = fresh.metadata.uid == claim.metadata.uid
+                held = commands.command_of(fresh) not in (None, command_id)
+                if (
+                    attempt == MARK_ATTEMPTS - 1
+                    or not same
+                    or held
+                    or fresh.metadata.deletion_timestamp is not None
+                ):
+                    raise
+                claim = fresh
 
     async def _taint(self, claim: NodeClaim) -> None:
         node = self._view.node(claim.status.node_name or "") if claim.status.node_name else None

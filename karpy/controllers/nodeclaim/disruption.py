@@ -126,11 +126,7 @@ class NodeClaimDisruptionController:
         if self._pools_seen.get(name) == key:
             return ()
         self._pools_seen[name] = key
-        return [
-            claim.metadata.name or ""
-            for claim in self._view.nodeclaims()
-            if claim.metadata.labels.get(wk.LABEL_NODEPOOL) == name
-        ]
+        return [claim.metadata.name or "" for claim in self._view.nodeclaims_of(name)]
 
     def _claims_of_nodeclass(self, event: Event[Any]) -> Iterable[str]:
         name = event.item.ref.name

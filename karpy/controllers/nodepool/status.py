@@ -215,10 +215,7 @@ class NodePoolStatusController:
         return sum(_price_milli(claim, types) for claim in self._claims(nodepool))
 
     def _claims(self, nodepool: NodePool) -> list[NodeClaim]:
-        name = nodepool.metadata.name or ""
-        return [
-            c for c in self._view.nodeclaims() if c.metadata.labels.get(wk.LABEL_NODEPOOL) == name
-        ]
+        return self._view.nodeclaims_of(nodepool.metadata.name or "")
 
     def _status(self, nodepool: NodePool, *, cost: int | None = None) -> NodePoolStatus:
         claims = self._claims(nodepool)

@@ -153,6 +153,33 @@ async def test_a_conflicting_taint_keeps_the_command_and_its_reconcile_taints_th
         await eventually(tainted, within=15, interval=0.1)
 
 
+async def test_a_conflicting_mark_is_written_again_on_a_fresh_read(
+    cluster_info: ClusterInfo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A NodeClaim some other controller wrote since the pass read it makes the command's mark
+    conflict: the queue reads it again and marks that, instead of rolling the command back
+    (under load most marks conflicted, and each rollback wasted a launched replacement)."""
+    async with environment(cluster_info) as env:
+        pool = await env.pool(HELD)
+        claim, _ = await env.node_with_claim(pool)
+        write = env.kube.patch
+        conflicts: list[str] = []
+
+        async def conflicting_once(kind: ResourceKind[Any], *args: Any, **kwargs: Any) -> Any:
+            if kind is NODECLAIMS and not conflicts:
+                conflicts.append(claim)
+                raise ConflictError(409, "Conflict", "the object has been modified")
+            return await write(kind, *args, **kwargs)
+
+        monkeypatch.setattr(env.kube, "patch", conflicting_once)
+        command_id = await env.queue.submit(_command(env, claim, pool), await _nodepools(env))
+        assert conflicts == [claim]
+        made = await _replacement(env)
+        assert commands.replacement_for(made) == command_id
+        marked = await env.kube.get(NODECLAIMS, claim)
+        assert commands.command_of(marked) == command_id
+
+
 async def test_a_replacement_that_goes_away_rolls_the_command_back(
     cluster_info: ClusterInfo,
 ) -> None:

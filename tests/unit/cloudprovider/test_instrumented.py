@@ -44,7 +44,9 @@ def spans() -> InMemorySpanExporter:
 
 @pytest.fixture
 def telemetry(spans: InMemorySpanExporter) -> Iterator[Telemetry]:
-    telemetry = Telemetry.setup(service_name="karpy-test", span_exporter=spans)
+    telemetry = Telemetry.setup(
+        service_name="karpy-test", span_exporter=spans, in_memory_metrics=True
+    )
     yield telemetry
     telemetry.shutdown()
 
@@ -89,6 +91,7 @@ def _only(spans: InMemorySpanExporter, name: str) -> ReadableSpan:
 
 
 def _points(telemetry: Telemetry, metric: str) -> list[Any]:
+    assert telemetry.reader is not None
     data = telemetry.reader.get_metrics_data()
     assert data is not None
     return [

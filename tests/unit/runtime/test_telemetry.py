@@ -6,6 +6,7 @@ import re
 
 from opentelemetry.trace import INVALID_SPAN
 
+from karpy.runtime.reconciler import WorkQueue
 from karpy.runtime.telemetry import (
     DURATION_BUCKETS,
     Telemetry,
@@ -30,12 +31,15 @@ def parse(text: str) -> dict[str, float]:
     return samples
 
 
-def test_counter_gauge_and_histogram_render(telemetry: Telemetry) -> None:
+async def test_counter_gauge_and_histogram_render(telemetry: Telemetry) -> None:
     metrics = telemetry.metrics
     metrics.reconcile_total.add(2, {"controller": "a.b", "result": "success"})
     metrics.cluster_state_synced.set(1)
-    metrics.workqueue_depth.add(3, {"name": "q"})
-    metrics.workqueue_depth.add(-1, {"name": "q"})
+    queue: WorkQueue[str] = WorkQueue("q", telemetry=telemetry)
+    for key in ("a", "b", "c"):
+        queue.add(key)
+    queue.add("a")  # already waiting: one key
+    await queue.get()
     metrics.reconcile_duration_seconds.record(0.2, {"controller": "a.b"})
     metrics.reconcile_duration_seconds.record(7.0, {"controller": "a.b"})
     text = telemetry.prometheus_text()

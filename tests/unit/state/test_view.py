@@ -35,7 +35,7 @@ def _node(name: str, provider_id: str) -> Node:
     return from_dict(Node, {"metadata": {"name": name}, "spec": {"providerID": provider_id}})
 
 
-def _claim(name: str, provider_id: str = "", node_name: str = "") -> NodeClaim:
+def _claim(name: str, provider_id: str = "", node_name: str = "", pool: str = "") -> NodeClaim:
     status: dict[str, Any] = {}
     if provider_id:
         status["providerID"] = provider_id
@@ -44,7 +44,7 @@ def _claim(name: str, provider_id: str = "", node_name: str = "") -> NodeClaim:
     return from_dict(
         NodeClaim,
         {
-            "metadata": {"name": name},
+            "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": pool} if pool else {}},
             "spec": {
                 "requirements": [],
                 "nodeClassRef": {
@@ -138,6 +138,24 @@ def test_the_indexes_follow_watch_events(state: ClusterState) -> None:
     nodes.apply(Event(type=EventType.DELETED, item=_item(_node("n1", "kwok://n1"), "Node")))
     assert view.node("n1") is None
     assert view.nodes_with_provider_id("kwok://n1") == []
+
+
+def test_a_nodepools_nodeclaims_are_found_by_its_label_and_follow_relabels(
+    state: ClusterState,
+) -> None:
+    view = ClusterView(state)
+    claims = state.store(kinds.NODECLAIMS)
+    for name, pool in (("p1", "a"), ("p2", "a"), ("p3", "b")):
+        claims.apply(Event(type=EventType.ADDED, item=_item(_claim(name, pool=pool), "NodeClaim")))
+    assert _names(view.nodeclaims_of("a")) == ["p1", "p2"]
+    assert _names(view.nodeclaims_of("b")) == ["p3"]
+    moved = _claim("p2", pool="b")
+    claims.apply(Event(type=EventType.MODIFIED, item=_item(moved, "NodeClaim", version="2")))
+    assert _names(view.nodeclaims_of("a")) == ["p1"]
+    assert _names(view.nodeclaims_of("b")) == ["p2", "p3"]
+    claims.apply(Event(type=EventType.DELETED, item=_item(moved, "NodeClaim", version="3")))
+    assert _names(view.nodeclaims_of("b")) == ["p3"]
+    assert view.nodeclaims_of("c1") == []  # unlabelled claims (c1, c2) belong to no pool
 
 
 def test_a_kind_not_informed_raises_key_error_naming_it(telemetry: Telemetry) -> None:
