@@ -23,7 +23,7 @@ from karpy.core.pods import Pod, PodUID
 from karpy.core.resources import Resources
 from karpy.core.scheduling.options import SchedulerOptions
 from karpy.core.scheduling.results import Results
-from karpy.core.scheduling.scheduler import solve
+from karpy.core.scheduling.scheduler import reserve_nominated, solve
 from karpy.core.snapshot import ClusterSnapshot
 
 MAX_REPLICAS = 2**31 - 1
@@ -85,25 +85,6 @@ def buffer_replicas(
     return min(max(wanted), cap, MAX_REPLICAS) if wanted else min(cap, MAX_REPLICAS)
 
 
-def _reserve(snapshot: ClusterSnapshot, first: Results, pods: Sequence[Pod]) -> ClusterSnapshot:
-    """`snapshot` with the pods `first` put on existing or in-flight nodes bound there."""
-    by_uid = {p.uid: p for p in pods}
-    onto: dict[str, list[Pod]] = {}
-    for nomination in first.nominations:
-        pod = by_uid.get(nomination.pod)
-        if pod is not None:
-            onto.setdefault(nomination.node, []).append(pod)
-    if not onto:
-        return snapshot
-    return attrs.evolve(
-        snapshot,
-        nodes=tuple(
-            attrs.evolve(n, pods=(*n.pods, *onto[n.name])) if n.name in onto else n
-            for n in snapshot.nodes
-        ),
-    )
-
-
 def solve_with_buffers(
     snapshot: ClusterSnapshot,
     pods: Sequence[Pod],
@@ -122,7 +103,7 @@ def solve_with_buffers(
     first = solve(snapshot, list(pods), options)
     placed = {n.pod for n in first.nominations}
     second = solve(
-        _reserve(snapshot, first, pods),
+        reserve_nominated(snapshot, first, pods),
         [*(p for p in pods if p.uid not in placed), *virtual],
         options,
     )

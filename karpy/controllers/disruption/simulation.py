@@ -50,7 +50,7 @@ from karpy.core.instancetypes import InstanceType
 from karpy.core.pods import Pod as CorePod
 from karpy.core.scheduling.options import SchedulerOptions
 from karpy.core.scheduling.results import Results
-from karpy.core.scheduling.scheduler import solve
+from karpy.core.scheduling.scheduler import reserve_nominated, solve
 from karpy.core.snapshot import ClusterSnapshot
 from karpy.state.pods import is_daemon_owned, is_reschedulable, is_static, is_terminal
 from karpy.state.snapshot import (
@@ -139,25 +139,6 @@ def waiting_pods(objects: ClusterObjects, leaving: Collection[str]) -> list[Pod]
     return waiting
 
 
-def _reserve(snapshot: ClusterSnapshot, first: Results, pods: Sequence[CorePod]) -> ClusterSnapshot:
-    """`snapshot` with the pods `first` placed on existing or in-flight nodes bound there."""
-    by_uid = {p.uid: p for p in pods}
-    onto: dict[str, list[CorePod]] = {}
-    for nomination in first.nominations:
-        pod = by_uid.get(nomination.pod)
-        if pod is not None:
-            onto.setdefault(nomination.node, []).append(pod)
-    if not onto:
-        return snapshot
-    return attrs.evolve(
-        snapshot,
-        nodes=tuple(
-            attrs.evolve(n, pods=(*n.pods, *onto[n.name])) if n.name in onto else n
-            for n in snapshot.nodes
-        ),
-    )
-
-
 def _solve(
     snapshot: ClusterSnapshot,
     waiting: Sequence[CorePod],
@@ -170,7 +151,7 @@ def _solve(
         return solve(snapshot, list(moving), options)
     first = solve(snapshot, list(waiting), options)
     placed = {n.pod for n in first.nominations}
-    reserved = _reserve(snapshot, first, waiting)
+    reserved = reserve_nominated(snapshot, first, waiting)
     return solve(reserved, [*moving, *(p for p in waiting if p.uid not in placed)], options)
 
 

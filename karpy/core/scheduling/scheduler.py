@@ -17,6 +17,9 @@ The solver's settings live in ``options``, the solve's bins and the NodePool acc
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
+
+import attrs
 
 from karpy.apis.v1 import labels as wk
 from karpy.core.pods import Pod, PodUID
@@ -432,3 +435,26 @@ INTERLEAVED = Variant(ordered=True, balanced=False, steer=False)
 # the cheaper plan kept: with few NodeClaims rounding to whole instance types decides the cost,
 # and either order may round better; a second solve of a small batch costs milliseconds.
 SMALL_BATCH = 200
+
+
+def reserve_nominated(
+    snapshot: ClusterSnapshot, first: Results, pods: Sequence[Pod]
+) -> ClusterSnapshot:
+    """``snapshot`` with the pods ``first`` nominated to existing or in-flight nodes bound there:
+    the room a first solve gave them is taken before a second solve looks (real pods before a
+    CapacityBuffer's virtual ones; pending pods before a disruption's moved ones)."""
+    by_uid = {p.uid: p for p in pods}
+    onto: dict[str, list[Pod]] = {}
+    for nomination in first.nominations:
+        pod = by_uid.get(nomination.pod)
+        if pod is not None:
+            onto.setdefault(nomination.node, []).append(pod)
+    if not onto:
+        return snapshot
+    return attrs.evolve(
+        snapshot,
+        nodes=tuple(
+            attrs.evolve(n, pods=(*n.pods, *onto[n.name])) if n.name in onto else n
+            for n in snapshot.nodes
+        ),
+    )
