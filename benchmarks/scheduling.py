@@ -1,5 +1,5 @@
 """Scheduling benchmark: Karpenter's scheduling benchmark rebuilt for karpy's pure solver, over
-several catalogs and pod mixes, with an LP lower bound on cost beside every plan.
+several catalogs and pod mixes, with a lower bound on cost beside every plan.
 
 Run: ``.venv/bin/python benchmarks/scheduling.py [--sizes 500,5000,20000] [--catalogs ...]
 [--mixes ...] [--packing balanced,karpenter] [--repeat 3]``
@@ -26,12 +26,12 @@ with its estimated prices: ``karpy_aws_emulator.catalog``). Mixes:
 * ``memory``: plain pods with CPU 100m … 1 and memory 1 … 16 GiB.
 * ``daemonset``: the wide mix on a cluster with three DaemonSets (350m / 448Mi per node).
 
-The bound is the LP relaxation of the packing — buy fractional nodes, min sum_t price_t * x_t
-subject to sum_t (allocatable_{t,r} - daemonset_r) * x_t >= demand_r for every resource r (cpu,
-memory, pods), x >= 0 — solved exactly (two-phase simplex in rational arithmetic, independent of
-the solver's float LP), and at least the price of the cheapest type that holds the largest pod.
-No packing can cost less, so ``plan / bound - 1`` bounds the distance from optimal. For the
-diverse mix it is loose: it ignores that hostname anti-affinity forces one node per pod.
+The bound is the assignment LP of ``bounds.py`` (which pod shape fits which type, solved with
+HiGHS), and at least the price of the cheapest type that holds the largest pod. No packing can
+cost less, so ``plan / bound - 1`` bounds the distance from optimal; ``--integer SECONDS`` adds a
+whole-node solution of the same program as a reference. For the diverse mix the bound is loose:
+it ignores that hostname anti-affinity forces one node per pod. ``--scenarios`` solves the
+scenarios of ``scenarios.py`` on EC2's catalog instead of the catalogs and mixes.
 """
 
 from __future__ import annotations
