@@ -19,7 +19,9 @@ point) or ``--max-commands`` consolidation commands (0: time one consolidation p
 Emptiness commands are applied as they come and not counted). Reported per search: $/h
 before -> after, nodes before -> after, pods moved (the disruption), commands, the mean and
 worst time per consolidation pass, and for plain fleets the LP lower bound on any packing of
-the pods (the scheduling benchmark's bound).
+the pods (the scheduling benchmark's bound). ``--trace`` prints every command as it is applied
+(the candidates with their types, the replacement's cheapest types, $/h saved, pods moved and
+the fleet's price after it), so two searches' paths on one seed can be diffed.
 """
 
 from __future__ import annotations
@@ -34,9 +36,9 @@ from pathlib import Path
 from karpy.apis.v1 import labels as wk
 from karpy.core.disruption.budgets import BudgetSpec
 from karpy.core.disruption.candidates import PoolDisruption
-from karpy.core.disruption.consolidation import Search, Settings, moved
+from karpy.core.disruption.consolidation import Search, Settings, moved, savings
 from karpy.core.disruption.decision import Memo, disrupt, disruption_methods
-from karpy.core.disruption.methods import Emptiness
+from karpy.core.disruption.methods import Command, Emptiness
 from karpy.core.pods import Pod
 from karpy.core.requirements import Requirement, Requirements
 from karpy.core.resources import CPU
@@ -160,7 +162,19 @@ def diverse_fleet(count: int, seed: int = 42) -> Fleet:
     return Fleet(pool=base.pool, types=base.types, nodes=tuple(scaled), disruption=base.disruption)
 
 
-def consolidate(fleet: Fleet, search: Search, max_commands: int) -> dict[str, float]:
+def _trace(fleet: Fleet, command: Command, after: float) -> str:
+    types = {n.name: n.instance_type for n in fleet.nodes}
+    gone = "+".join(f"{c.name}({types[c.name]})" for c in command.candidates)
+    new = " ".join(",".join(r.instance_types[:3]) for r in command.replacements) or "-"
+    return (
+        f"  {command.method:28} {after:9.2f} saves {savings(command):6.3f} "
+        f"moves {moved(command):3} {gone} -> {new}"
+    )
+
+
+def consolidate(
+    fleet: Fleet, search: Search, max_commands: int, *, trace: bool = False
+) -> dict[str, float]:
     methods = disruption_methods(Settings(search=search))
     start_price, start_nodes = fleet.price, len(fleet.nodes)
     pods_moved = commands = passes = 0
@@ -185,7 +199,10 @@ def consolidate(fleet: Fleet, search: Search, max_commands: int) -> dict[str, fl
         for command in decision.outcome.commands:
             pods_moved += moved(command)
             commands += command.method != Emptiness.name
-            fleet = fleet.apply(command)
+            applied = fleet.apply(command)
+            if trace:
+                print(_trace(fleet, command, applied.price), flush=True)
+            fleet = applied
     return {
         "before": start_price,
         "after": fleet.price,
@@ -205,6 +222,7 @@ def main() -> None:
     parser.add_argument("--max-commands", type=int, default=400)
     parser.add_argument("--searches", default="karpenter,karpy")
     parser.add_argument("--seeds", default="42", help="comma-separated fleet seeds")
+    parser.add_argument("--trace", action="store_true", help="print every command applied")
     args = parser.parse_args()
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     header = (
@@ -222,7 +240,7 @@ def main() -> None:
         if seed != 42:
             spec = f"{kind}-{size}/s{seed}"
         for search in args.searches.split(","):
-            r = consolidate(fleet, Search(search), args.max_commands)
+            r = consolidate(fleet, Search(search), args.max_commands, trace=args.trace)
             gap = f"{(r['after'] / bound - 1) * 100:5.1f}%" if bound else "-"
             nodes = f"{r['nodes_before']:.0f}->{r['nodes_after']:.0f}"
             print(
