@@ -74,6 +74,9 @@ AHEAD_OF_USE: frozenset[Permission] = frozenset(
         # The nodeoverlay controller writes an overlay's status only when one exists
         # (exercised by tests/e2e/test_nodeoverlay.py; this walkthrough creates none).
         ("karpenter.sh", "nodeoverlays/status", "patch"),
+        # The NodePool registration-health write re-reads its pool only after a conflict
+        # (karpy/controllers/nodeclaim/lifecycle/poolhealth.py), which a run may or may not meet.
+        ("karpenter.sh", "nodepools", "get"),
     }
 )
 """Granted for work this walkthrough does not do (Karpenter's chart grants them too); each is
