@@ -268,6 +268,56 @@ async def nodeclaims(api: client.ApiClient, pool: str) -> list[dict[str, Any]]:
     return [c for c in listed["items"] if c["metadata"]["labels"].get(wk.LABEL_NODEPOOL) == pool]
 
 
+def claim_annotations(claim: Mapping[str, Any]) -> dict[str, str]:
+    """A NodeClaim's annotations (none: empty)."""
+    found: dict[str, str] = claim["metadata"].get("annotations") or {}
+    return found
+
+
+def is_initialized(claim: Mapping[str, Any]) -> bool:
+    return any(
+        c["type"] == "Initialized" and c["status"] == "True"
+        for c in claim.get("status", {}).get("conditions", [])
+    )
+
+
+async def drift_slowly(api: client.ApiClient, pool: str, labels: Mapping[str, str]) -> None:
+    """Drift every node of kwok NodePool `pool` (a new template label) with replacements that
+    take 20 s to register, leaving time to kill or freeze karpy mid-launch."""
+    custom = client.CustomObjectsApi(api)
+    await custom.patch_cluster_custom_object(
+        kwoklabels.KWOK_GROUP,
+        "v1alpha1",
+        "kwoknodeclasses",
+        pool,
+        {"spec": {"nodeRegistrationDelay": "20s"}},
+        _content_type="application/merge-patch+json",
+    )
+    await custom.patch_cluster_custom_object(
+        wk.GROUP,
+        "v1",
+        "nodepools",
+        pool,
+        {"spec": {"template": {"metadata": {"labels": {**labels, "revision": "2"}}}}},
+        _content_type="application/merge-patch+json",
+    )
+
+
+def launching_replacements(
+    api: client.ApiClient, pool: str
+) -> Callable[[], Awaitable[list[dict[str, Any]]]]:
+    """A probe: `pool`'s replacement NodeClaims not yet initialized."""
+
+    async def probe() -> list[dict[str, Any]]:
+        return [
+            c
+            for c in await nodeclaims(api, pool)
+            if wk.ANNOTATION_REPLACEMENT_FOR in claim_annotations(c) and not is_initialized(c)
+        ]
+
+    return probe
+
+
 async def no_nodeclaims(api: client.ApiClient, pool: str) -> bool:
     return not await nodeclaims(api, pool)
 

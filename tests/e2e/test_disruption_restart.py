@@ -18,11 +18,13 @@ from kubernetes_asyncio import client
 
 from karpy.apis.v1 import labels as wk
 from karpy.localcluster import ClusterInfo
-from karpy_kwok.apis import labels as kwoklabels
 from tests.e2e.daemon import (
+    claim_annotations,
     create_deployment,
     deployment,
+    drift_slowly,
     fresh_nodepool,
+    launching_replacements,
     nodeclaims,
     running,
 )
@@ -65,21 +67,9 @@ async def _karpy(cluster_info: ClusterInfo, log: Path) -> AsyncIterator[asyncio.
         await process.wait()
 
 
-def _annotations(claim: dict[str, Any]) -> dict[str, str]:
-    return claim["metadata"].get("annotations") or {}
-
-
-def _initialized(claim: dict[str, Any]) -> bool:
-    return any(
-        c["type"] == "Initialized" and c["status"] == "True"
-        for c in claim.get("status", {}).get("conditions", [])
-    )
-
-
 async def test_a_command_interrupted_by_sigkill_is_finished_after_restart(
     cluster_info: ClusterInfo, api_client: client.ApiClient, namespace: str, tmp_path: Path
 ) -> None:
-    custom = client.CustomObjectsApi(api_client)
     core = client.CoreV1Api(api_client)
     pool, labels = await fresh_nodepool(api_client, "kill")
     await create_deployment(
@@ -93,31 +83,10 @@ async def test_a_command_interrupted_by_sigkill_is_finished_after_restart(
         (original,) = await nodeclaims(api_client, pool)
         old = original["metadata"]["name"]
         # Replacements now take a while to register, leaving time to kill mid-launch.
-        await custom.patch_cluster_custom_object(
-            kwoklabels.KWOK_GROUP,
-            "v1alpha1",
-            "kwoknodeclasses",
-            pool,
-            {"spec": {"nodeRegistrationDelay": "20s"}},
-            _content_type="application/merge-patch+json",
+        await drift_slowly(api_client, pool, labels)
+        (replacement,) = await eventually(
+            launching_replacements(api_client, pool), within=120, what="a replacement launching"
         )
-        await custom.patch_cluster_custom_object(
-            wk.GROUP,
-            "v1",
-            "nodepools",
-            pool,
-            {"spec": {"template": {"metadata": {"labels": {**labels, "revision": "2"}}}}},
-            _content_type="application/merge-patch+json",
-        )
-
-        async def launching() -> list[dict[str, Any]]:
-            return [
-                c
-                for c in await nodeclaims(api_client, pool)
-                if wk.ANNOTATION_REPLACEMENT_FOR in _annotations(c) and not _initialized(c)
-            ]
-
-        (replacement,) = await eventually(launching, within=120, what="a replacement launching")
         first.kill()
         await first.wait()
 
@@ -125,7 +94,7 @@ async def test_a_command_interrupted_by_sigkill_is_finished_after_restart(
     assert claims[old]["metadata"].get("deletionTimestamp") is None, (
         "deleted before its replacement"
     )
-    assert wk.ANNOTATION_DISRUPTION_COMMAND in _annotations(claims[old])
+    assert wk.ANNOTATION_DISRUPTION_COMMAND in claim_annotations(claims[old])
 
     async with _karpy(cluster_info, log):
 
@@ -137,7 +106,7 @@ async def test_a_command_interrupted_by_sigkill_is_finished_after_restart(
             return old not in names and all(
                 not (
                     {wk.ANNOTATION_REPLACEMENT_FOR, wk.ANNOTATION_DISRUPTION_COMMAND}
-                    & _annotations(c).keys()
+                    & claim_annotations(c).keys()
                 )
                 for c in current
             )

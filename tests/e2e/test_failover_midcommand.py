@@ -20,7 +20,6 @@ import datetime
 import secrets
 import signal
 from pathlib import Path
-from typing import Any
 
 import pytest
 from kubernetes_asyncio import client
@@ -30,9 +29,17 @@ from karpy.localcluster import ClusterInfo, audit
 from karpy.localcluster.credentials import Identity, write_kubeconfig
 from karpy.runtime.clock import SystemClock
 from karpy.runtime.options import LeaderElectionOptions
-from karpy_kwok.apis import labels as kwoklabels
 from tests.cluster.runtime.support import Replica, lease_holder, spawn_replica, stop_replica
-from tests.e2e.daemon import create_deployment, deployment, fresh_nodepool, nodeclaims, running
+from tests.e2e.daemon import (
+    claim_annotations,
+    create_deployment,
+    deployment,
+    drift_slowly,
+    fresh_nodepool,
+    launching_replacements,
+    nodeclaims,
+    running,
+)
 from tests.support.kubehttp import KubeHTTP
 from tests.support.marks import ONE_AT_A_TIME
 from tests.support.waiting import eventually
@@ -45,17 +52,6 @@ IN_FLIGHT = 2.0
 MAX_IN_FLIGHT = 10
 """How many such requests may arrive: the command's writes in flight at one moment."""
 LEASE_DURATION = LeaderElectionOptions().lease_duration
-
-
-def _annotations(claim: dict[str, Any]) -> dict[str, str]:
-    return claim["metadata"].get("annotations") or {}
-
-
-def _initialized(claim: dict[str, Any]) -> bool:
-    return any(
-        c["type"] == "Initialized" and c["status"] == "True"
-        for c in claim.get("status", {}).get("conditions", [])
-    )
 
 
 def _account_kubeconfig(
@@ -105,7 +101,6 @@ async def test_the_follower_finishes_the_command_and_the_old_leader_never_writes
     kube_http: KubeHTTP,
     tmp_path: Path,
 ) -> None:
-    custom = client.CustomObjectsApi(api_client)
     core = client.CoreV1Api(api_client)
     users = {
         identity: _account_kubeconfig(
@@ -135,31 +130,10 @@ async def test_the_follower_finishes_the_command_and_the_old_leader_never_writes
         (pod,) = await eventually(running(api_client, namespace, "victim", 1), within=120)
         (original,) = await nodeclaims(api_client, pool)
         old = original["metadata"]["name"]
-        await custom.patch_cluster_custom_object(
-            kwoklabels.KWOK_GROUP,
-            "v1alpha1",
-            "kwoknodeclasses",
-            pool,
-            {"spec": {"nodeRegistrationDelay": "20s"}},
-            _content_type="application/merge-patch+json",
+        await drift_slowly(api_client, pool, labels)
+        await eventually(
+            launching_replacements(api_client, pool), within=120, what="a replacement launching"
         )
-        await custom.patch_cluster_custom_object(
-            wk.GROUP,
-            "v1",
-            "nodepools",
-            pool,
-            {"spec": {"template": {"metadata": {"labels": {**labels, "revision": "2"}}}}},
-            _content_type="application/merge-patch+json",
-        )
-
-        async def launching() -> list[dict[str, Any]]:
-            return [
-                c
-                for c in await nodeclaims(api_client, pool)
-                if wk.ANNOTATION_REPLACEMENT_FOR in _annotations(c) and not _initialized(c)
-            ]
-
-        await eventually(launching, within=120, what="a replacement launching")
         holder = await lease_holder(api_client, namespace, lease)
         leader = next(r for r in replicas if r.identity == holder)
         follower = next(r for r in replicas if r is not leader)
@@ -184,7 +158,7 @@ async def test_the_follower_finishes_the_command_and_the_old_leader_never_writes
             return old not in {c["metadata"]["name"] for c in current} and all(
                 not (
                     {wk.ANNOTATION_REPLACEMENT_FOR, wk.ANNOTATION_DISRUPTION_COMMAND}
-                    & _annotations(c).keys()
+                    & claim_annotations(c).keys()
                 )
                 for c in current
             )
