@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+from perf_suite import cpu_seconds, rss_bytes  # benchmarks/ is the script's folder
 
 from karpy.apis.crds import all_crds, render_crd
 from karpy.apis.v1 import labels as wk
@@ -47,7 +48,6 @@ NAMESPACE = "default"
 BENCH_USER_AGENT = "karpy-scaleout-benchmark"
 """The benchmark's own client: its polling must not count as karpy's requests."""
 VERBS = ("list", "watch", "get", "create", "patch", "update", "delete")
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 CLOCK = SystemClock()
 
 
@@ -114,27 +114,6 @@ def _manifests(pods_cpu: str, pods_memory: str) -> tuple[dict[str, Any], ...]:
     return nodeclass, nodepool, deployment
 
 
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds the process has used (/proc/<pid>/stat, utime and stime)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return 0.0
-    # The command name (field 2) may hold spaces; the fields after its ")" start at field 3.
-    fields = stat.rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-
-
-def _rss(pid: int) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        return 0
-    return 0
-
-
 async def _running(client: KubeClient) -> int:
     listed = await client.list(PODS, namespace=NAMESPACE)
     return sum(
@@ -189,22 +168,22 @@ async def _measure(
     phases: list[Phase] = []
     try:
         await asyncio.sleep(3)  # karpy's informers list and its leader loops start
-        baseline = _rss(karpy_pid)
-        wall, cpu = CLOCK.now(), _cpu_seconds(karpy_pid)
+        baseline = rss_bytes(karpy_pid)
+        wall, cpu = CLOCK.now(), cpu_seconds(karpy_pid)
         started = time.monotonic()
         await scale(client, deployment, pods)
         peak = baseline
         running = 0
         while time.monotonic() - started < limit:
-            peak = max(peak, _rss(karpy_pid))
+            peak = max(peak, rss_bytes(karpy_pid))
             running = await _running(client)
             if running >= pods:
                 break
             await asyncio.sleep(1.0)
         elapsed = time.monotonic() - started
-        phases.append(Phase("scale-out", wall, CLOCK.now(), cpu, _cpu_seconds(karpy_pid)))
+        phases.append(Phase("scale-out", wall, CLOCK.now(), cpu, cpu_seconds(karpy_pid)))
         claims = len((await client.list(NODECLAIMS)).items)
-        peak = max(peak, _rss(karpy_pid))
+        peak = max(peak, rss_bytes(karpy_pid))
         print(f"pods running          {running}/{pods}")
         print(f"time to all running   {elapsed:.1f} s")
         print(f"nodeclaims created    {claims}")
@@ -219,19 +198,19 @@ async def _measure(
         # node went while pods were still arriving.
         emptiness = {**nodepool["spec"]["disruption"], "consolidateAfter": "0s"}
         await apply(client, {**nodepool, "spec": {**nodepool["spec"], "disruption": emptiness}})
-        wall, cpu = CLOCK.now(), _cpu_seconds(karpy_pid)
+        wall, cpu = CLOCK.now(), cpu_seconds(karpy_pid)
         started = time.monotonic()
         await scale(client, deployment, 0)
         nodes = claims
         while time.monotonic() - started < limit:
-            peak = max(peak, _rss(karpy_pid))
+            peak = max(peak, rss_bytes(karpy_pid))
             nodes = await _karpy_nodes(client)
             claims = len((await client.list(NODECLAIMS)).items)
             if nodes == 0 and claims == 0:
                 break
             await asyncio.sleep(1.0)
         elapsed = time.monotonic() - started
-        phases.append(Phase("scale-in", wall, CLOCK.now(), cpu, _cpu_seconds(karpy_pid)))
+        phases.append(Phase("scale-in", wall, CLOCK.now(), cpu, cpu_seconds(karpy_pid)))
         print(f"nodes left            {nodes} (nodeclaims {claims})")
         print(f"time to nodes gone    {elapsed:.1f} s")
         print(f"karpy peak RSS        {peak / 2**20:.0f} MiB (both phases)")
@@ -322,7 +301,7 @@ def main() -> int:
         )
         # Startup: from launch until the scale request, counted from the CPU karpy had then.
         phases.insert(0, Phase("startup", launched, phases[0].start, 0.0, phases[0].cpu_start))
-        cpu_total = _cpu_seconds(karpy.pid)
+        cpu_total = cpu_seconds(karpy.pid)
         # Stop karpy first: the apiserver logs a watch only when it ends.
         karpy.terminate()
         karpy.wait(timeout=60)
