@@ -77,6 +77,9 @@ AHEAD_OF_USE: frozenset[Permission] = frozenset(
         # The NodePool registration-health write re-reads its pool only after a conflict
         # (karpy/controllers/nodeclaim/lifecycle/poolhealth.py), which a run may or may not meet.
         ("karpenter.sh", "nodepools", "get"),
+        # A disruption command's NodeClaim write re-reads the claim only after a conflict
+        # (karpy/controllers/disruption/queue.py), which a run may or may not meet.
+        ("karpenter.sh", "nodeclaims", "get"),
     }
 )
 """Granted for work this walkthrough does not do (Karpenter's chart grants them too); each is
