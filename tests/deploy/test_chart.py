@@ -83,11 +83,15 @@ def test_rbac_is_least_privilege() -> None:
                 assert "*" not in rule[field], (role["kind"], rule)
     namespaced = only(documents, "Role")
     assert namespaced["metadata"]["namespace"] == "karpy"
-    # The Lease, and the Secret the conversion webhook's replicas share their certificate in.
-    assert [r["resources"] for r in namespaced["rules"]] == [["leases"], ["secrets"]]
-    assert namespaced["rules"][1]["verbs"] == ["get", "create"]
+    # The Lease, Karpenter v0.x's settings ConfigMap (by name, read only), and the Secret the
+    # conversion webhook's replicas share their certificate in.
+    resources = [r["resources"] for r in namespaced["rules"]]
+    assert resources == [["leases"], ["configmaps"], ["secrets"]]
+    assert namespaced["rules"][1]["resourceNames"] == ["karpenter-global-settings"]
+    assert namespaced["rules"][1]["verbs"] == ["get"]
+    assert namespaced["rules"][2]["verbs"] == ["get", "create"]
     without_webhook = only(render({**REQUIRED, "controller.webhook.enabled": False}), "Role")
-    assert [r["resources"] for r in without_webhook["rules"]] == [["leases"]]
+    assert [r["resources"] for r in without_webhook["rules"]] == [["leases"], ["configmaps"]]
     cluster_rules = only(documents, "ClusterRole")["rules"]
     assert not any("leases" in r["resources"] for r in cluster_rules)
     # A provider's node class is granted only with that provider.
@@ -159,6 +163,9 @@ def test_the_deployment_runs_as_karpenter_does() -> None:
     assert not [d for d in documents if d["kind"] == "ServiceMonitor"]
     env = _env(documents)
     assert env["LEADER_ELECTION_NAMESPACE"].startswith("<")  # from the pod's own namespace
+    # Karpenter v0.x's karpenter-global-settings is read from the release's namespace, where
+    # the Role grants reading it.
+    assert "metadata.namespace" in env["SYSTEM_NAMESPACE"]
     # Spans name the pod they come from (OpenTelemetry's Kubernetes resource attributes); the
     # kubelet expands $(VAR) from the variables defined before it.
     container_env = [
