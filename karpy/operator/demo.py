@@ -46,6 +46,7 @@ from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.apis.v1.nodepool import NodePool
 from karpy.cloudprovider.errors import CloudProviderError
 from karpy.cloudprovider.protocol import CloudProvider
+from karpy.cloudprovider.registry import ProviderError
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError
 from karpy.kube.install import apply, install_crds, object_path, scale
@@ -565,7 +566,7 @@ async def _run(
         with cloud_log.open("a") as setup_log:
             async with testbed(kubeconfig=info.kubeconfig, log=setup_log) as bed:
                 out.write(
-                    f"Cluster API {bed.version}: core manager running; MachineDeployments small "
+                    f"Cluster API v{bed.version}: core manager running; MachineDeployments small "
                     f"(at most {SMALL_MAX_SIZE} Machine) and large\n"
                 )
                 scenario = _clusterapi_scenario(bed, consolidate_after=consolidate_after)
@@ -634,6 +635,8 @@ def main(argv: list[str]) -> int:
             )
     except (EmulatorError, TestbedError) as error:
         sys.stderr.write(f"karpy demo: {error}\n{last_line(cloud_log)}\n")
+    except ProviderError as error:  # karpy-clusterapi not installed, say
+        sys.stderr.write(f"karpy demo: {error}\n")
     finally:
         if not args.keep:
             cluster.down()
