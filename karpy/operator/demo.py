@@ -399,7 +399,7 @@ def _clusterapi_scenario(bed: Testbed, *, consolidate_after: int) -> Scenario:
     full after one Machine, so 1 -> 6 claims one of large; 6 -> 0 removes every Machine karpy
     claimed. The NodeClass is resolved first, so that no pod goes pending before karpy can
     launch for it."""
-    nodeclass = bed.nodeclass()
+    nodeclass = bed.nodeclass(POOL)
     steps = (
         Step(
             "karpy resolves the ClusterAPINodeClass",

@@ -66,8 +66,9 @@ class Testbed:
             flags += ["--provider-setting", f"{key}={value}"]
         return flags
 
-    def nodeclass(self) -> dict[str, Any]:
-        return dict(self.ready["nodeClass"])
+    def nodeclass(self, name: str) -> dict[str, Any]:
+        """The announced ClusterAPINodeClass, called `name`."""
+        return {**self.ready["nodeClass"], "metadata": {"name": name}}
 
     async def events(self) -> AsyncIterator[Mapping[str, str]]:
         """What the setup reports, as it reports it; keeps `claimed` up to date."""

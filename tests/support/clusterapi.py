@@ -22,6 +22,7 @@ from typing import Any, Final
 import attrs
 import pytest
 
+from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.common import NodeClassReference
 from karpy.kube.install import object_path
 from karpy.localcluster import ClusterInfo, ensure_clusterapi
@@ -176,3 +177,34 @@ def remove_fleet(kube: KubeHTTP, namespace: str) -> None:
     """Delete the NodeClass and the namespace (Cluster API removes its Machines)."""
     kube.delete(object_path(manifests.nodeclass(namespace)))
     kube.delete(f"/api/v1/namespaces/{namespace}")
+
+
+def nodepool(
+    name: str, intent: str, *, policy: str = "WhenEmpty", consolidate_after: str = "5s"
+) -> dict[str, Any]:
+    """A NodePool on the ClusterAPINodeClass `name`, its nodes labelled ``intent``."""
+    return {
+        "apiVersion": f"{wk.GROUP}/v1",
+        "kind": "NodePool",
+        "metadata": {"name": name},
+        "spec": {
+            "template": {
+                "metadata": {"labels": {"intent": intent}},
+                "spec": {
+                    "requirements": [
+                        {"key": wk.LABEL_OS, "operator": "In", "values": [wk.OS_LINUX]}
+                    ],
+                    "nodeClassRef": {
+                        "group": "karpenter.cluster.x-k8s.io",
+                        "kind": "ClusterAPINodeClass",
+                        "name": name,
+                    },
+                },
+            },
+            "disruption": {
+                "consolidationPolicy": policy,
+                "consolidateAfter": consolidate_after,
+                "budgets": [{"nodes": "100%"}],
+            },
+        },
+    }
