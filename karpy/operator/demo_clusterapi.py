@@ -15,6 +15,7 @@ stopping the manager, when the demo closes its stdin or dies.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import sys
 from collections.abc import AsyncIterator, Mapping
@@ -101,6 +102,12 @@ async def testbed(*, kubeconfig: Path, log: TextIO) -> AsyncIterator[Testbed]:
     """Start the setup on the cluster of `kubeconfig` (its logs go to `log`) and stop it
     afterwards. Raises TestbedError when it exits before it is ready (karpy-clusterapi not
     installed, Cluster API's manager failing to start; its log says which)."""
+    if importlib.util.find_spec(TESTBED_MODULE) is None:
+        msg = (
+            "--provider clusterapi needs karpy-clusterapi installed beside karpy "
+            "(pip install providers/clusterapi)"
+        )
+        raise TestbedError(msg)
     built = await asyncio.to_thread(ensure_clusterapi)
     process = await asyncio.create_subprocess_exec(
         sys.executable,
