@@ -25,7 +25,8 @@ def object_path(manifest: Mapping[str, Any]) -> str:
     name = metadata.get("name")
     if not name:
         raise ValueError(f"{kind}: metadata.name is required to apply a manifest")
-    plural = _PLURALS.get(kind) or f"{kind.lower()}s"
+    lower = kind.lower()
+    plural = _PLURALS.get(kind) or (f"{lower}es" if lower.endswith("s") else f"{lower}s")
     base = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
     namespace = metadata.get("namespace")
     scope = f"/namespaces/{namespace}" if namespace else ""

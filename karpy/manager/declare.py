@@ -28,6 +28,7 @@ from typing import Any, Final, Generic, Protocol, TypeVar, runtime_checkable
 
 import attrs
 
+from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.kube.errors import ConflictError, NotFoundError
 from karpy.kube.resources import ResourceKind
 from karpy.kube.watch import Event, EventType
@@ -147,6 +148,10 @@ class Singleton:
 Declaration = Controller | Singleton
 """One loop, as the manager runs it."""
 
+RepairedElsewhere = Callable[[NodeClaim], Awaitable[str | None]]
+"""Who repairs a NodeClaim's machine instead of karpy's node repair, or None (see
+ProviderExtension)."""
+
 
 def kinds_of(declaration: Declaration) -> tuple[ResourceKind[Any], ...]:
     """Every kind `declaration` needs informed: the ones it watches and the ones it reads."""
@@ -162,10 +167,16 @@ class ProviderExtension:
     core's and run by the same manager (on the leader, drained in order at shutdown); a kind
     they watch is informed too. Their CRDs reach deploy/crds through the ``karpy.apis`` entry
     points (`karpy.apis.registry`).
+
+    `repaired_elsewhere`, when given, is asked before node repair replaces an unhealthy node:
+    a description of another controller that repairs the NodeClaim's machine (the Cluster API
+    provider's: a MachineHealthCheck selecting its Machine) leaves the node to it, said in a log
+    line and an event; None lets karpy repair it.
     """
 
     kinds: tuple[ResourceKind[Any], ...] = ()
     controllers: tuple[Declaration, ...] = ()
+    repaired_elsewhere: RepairedElsewhere | None = None
 
 
 @runtime_checkable

@@ -13,6 +13,13 @@ and back to 0, on m5.large or m5.2xlarge in us-west-2a/b) with karpy's AWS provi
 on 127.0.0.1, started by the demo with a bridge that joins a Node for every instance moto
 launches (karpy.operator.demo_aws); the timeline adds what moto reports, and the last step also
 waits for every instance to be terminated in moto.
+
+``--provider clusterapi`` plays the walkthrough with karpy's Cluster API provider on Cluster
+API's real core manager, started beside the local cluster with an infrastructure stand-in
+(karpy.operator.demo_clusterapi) and two MachineDeployments: ``small`` (the cheaper, capped at one
+Machine) and ``large``. It prints Cluster API's version and each Machine as it is made, claimed
+and removed; 0 -> 1 must claim a Machine of small, 1 -> 6 one of large (small is full), and
+6 -> 0 must remove every Machine karpy claimed.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.apis.v1.nodepool import NodePool
 from karpy.cloudprovider.errors import CloudProviderError
 from karpy.cloudprovider.protocol import CloudProvider
+from karpy.cloudprovider.registry import ProviderError
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError
 from karpy.kube.install import apply, install_crds, object_path, scale
@@ -51,6 +59,13 @@ from karpy.operator.demo_aws import (
     emulator,
     last_line,
 )
+from karpy.operator.demo_clusterapi import (
+    SMALL_MAX_SIZE,
+    Testbed,
+    TestbedError,
+    describe,
+    testbed,
+)
 from karpy.operator.supervisor import Supervisor
 from karpy.operator.wiring import build
 from karpy.runtime.logging import configure
@@ -58,7 +73,7 @@ from karpy.runtime.options import load
 
 NAMESPACE = "default"
 POOL = "default"
-PROVIDERS: Final = ("kwok", "aws")
+PROVIDERS: Final = ("kwok", "aws", "clusterapi")
 KWOK_NODECLASS_API_VERSION: Final = "karpenter.kwok.sh/v1alpha1"
 """The kwok provider's KWOKNodeClass, by name: karpy never imports a provider."""
 
@@ -144,7 +159,10 @@ class View:
     nodes: frozenset[str]
     nodeclass_ready: bool = False
     instances: frozenset[str] = frozenset()
-    """Instances the cloud reports running (only moto, with --provider aws, reports them)."""
+    """Instances the cloud reports running (moto's with --provider aws; with --provider
+    clusterapi, the Machines karpy claimed)."""
+    groups: tuple[str, ...] = ()
+    """Sorted, the MachineDeployment of each Machine in `instances` (--provider clusterapi)."""
 
 
 @attrs.define
@@ -227,7 +245,7 @@ def _true(claim: NodeClaim, condition: str) -> bool:
 
 
 async def _view(
-    client: KubeClient, nodeclass: Mapping[str, Any], cloud: Emulator | None = None
+    client: KubeClient, nodeclass: Mapping[str, Any], cloud: Emulator | Testbed | None = None
 ) -> View:
     pods = [
         p.obj
@@ -253,6 +271,7 @@ async def _view(
         nodes,
         nodeclass_ready=await _ready(client, nodeclass),
         instances=frozenset(cloud.running) if cloud is not None else frozenset(),
+        groups=tuple(sorted(cloud.claimed.values())) if isinstance(cloud, Testbed) else (),
     )
 
 
@@ -375,8 +394,47 @@ def _aws_scenario(cloud: Emulator, *, consolidate_after: int) -> Scenario:
     return Scenario(nodeclass, nodepool, steps, tuple(cloud.flags()))
 
 
+def _clusterapi_scenario(bed: Testbed, *, consolidate_after: int) -> Scenario:
+    """The walkthrough on Cluster API: small is the cheapest MachineDeployment that fits, and
+    full after one Machine, so 1 -> 6 claims one of large; 6 -> 0 removes every Machine karpy
+    claimed. The NodeClass is resolved first, so that no pod goes pending before karpy can
+    launch for it."""
+    nodeclass = bed.nodeclass(POOL)
+    steps = (
+        Step(
+            "karpy resolves the ClusterAPINodeClass",
+            0,
+            "ClusterAPINodeClass Ready, no NodeClaim",
+            lambda v: v.nodeclass_ready and not v.claims,
+            90.0,
+        ),
+        Step(
+            "scale inflate to 1",
+            1,
+            "1 pod running on a Machine karpy claimed of small, the cheapest that fits",
+            lambda v: v.running == 1 and bool(v.nodes) and v.groups == ("small",),
+            180.0,
+        ),
+        Step(
+            "scale inflate to 6",
+            6,
+            "6 pods running; small is full, so on one more Machine, of large",
+            lambda v: v.running == 6 and v.groups == ("large", "small"),
+            240.0,
+        ),
+        _emptied(consolidate_after, expectation=" and every Machine karpy claimed removed"),
+    )
+    nodepool = _nodepool(nodeclass, consolidate_after)
+    return Scenario(nodeclass, nodepool, steps, tuple(bed.flags()))
+
+
 async def _play(
-    info: ClusterInfo, scenario: Scenario, *, cloud: Emulator | None, out: TextIO, log: TextIO
+    info: ClusterInfo,
+    scenario: Scenario,
+    *,
+    cloud: Emulator | Testbed | None,
+    out: TextIO,
+    log: TextIO,
 ) -> bool:
     configure("info", stream=log)
     options = load(
@@ -438,12 +496,15 @@ async def _play(
     return len(results) == len(steps) and all(ok for _, ok, _ in results)
 
 
-async def _watch(cloud: Emulator | None, timeline: Timeline) -> None:
-    """Put what moto's bridge reports on the timeline (nothing to do for kwok)."""
-    if cloud is None:
-        return
-    async for event in cloud.events():
-        timeline.cloud(event)
+async def _watch(cloud: Emulator | Testbed | None, timeline: Timeline) -> None:
+    """Put what moto's bridge or the Cluster API setup reports on the timeline (nothing to do
+    for kwok)."""
+    if isinstance(cloud, Testbed):
+        async for event in cloud.events():
+            timeline.say(f"{cloud.label}: {describe(event)}")
+    elif cloud is not None:
+        async for event in cloud.events():
+            timeline.cloud(event)
 
 
 async def _until(look: Callable[[], Awaitable[View]], timeline: Timeline, step: Step) -> bool:
@@ -501,6 +562,15 @@ async def _run(
 ) -> bool:
     if provider == "kwok":
         return await _play(info, _kwok_scenario(consolidate_after), cloud=None, out=out, log=log)
+    if provider == "clusterapi":
+        with cloud_log.open("a") as setup_log:
+            async with testbed(kubeconfig=info.kubeconfig, log=setup_log) as bed:
+                out.write(
+                    f"Cluster API v{bed.version}: core manager running; MachineDeployments small "
+                    f"(at most {SMALL_MAX_SIZE} Machine) and large\n"
+                )
+                scenario = _clusterapi_scenario(bed, consolidate_after=consolidate_after)
+                return await _play(info, scenario, cloud=bed, out=out, log=log)
     with cloud_log.open("a") as emulator_log:
         async with emulator(
             kubeconfig=info.kubeconfig, cluster_name=info.name, log=emulator_log
@@ -519,8 +589,10 @@ def main(argv: list[str]) -> int:
         "--provider",
         choices=PROVIDERS,
         default="kwok",
-        help="kwok (default: the inflate walkthrough on simulated nodes) or aws (the same at 10 "
-        "replicas with karpy's AWS provider against moto on 127.0.0.1; needs the dev extra)",
+        help="kwok (default: the inflate walkthrough on simulated nodes), aws (the same at 10 "
+        "replicas with karpy's AWS provider against moto on 127.0.0.1; needs the dev extra) or "
+        "clusterapi (the walkthrough with karpy-clusterapi on Cluster API's core manager and an "
+        "infrastructure stand-in; needs karpy-clusterapi installed)",
     )
     parser.add_argument(
         "--consolidate-after",
@@ -540,10 +612,13 @@ def main(argv: list[str]) -> int:
         return 1
     # Beside the cluster's state directory, which `down` removes: the logs outlive the demo.
     log_path = Path(info.state_dir).parent / f"{args.name}.karpy.log"
-    cloud_log = Path(info.state_dir).parent / f"{args.name}.moto.log"
+    cloud = {"aws": "moto"}.get(args.provider, args.provider)
+    cloud_log = Path(info.state_dir).parent / f"{args.name}.{cloud}.log"
     sys.stdout.write(f"karpy's own logs: {log_path}\n")
     if args.provider == "aws":
         sys.stdout.write(f"moto's and the kubelet bridge's logs: {cloud_log}\n")
+    if args.provider == "clusterapi":
+        sys.stdout.write(f"Cluster API's setup's logs: {cloud_log}\n")
     sys.stdout.write("\n")
     passed = False
     try:
@@ -558,8 +633,10 @@ def main(argv: list[str]) -> int:
                     cloud_log=cloud_log,
                 )
             )
-    except EmulatorError as error:
+    except (EmulatorError, TestbedError) as error:
         sys.stderr.write(f"karpy demo: {error}\n{last_line(cloud_log)}\n")
+    except ProviderError as error:  # karpy-clusterapi not installed, say
+        sys.stderr.write(f"karpy demo: {error}\n")
     finally:
         if not args.keep:
             cluster.down()

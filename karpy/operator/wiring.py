@@ -47,7 +47,7 @@ from karpy.kube.client import KubeClient
 from karpy.kube.events import Recorder
 from karpy.kube.lease import LeaderElector
 from karpy.kube.resources import ResourceKind
-from karpy.manager import Declaration, Manager
+from karpy.manager import Declaration, Manager, RepairedElsewhere
 from karpy.manager.declare import kinds_of
 from karpy.operator import inputs
 from karpy.operator.components import Components, provider_and_extensions
@@ -141,6 +141,9 @@ async def build(
             clock=clock,
             nominations=state.nominations,
             schedulable=state.schedulable,
+            repaired_elsewhere=next(
+                (e.repaired_elsewhere for e in extensions if e.repaired_elsewhere), None
+            ),
         ),
         *(c for extension in extensions for c in extension.controllers),
     ]
@@ -215,6 +218,7 @@ def controllers(
     clock: Clock,
     nominations: NodeNominations,
     schedulable: SchedulableTimes,
+    repaired_elsewhere: RepairedElsewhere | None = None,
 ) -> list[Declaration]:
     """Every core controller, declared. They all read through `view`, the one read path:
     cluster state, never a list per reconcile. The manager leaves out one whose kinds are not
@@ -343,6 +347,7 @@ def controllers(
                 clock=clock,
                 recorder=recorder,
                 telemetry=telemetry,
+                repaired_elsewhere=repaired_elsewhere,
             ).spec()
         )
     if options.feature_gates.static_capacity:

@@ -4,8 +4,9 @@ A fresh virtualenv gets karpy as the suite's environment has it (installed by sc
 with its dependencies: linked, not rebuilt) and nothing of the Cluster API provider. Asked which
 providers it has, it knows aws and kwok, and ``clusterapi`` is unknown; once
 ``pip install providers/clusterapi`` has built and installed ``karpy-clusterapi`` into it, the
-provider is listed and ``karpy run --provider clusterapi --help`` runs. pip's build backend
-(setuptools) comes from its index.
+provider is listed, ``karpy run --provider clusterapi --help`` runs, and so does the management
+setup ``karpy demo --provider clusterapi`` starts (``python -m karpy_clusterapi_testbed``). pip's
+build backend (setuptools) comes from its index.
 """
 
 from __future__ import annotations
@@ -85,3 +86,7 @@ def test_the_provider_installs_beside_an_unchanged_karpy(tmp_path: Path) -> None
     assert "--provider-setting" in helped.stdout
     where = _run(python, "-c", "import karpy_clusterapi; print(karpy_clusterapi.__file__)")
     assert where.stdout.startswith(str(venv)), where.stdout
+    # The management setup `karpy demo --provider clusterapi` starts ships with it.
+    setup = _run(python, "-m", "karpy_clusterapi_testbed", "--help", cwd=tmp_path)
+    assert setup.returncode == 0, setup.stderr
+    assert "--kubeconfig" in setup.stdout

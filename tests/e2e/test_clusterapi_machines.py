@@ -204,3 +204,49 @@ def _pool(fleet: Fleet) -> Any:
     from tests.contract.conftest import nodepool
 
     return nodepool(fleet.name, fleet.ref)
+
+
+def _health_check(fleet: Fleet, name: str, selector: dict[str, Any]) -> None:
+    """A MachineHealthCheck of the fleet's Cluster (timeouts long enough that it never acts
+    within the test)."""
+    fleet.env.kube.apply(
+        f"{capi.CAPI}/namespaces/{fleet.name}/machinehealthchecks/{name}",
+        {
+            "apiVersion": "cluster.x-k8s.io/v1beta2",
+            "kind": "MachineHealthCheck",
+            "metadata": {"name": name, "namespace": fleet.name},
+            "spec": {
+                "clusterName": "work",
+                "selector": selector,
+                "checks": {
+                    "nodeStartupTimeoutSeconds": 3600,
+                    "unhealthyNodeConditions": [
+                        {"type": "Ready", "status": "Unknown", "timeoutSeconds": 3600}
+                    ],
+                },
+            },
+        },
+    )
+
+
+async def test_a_machine_a_machinehealthcheck_selects_is_repaired_by_it_not_by_karpy(
+    fleet: Fleet,
+) -> None:
+    provider = fleet.provider()
+    launched = await provider.create(fleet.nodeclaim("covered"))  # a Machine of small
+    assert await provider.repaired_elsewhere(launched) is None
+    _health_check(fleet, "large-workers", {"matchLabels": {"testbed.karpy.dev/pool": "large"}})
+    assert await provider.repaired_elsewhere(launched) is None
+    _health_check(
+        fleet,
+        "small-workers",
+        {
+            "matchExpressions": [
+                {"key": "testbed.karpy.dev/pool", "operator": "In", "values": ["small"]}
+            ]
+        },
+    )
+    found = await provider.repaired_elsewhere(launched)
+    assert found == f"MachineHealthCheck {fleet.name}/small-workers"
+    # Node repair hands the extension's question to node.health (karpy never imports this).
+    assert provider.extension().repaired_elsewhere is not None

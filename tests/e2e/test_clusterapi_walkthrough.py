@@ -76,34 +76,6 @@ def _deployment_of(machine: dict[str, Any]) -> str:
     return str(machine["metadata"]["labels"]["cluster.x-k8s.io/deployment-name"])
 
 
-def _nodepool(name: str, intent: str) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{wk.GROUP}/v1",
-        "kind": "NodePool",
-        "metadata": {"name": name},
-        "spec": {
-            "template": {
-                "metadata": {"labels": {"intent": intent}},
-                "spec": {
-                    "requirements": [
-                        {"key": wk.LABEL_OS, "operator": "In", "values": [wk.OS_LINUX]}
-                    ],
-                    "nodeClassRef": {
-                        "group": "karpenter.cluster.x-k8s.io",
-                        "kind": "ClusterAPINodeClass",
-                        "name": name,
-                    },
-                },
-            },
-            "disruption": {
-                "consolidationPolicy": "WhenEmpty",
-                "consolidateAfter": "5s",
-                "budgets": [{"nodes": "100%"}],
-            },
-        },
-    }
-
-
 async def test_inflate_grows_and_shrinks_the_cheapest_machinedeployments(
     cluster_info: ClusterInfo,
     api_client: client.ApiClient,
@@ -120,7 +92,9 @@ async def test_inflate_grows_and_shrinks_the_cheapest_machinedeployments(
 
     (own,) = await eventually(operators_machine, within=60, what="the operator's Machine")
     capi.nodeclass(kube, fleet)
-    await custom.create_cluster_custom_object(wk.GROUP, "v1", "nodepools", _nodepool(fleet, intent))
+    await custom.create_cluster_custom_object(
+        wk.GROUP, "v1", "nodepools", capi.nodepool(fleet, intent)
+    )
     await create_deployment(
         api_client,
         namespace,

@@ -1,12 +1,15 @@
 """Node repair on the real local cluster: a node NotReady past the toleration loses its NodeClaim
 (stamped with a termination deadline of now), unless too much of its pool is unhealthy, which a
-NodeRepairBlocked event says; the threshold is an option."""
+NodeRepairBlocked event says (the threshold is an option), or the provider says another
+controller repairs it (a MachineHealthCheck), which a NodeRepairDeferred event says."""
 
 from __future__ import annotations
 
 import datetime
+import logging
 import secrets
 from collections.abc import AsyncIterator
+from typing import Any
 
 import attrs
 import pytest
@@ -14,13 +17,14 @@ import pytest
 from karpy.apis.kube.node import Node, NodeCondition, NodeSpec, NodeStatus
 from karpy.apis.meta import ConditionStatus, ObjectMeta
 from karpy.apis.v1 import labels as wk
-from karpy.apis.v1.nodeclaim import NodeClaimStatus
+from karpy.apis.v1.nodeclaim import NodeClaim, NodeClaimStatus
 from karpy.cloudprovider.protocol import RepairPolicy
 from karpy.controllers.node.health.controller import NodeHealthController, policies_with
 from karpy.kube.client import KubeClient
 from karpy.kube.events import Recorder
 from karpy.kube.kinds import NODECLAIMS, NODES
 from karpy.localcluster import ClusterInfo
+from karpy.manager import RepairedElsewhere
 from karpy.runtime.clock import FakeClock
 from karpy.runtime.telemetry import Telemetry
 from tests.cluster.nodeclaim.conftest import make_nodeclaim
@@ -75,7 +79,11 @@ async def _sick_node(kube: KubeClient, name: str, pool: str) -> None:
 
 
 def _controller(
-    kube: KubeClient, live: LiveView, telemetry: Telemetry, threshold: str
+    kube: KubeClient,
+    live: LiveView,
+    telemetry: Telemetry,
+    threshold: str,
+    repaired_elsewhere: RepairedElsewhere | None = None,
 ) -> NodeHealthController:
     clock = FakeClock(NOW)
     return NodeHealthController(
@@ -89,6 +97,7 @@ def _controller(
         clock=clock,
         recorder=Recorder(kube, clock),
         telemetry=telemetry,
+        repaired_elsewhere=repaired_elsewhere,
     )
 
 
@@ -121,3 +130,34 @@ async def test_repair_is_blocked_beyond_the_threshold_and_proceeds_within_it(
         f'karpenter_nodeclaims_unhealthy_disrupted_total{{condition="Ready",nodepool="{pool}"}} 1'
         in text
     )
+
+
+async def test_a_node_another_controller_repairs_is_left_to_it(
+    kube: KubeClient, live: LiveView, kube_http: KubeHTTP, telemetry: Telemetry, caplog: Any
+) -> None:
+    suffix = secrets.token_hex(3)
+    covered, other = f"covered-{suffix}", f"other-{suffix}"
+    await _sick_node(kube, covered, f"health-{suffix}")
+    await _sick_node(kube, other, f"health-{suffix}")
+    asked: list[str] = []
+
+    async def machine_health_check(claim: NodeClaim) -> str | None:
+        # As the Cluster API provider answers: who remediates this NodeClaim's machine.
+        asked.append(claim.metadata.name or "")
+        return "MachineHealthCheck fleet/workers" if claim.metadata.name == covered else None
+
+    controller = _controller(kube, live, telemetry, "100%", machine_health_check)
+    with caplog.at_level(logging.INFO, logger="karpy.controllers.node.health.controller"):
+        result = await live.settled(controller.reconcile)(covered)
+    assert result.requeue_after == 300.0
+    assert (await kube.get(NODECLAIMS, covered)).metadata.deletion_timestamp is None
+    node_uid = (await kube.get(NODES, covered)).metadata.uid or ""
+    assert ("Normal", "NodeRepairDeferred") in kube_http.events_about(node_uid)
+    message = "node repair left to another controller"
+    (line,) = [r for r in caplog.records if r.getMessage() == message]
+    assert line.owner == "MachineHealthCheck fleet/workers"  # type: ignore[attr-defined]
+
+    # A node no other controller covers is repaired as before.
+    assert (await live.settled(controller.reconcile)(other)).requeue_after is None
+    assert (await kube.get(NODECLAIMS, other)).metadata.deletion_timestamp is not None
+    assert asked == [covered, other]

@@ -25,6 +25,7 @@ from karpy.kube.errors import (
     from_status_object,
     translate,
 )
+from karpy.kube.install import object_path
 from karpy.kube.lease import LeaseRecord
 from karpy.kube.resources import DecodeError, ResourceKind, decode_item, ref_of
 
@@ -135,3 +136,30 @@ def test_lease_record_round_trips_micro_time() -> None:
     assert spec["renewTime"] == "2026-01-02T03:04:05.678901Z"
     assert LeaseRecord.from_spec(spec) == record
     assert LeaseRecord.from_spec({}).holder == ""
+
+
+@pytest.mark.parametrize(
+    ("api_version", "kind", "namespace", "path"),
+    [
+        ("apps/v1", "Deployment", "default", "/apis/apps/v1/namespaces/default/deployments/x"),
+        ("v1", "Namespace", None, "/api/v1/namespaces/x"),
+        # A NodeClass kind no table names: Kubernetes' plural of a kind ending in "s".
+        (
+            "karpenter.cluster.x-k8s.io/v1alpha1",
+            "ClusterAPINodeClass",
+            None,
+            "/apis/karpenter.cluster.x-k8s.io/v1alpha1/clusterapinodeclasses/x",
+        ),
+        (
+            "cluster.x-k8s.io/v1beta2",
+            "MachineDeployment",
+            "fleet",
+            "/apis/cluster.x-k8s.io/v1beta2/namespaces/fleet/machinedeployments/x",
+        ),
+    ],
+)
+def test_a_manifest_is_applied_at_its_rest_path(
+    api_version: str, kind: str, namespace: str | None, path: str
+) -> None:
+    metadata = {"name": "x", **({"namespace": namespace} if namespace else {})}
+    assert object_path({"apiVersion": api_version, "kind": kind, "metadata": metadata}) == path

@@ -6,7 +6,10 @@ for 30 minutes, ...). When a node has matched one for the policy's toleration, i
 stamped with a termination deadline of now (`karpenter.sh/nodeclaim-termination-timestamp`: the
 drain deletes pods instead of waiting on evictions an unhealthy node cannot honour) and deleted;
 the provisioner launches capacity for its pods as for any others. This is forceful: no
-disruption budget applies. Unless too much of the pool is unhealthy: when more than the
+disruption budget applies. A provider may say another controller repairs the node's machine
+(`ProviderExtension.repaired_elsewhere`: the Cluster API provider's MachineHealthChecks); then
+karpy leaves the node to it, says so in a log line and a `NodeRepairDeferred` event, and looks
+again in 5 minutes. Unless too much of the pool is unhealthy: when more than the
 threshold (Karpenter's 20 %, an option) of the node's NodePool (of all nodes, for a node without
 one) matches a policy at all, the cause is not the node, so nothing is repaired and a
 `NodeRepairBlocked` event says why; the node is looked at again in 5 minutes.
@@ -36,7 +39,7 @@ from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError
 from karpy.kube.events import Recorder
 from karpy.kube.kinds import CORE_KINDS, NODECLAIMS, NODES
-from karpy.manager import Controller, Watch, object_controller
+from karpy.manager import Controller, RepairedElsewhere, Watch, object_controller
 from karpy.runtime.clock import Clock
 from karpy.runtime.logging import bind
 from karpy.runtime.reconciler import Result
@@ -91,7 +94,9 @@ class NodeHealthController:
         clock: Clock,
         recorder: Recorder,
         telemetry: Telemetry,
+        repaired_elsewhere: RepairedElsewhere | None = None,
     ) -> None:
+        self._repaired_elsewhere = repaired_elsewhere
         self._client = client
         self._view = view
         self._policies = tuple(policies)
@@ -127,6 +132,11 @@ class NodeHealthController:
             wait = found.repair_at - now.timestamp()
             if wait > 0:
                 return Result(requeue_after=wait)
+            if self._repaired_elsewhere is not None:
+                owner = await self._repaired_elsewhere(claim)
+                if owner is not None:
+                    await self._left_to(node, claim, found.condition.type, owner)
+                    return Result(requeue_after=BLOCKED_RECHECK)
             pool = node.metadata.labels.get(wk.LABEL_NODEPOOL)
             if not self._pool_healthy(pool):
                 await self._blocked(node, pool)
@@ -156,6 +166,16 @@ class NodeHealthController:
         )
         await self._recorder.publish(
             events.repair_blocked(node, self._threshold, scope),
+            now=asyncio.get_running_loop().time(),
+        )
+
+    async def _left_to(self, node: Node, claim: NodeClaim, condition: str, owner: str) -> None:
+        log.info(
+            "node repair left to another controller",
+            extra={"nodeclaim": claim.metadata.name, "condition": condition, "owner": owner},
+        )
+        await self._recorder.publish(
+            events.repaired_elsewhere(node, condition, owner),
             now=asyncio.get_running_loop().time(),
         )
 

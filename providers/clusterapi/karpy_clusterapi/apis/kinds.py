@@ -48,3 +48,11 @@ MACHINES: Final = ResourceKind[Mapping[str, Any]](
     namespaced=True,
     decode=_raw,
 )
+MACHINEHEALTHCHECKS: Final = ResourceKind[Mapping[str, Any]](
+    kind="MachineHealthCheck",
+    plural="machinehealthchecks",
+    group=CAPI_GROUP,
+    version=CAPI_VERSION,
+    namespaced=True,
+    decode=_raw,
+)

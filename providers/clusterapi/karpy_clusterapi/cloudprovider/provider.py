@@ -474,6 +474,25 @@ class ClusterAPICloudProvider:
         """Karpenter's kubelet policies: NotReady or Unknown for 30 minutes."""
         return REPAIR_POLICIES
 
+    async def repaired_elsewhere(self, nodeclaim: NodeClaim) -> str | None:
+        """The MachineHealthCheck covering the NodeClaim's Machine, if one does: it remediates
+        that Machine itself (deletes it; its MachineSet makes another), so karpy's node repair
+        leaves the node to it rather than replace the same Machine a second time."""
+        machine = await self._machine_of(nodeclaim)
+        if machine is None:
+            return None
+        return await self._fleet.health_check_covering(machine)
+
+    async def _machine_of(self, nodeclaim: NodeClaim) -> Machine | None:
+        where = nodeclaim.metadata.annotations.get(capi.ANNOTATION_MACHINE)
+        if where is not None:
+            namespace, _, name = where.partition("/")
+            return await self._fleet.machine(namespace, name)
+        provider_id = nodeclaim.status.provider_id
+        if not provider_id:
+            return None
+        return next((m for m in await self._fleet.claimed() if m.provider_id == provider_id), None)
+
     def supported_node_classes(self) -> tuple[NodeClassKind, ...]:
         return (NODE_CLASS,)
 
@@ -483,7 +502,14 @@ class ClusterAPICloudProvider:
     def extension(self) -> ProviderExtension:
         """The ClusterAPINodeClass kind and the provider's loops
         (`karpy_clusterapi.controllers.extension`)."""
-        return extension(self._kube, self._view, self._fleet, self._nodeclasses, clock=self._clock)
+        return extension(
+            self._kube,
+            self._view,
+            self._fleet,
+            self._nodeclasses,
+            clock=self._clock,
+            repaired_elsewhere=self.repaired_elsewhere,
+        )
 
     async def aclose(self) -> None:
         if self._owns_management:

@@ -1,10 +1,11 @@
 """What the Cluster API provider brings besides the CloudProvider methods, declared in one place:
-the ClusterAPINodeClass kind (informed into cluster state) and its two loops."""
+the ClusterAPINodeClass kind (informed into cluster state), its two loops, and the question node
+repair asks first (does a MachineHealthCheck repair this node's Machine?)."""
 
 from __future__ import annotations
 
 from karpy.kube.client import KubeClient
-from karpy.manager import ProviderExtension, Singleton
+from karpy.manager import ProviderExtension, RepairedElsewhere, Singleton
 from karpy.runtime.clock import Clock
 from karpy.state.view import ClusterView
 from karpy_clusterapi.apis.kinds import NODECLASSES
@@ -22,6 +23,7 @@ def extension(
     nodeclasses: NodeClasses,
     *,
     clock: Clock,
+    repaired_elsewhere: RepairedElsewhere,
 ) -> ProviderExtension:
     collector = GarbageCollector(kube, view, fleet, clock=clock)
     return ProviderExtension(
@@ -30,4 +32,5 @@ def extension(
             NodeClassController(kube, fleet, nodeclasses, clock=clock).spec(),
             Singleton(name=garbagecollection.NAME, reconcile=collector.reconcile_once),
         ),
+        repaired_elsewhere=repaired_elsewhere,
     )

@@ -19,20 +19,23 @@ merge patch (at the resourceVersion read), so a crash between two writes never l
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
 
 import attrs
 
+from karpy.apis.kube.common import LabelSelectorOperator
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import ConflictError, NotFoundError
 from karpy_clusterapi.apis import labels as capi
-from karpy_clusterapi.apis.kinds import MACHINEDEPLOYMENTS, MACHINES
+from karpy_clusterapi.apis.kinds import MACHINEDEPLOYMENTS, MACHINEHEALTHCHECKS, MACHINES
+from karpy_clusterapi.apis.nodeclass import Selector, SelectorRequirement
 from karpy_clusterapi.providers.machinedeployments import (
     MachineDeployment,
     needs_template,
     parse,
+    selects,
     with_template_status,
 )
 
@@ -93,6 +96,26 @@ def parse_machine(raw: Mapping[str, Any]) -> Machine:
         deleting=bool(meta.get("deletionTimestamp")),
         phase=str(status.get("phase") or ""),
         failure=_failure(status),
+    )
+
+
+def _selector(raw: Mapping[str, Any]) -> Selector | None:
+    """A label selector as Kubernetes writes it (a MachineHealthCheck's spec.selector); None
+    when an operator is not one of Kubernetes' four (the apiserver refuses those)."""
+    try:
+        expressions = tuple(
+            SelectorRequirement(
+                key=str(e.get("key") or ""),
+                operator=LabelSelectorOperator(e.get("operator")),
+                values=tuple(str(v) for v in e.get("values") or ()),
+            )
+            for e in raw.get("matchExpressions") or ()
+        )
+    except ValueError:
+        return None
+    return Selector(
+        match_labels={str(k): str(v) for k, v in (raw.get("matchLabels") or {}).items()},
+        match_expressions=expressions,
     )
 
 
@@ -169,6 +192,21 @@ class Fleet:
         """The Machines karpy claimed."""
         return [m for m in await self.machines() if m.claimed_by is not None]
 
+    async def health_check_covering(self, machine: Machine) -> str | None:
+        """The MachineHealthCheck that selects the Machine (same Cluster, its selector over the
+        Machine's labels), as ``MachineHealthCheck <namespace>/<name>``; None when none does."""
+        raws, _ = await self._kube.list_raw(MACHINEHEALTHCHECKS, namespace=machine.namespace)
+        cluster = machine.labels.get(capi.LABEL_CLUSTER_NAME)
+        for raw in sorted(raws, key=lambda r: str((r.get("metadata") or {}).get("name"))):
+            spec = raw.get("spec") or {}
+            if cluster is not None and spec.get("clusterName") not in (None, cluster):
+                continue
+            selector = _selector(spec.get("selector") or {})
+            if selector is not None and selects(selector, machine.labels):
+                name = (raw.get("metadata") or {}).get("name")
+                return f"MachineHealthCheck {machine.namespace}/{name}"
+        return None
+
     async def machine(self, namespace: str, name: str) -> Machine | None:
         try:
             raw = await self._kube.get(MACHINES, name, namespace=namespace)
@@ -176,18 +214,24 @@ class Fleet:
             return None
         return parse_machine(raw)
 
-    async def grow(self, md: MachineDeployment, *, nodeclaim_uid: str, when: str) -> bool:
-        """Add one replica for the NodeClaim, recorded on the MachineDeployment; False when the
-        MachineDeployment is at its max size (read again on each conflict)."""
+    async def _write_guarded(
+        self,
+        md: MachineDeployment | None,
+        patch_for: Callable[[MachineDeployment], Mapping[str, Any] | None],
+        *,
+        doing: str,
+    ) -> tuple[MachineDeployment | None, bool]:
+        """Merge `patch_for(md)` into the MachineDeployment at the resourceVersion it was read
+        at, reading it again after each conflict and asking `patch_for` again of what it reads
+        (None: nothing to write). Returns the MachineDeployment as last read (None once it is
+        gone) and whether the write went through; ConflictError after ATTEMPTS conflicts."""
+        key = md.key if md is not None else ""
         for _ in range(ATTEMPTS):
-            if not md.has_room:
-                return False
-            patch = {
-                "metadata": {
-                    "annotations": {f"{capi.ANNOTATION_SCALE_UP_PREFIX}{nodeclaim_uid}": when}
-                },
-                "spec": {"replicas": md.replicas + 1},
-            }
+            if md is None:
+                return None, False
+            patch = patch_for(md)
+            if patch is None:
+                return md, False
             try:
                 await self._kube.merge_patch(
                     MACHINEDEPLOYMENTS,
@@ -197,14 +241,28 @@ class Fleet:
                     resource_version=md.resource_version,
                 )
             except ConflictError:
-                fresh = await self.deployment(md.namespace, md.name)
-                if fresh is None:
-                    return False
-                md = fresh
+                md = await self.deployment(md.namespace, md.name)
                 continue
-            return True
-        msg = f"machinedeployment {md.key}: replicas kept changing while karpy scaled it up"
+            return md, True
+        msg = f"machinedeployment {key}: replicas kept changing while karpy {doing}"
         raise ConflictError(409, "Conflict", msg)
+
+    async def grow(self, md: MachineDeployment, *, nodeclaim_uid: str, when: str) -> bool:
+        """Add one replica for the NodeClaim, recorded on the MachineDeployment; False when the
+        MachineDeployment is at its max size (read again on each conflict)."""
+
+        def one_more(md: MachineDeployment) -> Mapping[str, Any] | None:
+            if not md.has_room:
+                return None
+            return {
+                "metadata": {
+                    "annotations": {f"{capi.ANNOTATION_SCALE_UP_PREFIX}{nodeclaim_uid}": when}
+                },
+                "spec": {"replicas": md.replicas + 1},
+            }
+
+        _, written = await self._write_guarded(md, one_more, doing="scaled it up")
+        return written
 
     async def settle_grow(self, md: MachineDeployment, *, nodeclaim_uid: str) -> None:
         """Drop the scale-up record once its Machine is claimed (or its NodeClaim is gone)."""
@@ -221,30 +279,16 @@ class Fleet:
         """Take back the replica grown for a NodeClaim that never claimed its Machine, with its
         record, in one write (read again on each conflict); nothing when the record is gone."""
         key = f"{capi.ANNOTATION_SCALE_UP_PREFIX}{nodeclaim_uid}"
-        for _ in range(ATTEMPTS):
+
+        def one_less(md: MachineDeployment) -> Mapping[str, Any] | None:
             if key not in md.annotations:
-                return
-            patch = {
+                return None
+            return {
                 "metadata": {"annotations": {key: None}},
                 "spec": {"replicas": max(md.replicas - 1, md.min_size, 0)},
             }
-            try:
-                await self._kube.merge_patch(
-                    MACHINEDEPLOYMENTS,
-                    md.name,
-                    patch,
-                    namespace=md.namespace,
-                    resource_version=md.resource_version,
-                )
-            except ConflictError:
-                fresh = await self.deployment(md.namespace, md.name)
-                if fresh is None:
-                    return
-                md = fresh
-                continue
-            return
-        msg = f"machinedeployment {md.key}: replicas kept changing while karpy scaled it down"
-        raise ConflictError(409, "Conflict", msg)
+
+        await self._write_guarded(md, one_less, doing="scaled it down")
 
     async def claim(
         self, machine: Machine, *, nodeclaim: str, nodeclaim_uid: str, nodeclass: str
@@ -287,32 +331,23 @@ class Fleet:
         if machine.deployment is None:
             await self._delete_machine(machine)
             return
-        for _ in range(ATTEMPTS):
-            md = await self.deployment(machine.namespace, machine.deployment)
-            if md is None:
-                await self._delete_machine(machine)
-                return
-            if machine.uid in md.releases():
-                return
-            if md.replicas <= md.min_size:
-                await self._delete_machine(machine)
-                return
-            patch = {
+
+        def released(md: MachineDeployment) -> Mapping[str, Any] | None:
+            if machine.uid in md.releases() or md.replicas <= md.min_size:
+                return None
+            return {
                 "metadata": {
                     "annotations": {f"{capi.ANNOTATION_RELEASE_PREFIX}{machine.uid}": machine.name}
                 },
                 "spec": {"replicas": md.replicas - 1},
             }
-            try:
-                await self._kube.merge_patch(
-                    MACHINEDEPLOYMENTS,
-                    md.name,
-                    patch,
-                    namespace=md.namespace,
-                    resource_version=md.resource_version,
-                )
-            except ConflictError:
-                continue
+
+        md, written = await self._write_guarded(
+            await self.deployment(machine.namespace, machine.deployment),
+            released,
+            doing="scaled it down",
+        )
+        if written and md is not None:
             log.info(
                 "scaled machinedeployment down",
                 extra={
@@ -321,9 +356,9 @@ class Fleet:
                     "replicas": md.replicas - 1,
                 },
             )
-            return
-        msg = f"machinedeployment {machine.namespace}/{machine.deployment}: replicas kept changing"
-        raise ConflictError(409, "Conflict", msg)
+        elif md is None or machine.uid not in md.releases():
+            # Gone, or at its min size: Cluster API removes the marked Machine only if deleted.
+            await self._delete_machine(machine)
 
     async def _delete_machine(self, machine: Machine) -> None:
         try:
