@@ -24,6 +24,7 @@ from karpy.localcluster import ClusterInfo, LocalCluster, PortInUseError
 from karpy.runtime.telemetry import Telemetry
 from tests.support.clusterapi import clusterapi  # noqa: F401 - the session's Cluster API
 from tests.support.kubehttp import KubeHTTP, KubeHTTPError
+from tests.support.marks import ONE_AT_A_TIME
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,14 +40,25 @@ _CLUSTER_DIRS = ("cluster", "e2e")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests under tests/cluster and tests/e2e need the control plane: mark them so. Tests
-    marked ``tools`` (helm, Jaeger) go last, so the tools' build has the whole suite to finish
-    in (tests/support/marks.py)."""
+    """Tests under tests/cluster and tests/e2e need the control plane: mark them so.
+
+    The order is the order xdist hands work out (scripts/check runs it without reordering):
+    the one-at-a-time chain first, since it is the suite's longest path; then the rest; tests
+    marked ``tools`` (helm, Jaeger, Cluster API) last, so the tools' build has the whole suite
+    to finish in and no worker sits waiting for it (tests/support/marks.py).
+    """
     for item in items:
         parts = Path(str(item.path)).relative_to(ROOT / "tests").parts
         if parts and parts[0] in _CLUSTER_DIRS:
             item.add_marker(pytest.mark.cluster)
-    items.sort(key=lambda item: item.get_closest_marker("tools") is not None)
+
+    def order(item: pytest.Item) -> tuple[int, bool]:
+        group = item.get_closest_marker("xdist_group")
+        chained = group is not None and ONE_AT_A_TIME.args[0] in group.args
+        tools = item.get_closest_marker("tools") is not None
+        return (0 if chained else 2 if tools else 1, tools)
+
+    items.sort(key=order)
 
 
 @pytest.fixture(autouse=True)

@@ -28,10 +28,10 @@ from tests.e2e.daemon import (
     running_daemon,
     steadily,
 )
-from tests.support.marks import ONE_AT_A_TIME
 from tests.support.waiting import eventually
 
-pytestmark = [pytest.mark.usefixtures("karpy_crds"), ONE_AT_A_TIME]
+# Waits on states, never on time, so it runs beside other tests, outside the one-at-a-time chain.
+pytestmark = [pytest.mark.usefixtures("karpy_crds")]
 
 GATES = {"FEATURE_GATES": "CapacityBuffer=true"}
 FLAGS = ("--consolidation-validation-delay", "1s")

@@ -42,7 +42,9 @@ def test_karpy_demo_plays_the_walkthrough_and_exits_zero() -> None:
     assert "is not running" in status.stdout
 
 
-@ONE_AT_A_TIME  # a control plane of its own, besides the session's
+# A control plane of its own, besides the session's: with the Cluster API tests, which run last,
+# not in the one-at-a-time chain, the suite's longest path.
+@pytest.mark.xdist_group("clusterapi")
 @pytest.mark.usefixtures("local_cluster")
 @pytest.mark.tools  # last: Cluster API's manager may still be building beside the suite
 @pytest.mark.timeout(1500)

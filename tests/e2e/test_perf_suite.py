@@ -19,9 +19,9 @@ from types import ModuleType
 import pytest
 
 from karpy.localcluster import ClusterInfo
-from tests.support.marks import ONE_AT_A_TIME
 
-pytestmark = [ONE_AT_A_TIME, pytest.mark.timeout(600)]
+# No figure is held to a time, so it runs beside other tests, outside the one-at-a-time chain.
+pytestmark = [pytest.mark.timeout(600)]
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
