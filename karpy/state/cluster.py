@@ -22,6 +22,7 @@ from typing import Any, Generic, TypeVar
 from karpy.kube.resources import Item, ResourceKind
 from karpy.kube.watch import Event, EventType
 from karpy.runtime.telemetry import Metrics
+from karpy.state.generation import SIGNIFICANT
 from karpy.state.indexes import DEFAULT_INDEXES
 from karpy.state.nominations import NodeNominations
 from karpy.state.schedulable import SchedulableTimes
@@ -33,6 +34,13 @@ Key = tuple[str, str]
 IndexFunc = Callable[[T], Iterable[str]]
 """The values an object is indexed under (none, one or several); empty strings are skipped."""
 
+Significant = Callable[[T, T], bool]
+"""Whether an update from the first object to the second changes state (karpy.state.generation)."""
+
+
+def _always(_old: object, _new: object) -> bool:
+    return True
+
 
 class Store(Generic[T]):
     """All objects of one kind, by (namespace, name). Written only by its informer."""
@@ -43,8 +51,13 @@ class Store(Generic[T]):
         *,
         metrics: Metrics,
         indexes: Mapping[str, IndexFunc[T]] | None = None,
+        changed: Callable[[], None] | None = None,
+        significant: Significant[T] = _always,
     ) -> None:
+        """`changed()` is called on every change `significant` (for updates) lets through."""
         self.kind = kind
+        self._changed = changed
+        self._significant = significant
         self._items: dict[Key, Item[T]] = {}
         self._metrics = metrics
         self._index_funcs: dict[str, IndexFunc[T]] = dict(indexes or {})
@@ -115,6 +128,12 @@ class Store(Generic[T]):
                 changes.append(Event(type=EventType.ADDED, item=new))
             elif previous.ref.resource_version != new.ref.resource_version:
                 changes.append(Event(type=EventType.MODIFIED, item=new))
+        if self._changed is not None and any(
+            change.type is not EventType.MODIFIED
+            or self._significant(self._items[change.item.ref.key].obj, change.item.obj)
+            for change in changes
+        ):
+            self._changed()
         self._items = fresh
         self._indexes = {name: {} for name in self._index_funcs}
         for key, item in fresh.items():
@@ -132,6 +151,12 @@ class Store(Generic[T]):
         if event.type is not EventType.DELETED:
             self._items[key] = event.item
             self._index(key, event.item.obj)
+        if self._changed is not None and (
+            old is None
+            or event.type is EventType.DELETED
+            or self._significant(old.obj, event.item.obj)
+        ):
+            self._changed()
         self._record()
 
     def _record(self) -> None:
@@ -141,11 +166,15 @@ class Store(Generic[T]):
 class ClusterState:
     """Every store, whether all of them have been listed, the provisioner's nominations (which
     nodes pending pods are expected on; see karpy.state.nominations) and when it first placed
-    each pending pod (karpy.state.schedulable)."""
+    each pending pod (karpy.state.schedulable).
+
+    `generation` counts the changes of its stores that a decision can see (karpy.state.generation).
+    """
 
     def __init__(self, *, metrics: Metrics) -> None:
         self._metrics = metrics
         self._stores: dict[str, Store[Any]] = {}
+        self._generation = 0
         self.nominations = NodeNominations()
         self.schedulable = SchedulableTimes()
         self._synced = asyncio.Event()
@@ -161,11 +190,25 @@ class ClusterState:
             raise ValueError(msg)
         if indexes is None:
             indexes = DEFAULT_INDEXES.get(kind.kind)
-        store: Store[T] = Store(kind, metrics=self._metrics, indexes=indexes)
+        store: Store[T] = Store(
+            kind,
+            metrics=self._metrics,
+            indexes=indexes,
+            changed=self._bump,
+            significant=SIGNIFICANT.get(kind.kind, _always),
+        )
         self._stores[kind.kind] = store
         self._synced.clear()
         self._metrics.cluster_state_synced.set(0)
         return store
+
+    @property
+    def generation(self) -> int:
+        """Bumped by every store change a decision can see; equal generations, same state."""
+        return self._generation
+
+    def _bump(self) -> None:
+        self._generation += 1
 
     def store(self, kind: ResourceKind[T]) -> Store[T]:
         """The store of `kind`; raises KeyError naming the kind if it was never registered."""
