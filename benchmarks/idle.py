@@ -119,20 +119,22 @@ def stop(process: subprocess.Popen[bytes]) -> None:
 
 
 async def settle(client: KubeClient, pods: int, quiet: float, within: float) -> int:
-    """Wait until `pods` suite pods are healthy and the NodeClaims and disrupting nodes have
-    not changed for `quiet` seconds; the number of karpy's nodes."""
+    """Wait until `pods` suite pods are Running (Ready or not: under load kwok's leases lapse
+    and pods flap unready, which is no change karpy acts on) and the NodeClaims and disrupting
+    nodes have not changed for `quiet` seconds; the number of karpy's nodes."""
     deadline = time.monotonic() + within
     last: tuple[frozenset[str], frozenset[str]] | None = None
     since = time.monotonic()
     while time.monotonic() < deadline:
         seen = await snapshot(client, NAMESPACE)
+        running = sum(1 for p in seen.pods if (p.get("status") or {}).get("phase") == "Running")
         key = (seen.claims, seen.disrupting)
-        if key != last or seen.healthy < pods:
+        if key != last or running < pods:
             last, since = key, time.monotonic()
         elif time.monotonic() - since >= quiet:
-            print(f"settled: {seen.healthy} pods on {len(seen.nodes)} nodes", flush=True)
+            print(f"settled: {running} pods Running on {len(seen.nodes)} nodes", flush=True)
             return len(seen.nodes)
-        print(f"  {seen.healthy}/{pods} healthy, {len(seen.claims)} claims", flush=True)
+        print(f"  {running}/{pods} Running, {len(seen.claims)} claims", flush=True)
         await asyncio.sleep(10.0)
     msg = f"fleet not settled within {within:.0f} s"
     raise TimeoutError(msg)
