@@ -25,22 +25,28 @@ from karpy.apis.kube.node import Node
 from karpy.kube.kinds import NODES
 
 
-def _node_sans_heartbeats(node: Node) -> Node:
-    return attrs.evolve(
-        node,
-        metadata=attrs.evolve(node.metadata, resource_version=None),
-        status=attrs.evolve(
-            node.status,
-            conditions=tuple(
-                attrs.evolve(c, last_heartbeat_time=None) for c in node.status.conditions
-            ),
-        ),
+def _conditions(node: Node) -> tuple[tuple[object, ...], ...]:
+    return tuple(
+        (c.type, c.status, c.reason, c.message, c.last_transition_time)
+        for c in node.status.conditions
     )
 
 
 def node_changed(old: Node, new: Node) -> bool:
-    """Whether a Node update says more than that its agent is alive."""
-    return _node_sans_heartbeats(old) != _node_sans_heartbeats(new)
+    """Whether a Node update says more than that its agent is alive. Runs on every Node event
+    (thousands a minute on a large fleet), so it compares the cheap parts first."""
+    before, after = old.status, new.status
+    return (
+        old.spec != new.spec
+        or _conditions(old) != _conditions(new)
+        or before.allocatable != after.allocatable
+        or before.capacity != after.capacity
+        or before.addresses != after.addresses
+        or before.node_info != after.node_info
+        or before.phase != after.phase
+        or attrs.evolve(old.metadata, resource_version=None)
+        != attrs.evolve(new.metadata, resource_version=None)
+    )
 
 
 SIGNIFICANT: Final[Mapping[str, Callable[[Any, Any], bool]]] = {NODES.kind: node_changed}

@@ -9,7 +9,7 @@ from typing import Any
 import attrs
 
 from karpy.apis.codec import from_dict
-from karpy.apis.kube.node import Node
+from karpy.apis.kube.node import Node, NodeCondition, NodeStatus
 from karpy.kube import kinds
 from karpy.kube.resources import Item, ObjectRef
 from karpy.kube.watch import Event, EventType
@@ -100,3 +100,23 @@ def test_a_relist_bumps_only_when_it_finds_a_change() -> None:
     assert state.generation == listed
     nodes.replace([])
     assert state.generation == listed + 1
+
+
+def test_node_changed_compares_every_field_of_the_node_status() -> None:
+    """A field added to the Node model must be compared too (or named a heartbeat here)."""
+    assert {f.name for f in attrs.fields(NodeStatus)} == {
+        "capacity",
+        "allocatable",
+        "conditions",
+        "addresses",
+        "node_info",
+        "phase",
+    }
+    assert {f.name for f in attrs.fields(NodeCondition)} == {
+        "type",
+        "status",
+        "reason",
+        "message",
+        "last_heartbeat_time",
+        "last_transition_time",
+    }
