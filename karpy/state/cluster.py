@@ -115,7 +115,8 @@ class Store(Generic[T]):
         """Replace the whole store with a fresh list; return the differences as events.
 
         Side effects: marks the store listed. Objects absent from `items` come back as DELETED,
-        new ones as ADDED, and ones whose resourceVersion changed as MODIFIED.
+        new ones as ADDED, and ones that changed as MODIFIED (a changed resourceVersion, unless
+        the change is insignificant: a Node heartbeat).
         """
         fresh = {item.ref.key: item for item in items}
         changes: list[Event[T]] = []
@@ -128,11 +129,13 @@ class Store(Generic[T]):
                 changes.append(Event(type=EventType.ADDED, item=new))
             elif previous.ref.resource_version != new.ref.resource_version:
                 changes.append(Event(type=EventType.MODIFIED, item=new))
-        if self._changed is not None and any(
-            change.type is not EventType.MODIFIED
-            or self._significant(self._items[change.item.ref.key].obj, change.item.obj)
+        changes = [
+            change
             for change in changes
-        ):
+            if change.type is not EventType.MODIFIED
+            or self._significant(self._items[change.item.ref.key].obj, change.item.obj)
+        ]
+        if self._changed is not None and changes:
             self._changed()
         self._items = fresh
         self._indexes = {name: {} for name in self._index_funcs}
@@ -142,8 +145,9 @@ class Store(Generic[T]):
         self._record()
         return changes
 
-    def apply(self, event: Event[T]) -> None:
-        """Apply one watch event."""
+    def apply(self, event: Event[T]) -> bool:
+        """Apply one watch event; whether it changed anything a decision can see (an update
+        that only re-posts a Node's heartbeat does not, though the store keeps it)."""
         key = event.item.ref.key
         old = self._items.pop(key, None)
         if old is not None:
@@ -151,13 +155,15 @@ class Store(Generic[T]):
         if event.type is not EventType.DELETED:
             self._items[key] = event.item
             self._index(key, event.item.obj)
-        if self._changed is not None and (
+        significant = (
             old is None
             or event.type is EventType.DELETED
             or self._significant(old.obj, event.item.obj)
-        ):
+        )
+        if significant and self._changed is not None:
             self._changed()
         self._record()
+        return significant
 
     def _record(self) -> None:
         self._metrics.cluster_state_objects.set(len(self._items), {"kind": self.kind.kind})

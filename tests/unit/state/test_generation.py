@@ -120,3 +120,18 @@ def test_node_changed_compares_every_field_of_the_node_status() -> None:
         "last_heartbeat_time",
         "last_transition_time",
     }
+
+
+def test_a_heartbeat_is_stored_and_reported_as_no_change() -> None:
+    """What the informer tells its subscribers: nothing, for a heartbeat."""
+    state = _state()
+    nodes = state.store(kinds.NODES)
+    old = _node("n1", heartbeat="2026-01-01T00:00:00Z", version="1")
+    assert nodes.apply(Event(type=EventType.ADDED, item=_item(old, "Node", "1")))
+    beat = _node("n1", heartbeat="2026-01-01T00:05:00Z", version="2")
+    assert not nodes.apply(Event(type=EventType.MODIFIED, item=_item(beat, "Node", "2")))
+    assert nodes.items()[0].ref.resource_version == "2"
+    later = _node("n1", heartbeat="2026-01-01T00:10:00Z", version="3")
+    assert nodes.replace([_item(later, "Node", "3")]) == []
+    gone = nodes.replace([])
+    assert [change.type for change in gone] == [EventType.DELETED]
