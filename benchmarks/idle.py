@@ -83,7 +83,7 @@ def start(root: Path, kubeconfig: Path, log: Path) -> tuple[subprocess.Popen[byt
         "--provider",
         "kwok",
     ]
-    paths = [root, root / "providers" / "aws", root / "providers" / "kwok"]
+    paths = [root, *(root / "providers" / name for name in ("aws", "kwok", "clusterapi"))]
     env = {
         **os.environ,
         "LOG_LEVEL": os.environ.get("LOG_LEVEL", "warning"),
