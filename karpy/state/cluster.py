@@ -22,6 +22,7 @@ from typing import Any, Generic, TypeVar
 from karpy.kube.resources import Item, ResourceKind
 from karpy.kube.watch import Event, EventType
 from karpy.runtime.telemetry import Metrics
+from karpy.state.generation import SIGNIFICANT
 from karpy.state.indexes import DEFAULT_INDEXES
 from karpy.state.nominations import NodeNominations
 from karpy.state.schedulable import SchedulableTimes
@@ -33,6 +34,13 @@ Key = tuple[str, str]
 IndexFunc = Callable[[T], Iterable[str]]
 """The values an object is indexed under (none, one or several); empty strings are skipped."""
 
+Significant = Callable[[T, T], bool]
+"""Whether an update from the first object to the second changes state (karpy.state.generation)."""
+
+
+def _always(_old: object, _new: object) -> bool:
+    return True
+
 
 class Store(Generic[T]):
     """All objects of one kind, by (namespace, name). Written only by its informer."""
@@ -43,8 +51,13 @@ class Store(Generic[T]):
         *,
         metrics: Metrics,
         indexes: Mapping[str, IndexFunc[T]] | None = None,
+        changed: Callable[[], None] | None = None,
+        significant: Significant[T] = _always,
     ) -> None:
+        """`changed()` is called on every change `significant` (for updates) lets through."""
         self.kind = kind
+        self._changed = changed
+        self._significant = significant
         self._items: dict[Key, Item[T]] = {}
         self._metrics = metrics
         self._index_funcs: dict[str, IndexFunc[T]] = dict(indexes or {})
@@ -102,7 +115,8 @@ class Store(Generic[T]):
         """Replace the whole store with a fresh list; return the differences as events.
 
         Side effects: marks the store listed. Objects absent from `items` come back as DELETED,
-        new ones as ADDED, and ones whose resourceVersion changed as MODIFIED.
+        new ones as ADDED, and ones that changed as MODIFIED (a changed resourceVersion, unless
+        the change is insignificant: a Node heartbeat).
         """
         fresh = {item.ref.key: item for item in items}
         changes: list[Event[T]] = []
@@ -115,6 +129,14 @@ class Store(Generic[T]):
                 changes.append(Event(type=EventType.ADDED, item=new))
             elif previous.ref.resource_version != new.ref.resource_version:
                 changes.append(Event(type=EventType.MODIFIED, item=new))
+        changes = [
+            change
+            for change in changes
+            if change.type is not EventType.MODIFIED
+            or self._significant(self._items[change.item.ref.key].obj, change.item.obj)
+        ]
+        if self._changed is not None and changes:
+            self._changed()
         self._items = fresh
         self._indexes = {name: {} for name in self._index_funcs}
         for key, item in fresh.items():
@@ -123,8 +145,9 @@ class Store(Generic[T]):
         self._record()
         return changes
 
-    def apply(self, event: Event[T]) -> None:
-        """Apply one watch event."""
+    def apply(self, event: Event[T]) -> bool:
+        """Apply one watch event; whether it changed anything a decision can see (an update
+        that only re-posts a Node's heartbeat does not, though the store keeps it)."""
         key = event.item.ref.key
         old = self._items.pop(key, None)
         if old is not None:
@@ -132,7 +155,15 @@ class Store(Generic[T]):
         if event.type is not EventType.DELETED:
             self._items[key] = event.item
             self._index(key, event.item.obj)
+        significant = (
+            old is None
+            or event.type is EventType.DELETED
+            or self._significant(old.obj, event.item.obj)
+        )
+        if significant and self._changed is not None:
+            self._changed()
         self._record()
+        return significant
 
     def _record(self) -> None:
         self._metrics.cluster_state_objects.set(len(self._items), {"kind": self.kind.kind})
@@ -141,11 +172,15 @@ class Store(Generic[T]):
 class ClusterState:
     """Every store, whether all of them have been listed, the provisioner's nominations (which
     nodes pending pods are expected on; see karpy.state.nominations) and when it first placed
-    each pending pod (karpy.state.schedulable)."""
+    each pending pod (karpy.state.schedulable).
+
+    `generation` counts the changes of its stores that a decision can see (karpy.state.generation).
+    """
 
     def __init__(self, *, metrics: Metrics) -> None:
         self._metrics = metrics
         self._stores: dict[str, Store[Any]] = {}
+        self._generation = 0
         self.nominations = NodeNominations()
         self.schedulable = SchedulableTimes()
         self._synced = asyncio.Event()
@@ -161,11 +196,25 @@ class ClusterState:
             raise ValueError(msg)
         if indexes is None:
             indexes = DEFAULT_INDEXES.get(kind.kind)
-        store: Store[T] = Store(kind, metrics=self._metrics, indexes=indexes)
+        store: Store[T] = Store(
+            kind,
+            metrics=self._metrics,
+            indexes=indexes,
+            changed=self._bump,
+            significant=SIGNIFICANT.get(kind.kind, _always),
+        )
         self._stores[kind.kind] = store
         self._synced.clear()
         self._metrics.cluster_state_synced.set(0)
         return store
+
+    @property
+    def generation(self) -> int:
+        """Bumped by every store change a decision can see; equal generations, same state."""
+        return self._generation
+
+    def _bump(self) -> None:
+        self._generation += 1
 
     def store(self, kind: ResourceKind[T]) -> Store[T]:
         """The store of `kind`; raises KeyError naming the kind if it was never registered."""

@@ -2,9 +2,12 @@
 
 An informer is the only writer of its kind's store. It consumes `infinite_watch`, replaces the store
 on every list (turning the difference into events, so a controller hears about objects deleted
-while the watch was down) and applies each watch event. Subscribers are synchronous, non-blocking
-callbacks (`Trigger.fire`, `WorkQueue.add`) so a slow controller can never stall
-the stream (house rule 8).
+while the watch was down) and applies each watch event. Subscribers hear only of changes
+(karpy.state.generation): a Node's heartbeat, re-posted every few seconds to a few minutes per
+Node and carrying nothing else, updates the store and wakes no controller — at rest those are
+nearly all the events there are, and each woke every controller watching Nodes. Subscribers
+are synchronous, non-blocking callbacks (`Trigger.fire`, `WorkQueue.add`) so a slow controller
+can never stall the stream (house rule 8).
 """
 
 from __future__ import annotations
@@ -74,8 +77,7 @@ class Informer(Generic[T]):
                 )
                 for change in changes:
                     self._notify(change)
-            else:
-                self.store.apply(entry)
+            elif self.store.apply(entry):
                 self._notify(entry)
 
     def _notify(self, event: Event[T]) -> None:

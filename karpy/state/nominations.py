@@ -60,6 +60,17 @@ class NodeNominations:
         self._by_node: dict[str, Nomination] = {}
         self._passes = 0
         self._pass_pods: dict[int, set[PodKey]] = {}
+        self._version = 0
+
+    @property
+    def version(self) -> int:
+        """Bumped by every pass, nomination and forgetting: equal versions, same nominations
+        (though each may still lapse with time: `next_lapse`)."""
+        return self._version
+
+    def next_lapse(self, now: float) -> float | None:
+        """The earliest time after `now` at which a nomination's window ends, if any."""
+        return min((n.expires for n in self._by_node.values() if n.expires > now), default=None)
 
     @property
     def passes(self) -> int:
@@ -70,6 +81,7 @@ class NodeNominations:
         """A provisioning pass has looked at every pending pod and nominated what it placed on
         existing or in-flight nodes: nominations it did not renew may now lapse."""
         self._passes += 1
+        self._version += 1
         for number in [n for n in self._pass_pods if n < self._passes - 1]:
             del self._pass_pods[number]
 
@@ -85,6 +97,7 @@ class NodeNominations:
             msg = f"NodeNominations.nominate: window must be > 0 seconds, got {window}"
             raise ValueError(msg)
         pods = frozenset(pods)
+        self._version += 1
         self._pass_pods.setdefault(self._passes, set()).update(pods)
         current = self._by_node.get(node)
         keep = current is not None and current.expires > now
@@ -108,7 +121,8 @@ class NodeNominations:
 
     def forget(self, node: str) -> None:
         """Drop `node`'s nomination (the node is gone)."""
-        self._by_node.pop(node, None)
+        if self._by_node.pop(node, None) is not None:
+            self._version += 1
 
     def __len__(self) -> int:
         return len(self._by_node)

@@ -117,6 +117,16 @@ class ClusterView:
             return True
         return not any(is_provisionable(p) for p in self._state.store(PODS).objects())
 
+    @property
+    def generation(self) -> tuple[int, int]:
+        """What cluster state and the nominations are at: equal generations, same reads
+        (karpy.state.generation), until a nomination lapses (`next_nomination_lapse`)."""
+        return self._state.generation, self._state.nominations.version
+
+    def next_nomination_lapse(self, now: float) -> float | None:
+        """When the next nomination's window ends after `now` (UTC epoch seconds), if any."""
+        return self._state.nominations.next_lapse(now)
+
     def informs(self, kind: ResourceKind[Any]) -> bool:
         """Whether this process keeps `kind` in cluster state."""
         return self._state.has(kind)

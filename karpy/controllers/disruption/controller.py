@@ -42,12 +42,14 @@ from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.cloudprovider.protocol import CloudProvider
 from karpy.controllers.disruption import events, passes
 from karpy.controllers.disruption.queue import CommandFailedError, OrchestrationQueue
+from karpy.controllers.disruption.rest import Rest, nomination_windows_end
 from karpy.controllers.disruption.simulation import simulator
 from karpy.controllers.disruption.timing import timed
 from karpy.core.disruption.budgets import Allowance
 from karpy.core.disruption.candidates import Candidate, Policy, Skip, SkipReason, priced
 from karpy.core.disruption.consolidation import Settings
 from karpy.core.disruption.decision import Memo, PassResult, disruption_methods, revalidate
+from karpy.core.disruption.due import next_due
 from karpy.core.disruption.methods import Command, Method, Reason
 from karpy.core.instancetypes import InstanceType
 from karpy.core.scheduling.options import SchedulerOptions
@@ -122,6 +124,7 @@ class DisruptionController:
             for m in (methods if methods is not None else disruption_methods(consolidation))
         )
         self._memo = Memo()
+        self._rest: Rest | None = None
         self._spot_to_spot = (consolidation or Settings()).spot_to_spot
         self._min_improvement = min_improvement
         self._validation_delay = validation_delay
@@ -143,13 +146,20 @@ class DisruptionController:
         )
 
     async def reconcile_once(self) -> Result:
-        """One disruption pass; always comes back after the polling period.
+        """One disruption pass; comes back after the polling period, or sooner when the rest
+        (karpy.controllers.disruption.rest) runs out before it. At rest, returns at once.
 
         Side effects: taint and annotation tidying, DisruptionBlocked events, commands started.
         """
         if not self._view.synced or not self._queue.ready:
             log.debug("waiting on cluster sync")
             return Result(requeue_after=NOT_SYNCED_REQUEUE)
+        generation = self._view.generation
+        now = self._clock.now().timestamp()
+        if self._rest is not None and self._rest.holds(generation, now):
+            log.debug("skipping disruption pass: cluster unchanged since it found nothing")
+            return Result(requeue_after=min(self._period, self._rest.until - now))
+        self._rest = None
         if self._await_provisioning and not self._view.nominations_known():
             # Restarted with pods pending: which nodes they are headed for is known only once
             # the provisioner has passed; an empty-looking node may be one of them.
@@ -190,7 +200,25 @@ class DisruptionController:
                 await self._queue.submit(command, state.live)
             except CommandFailedError as error:
                 log.error("failed to disrupt nodes", extra={"error": str(error)})
-        return Result(requeue_after=self._period)
+        if outcome.commands or self._queue.starting():
+            return Result(requeue_after=self._period)
+        return self._rest_after(state, generation)
+
+    def _rest_after(self, state: passes.Read, generation: tuple[int, int]) -> Result:
+        """After a pass that found nothing: at rest until the clock alone could change the
+        answer, when consolidation is settled (a search cut short at its limit goes on)."""
+        settled = self._memo.settled_until
+        if settled is None:
+            return Result(requeue_after=self._period)
+        due = [
+            settled,
+            next_due(state.facts, state.pools, now=state.now),
+            nomination_windows_end(state.facts, now=state.now, window=self._nomination_window),
+            self._view.next_nomination_lapse(state.now),
+        ]
+        until = min(t for t in due if t is not None)
+        self._rest = Rest(generation=generation, until=until)
+        return Result(requeue_after=max(0.0, min(self._period, until - state.now)))
 
     async def _read(self) -> passes.Read:
         """One read of cluster state through the view, with what this process knows: the

@@ -245,6 +245,11 @@ class Memo:
         self.cleared: frozenset[str] = frozenset()
         self._settled_at: float | None = None
 
+    @property
+    def settled_until(self) -> float | None:
+        """Until when the last settling stands (`CONSOLIDATED_TTL` after it), if one does."""
+        return None if self._settled_at is None else self._settled_at + CONSOLIDATED_TTL
+
     def settled(self, state: int, now: float) -> bool:
         """Whether this pass may skip consolidation: a complete pass found nothing on this same
         `state` less than `CONSOLIDATED_TTL` ago. A new state forgets everything; so does the

@@ -118,7 +118,11 @@ def unit_weights(pools: Sequence[PoolIndex], classes: Sequence[PodClass]) -> Wei
     puts it all on memory would call a memory-optimised type as cheap as the compute-optimised
     one the LP buys. So the LP is solved once with CPU and once with memory demand raised by
     1 %, which makes each dual unique, and a type is worth the *smaller* of its two valuations
-    (``_worth``): what it is surely worth, whichever resource turns out scarce."""
+    (``_worth``): what it is surely worth, whichever resource turns out scarce.
+
+    NodePools that offer the same types at the same prices less the same overhead pose the same
+    LP: it is solved once for all of them (hundreds of NodePools are often a few templates that
+    differ in labels and taints)."""
     if not classes or not pools:
         return {}
     space = pools[0].space
@@ -131,28 +135,47 @@ def unit_weights(pools: Sequence[PoolIndex], classes: Sequence[PodClass]) -> Wei
     rows = [r for r in range(size) if demand[r] > 0]
     bumps = [k for k, r in enumerate(rows) if space.names[r] in (CPU, MEMORY)] or [-1]
     out: Weights = {}
+    solved: dict[tuple[tuple[tuple[float, ...], ...], tuple[float, ...]], list[list[float]] | None]
+    solved = {}
     for index in pools:
         if not index.types:
             continue
         frontier = index.frontier()
-        columns = [
-            [max(0, index.alloc[i][r] - index.overhead_vec[r]) / demand[r] for r in rows]
+        columns = tuple(
+            tuple(max(0, index.alloc[i][r] - index.overhead_vec[r]) / demand[r] for r in rows)
             for i in frontier
-        ]
-        prices = [index.cheapest_price(1 << i, index.template) for i in frontier]
-        found_all: list[list[float]] = []
-        for bump in bumps:
-            want = [1.01 if k == bump else 1.0 for k in range(len(rows))]
-            found = covering_lp(columns, prices, want)
-            if found is None:
-                break
-            weights = [0.0] * size
-            for k, r in enumerate(rows):
-                weights[r] = found.duals[k] / demand[r]
-            found_all.append(weights)
-        else:
-            out[index.pool.name] = found_all
+        )
+        prices = tuple(index.cheapest_price(1 << i, index.template) for i in frontier)
+        key = (columns, prices)
+        if key not in solved:
+            solved[key] = _valuations(columns, prices, rows, demand, bumps, size)
+        found_all = solved[key]
+        if found_all is not None:
+            out[index.pool.name] = [list(weights) for weights in found_all]
     return out
+
+
+def _valuations(
+    columns: Sequence[Sequence[float]],
+    prices: Sequence[float],
+    rows: Sequence[int],
+    demand: Sequence[int],
+    bumps: Sequence[int],
+    size: int,
+) -> list[list[float]] | None:
+    """One pool's valuations for `unit_weights` (one LP per bump), None when an LP has no
+    solution."""
+    found_all: list[list[float]] = []
+    for bump in bumps:
+        want = [1.01 if k == bump else 1.0 for k in range(len(rows))]
+        found = covering_lp(columns, prices, want)
+        if found is None:
+            return None
+        weights = [0.0] * size
+        for k, r in enumerate(rows):
+            weights[r] = found.duals[k] / demand[r]
+        found_all.append(weights)
+    return found_all
 
 
 def _worth(weights: Sequence[Sequence[float]], content: list[int]) -> float:

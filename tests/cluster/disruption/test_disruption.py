@@ -18,7 +18,7 @@ import pytest
 
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodepool import Budget, ConsolidationPolicy, Disruption
-from karpy.kube.kinds import NODECLAIMS, PODS
+from karpy.kube.kinds import NODECLAIMS, NODES, PODS
 from karpy.localcluster import ClusterInfo
 from karpy.runtime.telemetry import Telemetry
 from karpy.state.pods import is_provisionable
@@ -345,3 +345,55 @@ async def test_a_consolidation_the_cluster_changed_under_is_dropped_and_counted(
         assert metrics.total(env.telemetry, decided) == 0
         evaluated = "karpenter_voluntary_disruption_decision_evaluation_duration_seconds_count"
         assert metrics.total(env.telemetry, evaluated, reason="underutilized") >= 1
+
+
+async def test_a_pass_that_found_nothing_rests_until_the_cluster_changes_or_a_window_closes(
+    cluster_info: ClusterInfo, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A settled cluster is not read again every polling period: the pass after one that found
+    nothing returns at once, until a watch event changes cluster state or the clock reaches
+    something due (here a fresh node's nomination window), and then it decides afresh."""
+    caplog.set_level(logging.DEBUG, logger="karpy.controllers.disruption.controller")
+
+    def rested() -> int:
+        return sum(
+            1 for r in caplog.records if r.getMessage().startswith("skipping disruption pass")
+        )
+
+    async with environment(cluster_info) as env:
+        pool = await env.pool(WHEN_EMPTY_30S)
+        claim, node = await env.node_with_claim(pool)  # nominated for 20 s as it initialized
+        await env.mark()
+        await env.controller.reconcile_once()
+        assert rested() == 0
+        again = await env.controller.reconcile_once()
+        assert rested() == 1
+        assert 0 < again.requeue_after <= 10.0
+        env.clock.step(datetime.timedelta(seconds=21))  # the nomination window has closed
+        await env.controller.reconcile_once()
+        assert rested() == 1  # decided again: nothing yet (consolidateAfter is 30 s)
+        await env.controller.reconcile_once()
+        assert rested() == 2
+        await env.kube.request(
+            "PATCH",
+            f"/api/v1/nodes/{node}",
+            body={"metadata": {"labels": {"karpy.test/touched": "true"}}},
+            content_type="application/merge-patch+json",
+        )
+
+        async def touched() -> bool:
+            seen = env.state.store(NODES).get(node)
+            return seen is not None and "karpy.test/touched" in seen.metadata.labels
+
+        await eventually(touched, within=30, interval=0.05)
+        await env.controller.reconcile_once()
+        assert rested() == 2  # cluster state changed: a full pass
+        env.clock.step(datetime.timedelta(seconds=10))
+        await env.mark()  # Consolidatable now: the condition's write wakes the pass
+        await env.controller.reconcile_once()
+        assert rested() == 2
+
+        async def deleted() -> bool:
+            return not await env.exists(claim)
+
+        await eventually(deleted, within=10, interval=0.05)

@@ -84,3 +84,24 @@ def test_a_node_is_nominated_exactly_when_some_pass_still_covers_now(
     record.passed()  # a later pass placed the pod elsewhere: only the window holds the node
     held = record.get("n", now=max(now, sorted(passes)[-1][0]))
     assert (held is not None) == (expires > max(now, sorted(passes)[-1][0]))
+
+
+def test_the_version_moves_with_every_change_and_next_lapse_names_the_first_window_end() -> None:
+    """What the disruption pass at rest compares and when it must look again."""
+    record = NodeNominations()
+    versions = [record.version]
+    assert record.next_lapse(0.0) is None
+    record.nominate("n1", [("ns", "p1")], now=0.0, window=20.0)
+    versions.append(record.version)
+    record.nominate("n2", [("ns", "p2")], now=5.0, window=20.0)
+    versions.append(record.version)
+    assert record.next_lapse(1.0) == 20.0
+    assert record.next_lapse(20.0) == 25.0  # n1's window has ended; n2's is next
+    assert record.next_lapse(25.0) is None
+    record.passed()
+    versions.append(record.version)
+    record.forget("n1")
+    versions.append(record.version)
+    record.forget("n1")  # nothing left to forget: no change
+    assert record.version == versions[-1]
+    assert versions == sorted(set(versions))
