@@ -38,6 +38,7 @@ from perf_suite import (  # benchmarks/ is the script's folder
     _connect,
     _free_port,
     _status,
+    checkout_path,
     cpu_seconds,
     deployment,
     nodeclass,
@@ -83,11 +84,10 @@ def start(root: Path, kubeconfig: Path, log: Path) -> tuple[subprocess.Popen[byt
         "--provider",
         "kwok",
     ]
-    paths = [root, *(root / "providers" / name for name in ("aws", "kwok", "clusterapi"))]
     env = {
         **os.environ,
         "LOG_LEVEL": os.environ.get("LOG_LEVEL", "warning"),
-        "PYTHONPATH": os.pathsep.join(str(path) for path in paths),
+        "PYTHONPATH": checkout_path(root),
     }
     with log.open("w") as sink:
         process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=env)

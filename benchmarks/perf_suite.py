@@ -542,6 +542,12 @@ def _free_port() -> int:
 
 
 @attrs.define
+def checkout_path(root: Path) -> str:
+    """A PYTHONPATH that loads karpy and every provider from the checkout at `root`."""
+    paths = [root, *(root / "providers" / name for name in ("aws", "kwok", "clusterapi"))]
+    return os.pathsep.join(str(path) for path in paths)
+
+
 class Karpy:
     """`karpy run` (kwok provider) as a child process, optionally under cProfile."""
 
@@ -571,11 +577,10 @@ class Karpy:
             "kwok",
         ]
         # The karpy of this checkout, whatever the caller's path says.
-        paths = [ROOT, ROOT / "providers" / "aws", ROOT / "providers" / "kwok"]
         env = {
             **os.environ,
             "LOG_LEVEL": os.environ.get("LOG_LEVEL", "warning"),
-            "PYTHONPATH": os.pathsep.join(str(path) for path in paths),
+            "PYTHONPATH": checkout_path(ROOT),
         }
         with log.open("w") as sink:
             process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=env)
