@@ -46,8 +46,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Sequence
-from typing import Any, Final
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Final, TypeVar
 
 import aiohttp
 import attrs
@@ -56,7 +56,7 @@ from karpy.apis.kube.node import Node
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim
 from karpy.kube.client import KubeClient
-from karpy.kube.errors import KubeError, NotFoundError
+from karpy.kube.errors import KubeError, NotFoundError, UnreachableError
 from karpy.kube.install import apply, scale
 from karpy.kube.kinds import NODECLAIMS, NODES, PODDISRUPTIONBUDGETS, PODS
 from karpy.localcluster import LocalCluster
@@ -66,6 +66,8 @@ from tests.support import watchcut
 from tests.support.faults import NODECLAIM_UID_ANNOTATION, Karpy, Setup, restart_apiserver
 from tests.support.probes import probe_ports
 from tests.support.waiting import eventually
+
+T = TypeVar("T")
 
 SCENARIOS: Final = ("drift", "consolidation", "expiration", "termination")
 SAMPLE_INTERVAL: Final = 0.5
@@ -399,29 +401,49 @@ class Cluster:
 
     async def reset(self, karpy: Karpy) -> None:
         """Scale to 0, delete every NodeClaim (karpy finalizes them), wait for the Nodes to go,
-        stop karpy."""
-        await scale(self.client, self.deployment(), 0)
-        if self.keepers:
-            await scale(self.client, self.deployment(keeper=True), 0)
-        async with asyncio.timeout(240):
-            while claims := await self.claims():
+        stop karpy. A read that times out (the apiserver slow under load, or still coming back
+        from an outage) is tried again: a trial's figures are taken before its reset, and a
+        failed reset would lose them."""
+        async with asyncio.timeout(300):
+            await _retrying(lambda: scale(self.client, self.deployment(), 0))
+            if self.keepers:
+                await _retrying(lambda: scale(self.client, self.deployment(keeper=True), 0))
+            while claims := await _retrying(self.claims):
                 karpy.keep_running()
                 for claim in claims:
                     if claim.metadata.deletion_timestamp is None:
-                        with contextlib.suppress(NotFoundError):
+                        with contextlib.suppress(NotFoundError, *TRANSIENT):
                             await self.client.delete(NODECLAIMS, claim.metadata.name or "")
                 await asyncio.sleep(1.0)
 
         async def no_nodes() -> bool:
             karpy.keep_running()
-            return not await self.nodes()
+            return not await _retrying(self.nodes)
 
         await eventually(no_nodes, within=180, interval=1.0, what="no nodes left")
         karpy.stop()
         with contextlib.suppress(NotFoundError):
-            await self.client.delete(
-                PODDISRUPTIONBUDGETS, self.name, namespace=self.setup.namespace
+            await _retrying(
+                lambda: self.client.delete(
+                    PODDISRUPTIONBUDGETS, self.name, namespace=self.setup.namespace
+                )
             )
+
+
+TRANSIENT: Final = (UnreachableError, OSError, TimeoutError)
+"""What a read under load or right after an outage may raise and a retry may not."""
+
+
+async def _retrying(call: Callable[[], Awaitable[T]], *, attempts: int = 10) -> T:
+    """`call()`, tried again (a second apart) while it fails for a transient reason."""
+    for attempt in range(attempts):
+        try:
+            return await call()
+        except TRANSIENT:
+            if attempt == attempts - 1:
+                raise
+            await asyncio.sleep(1.0)
+    raise AssertionError("unreachable")
 
 
 class Watcher:
@@ -683,14 +705,14 @@ async def disruption_trial(
         loop = asyncio.get_running_loop()
         to_settle = time.monotonic() - began if watcher.settled else None
         lists, watch_errors = await _watch_counts(karpy) if cut is not None else (0, 0)
-        taints, annotations = await watcher.stale()
-        _, duplicates = await cluster.instances()
+        taints, annotations = await _retrying(watcher.stale)
+        _, duplicates = await _retrying(cluster.instances)
         leaks = duplicates
         gc_deadline = loop.time() + GC_WAIT
         while leaks and loop.time() < gc_deadline:
             await asyncio.sleep(2.0)
-            _, leaks = await cluster.instances()
-        live = [c for c in await cluster.claims() if c.metadata.deletion_timestamp is None]
+            _, leaks = await _retrying(cluster.instances)
+        live = [c for c in await _retrying(cluster.claims) if c.metadata.deletion_timestamp is None]
         trial = DisruptionTrial(
             label=label,
             fault_at=next((t for t in (kill_at, outage_at, cut_at) if t is not None), None),
