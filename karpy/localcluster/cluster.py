@@ -435,9 +435,13 @@ class LocalCluster:
         if component.name == "kube-apiserver":
             if not state.info.ca_file.exists():
                 return False
-            return process.http_ok(
-                component.health_url, token=state.info.token, context=self._ca_context(state)
-            )
+            try:
+                context = self._ca_context(state)
+            except ssl.SSLError:
+                # kube-apiserver is still writing the certificate it made (seen under load:
+                # the file existed and held no certificate yet).
+                return False
+            return process.http_ok(component.health_url, token=state.info.token, context=context)
         if component.health_url.startswith("https://"):
             return process.http_ok(component.health_url, context=process.loopback_probe_context())
         return process.http_ok(component.health_url)

@@ -203,17 +203,29 @@ class WatchCut:
     kubeconfig: Path
     control_plane: LocalCluster | None = None
     mode: str = "expire"
+    watch_timeout: float = 15.0
+    """karpy's `WATCH_TIMEOUT` in these trials: streams end this often, so a compaction
+    expires each within this long."""
+    inactivity_timeout: float = 30.0
+    """karpy's `WATCH_INACTIVITY_TIMEOUT` in these trials: a silent stream is noticed this
+    late (120 s by default)."""
 
     @property
     def environment(self) -> dict[str, str]:
-        """karpy's settings in these trials: streams end often enough for a compaction to
-        expire them within the trial, and silence is noticed in 30 s."""
-        return {"WATCH_TIMEOUT": "15s", "WATCH_INACTIVITY_TIMEOUT": "30s"}
+        return {
+            "WATCH_TIMEOUT": f"{self.watch_timeout:g}s",
+            "WATCH_INACTIVITY_TIMEOUT": f"{self.inactivity_timeout:g}s",
+        }
 
 
 @contextlib.asynccontextmanager
 async def watch_cut(
-    kubeconfig: Path, into: Path, *, mode: str, control_plane: LocalCluster | None = None
+    kubeconfig: Path,
+    into: Path,
+    *,
+    mode: str,
+    control_plane: LocalCluster | None = None,
+    watch_timeout: float = 15.0,
 ) -> AsyncIterator[WatchCut]:
     """A proxy in front of `kubeconfig`'s apiserver and a kubeconfig (written into the directory
     `into`) that reaches it through the proxy."""
@@ -227,7 +239,13 @@ async def watch_cut(
     port = await proxy.start()
     try:
         path = proxied_kubeconfig(kubeconfig, port, into / f"proxied-{port}.kubeconfig")
-        yield WatchCut(proxy=proxy, kubeconfig=path, control_plane=control_plane, mode=mode)
+        yield WatchCut(
+            proxy=proxy,
+            kubeconfig=path,
+            control_plane=control_plane,
+            mode=mode,
+            watch_timeout=watch_timeout,
+        )
     finally:
         await proxy.close()
 
