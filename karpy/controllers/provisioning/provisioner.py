@@ -508,7 +508,7 @@ def _not_ready(pool: NodePool) -> bool:
         return False
     log.debug(
         "skipping nodepool that is not ready",
-        extra={"nodepool": pool.metadata.name, "message": ready.message},
+        extra={"nodepool": pool.metadata.name, "ready_message": ready.message},
     )
     return True
 
