@@ -224,7 +224,7 @@ async def _run(
         group, version, plural = KINDS[kind]
         body = {
             "apiVersion": f"{group}/{version}",
-            "kind": kind,
+            "kind": kind.split("/")[0],
             "metadata": {"name": name},
             "spec": spec,
         }

@@ -54,6 +54,9 @@ class _Pair:
     client: asyncio.StreamWriter
     upstream: asyncio.StreamWriter
     stalled: asyncio.Event = attrs.field(factory=asyncio.Event)
+    lose_answer: bool = False
+    """Reset the connection when the apiserver's next bytes arrive, instead of passing them:
+    the request was served, its answer never comes."""
 
     def abort(self) -> None:
         for writer in (self.client, self.upstream):
@@ -108,6 +111,14 @@ class CuttingProxy:
             self._stalled.add(pair)
         return len(pairs)
 
+    def lose_answers(self) -> int:
+        """On every open connection, the apiserver's next answer is lost: the connection is
+        reset when its first bytes arrive (a request already sent was served). Returns how
+        many connections are armed."""
+        for pair in self._pairs:
+            pair.lose_answer = True
+        return len(self._pairs)
+
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.opened += 1
         try:
@@ -119,8 +130,8 @@ class CuttingProxy:
         pair = _Pair(client=writer, upstream=up_writer)
         self._pairs.add(pair)
         tasks = [
-            asyncio.create_task(self._pump(reader, up_writer, pair)),
-            asyncio.create_task(self._pump(up_reader, writer, pair)),
+            asyncio.create_task(self._pump(reader, up_writer, pair, answers=False)),
+            asyncio.create_task(self._pump(up_reader, writer, pair, answers=True)),
         ]
         self._tasks.update(tasks)
         try:
@@ -136,12 +147,15 @@ class CuttingProxy:
 
     @staticmethod
     async def _pump(
-        reader: asyncio.StreamReader, writer: asyncio.StreamWriter, pair: _Pair
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter, pair: _Pair, *, answers: bool
     ) -> None:
         with contextlib.suppress(OSError, ConnectionError):
             while not pair.stalled.is_set():
                 data = await reader.read(CHUNK)
                 if not data or pair.stalled.is_set():
+                    break
+                if answers and pair.lose_answer:
+                    pair.abort()
                     break
                 writer.write(data)
                 await writer.drain()
