@@ -12,6 +12,7 @@ exceed. Crash moments are drawn from a seeded RNG, so a sweep is repeatable.
     .venv/bin/python benchmarks/faults.py --karpy-src /path/to/other/checkout   # "before"
     .venv/bin/python benchmarks/faults.py --scenario drift --trials 20         # kills mid drift
     .venv/bin/python benchmarks/faults.py --scenario termination --fault outage
+    .venv/bin/python benchmarks/faults.py --scenario drift --fault watchcut --cut expire
     .venv/bin/python benchmarks/faults.py --scenario pressure   # AWS throttled a minute etc.
 
 The disruption scenarios (drift, consolidation, expiration, termination:
