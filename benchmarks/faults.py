@@ -12,12 +12,17 @@ exceed. Crash moments are drawn from a seeded RNG, so a sweep is repeatable.
     .venv/bin/python benchmarks/faults.py --karpy-src /path/to/other/checkout   # "before"
     .venv/bin/python benchmarks/faults.py --scenario drift --trials 20         # kills mid drift
     .venv/bin/python benchmarks/faults.py --scenario termination --fault outage
+    .venv/bin/python benchmarks/faults.py --scenario drift --fault watchcut --cut expire
     .venv/bin/python benchmarks/faults.py --scenario pressure   # AWS throttled a minute etc.
 
 The disruption scenarios (drift, consolidation, expiration, termination:
 tests/support/disruptfaults.py) run a crash-free trial and then `--trials` faults at moments
 drawn uniformly over the crash-free trial's own duration: SIGKILLs of karpy (`--fault kill`),
-or kube-apiserver stopped for `--outage` seconds (`--fault outage`).
+kube-apiserver stopped for `--outage` seconds (`--fault outage`), or every connection karpy
+holds to the apiserver cut through a proxy (`--fault watchcut`, tests/support/watchcut.py):
+`--cut expire` compacts etcd (every re-watch meets 410 Gone; the sweep's apiserver runs
+without a watch cache for this), `drop` resets every connection, `stall` silences them as a
+middlebox's idle timeout does, and `mixed` (the default) takes the three in turn.
 
 docs/reliability.md has
 the figures.
@@ -44,7 +49,7 @@ from karpy.apis.crds import all_crds, render_crd
 from karpy.kube.client import KubeClient
 from karpy.kube.install import install_crds
 from karpy.localcluster import LocalCluster
-from tests.support import disruptfaults
+from tests.support import disruptfaults, watchcut
 from tests.support.faults import Setup, Trial, crash_trial, outage_trial, table
 
 NAME = "faults"
@@ -174,6 +179,8 @@ async def _disruption_sweep(
 ) -> int:
     """A crash-free trial of the scenario, then `args.trials` faults over its duration."""
     scenario = disruptfaults.Scenario(kind=args.scenario, nodes=args.nodes)
+    if args.fault == "watchcut":
+        return await _watchcut_sweep(args, client, setup, cluster, rng, scenario)
     free = await disruptfaults.disruption_trial(client, setup, scenario, label="crash-free")
     trials = [free]
     print(disruptfaults.table(trials), flush=True)
@@ -197,6 +204,51 @@ async def _disruption_sweep(
             )
         trials.append(trial)
         print(disruptfaults.table(trials[-1:]).splitlines()[-1], flush=True)
+    return _report(args, setup, trials)
+
+
+async def _watchcut_sweep(
+    args: argparse.Namespace,
+    client: KubeClient,
+    setup: Setup,
+    cluster: LocalCluster,
+    rng: random.Random,
+    scenario: disruptfaults.Scenario,
+) -> int:
+    """As `_disruption_sweep`, with karpy behind the cutting proxy in every trial."""
+    modes = watchcut.CUTS if args.cut == "mixed" else (args.cut,)
+    trials: list[disruptfaults.DisruptionTrial] = []
+    span = 60.0
+    for i in range(args.trials + 1):
+        mode = modes[(i - 1) % len(modes)]
+        async with watchcut.watch_cut(
+            setup.kubeconfig, setup.log_dir, mode=mode, control_plane=cluster
+        ) as cut:
+            if not trials:
+                trial = await disruptfaults.disruption_trial(
+                    client, setup, scenario, label="cut-free", cut=cut
+                )
+                span = trial.to_settle or span
+                print(disruptfaults.table([trial]), flush=True)
+            else:
+                moment = round(rng.uniform(0.5, span), 1)
+                trial = await disruptfaults.disruption_trial(
+                    client,
+                    setup,
+                    scenario,
+                    label=f"{mode} {i} at {moment}s",
+                    cut_at=moment,
+                    cut=cut,
+                )
+                print(disruptfaults.table([trial]).splitlines()[-1], flush=True)
+        trials.append(trial)
+    return _report(args, setup, trials)
+
+
+def _report(
+    args: argparse.Namespace, setup: Setup, trials: list[disruptfaults.DisruptionTrial]
+) -> int:
+    free = trials[0]
     print(f"\nkarpy logs in {setup.log_dir}\n")
     print(disruptfaults.table(trials))
     pdb = args.scenario != "expiration"
@@ -216,7 +268,8 @@ def main() -> int:
         choices=("crash", "outage", "all", "pressure", *disruptfaults.SCENARIOS),
         default="all",
     )
-    parser.add_argument("--fault", choices=("kill", "outage"), default="kill")
+    parser.add_argument("--fault", choices=("kill", "outage", "watchcut"), default="kill")
+    parser.add_argument("--cut", choices=(*watchcut.CUTS, "mixed"), default="mixed")
     parser.add_argument("--nodes", type=int, default=10, help="nodes a disruption starts with")
     parser.add_argument("--trials", type=int, default=20, help="crash trials")
     parser.add_argument("--seed", type=int, default=17)
@@ -239,7 +292,10 @@ def main() -> int:
     which = "other" if args.karpy_src else "this"
     # The pid keeps two sweeps started at once (say, before and after) off each other's cluster.
     name = f"faults-{args.provider}-{args.scenario}-{which}-{os.getpid()}"
-    cluster = LocalCluster(name, detach=False)
+    # An expired resourceVersion is only forced by compacting etcd when watches are served from
+    # etcd (the watch cache holds every event younger than 75 s).
+    flags = ("--watch-cache=false",) if args.fault == "watchcut" else ()
+    cluster = LocalCluster(name, detach=False, apiserver_flags=flags)
     info = cluster.up()
     try:
         return asyncio.run(_sweep(args, cluster, info.kubeconfig))

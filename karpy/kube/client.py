@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
+import secrets
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, TypeVar
@@ -24,6 +25,7 @@ from kubernetes_asyncio import config as sdk_config
 import karpy
 from karpy.apis.meta import HasMetadata
 from karpy.kube.errors import (
+    ConflictError,
     FencedError,
     KubeConfigError,
     KubeError,
@@ -40,6 +42,18 @@ from karpy.kube.patch import (
 )
 from karpy.kube.resources import Listed, ResourceKind, decode_item
 from karpy.runtime.ratelimit import TokenBucket
+
+CREATE_ATTEMPTS: Final = 4
+CREATE_RETRY_DELAY: Final = 0.5
+"""Seconds before a create whose answer was lost is sent again (times the attempt)."""
+NAME_ALPHABET: Final = "bcdfghjklmnpqrstvwxz2456789"
+"""The characters the apiserver draws a generateName suffix from (no vowels, no look-alikes)."""
+
+
+def generated_name(prefix: str) -> str:
+    """`prefix` and five characters, as the apiserver completes a generateName."""
+    return prefix + "".join(secrets.choice(NAME_ALPHABET) for _ in range(5))
+
 
 T = TypeVar("T")
 
@@ -166,6 +180,49 @@ class KubeClient:
         """
         body = encode_object(kind, obj)
         return await self.create_raw(kind, body, namespace=namespace)
+
+    async def create_once(
+        self,
+        kind: ResourceKind[T],
+        obj: object,
+        *,
+        namespace: str | None = None,
+        attempts: int = CREATE_ATTEMPTS,
+    ) -> T:
+        """Create `obj` once, even when the apiserver's answer is lost on the way back.
+
+        A POST whose connection breaks after the apiserver stored the object (a reset
+        connection, a load balancer's idle timeout) fails here although the object exists;
+        created again under a fresh generateName it would exist twice (a second NodeClaim, a
+        second instance). So an object named by generateName gets its name here, drawn as the
+        apiserver draws one, and a create whose answer was lost is sent again under the same
+        name: AlreadyExists then means the lost one was stored, and it is read back. A name
+        taken before any answer was lost is another object's: a fresh one is drawn. Gives up
+        (raising the last UnreachableError) after `attempts` tries.
+        """
+        body = dict(encode_object(kind, obj))
+        metadata = dict(body.get("metadata") or {})
+        prefix = metadata.get("generateName")
+        if not metadata.get("name") and prefix:
+            metadata["name"] = generated_name(prefix)
+        body["metadata"] = metadata
+        lost = False
+        for attempt in range(attempts):
+            try:
+                return await self.create_raw(kind, body, namespace=namespace)
+            except ConflictError:
+                if lost:
+                    return await self.get(kind, metadata["name"], namespace=namespace)
+                if not prefix:
+                    raise
+                metadata["name"] = generated_name(prefix)
+            except UnreachableError:
+                if attempt == attempts - 1:
+                    raise
+                lost = True
+                await asyncio.sleep(CREATE_RETRY_DELAY * (attempt + 1))
+        msg = f"{kind.kind} {metadata.get('name')!r}: not created in {attempts} attempts"
+        raise UnreachableError(msg)
 
     async def merge_patch(
         self,

@@ -31,6 +31,7 @@ from karpy.localcluster.credentials import (
     write_token_file,
 )
 from karpy.localcluster.errors import ComponentFailedError, LocalClusterError, PortInUseError
+from karpy.localcluster.kwokstages import write_kwok_config
 from karpy.localcluster.versions import KUBERNETES_VERSION, KWOK_VERSION
 
 #: Start order; ``down`` stops in reverse.
@@ -140,7 +141,11 @@ class LocalCluster:
         cache_dir: Path | None = None,
         progress: Progress = print_progress,
         detach: bool = True,
+        apiserver_flags: Sequence[str] = (),
     ) -> None:
+        """`apiserver_flags`: more kube-apiserver flags, for trials that need the apiserver
+        configured otherwise (`--watch-cache=false`, so that compacting etcd expires a watch's
+        resourceVersion)."""
         if not name or not all(c.isalnum() or c in "-_" for c in name):
             raise LocalClusterError(
                 f"cluster name {name!r} is invalid: use letters, digits, '-' and '_'"
@@ -150,6 +155,7 @@ class LocalCluster:
         self._cache_dir = cache_dir
         self._progress = progress
         self._detach = detach
+        self._apiserver_flags = tuple(apiserver_flags)
 
     # ------------------------------------------------------------------ public API
 
@@ -335,6 +341,7 @@ class LocalCluster:
                     f"--audit-log-path={info.audit_log}",
                     "--audit-log-format=json",
                     "--audit-log-mode=blocking",
+                    *self._apiserver_flags,
                 ],
             ),
             component(
@@ -378,6 +385,7 @@ class LocalCluster:
                     "--cidr=10.244.0.1/16",
                     "--node-ip=10.244.0.1",
                     f"--node-lease-duration-seconds={KWOK_NODE_LEASE_SECONDS}",
+                    f"--config={write_kwok_config(self.state_dir / 'kwok.yaml')}",
                 ],
             ),
         )
@@ -427,9 +435,13 @@ class LocalCluster:
         if component.name == "kube-apiserver":
             if not state.info.ca_file.exists():
                 return False
-            return process.http_ok(
-                component.health_url, token=state.info.token, context=self._ca_context(state)
-            )
+            try:
+                context = self._ca_context(state)
+            except ssl.SSLError:
+                # kube-apiserver is still writing the certificate it made (seen under load:
+                # the file existed and held no certificate yet).
+                return False
+            return process.http_ok(component.health_url, token=state.info.token, context=context)
         if component.health_url.startswith("https://"):
             return process.http_ok(component.health_url, context=process.loopback_probe_context())
         return process.http_ok(component.health_url)

@@ -232,7 +232,7 @@ class DecisionLog:
             extra={
                 "action": decision.action,
                 "kind": decision.kind,
-                "name": decision.name,
+                "object": decision.name,
                 "namespace": decision.namespace,
                 "price_per_hour": decision.price_per_hour,
                 "detail": decision.detail,

@@ -20,7 +20,10 @@ per pod, then starts the disruption:
   while the provisioner launches capacity for the evicted pods.
 
 The fault comes `moment` seconds after the disruption started: a SIGKILL of karpy (restarted
-at once), or kube-apiserver stopped for a while (karpy keeps running). The cluster is sampled
+at once), kube-apiserver stopped for a while (karpy keeps running), or every connection karpy
+holds to the apiserver cut through a proxy (tests/support/watchcut.py): etcd compacted, so
+every informer's next re-watch is answered 410 Gone and relists (`expire`), every connection
+reset (`drop`), or silenced as behind a middlebox's idle timeout (`stall`). The cluster is sampled
 every half second until the scenario has settled (the scenario's own end, every pod Ready, no
 NodeClaim being deleted, no command recorded, no `karpenter.sh/disrupted` taint), and the trial
 reports:
@@ -43,23 +46,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Sequence
-from typing import Any, Final
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Final, TypeVar
 
+import aiohttp
 import attrs
 
 from karpy.apis.kube.node import Node
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import ConditionType, NodeClaim
 from karpy.kube.client import KubeClient
-from karpy.kube.errors import KubeError, NotFoundError
+from karpy.kube.errors import KubeError, NotFoundError, UnreachableError
 from karpy.kube.install import apply, scale
 from karpy.kube.kinds import NODECLAIMS, NODES, PODDISRUPTIONBUDGETS, PODS
 from karpy.localcluster import LocalCluster
 from karpy.state.conditions import claim_is_true
 from karpy_kwok.apis import labels as kwoklabels
+from tests.support import watchcut
 from tests.support.faults import NODECLAIM_UID_ANNOTATION, Karpy, Setup, restart_apiserver
+from tests.support.probes import probe_ports
 from tests.support.waiting import eventually
+
+T = TypeVar("T")
 
 SCENARIOS: Final = ("drift", "consolidation", "expiration", "termination")
 SAMPLE_INTERVAL: Final = 0.5
@@ -110,6 +118,11 @@ class DisruptionTrial:
     held: float = 0.0
     blocker: str = ""
     """Why the trial had not settled when it gave up waiting."""
+    relists: int = 0
+    """Watch cuts: full lists karpy made after its first ones (each a relist, after a 410 or a
+    broken stream), from its metrics."""
+    watch_errors: int = 0
+    """Watch cuts: broken watch streams and lists, from karpy's metrics."""
     keeper_out: float | None = None
     """Expiration: seconds from the first expiry until the do-not-disrupt pod went (the grace
     period is GRACE)."""
@@ -273,6 +286,33 @@ class Cluster:
         )
         return ready, len(mine)
 
+    async def unready(self) -> str:
+        """The Deployment's first pod that is not Ready, with its Ready condition's reason and
+        its node's Ready condition ("" when every pod is Ready): what held a drain that never
+        finished."""
+        listed = await self.client.list(PODS, namespace=self.setup.namespace)
+        nodes = {n.metadata.name: n for n in await self.nodes()}
+        for item in listed.items:
+            pod = item.obj
+            if pod.metadata.labels.get("app") != self.name or pod.metadata.deletion_timestamp:
+                continue
+            ready = next((c for c in pod.status.conditions if c.type == "Ready"), None)
+            if ready is not None and ready.status == "True":
+                continue
+            node = nodes.get(pod.spec.node_name or "")
+            node_ready = (
+                next((c for c in node.status.conditions if c.type == "Ready"), None)
+                if node is not None
+                else None
+            )
+            return (
+                f"pod {pod.metadata.name} on {pod.spec.node_name or 'no node'}: "
+                f"Ready={ready.status if ready else '-'} ({ready.reason if ready else '-'}), "
+                f"node Ready={node_ready.status if node_ready else '-'}"
+                f" ({node_ready.reason if node_ready else '-'})"
+            )
+        return ""
+
     async def instances(self) -> tuple[int, int]:
         """(kwok Nodes of the pool, those no NodeClaim owns: neither by providerID nor, for a
         launch not recorded yet, by name and UID)."""
@@ -361,29 +401,49 @@ class Cluster:
 
     async def reset(self, karpy: Karpy) -> None:
         """Scale to 0, delete every NodeClaim (karpy finalizes them), wait for the Nodes to go,
-        stop karpy."""
-        await scale(self.client, self.deployment(), 0)
-        if self.keepers:
-            await scale(self.client, self.deployment(keeper=True), 0)
-        async with asyncio.timeout(240):
-            while claims := await self.claims():
+        stop karpy. A read that times out (the apiserver slow under load, or still coming back
+        from an outage) is tried again: a trial's figures are taken before its reset, and a
+        failed reset would lose them."""
+        async with asyncio.timeout(300):
+            await _retrying(lambda: scale(self.client, self.deployment(), 0))
+            if self.keepers:
+                await _retrying(lambda: scale(self.client, self.deployment(keeper=True), 0))
+            while claims := await _retrying(self.claims):
                 karpy.keep_running()
                 for claim in claims:
                     if claim.metadata.deletion_timestamp is None:
-                        with contextlib.suppress(NotFoundError):
+                        with contextlib.suppress(NotFoundError, *TRANSIENT):
                             await self.client.delete(NODECLAIMS, claim.metadata.name or "")
                 await asyncio.sleep(1.0)
 
         async def no_nodes() -> bool:
             karpy.keep_running()
-            return not await self.nodes()
+            return not await _retrying(self.nodes)
 
         await eventually(no_nodes, within=180, interval=1.0, what="no nodes left")
         karpy.stop()
         with contextlib.suppress(NotFoundError):
-            await self.client.delete(
-                PODDISRUPTIONBUDGETS, self.name, namespace=self.setup.namespace
+            await _retrying(
+                lambda: self.client.delete(
+                    PODDISRUPTIONBUDGETS, self.name, namespace=self.setup.namespace
+                )
             )
+
+
+TRANSIENT: Final = (UnreachableError, OSError, TimeoutError, aiohttp.ClientError)
+"""What a read under load or right after an outage may raise and a retry may not."""
+
+
+async def _retrying(call: Callable[[], Awaitable[T]], *, attempts: int = 10) -> T:
+    """`call()`, tried again (a second apart) while it fails for a transient reason."""
+    for attempt in range(attempts):
+        try:
+            return await call()
+        except TRANSIENT:
+            if attempt == attempts - 1:
+                raise
+            await asyncio.sleep(1.0)
+    raise AssertionError("unreachable")
 
 
 class Watcher:
@@ -465,6 +525,8 @@ class Watcher:
             # already run: the provisioner makes room for pods on deleting nodes ahead).
             self.keeper_out = now - self._began
         self.settled = kept == cluster.keepers and await self._settled(claims, nodes, ready)
+        if ready < cluster.scenario.nodes and self.blocker.endswith("pods Ready"):
+            self.blocker = f"{self.blocker}; {await cluster.unready()}"
 
     async def _settled(
         self, claims: Sequence[NodeClaim], nodes: Sequence[Node], ready: int
@@ -535,6 +597,41 @@ async def _outage_at(cluster: LocalCluster, seconds: float, outage: float) -> No
     await restart_apiserver(cluster)
 
 
+async def _watch_counts(karpy: Karpy) -> tuple[int, int]:
+    """(full lists, broken streams or lists) the running process has counted (its
+    `karpy_watch_lists_total` and `karpy_watch_errors_total`)."""
+    ports = probe_ports(karpy.logs[-1])
+    if ports is None:
+        return 0, 0
+    timeout = aiohttp.ClientTimeout(total=10)
+    async with (
+        aiohttp.ClientSession(timeout=timeout) as session,
+        session.get(f"http://127.0.0.1:{ports[1]}/metrics") as response,
+    ):
+        text = await response.text()
+    totals = {"karpy_watch_lists_total": 0.0, "karpy_watch_errors_total": 0.0}
+    for line in text.splitlines():
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        if name in totals:
+            totals[name] += float(line.rsplit(" ", 1)[1])
+    return int(totals["karpy_watch_lists_total"]), int(totals["karpy_watch_errors_total"])
+
+
+async def _relisted(
+    karpy: Karpy, cut: watchcut.WatchCut, faulted: bool, first: int
+) -> tuple[int, int]:
+    """karpy's list and broken-stream counts once a cut that relists (`expire`, `drop`) has
+    shown in them: the scenario may settle before every stream met its 410 (they end every
+    `watch_timeout`). Counted as they are after that long, whatever they show."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + cut.watch_timeout + 15.0
+    while True:
+        lists, errors = await _retrying(lambda: _watch_counts(karpy))
+        if not faulted or cut.mode == "stall" or lists > first or loop.time() > deadline:
+            return lists, errors
+        await asyncio.sleep(1.0)
+
+
 async def _sample_until_settled(
     watcher: Watcher, karpy: Karpy, fault: asyncio.Task[None] | None, *, limit: float
 ) -> None:
@@ -565,14 +662,27 @@ async def disruption_trial(
     outage_at: float | None = None,
     outage: float = 20.0,
     control_plane: LocalCluster | None = None,
+    cut_at: float | None = None,
+    cut: watchcut.WatchCut | None = None,
     settle_limit: float = SETTLE_LIMIT,
 ) -> DisruptionTrial:
     """One trial: install, reach one node per pod, disrupt, inject the fault (a SIGKILL at
-    `kill_at`, or `control_plane`'s apiserver stopped at `outage_at` for `outage` seconds;
-    neither: crash-free), sample until settled, tear down."""
+    `kill_at`, `control_plane`'s apiserver stopped at `outage_at` for `outage` seconds, or
+    karpy's connections cut at `cut_at` as `cut` says; none: fault-free), sample until
+    settled, tear down. With `cut`, karpy reaches the apiserver through its proxy all along,
+    fault-free or not."""
     cluster = Cluster(client, setup, scenario)
     log = setup.log_dir / f"karpy-{scenario.kind}-{label.replace(' ', '-')}.log"
-    karpy = Karpy(setup, leader_election=None, log=log)
+    through = (
+        attrs.evolve(
+            setup,
+            kubeconfig=cut.kubeconfig,
+            environment={**setup.environment, **cut.environment},
+        )
+        if cut is not None
+        else setup
+    )
+    karpy = Karpy(through, leader_election=None, log=log)
     await cluster.install()
     karpy.start()
     try:
@@ -588,6 +698,7 @@ async def disruption_trial(
             # when the first of them is deleted.
             await eventually(cluster.expiring, within=180, interval=0.2, what="an expiry")
         original = frozenset(c.metadata.name or "" for c in await cluster.claims())
+        first_lists, _ = await _watch_counts(karpy) if cut is not None else (0, 0)
         doomed = await cluster.start(revision=1)
         began = time.monotonic()
         fault: asyncio.Task[None] | None = None
@@ -595,6 +706,8 @@ async def disruption_trial(
             fault = asyncio.create_task(_kill_at(karpy, kill_at))
         elif outage_at is not None and control_plane is not None:
             fault = asyncio.create_task(_outage_at(control_plane, outage_at, outage))
+        elif cut_at is not None and cut is not None:
+            fault = asyncio.create_task(watchcut.cut_at(cut, cut_at))
         watcher = Watcher(cluster, doomed, original)
         try:
             await _sample_until_settled(watcher, karpy, fault, limit=settle_limit)
@@ -606,17 +719,20 @@ async def disruption_trial(
             await fault
         loop = asyncio.get_running_loop()
         to_settle = time.monotonic() - began if watcher.settled else None
-        taints, annotations = await watcher.stale()
-        _, duplicates = await cluster.instances()
+        lists, watch_errors = 0, 0
+        if cut is not None:
+            lists, watch_errors = await _relisted(karpy, cut, cut_at is not None, first_lists)
+        taints, annotations = await _retrying(watcher.stale)
+        _, duplicates = await _retrying(cluster.instances)
         leaks = duplicates
         gc_deadline = loop.time() + GC_WAIT
         while leaks and loop.time() < gc_deadline:
             await asyncio.sleep(2.0)
-            _, leaks = await cluster.instances()
-        live = [c for c in await cluster.claims() if c.metadata.deletion_timestamp is None]
+            _, leaks = await _retrying(cluster.instances)
+        live = [c for c in await _retrying(cluster.claims) if c.metadata.deletion_timestamp is None]
         trial = DisruptionTrial(
             label=label,
-            fault_at=kill_at if kill_at is not None else outage_at,
+            fault_at=next((t for t in (kill_at, outage_at, cut_at) if t is not None), None),
             settled=watcher.settled,
             nodes=len(live),
             seen=len(watcher.seen),
@@ -632,6 +748,8 @@ async def disruption_trial(
             held=watcher.longest_hold,
             keeper_out=watcher.keeper_out,
             blocker=watcher.blocker,
+            relists=max(0, lists - first_lists),
+            watch_errors=watch_errors,
         )
     finally:
         await cluster.reset(karpy)
@@ -652,6 +770,7 @@ HEADER: Final = (
     "leaks",
     "eviction held (s)",
     "do-not-disrupt pod out at (s)",
+    "relists / broken streams",
 )
 
 
@@ -674,6 +793,7 @@ def table(trials: Sequence[DisruptionTrial]) -> str:
                 str(t.leaks),
                 f"{t.held:.0f}",
                 "-" if t.keeper_out is None else f"{t.keeper_out:.1f}",
+                f"{t.relists} / {t.watch_errors}",
             )
         )
     return "\n".join("| " + " | ".join(r) + " |" for r in rows)

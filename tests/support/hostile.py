@@ -1,5 +1,6 @@
-"""Hypothesis strategies for hostile Karpenter objects: NodePools, NodeClaims and v1alpha5
-Provisioners whose fields are sometimes right, sometimes nearly right and sometimes nonsense.
+"""Hypothesis strategies for hostile Karpenter objects: NodePools and NodeClaims (v1 and
+v1beta1), v1alpha5 Provisioners and EC2NodeClasses, whose fields are sometimes right, sometimes
+nearly right and sometimes nonsense.
 
 Each strategy builds the object's JSON as a user (or a careless script) would send it to the
 apiserver: known keys with values drawn from the valid ones, their near misses and junk, plus
@@ -228,5 +229,199 @@ def provisioners() -> st.SearchStrategy[dict[str, Any]]:
             ),
             "weight": st.integers(min_value=-5, max_value=120),
             "providerRef": st.fixed_dictionaries({"name": st.sampled_from(("default", "", "x"))}),
+        },
+    )
+
+
+def _v1beta1_node_class_ref(kwok_class: str) -> st.SearchStrategy[dict[str, Any]]:
+    """v1beta1 names a NodeClass by apiVersion (group/version), kind and name; a kind left out
+    means the provider's first NodeClass."""
+    return mostly(
+        st.fixed_dictionaries(
+            {"name": st.just(kwok_class)},
+            optional={
+                "apiVersion": st.just("karpenter.kwok.sh/v1alpha1"),
+                "kind": st.just("KWOKNodeClass"),
+            },
+        ),
+        st.fixed_dictionaries(
+            {"name": st.one_of(st.just(kwok_class), st.just("missing"), JUNK)},
+            optional={
+                "apiVersion": st.sampled_from(
+                    ("karpenter.k8s.aws/v1beta1", "karpenter.kwok.sh", "", "v1", "x/y/z")
+                ),
+                "kind": st.sampled_from(("KWOKNodeClass", "EC2NodeClass", "", "Pod")),
+            },
+        ),
+    )
+
+
+def _v1beta1_kubelet() -> st.SearchStrategy[dict[str, Any]]:
+    """v1beta1's kubelet block, which v1 moved to the NodeClass (refused by name)."""
+    return st.fixed_dictionaries(
+        {}, optional={"maxPods": st.integers(-1, 300), "podsPerCore": st.integers(0, 10)}
+    )
+
+
+def _v1beta1_template_spec(kwok_class: str) -> st.SearchStrategy[dict[str, Any]]:
+    return st.fixed_dictionaries(
+        {
+            "requirements": st.lists(_requirement(), max_size=3),
+            "nodeClassRef": _v1beta1_node_class_ref(kwok_class),
+        },
+        optional={
+            "taints": st.lists(_taint(), max_size=2),
+            "startupTaints": st.lists(_taint(), max_size=1),
+            "terminationGracePeriod": _duration(),
+            "kubelet": mostly(st.just({}), _v1beta1_kubelet()),
+            "unknownField": JUNK,
+        },
+    )
+
+
+def v1beta1_nodepools(kwok_class: str) -> st.SearchStrategy[dict[str, Any]]:
+    """A karpenter.sh/v1beta1 NodePool's spec: expireAfter sits in its disruption block, and
+    WhenUnderutilized is a policy of its own (v1 reads WhenEmptyOrUnderutilized)."""
+    return st.fixed_dictionaries(
+        {
+            "template": st.fixed_dictionaries(
+                {"spec": _v1beta1_template_spec(kwok_class)},
+                optional={
+                    "metadata": st.fixed_dictionaries(
+                        {},
+                        optional={
+                            "labels": st.dictionaries(
+                                st.one_of(st.sampled_from(LABEL_KEYS), JUNK),
+                                _label_value(),
+                                max_size=3,
+                            ),
+                        },
+                    )
+                },
+            ),
+        },
+        optional={
+            "disruption": st.fixed_dictionaries(
+                {},
+                optional={
+                    "consolidationPolicy": mostly(
+                        st.sampled_from(("WhenEmpty", "WhenUnderutilized")),
+                        st.sampled_from(("WhenEmptyOrUnderutilized", "Always")),
+                    ),
+                    "consolidateAfter": _duration(),
+                    "expireAfter": _duration(),
+                    "budgets": st.lists(_budget(), max_size=3),
+                },
+            ),
+            "limits": st.dictionaries(
+                st.sampled_from(("cpu", "memory", "nodes", "pods", "")),
+                _quantity(),
+                max_size=3,
+            ),
+            "weight": st.integers(min_value=-5, max_value=120),
+        },
+    )
+
+
+def v1beta1_nodeclaims(kwok_class: str) -> st.SearchStrategy[dict[str, Any]]:
+    """A karpenter.sh/v1beta1 NodeClaim's spec, made by hand."""
+    return st.fixed_dictionaries(
+        {
+            "requirements": st.lists(_requirement(), max_size=3),
+            "nodeClassRef": _v1beta1_node_class_ref(kwok_class),
+        },
+        optional={
+            "resources": st.fixed_dictionaries(
+                {},
+                optional={
+                    "requests": st.dictionaries(
+                        st.sampled_from(("cpu", "memory", "pods")), _quantity(), max_size=3
+                    )
+                },
+            ),
+            "taints": st.lists(_taint(), max_size=2),
+            "kubelet": mostly(st.just({}), _v1beta1_kubelet()),
+            "terminationGracePeriod": _duration(),
+        },
+    )
+
+
+def _selector_terms(*keys: str) -> st.SearchStrategy[list[dict[str, Any]]]:
+    term = st.fixed_dictionaries(
+        {},
+        optional={
+            "tags": st.dictionaries(
+                mostly(st.sampled_from(("karpenter.sh/discovery", "Name", "*")), JUNK),
+                mostly(st.sampled_from(("my-cluster", "*", "private-*")), JUNK),
+                max_size=2,
+            ),
+            **{key: mostly(st.sampled_from(_TERM_VALUES[key]), JUNK) for key in keys},
+        },
+    )
+    return mostly(st.lists(term, min_size=1, max_size=3), st.lists(term, max_size=31))
+
+
+_TERM_VALUES: dict[str, tuple[str, ...]] = {
+    "id": ("subnet-0123456789abcdef0", "sg-0123456789abcdef0", "ami-0123456789abcdef0", "x"),
+    "alias": ("al2023@latest", "bottlerocket@v1.20.0", "al2@latest", "windows2022@latest"),
+    "name": ("my-ami-*", "default"),
+    "owner": ("amazon", "self", "123456789012"),
+    "ssmParameter": ("/aws/service/eks/optimized-ami/1.33/amazon-linux-2023/x86_64/standard",),
+}
+
+
+def ec2nodeclasses() -> st.SearchStrategy[dict[str, Any]]:
+    """A karpenter.k8s.aws/v1 EC2NodeClass's spec."""
+    return st.fixed_dictionaries(
+        {
+            "subnetSelectorTerms": _selector_terms("id"),
+            "securityGroupSelectorTerms": _selector_terms("id", "name"),
+            "amiSelectorTerms": _selector_terms("alias", "id", "name", "owner", "ssmParameter"),
+        },
+        optional={
+            "role": mostly(st.sampled_from(("KarpenterNodeRole-my-cluster",)), JUNK),
+            "instanceProfile": mostly(st.sampled_from(("KarpenterNodeInstanceProfile",)), JUNK),
+            "amiFamily": mostly(
+                st.sampled_from(("AL2023", "AL2", "Bottlerocket", "Custom")),
+                st.sampled_from(("Windows2022", "Ubuntu", "")),
+            ),
+            "tags": st.dictionaries(
+                mostly(
+                    st.sampled_from(("team", "kubernetes.io/cluster/x", "karpenter.sh/nodepool")),
+                    JUNK,
+                ),
+                _label_value(),
+                max_size=3,
+            ),
+            "metadataOptions": st.fixed_dictionaries(
+                {},
+                optional={
+                    "httpEndpoint": mostly(st.sampled_from(("enabled", "disabled")), JUNK),
+                    "httpTokens": mostly(st.sampled_from(("required", "optional")), JUNK),
+                    "httpPutResponseHopLimit": st.integers(-1, 70),
+                },
+            ),
+            "blockDeviceMappings": st.lists(
+                st.fixed_dictionaries(
+                    {"deviceName": mostly(st.sampled_from(("/dev/xvda", "/dev/xvdb")), JUNK)},
+                    optional={
+                        "rootVolume": st.booleans(),
+                        "ebs": st.fixed_dictionaries(
+                            {},
+                            optional={
+                                "volumeSize": _quantity(),
+                                "volumeType": mostly(st.sampled_from(("gp3", "io2")), JUNK),
+                                "iops": st.integers(-1, 70000),
+                            },
+                        ),
+                    },
+                ),
+                max_size=2,
+            ),
+            "userData": JUNK,
+            "detailedMonitoring": st.booleans(),
+            "associatePublicIPAddress": st.booleans(),
+            "instanceStorePolicy": mostly(st.just("RAID0"), JUNK),
+            "unknownField": JUNK,
         },
     )

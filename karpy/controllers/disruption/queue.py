@@ -377,7 +377,7 @@ class OrchestrationQueue:
         """Create `replacements`, appending each name to `created` as soon as it exists; they
         count as created for the command's disruption reason, as Karpenter's do."""
         for claim in replacements:
-            stored = await self._client.create(NODECLAIMS, claim)
+            stored = await self._client.create_once(NODECLAIMS, claim)
             name = stored.metadata.name or ""
             created.append(name)
             pool = stored.metadata.labels.get(wk.LABEL_NODEPOOL, "")

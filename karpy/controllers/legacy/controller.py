@@ -211,18 +211,18 @@ class LegacyController:
                 obj, metadata=attrs.evolve(obj.metadata, owner_references=(owner,))
             )
             await self._client.create(kind, attrs.evolve(owned, status=type(obj.status)()))
-            logger.info("created", extra={"kind": kind.kind, "name": name, "owner": owner.name})
+            logger.info("created", extra={"kind": kind.kind, "object": name, "owner": owner.name})
             return
         if not any(ref.uid == owner.uid for ref in current.metadata.owner_references):
             logger.warning(
                 "not owned, leaving it as it is",
-                extra={"kind": kind.kind, "name": name, "owner": owner.name},
+                extra={"kind": kind.kind, "object": name, "owner": owner.name},
             )
             return
         wanted = attrs.evolve(current, spec=obj.spec)
         if to_dict(wanted.spec) != to_dict(current.spec):
             await self._client.patch(kind, current, wanted, optimistic=True)
-            logger.info("updated", extra={"kind": kind.kind, "name": name, "owner": owner.name})
+            logger.info("updated", extra={"kind": kind.kind, "object": name, "owner": owner.name})
 
     async def _refused(
         self, kind: ResourceKind[Any], obj: Any, message: str, now: datetime

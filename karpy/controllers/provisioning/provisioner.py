@@ -450,7 +450,9 @@ class Provisioner:
                 try:
                     claim = nodeclaim_from_plan(plan, by_name[plan.nodepool])
                     # The lifecycle's launch joins this trace, after a restart too.
-                    stored = await self._client.create(NODECLAIMS, with_origin(claim, create_span))
+                    stored = await self._client.create_once(
+                        NODECLAIMS, with_origin(claim, create_span)
+                    )
                 except (PlanError, KubeError) as error:
                     log.error(
                         "failed to create nodeclaim",
@@ -508,7 +510,7 @@ def _not_ready(pool: NodePool) -> bool:
         return False
     log.debug(
         "skipping nodepool that is not ready",
-        extra={"nodepool": pool.metadata.name, "message": ready.message},
+        extra={"nodepool": pool.metadata.name, "ready_message": ready.message},
     )
     return True
 

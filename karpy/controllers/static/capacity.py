@@ -238,7 +238,7 @@ class StaticCapacityController:
         created = 0
         for _ in range(count):
             try:
-                stored = await self._client.create(NODECLAIMS, claim)
+                stored = await self._client.create_once(NODECLAIMS, claim)
             except KubeError as error:
                 log.error("failed to create nodeclaim", extra={"error": str(error)})
                 break

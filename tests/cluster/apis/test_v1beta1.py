@@ -18,7 +18,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from karpy.apis.codec import from_dict
-from karpy.apis.crds import all_crds, render_crd
+from karpy.apis.crds import all_crds
 from karpy.apis.meta import ObjectMeta
 from karpy.apis.v1 import labels as wk
 from karpy.apis.v1.nodeclaim import NodeClaim
@@ -27,7 +27,6 @@ from karpy.kube.client import KubeClient
 from karpy.kube.kinds import NODECLAIMS, PODS
 from karpy.localcluster import ClusterInfo
 from karpy.operator.conversion import (
-    CRD_PATH,
     ConversionWebhook,
     Endpoint,
     node_class_defaults,
@@ -39,6 +38,7 @@ from karpy.runtime.options import load
 from karpy_kwok.apis.kinds import KWOK_NODECLASSES
 from karpy_kwok.apis.kwoknodeclass import KWOKNodeClass
 from tests.cluster.provisioning.harness import INTENT, TEST_TAINT, pod_body
+from tests.support.conversion import restore_conversion
 from tests.support.kubehttp import KubeHTTP
 from tests.support.waiting import eventually
 
@@ -66,20 +66,7 @@ async def webhook(
     finally:
         await hook.close()
         await kube.close()
-        _restore_conversion(kube_http)
-
-
-def _restore_conversion(kube_http: KubeHTTP) -> None:
-    """Back to the generated placeholders, for the rest of the session."""
-    for crd in all_crds():
-        if crd.served:
-            rendered = render_crd(crd)
-            kube_http.request(
-                "PATCH",
-                f"{CRD_PATH}/{rendered['metadata']['name']}",
-                {"spec": {"conversion": merge_patch_of(rendered["spec"]["conversion"])}},
-                content_type="application/merge-patch+json",
-            )
+        restore_conversion(kube_http)
 
 
 async def _create(api: client.CustomObjectsApi, group: str, plural: str, obj: Any) -> None:
@@ -98,13 +85,6 @@ async def _create(api: client.CustomObjectsApi, group: str, plural: str, obj: An
         else:
             return
     raise TimeoutError("the apiserver never called the registered webhook")
-
-
-def merge_patch_of(conversion: dict[str, Any]) -> dict[str, Any]:
-    """The rendered conversion stanza as a merge patch: the URL and CA bundle removed."""
-    config = conversion["webhook"]["clientConfig"]
-    patch = {**conversion["webhook"], "clientConfig": {**config, "url": None, "caBundle": None}}
-    return {**conversion, "webhook": patch}
 
 
 def _v1beta1_pool(name: str, **template_spec: Any) -> dict[str, Any]:
@@ -258,7 +238,7 @@ async def test_karpy_run_serves_v1beta1_and_launches_for_a_v1beta1_pool(
                 await supervised
     finally:
         await components.close()
-        _restore_conversion(kube_http)
+        restore_conversion(kube_http)
     assert v1["spec"]["template"]["spec"]["nodeClassRef"] == {
         "group": "karpenter.kwok.sh",
         "kind": "KWOKNodeClass",
