@@ -40,6 +40,7 @@ from typing import Any
 import botocore.session
 import pytest
 import yaml
+from botocore.exceptions import ClientError
 from kubernetes_asyncio import client
 
 from karpy.apis.v1 import labels as wk
@@ -61,7 +62,13 @@ from tests.e2e.daemon import (
 from tests.e2e.test_aws_walkthrough import _nodeclass
 from tests.support.waiting import eventually
 
-pytestmark = [pytest.mark.usefixtures("karpy_crds"), pytest.mark.aws]
+pytestmark = [
+    pytest.mark.usefixtures("karpy_crds"),
+    pytest.mark.aws,
+    # Five scenarios in one test, two of them waiting on once-a-minute polls (instance status,
+    # reservations): longer than one scenario, shorter than five tests with an emulator each.
+    pytest.mark.timeout(600),
+]
 
 SEEDS = Path(__file__).resolve().parents[1] / "data" / "seeds"
 SEED_CLUSTER = "bys-dev-eks-main"
@@ -206,9 +213,15 @@ class World:
         out = {}
         for template in listed["LaunchTemplates"]:
             name = template["LaunchTemplateName"]
-            versions = await _aws(
-                self.ec2.describe_launch_template_versions, LaunchTemplateName=name
-            )
+            try:
+                versions = await _aws(
+                    self.ec2.describe_launch_template_versions,
+                    LaunchTemplateId=template["LaunchTemplateId"],
+                )
+            except ClientError as error:  # replaced since it was listed
+                if "NotFound" not in error.response["Error"]["Code"]:
+                    raise
+                continue
             out[name] = versions["LaunchTemplateVersions"][0]["LaunchTemplateData"]
         return out
 
@@ -229,8 +242,15 @@ class World:
         return found
 
     async def claim_of(self, node_name: str) -> dict[str, Any]:
+        """The NodeClaim of a Node, by its providerID (known from the launch on, where the
+        NodeClaim's nodeName waits for karpy's registration pass)."""
+        node = await self.core.read_node(node_name)
         listed = await self.custom.list_cluster_custom_object(wk.GROUP, "v1", "nodeclaims")
-        (claim,) = [c for c in listed["items"] if c.get("status", {}).get("nodeName") == node_name]
+        (claim,) = [
+            c
+            for c in listed["items"]
+            if c.get("status", {}).get("providerID") == node.spec.provider_id
+        ]
         return dict(claim)
 
 
@@ -361,9 +381,9 @@ async def _seed_003(world: World, nodeclass: str) -> None:
             for spec in data["TagSpecifications"]
             for t in spec["Tags"]
         }
-        for resource in ("instance", "volume"):
-            assert (resource, "Name", SEED_NAME_TAG) in tagged_as
-            assert (resource, "auto-delete", "no") in tagged_as
+        # The template carries the tags; the instance got them from the fleet (above).
+        assert ("launch-template", "Name", SEED_NAME_TAG) in tagged_as
+        assert ("launch-template", "auto-delete", "no") in tagged_as
     assert instance["ImageId"] in {d["ImageId"] for d in templates.values()}
 
     configs = await world.fleet_configs(list(templates))
@@ -427,6 +447,7 @@ async def _reservation(world: World, reservation: str) -> None:
     # Three pods, each filling an m5.xlarge, in one pass: the reservation has room for two.
     await scale(world.api, world.namespace, "reserved", 3)
     pods = await world.pods_running("reserved", 3)
+    first = {p.spec.node_name for p in pods}
     claims = [await world.claim_of(p.spec.node_name) for p in pods]
     kinds = sorted(c["metadata"]["labels"][wk.LABEL_CAPACITY_TYPE] for c in claims)
     assert kinds == ["on-demand", "reserved", "reserved"]
@@ -441,9 +462,7 @@ async def _reservation(world: World, reservation: str) -> None:
     await _aws(world.ec2.cancel_capacity_reservation, CapacityReservationId=reservation)
     await scale(world.api, world.namespace, "reserved", 4)
     pods = await world.pods_running("reserved", 4)
-    fourth = next(
-        p for p in pods if p.spec.node_name not in {c["status"]["nodeName"] for c in claims}
-    )
+    fourth = next(p for p in pods if p.spec.node_name not in first)
     late = await world.claim_of(fourth.spec.node_name)
     assert late["metadata"]["labels"][wk.LABEL_CAPACITY_TYPE] == "on-demand"
 
@@ -459,7 +478,10 @@ async def _reservation(world: World, reservation: str) -> None:
             labels = claim["metadata"]["labels"]
             if labels[wk.LABEL_CAPACITY_TYPE] != "on-demand" or RID in labels:
                 return False
-            node = await world.core.read_node(claim["status"]["nodeName"])
+            node_name = claim.get("status", {}).get("nodeName")
+            if not node_name:
+                return False
+            node = await world.core.read_node(node_name)
             if (
                 node.metadata.labels[wk.LABEL_CAPACITY_TYPE] != "on-demand"
                 or RID in node.metadata.labels
