@@ -20,7 +20,7 @@ scenarios at once, each with NodePools of its own, each checking what karpy sent
 * **A capacity reservation** (the emulator's; moto has none) of two m5.xlarge: three pods that
   each fill one are launched in one pass, two into the reservation and one on-demand, none
   refused by EC2. The reservation is then cancelled: a fourth pod gets an on-demand node, and
-  the reserved nodes are not replaced.
+  the reserved NodeClaims and their Nodes are relabelled `on-demand` (not replaced).
 * **An impaired instance.** An instance reported impaired (ReportInstanceStatus, which the
   emulator turns into a failed status check) is found by karpy's instance-status polling, its
   NodeClaim replaced, and its pod runs again on a new instance.
@@ -466,9 +466,31 @@ async def _reservation(world: World, reservation: str) -> None:
     late = await world.claim_of(fourth.spec.node_name)
     assert late["metadata"]["labels"][wk.LABEL_CAPACITY_TYPE] == "on-demand"
 
-    # The reserved nodes run on: the end of a reservation replaces nothing. (Their relabelling
-    # to on-demand, once a minute, is proven on the real apiserver in
-    # tests/aws/test_aws_capacitytype.py.)
+    names = {c["metadata"]["name"] for c in reserved}
+
+    async def relabelled() -> bool:
+        current = [
+            c for c in await nodeclaims(world.api, "reserved") if c["metadata"]["name"] in names
+        ]
+        if len(current) != len(names):
+            return False
+        for claim in current:
+            labels = claim["metadata"]["labels"]
+            if labels[wk.LABEL_CAPACITY_TYPE] != "on-demand" or RID in labels:
+                return False
+            node_name = claim.get("status", {}).get("nodeName")
+            if not node_name:
+                return False
+            node = await world.core.read_node(node_name)
+            if (
+                node.metadata.labels[wk.LABEL_CAPACITY_TYPE] != "on-demand"
+                or RID in node.metadata.labels
+            ):
+                return False
+        return True
+
+    # karpy checks its reservations once a minute; the nodes keep running throughout.
+    await eventually(relabelled, within=150, what="the ended reservation's nodes on-demand")
     assert all(
         c["metadata"].get("deletionTimestamp") is None
         for c in await nodeclaims(world.api, "reserved")
