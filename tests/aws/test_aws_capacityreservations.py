@@ -1,10 +1,13 @@
 """Capacity reservations on moto (with the emulator's reservations, which moto lacks): the
 selector terms resolve into status, a reservation's type is offered as ``reserved`` at
 Karpenter's near-zero price and launched into first (the launch template targets it), a full
-reservation falls back to on-demand, and a node whose reservation left the status drifts."""
+reservation falls back to on-demand, no more NodeClaims of a pass go into a reservation than it
+has room for, a node whose reservation left the selector drifts, and one whose reservation
+ended does not (it is relabelled on-demand: tests/aws/test_aws_capacitytype.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import secrets
 from typing import Any
@@ -66,6 +69,13 @@ def _template_data(kit: ProviderKit, config: int = 0) -> dict[str, Any]:
     name = kit.faults.requests["CreateFleet"][-1]["LaunchTemplateConfigs"][config][
         "LaunchTemplateSpecification"
     ]["LaunchTemplateName"]
+    versions = kit.ec2().describe_launch_template_versions(LaunchTemplateName=name)
+    data: dict[str, Any] = versions["LaunchTemplateVersions"][0]["LaunchTemplateData"]
+    return data
+
+
+def _template_data_of(kit: ProviderKit, request: dict[str, Any]) -> dict[str, Any]:
+    name = request["LaunchTemplateConfigs"][0]["LaunchTemplateSpecification"]["LaunchTemplateName"]
     versions = kit.ec2().describe_launch_template_versions(LaunchTemplateName=name)
     data: dict[str, Any] = versions["LaunchTemplateVersions"][0]["LaunchTemplateData"]
     return data
@@ -246,20 +256,74 @@ async def test_a_reservation_filled_behind_karpys_back_is_refused_then_on_demand
     assert retried.metadata.labels[wk.LABEL_CAPACITY_TYPE] == "on-demand"
 
 
-async def test_a_node_whose_reservation_left_the_status_drifts(kit: ProviderKit) -> None:
-    nodeclaim = make_nodeclaim()
-    nodeclaim = attrs.evolve(
-        nodeclaim,
-        metadata=attrs.evolve(
-            nodeclaim.metadata,
-            labels={
-                **nodeclaim.metadata.labels,
-                awslabels.LABEL_AWS_CAPACITY_RESERVATION_ID: "cr-0123456789abcdef0",
-            },
+async def test_a_node_whose_reservation_left_the_selector_drifts(
+    kit: ProviderKit, moto: Moto
+) -> None:
+    # Still active in EC2, no longer in the NodeClass's status: its terms stopped selecting it.
+    active = _reserve(moto)
+    ended = _reserve(moto)
+    boto_client(moto, "ec2").cancel_capacity_reservation(CapacityReservationId=ended)
+
+    def labelled(reservation: str) -> NodeClaim:
+        claim = make_nodeclaim()
+        return attrs.evolve(
+            claim,
+            metadata=attrs.evolve(
+                claim.metadata,
+                labels={
+                    **claim.metadata.labels,
+                    wk.LABEL_CAPACITY_TYPE: "reserved",
+                    awslabels.LABEL_AWS_CAPACITY_RESERVATION_ID: reservation,
+                },
+            ),
+        )
+
+    assert await kit.provider.is_drifted(labelled(active)) == CAPACITY_RESERVATION_DRIFT
+    # An ended reservation's instance runs on as on-demand: relabelled, not replaced.
+    assert await kit.provider.is_drifted(labelled(ended)) is None
+    assert await kit.provider.is_drifted(make_nodeclaim()) is None
+
+
+async def test_one_pass_never_puts_more_nodeclaims_into_a_reservation_than_it_has_room(
+    kit: ProviderKit,
+    resolve: Resolver,  # noqa: F811
+    moto: Moto,
+) -> None:
+    team = f"team-{secrets.token_hex(3)}"
+    reservation = _reserve(moto, count=2, team=team)
+    _reserved_nodeclass(
+        kit,
+        await resolve(
+            make_nodeclass(
+                role=node_role(moto),
+                capacity_reservation_selector_terms=(
+                    nc.CapacityReservationSelectorTerm(tags={"team": team}),
+                ),
+            )
         ),
     )
-    assert await kit.provider.is_drifted(nodeclaim) == CAPACITY_RESERVATION_DRIFT
-    assert await kit.provider.is_drifted(make_nodeclaim()) is None
+    # A pass's NodeClaims are launched at once: all four see the reservation's room of two.
+    launched = await asyncio.gather(
+        *(
+            kit.provider.create(make_nodeclaim(ALLOW_RESERVED, ONLY_M5, name=f"cap-{i}"))
+            for i in range(4)
+        )
+    )
+    types = sorted(c.metadata.labels[wk.LABEL_CAPACITY_TYPE] for c in launched)
+    assert types == ["on-demand", "on-demand", "reserved", "reserved"]
+    assert {
+        c.metadata.labels[awslabels.LABEL_AWS_CAPACITY_RESERVATION_ID]
+        for c in launched
+        if c.metadata.labels[wk.LABEL_CAPACITY_TYPE] == "reserved"
+    } == {reservation}
+    # None was sent to a full reservation: EC2 refused no launch.
+    fleets = kit.faults.requests["CreateFleet"][-4:]
+    targeted = 0
+    for request in fleets:
+        data = _template_data_of(kit, request)
+        target = data.get("CapacityReservationSpecification", {}).get("CapacityReservationTarget")
+        targeted += target == {"CapacityReservationId": reservation}
+    assert targeted == 2
 
 
 def _pool_of(nodeclaim: NodeClaim) -> NodePool:
@@ -296,7 +360,7 @@ def test_an_instance_ec2_reports_in_a_reservation_reads_back_as_reserved() -> No
     assert plain.capacity_type == "on-demand"
 
 
-async def test_a_reservation_that_ends_gives_on_demand_and_drifts_its_nodes(
+async def test_a_reservation_that_ends_gives_on_demand_and_leaves_its_nodes_running(
     kit: ProviderKit,
     resolve: Resolver,  # noqa: F811
     moto: Moto,
@@ -318,6 +382,7 @@ async def test_a_reservation_that_ends_gives_on_demand_and_drifts_its_nodes(
     kit.clock.step(datetime.timedelta(minutes=1))  # karpy reads the reservation's room again
     after = await kit.provider.create(make_nodeclaim(ALLOW_RESERVED, ONLY_M5, name="e-2"))
     assert after.metadata.labels[wk.LABEL_CAPACITY_TYPE] == "on-demand"
-    # The next status pass drops the ended reservation; its node drifts.
+    # The next status pass drops the ended reservation; its node is not drifted for it (its
+    # instance runs on as on-demand, and the capacity-type controller relabels it).
     _reserved_nodeclass(kit, await resolve(spec))
-    assert await kit.provider.is_drifted(first) == CAPACITY_RESERVATION_DRIFT
+    assert await kit.provider.is_drifted(first) is None

@@ -5,7 +5,9 @@ statuses EC2 would report for a failing host or a planned retirement are given t
 injector (checked against botocore's output model); the request karpy sent still goes to the
 fault injector's record, and the instances are moto's. An impaired instance's NodeClaim is
 deleted with a termination deadline of now, an instance with a scheduled event is drained
-without one, completed events and healthy instances are left alone.
+without one, completed events and healthy instances are left alone. The emulator's own stand-in
+for a failing host (an instance reported impaired with ReportInstanceStatus fails its check,
+which moto lacks) is checked the same way, for the end-to-end tier that meets it.
 """
 
 from __future__ import annotations
@@ -145,9 +147,49 @@ async def test_impaired_instances_are_replaced_and_scheduled_events_drained(
             assert reasons == [], case
 
 
+async def test_an_instance_reported_impaired_in_the_emulator_is_replaced(
+    kube: KubeClient, session: AWSSession, moto: Moto, cleanup: list[str]
+) -> None:
+    # The emulator's own stand-in (karpy_aws_emulator.instancestatus), which a process run
+    # against it (the end-to-end tier) meets: ReportInstanceStatus impaired, then moto's
+    # DescribeInstanceStatus reports the instance's check failed.
+    cluster = f"cluster-{secrets.token_hex(4)}"
+    sick_id, sick_pid = launch_tagged(moto, cluster)
+    well_id, well_pid = launch_tagged(moto, cluster)
+    sick = await _claim(kube, cleanup, sick_pid)
+    well = await _claim(kube, cleanup, well_pid)
+    ec2 = boto_client(moto, "ec2")
+    ec2.report_instance_status(Instances=[sick_id], Status="impaired", ReasonCodes=["unresponsive"])
+    answer = ec2.describe_instance_status(InstanceIds=[sick_id, well_id])
+    answer.pop("ResponseMetadata")
+    assert _problems(answer, _output("ec2", "DescribeInstanceStatus"), "answer") == []
+    statuses = {s["InstanceId"]: s for s in answer["InstanceStatuses"]}
+    assert statuses[sick_id]["InstanceStatus"]["Status"] == "impaired"
+    assert statuses[well_id]["InstanceStatus"]["Status"] == "ok"
+    telemetry = Telemetry.setup(service_name="tests")
+    informed = Informed(kube, telemetry)
+    informed.inform(NODECLAIMS)
+    try:
+        async with informed.running() as view:
+            controller = InstanceStatusController(
+                kube, view, await session.client("ec2"), clock=FakeClock(), telemetry=telemetry
+            )
+            deleted = await controller.act()
+    finally:
+        telemetry.shutdown()
+    assert deleted == (sick.metadata.name,)
+    found: NodeClaim = await kube.get(NODECLAIMS, well.metadata.name or "")
+    assert found.metadata.deletion_timestamp is None
+    # Reported well again, it is well again.
+    ec2.report_instance_status(Instances=[sick_id], Status="ok", ReasonCodes=["other"])
+    (status,) = ec2.describe_instance_status(InstanceIds=[sick_id])["InstanceStatuses"]
+    assert status["InstanceStatus"]["Status"] == "ok"
+
+
 def test_moto_reports_every_instance_healthy(moto: Moto) -> None:
-    # The reason the statuses above are given by hand: moto never fails a status check and
-    # schedules no events, so nothing could be found impaired or due for maintenance.
+    # The reason the statuses above are given by hand: moto never fails a status check of an
+    # instance nobody reported and schedules no events, so nothing could be found impaired or
+    # due for maintenance.
     instance_id, _ = launch_tagged(moto, f"cluster-{secrets.token_hex(4)}")
     (status,) = boto_client(moto, "ec2").describe_instance_status(InstanceIds=[instance_id])[
         "InstanceStatuses"

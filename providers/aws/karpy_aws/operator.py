@@ -31,6 +31,7 @@ from karpy.state.view import ClusterView
 from karpy_aws.apis.ec2nodeclass import EC2NodeClass
 from karpy_aws.apis.kinds import EC2NODECLASSES
 from karpy_aws.cloudprovider.provider import AWSCloudProvider
+from karpy_aws.controllers.capacitytype import CapacityTypeController
 from karpy_aws.controllers.instanceprofiles import InstanceProfileGC
 from karpy_aws.controllers.instancestatus import InstanceStatusController
 from karpy_aws.controllers.interruption.controller import InterruptionController
@@ -317,6 +318,7 @@ async def build(context: ProviderContext[KubeClient, ClusterView]) -> AWSCloudPr
             context.kube, view, ec2, clock=context.clock, telemetry=telemetry
         )
         learning = LearningController(view, catalog.learned)
+        capacity_types = CapacityTypeController(context.kube, view, reservations)
         profiles_gc = InstanceProfileGC(
             view,
             iam,
@@ -332,6 +334,7 @@ async def build(context: ProviderContext[KubeClient, ClusterView]) -> AWSCloudPr
             health.spec(),
             profiles_gc.spec(),
             learning.spec(),
+            capacity_types.spec(),
         )
         if options.interruption_queue is not None:
             interruption = InterruptionController(

@@ -10,7 +10,9 @@ nothing can reach real AWS by accident. CreateFleet honours ClientToken as EC2 d
 its service CIDR (``karpy_aws_emulator.eks``), and it has placement groups
 (``karpy_aws_emulator.placementgroups``), which moto lacks; fleets keep CreateFleet's Context
 (``karpy_aws_emulator.fleetcontext``), which moto drops; and it has capacity reservations
-that fleets launch into (``karpy_aws_emulator.capacityreservations``), which moto lacks. A test
+that fleets launch into (``karpy_aws_emulator.capacityreservations``), which moto lacks; and an
+instance reported impaired (ReportInstanceStatus) fails its status checks
+(``karpy_aws_emulator.instancestatus``), where moto reports every instance healthy. A test
 or benchmark can put AWS under pressure (throttling, failing calls, pools without capacity)
 through ``karpy_aws_emulator.pressure``, which stands in front of moto. moto reads
 ``MOTO_AMIS_PATH`` when its EC2 models are first imported, so the AMIs are written and the
@@ -33,6 +35,7 @@ from karpy_aws_emulator import (
     eks,
     fleetcontext,
     idempotency,
+    instancestatus,
     launchtemplates,
     placementgroups,
     pressure,
@@ -104,6 +107,7 @@ def moto_server(state_dir: Path, *, port: int = 0) -> Iterator[str]:
         eks.install()
         placementgroups.install()
         capacityreservations.install()
+        instancestatus.install()
         port = port or _free_port()
         server = _server(ThreadedMotoServer)(ip_address="127.0.0.1", port=port, verbose=False)
         server.start()

@@ -203,6 +203,28 @@ def test_kubelet_configuration_moves_to_a_per_provisioner_nodeclass() -> None:
     assert "spec.kubeletConfiguration.containerRuntime" in {w.path for w in result.warnings}
 
 
+def test_a_kubelet_copy_of_a_template_of_the_same_name_gets_a_name_of_its_own() -> None:
+    # As in seed 003, Provisioner and AWSNodeTemplate share a name; the template's own
+    # EC2NodeClass keeps the name, the Provisioner's copy with its kubelet settings does not.
+    result = translate(
+        provisioner(
+            providerRef={"name": "default"},
+            kubeletConfiguration={"evictionMaxPodGracePeriod": 60},
+        ),
+        AWS,
+        {
+            "default": template(
+                instanceProfile="P", subnetSelector={"a": "b"}, securityGroupSelector={"a": "b"}
+            )
+        },
+        settings=SETTINGS,
+    )
+    (node_class,) = result.node_classes
+    assert node_class.metadata.name == "default-kubelet"
+    assert result.nodepool.spec.template.spec.node_class_ref.name == "default-kubelet"
+    assert to_dict(node_class.spec)["kubelet"] == {"evictionMaxPodGracePeriod": 60}
+
+
 @pytest.mark.parametrize(
     ("provider", "field"),
     [

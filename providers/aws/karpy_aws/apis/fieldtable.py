@@ -51,8 +51,9 @@ EFFECTS: Final[Mapping[str, str]] = {
         "criteria; active only); each reservation's type is offered as "
         "`karpenter.sh/capacity-type=reserved` in its zone at the on-demand price / 10^7 while "
         "it has room, launched into by a template that targets it (capacity blocks in their "
-        "market), then on-demand once it is full; a node whose reservation left the status "
-        "drifts."
+        "market), no more NodeClaims at once than it has room for, then on-demand once it is "
+        "full; a node whose reservation left the selector drifts, one whose reservation ended "
+        "is relabelled on-demand."
     ),
     "amiFamily": (
         "Chooses the user-data format and default block devices (AL2, AL2023, Bottlerocket, "

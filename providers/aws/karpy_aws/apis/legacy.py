@@ -46,6 +46,8 @@ from karpy_aws.apis.ec2nodeclass import (
 from karpy_aws.apis.kubelet import KubeletConfiguration
 from karpy_aws.apis.v1alpha1 import AWSNodeTemplate
 
+KUBELET_COPY_SUFFIX: Final = "-kubelet"
+"""Appended to a Provisioner's own copy of its AWSNodeTemplate when the two share a name."""
 _ALIASES: Final = {
     "AL2": "al2@latest",
     "AL2023": "al2023@latest",
@@ -303,11 +305,15 @@ class AWSLegacyNodeClasses:
             if spec.kubelet_configuration is None:
                 return NodeClassTranslation(ref=_ref(ref.name))
             # v1 keeps kubelet settings on the NodeClass: this Provisioner gets its own copy of
-            # the template, so other Provisioners sharing the template are unchanged.
+            # the template, so other Provisioners sharing the template are unchanged. The copy
+            # is named after the Provisioner, unless that is the template's name too (as in
+            # many a v0.x guide): the template's own EC2NodeClass has that name already.
             template = templates.get(ref.name)
             if not isinstance(template, AWSNodeTemplate):
                 problem = f"spec.providerRef.name: Not found: AWSNodeTemplate {ref.name!r}"
                 raise TranslationError("spec.providerRef", [problem])
+            if name == ref.name:
+                name = f"{name}{KUBELET_COPY_SUFFIX}"
             built, warnings = node_class(
                 name,
                 f"AWSNodeTemplate {ref.name}: spec",

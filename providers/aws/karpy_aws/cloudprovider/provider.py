@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Final, Protocol
 
@@ -33,8 +33,8 @@ from karpy.cloudprovider import (
 )
 from karpy.cloudprovider.requirements import requirements_from_api, resources_from_quantities
 from karpy.core.instancetypes import InstanceType
-from karpy.core.requirements import RequirementError
-from karpy.core.resources import QuantityError
+from karpy.core.requirements import RequirementError, Requirements
+from karpy.core.resources import QuantityError, Resources
 from karpy.manager import Declaration, ProviderExtension
 from karpy.runtime.clock import Clock
 from karpy_aws import errors as aws
@@ -77,6 +77,7 @@ from karpy_aws.providers.launch import (
     restrict_to_zones,
 )
 from karpy_aws.providers.launchtemplate import LaunchTemplates
+from karpy_aws.providers.network import Subnet
 from karpy_aws.providers.nodeclass import static_hash, subnet_terms
 from karpy_aws.providers.subnets import ZonalSubnets
 
@@ -145,6 +146,7 @@ class AWSCloudProvider:
         self._candidates: dict[tuple[object, ...], tuple[Candidate, ...]] = {}
         self._subnets = ZonalSubnets(instances.ec2, clock)
         self._reservations = reservations or ReservationAvailability(instances.ec2, clock)
+        self._reserved_launches = asyncio.Lock()
 
     @property
     def name(self) -> str:
@@ -307,12 +309,54 @@ class AWSCloudProvider:
         except aws.AWSError as e:
             raise _create_error(e) from e
         candidates = compatible_candidates(types, requirements, requests)
-        if not candidates:
-            raise InsufficientCapacityError(
-                f"nodeclaim {name}: no instance type satisfies the requirements and requests "
-                "with an available offering"
+        capacity_type = _capacity_type(name, candidates, requirements)
+        if capacity_type != wk.CAPACITY_TYPE_RESERVED:
+            return await self._create_as(
+                nodeclaim,
+                nodeclass,
+                inputs,
+                requirements,
+                requests,
+                candidates,
+                capacity_type,
+                subnets,
             )
-        capacity_type = choose_capacity_type(candidates, requirements)
+        async with self._reserved_launches:
+            # Launches into reservations go one at a time, each seeing the room the ones before
+            # it took: however many NodeClaims a scheduling pass makes, no more of them go into
+            # a reservation than it has instances left; the others launch as the other capacity
+            # types their requirements allow (or, allowing only reserved, wait for room).
+            try:
+                types = await self._instance_types(nodeclass, inputs)
+            except aws.AWSError as e:
+                raise _create_error(e) from e
+            candidates = compatible_candidates(types, requirements, requests)
+            capacity_type = _capacity_type(name, candidates, requirements)
+            return await self._create_as(
+                nodeclaim,
+                nodeclass,
+                inputs,
+                requirements,
+                requests,
+                candidates,
+                capacity_type,
+                subnets,
+            )
+
+    async def _create_as(
+        self,
+        nodeclaim: NodeClaim,
+        nodeclass: EC2NodeClass,
+        inputs: LaunchInputs,
+        requirements: Requirements,
+        requests: Resources,
+        candidates: Sequence[Candidate],
+        capacity_type: str,
+        subnets: Mapping[str, Subnet],
+    ) -> NodeClaim:
+        """Plan the launch of ``nodeclaim`` as ``capacity_type`` among ``candidates``, launch
+        it, and return it as launched."""
+        name = nodeclaim.metadata.name
         if on_demand_fallback_warning(capacity_type, requirements, candidates):
             log.warning(
                 "at least 5 instance types are recommended when flexible to spot but "
@@ -516,7 +560,9 @@ class AWSCloudProvider:
         nodeclass = await self._nodeclasses.get(ref.name)
         if nodeclass is None:
             return None
-        reason = static_drift(nodeclaim, nodeclass) or reservation_drift(nodeclaim, nodeclass)
+        reason = static_drift(nodeclaim, nodeclass) or await self._reservation_drift(
+            nodeclaim, nodeclass
+        )
         if reason is not None or not nodeclaim.status.provider_id:
             return reason
         try:
@@ -526,6 +572,35 @@ class AWSCloudProvider:
         except aws.AWSError as e:
             raise CloudProviderError(f"checking drift: {e}") from e
         return resource_drift(instance, nodeclass)
+
+    async def _reservation_drift(
+        self, nodeclaim: NodeClaim, nodeclass: EC2NodeClass
+    ) -> DriftReason | None:
+        """CapacityReservationDrift for a NodeClaim in a reservation the NodeClass no longer
+        selects, unless the reservation ended: its instance then runs on as on-demand and is
+        relabelled so (karpy_aws.controllers.capacitytype), not replaced, as Karpenter does."""
+        reason = reservation_drift(nodeclaim, nodeclass)
+        reservation = nodeclaim.metadata.labels.get(awslabels.LABEL_AWS_CAPACITY_RESERVATION_ID)
+        if reason is None or reservation is None:
+            return reason
+        try:
+            await self._reservations.refresh((reservation,))
+        except aws.AWSError as e:
+            raise CloudProviderError(f"checking drift: {e}") from e
+        return None if self._reservations.ended(reservation) else reason
+
+
+def _capacity_type(
+    name: str | None, candidates: Sequence[Candidate], requirements: Requirements
+) -> str:
+    """The capacity type to launch ``name`` as; InsufficientCapacityError when no candidate
+    is left."""
+    if not candidates:
+        raise InsufficientCapacityError(
+            f"nodeclaim {name}: no instance type satisfies the requirements and requests "
+            "with an available offering"
+        )
+    return choose_capacity_type(candidates, requirements)
 
 
 def _create_error(error: aws.AWSError) -> CreateError:

@@ -9,6 +9,12 @@ preferred, yet dearer types stay dearer), while the reservation has room. Room i
 AvailableInstanceCount, read at most once a minute, less the instances karpy launched into it
 since, and zero once a launch is refused with ReservationCapacityExceeded, until EC2 next says
 otherwise. Reservations not active (cancelled, expired, failed) are not selected.
+
+A reservation that ends (expires or is cancelled) leaves its instances running, billed as
+on-demand: karpy then relabels their NodeClaims and Nodes ``on-demand``
+(karpy_aws.controllers.capacitytype) rather than drifting them, so ``ended()`` tells the two
+apart: a reservation EC2 no longer reports active has ended; one still active that the
+NodeClass no longer selects has not.
 """
 
 from __future__ import annotations
@@ -116,15 +122,19 @@ class ReservationAvailability:
         self._ttl = ttl
         self._available: dict[str, int] = {}
         self._read_at: dict[str, datetime.datetime] = {}
+        self._ended: set[str] = set()
         self.seq_num = 0
         """Bumped whenever a count changes; offerings built at an older number are stale."""
 
-    async def refresh(self, ids: Iterable[str]) -> None:
-        """Re-read the reservations among ``ids`` not read within the TTL (one call). A
-        reservation EC2 no longer reports active has no room."""
+    async def refresh(self, ids: Iterable[str], *, force: bool = False) -> None:
+        """Re-read the reservations among ``ids`` not read within the TTL (all of them with
+        ``force``), in one call. A reservation EC2 no longer reports active has no room and has
+        ended."""
         now = self._clock.now()
         stale = sorted(
-            i for i in set(ids) if i not in self._read_at or now - self._read_at[i] >= self._ttl
+            i
+            for i in set(ids)
+            if force or i not in self._read_at or now - self._read_at[i] >= self._ttl
         )
         if not stale:
             return
@@ -138,6 +148,15 @@ class ReservationAvailability:
             found = seen.get(reservation_id)
             self._set(reservation_id, found.available if found is not None else 0)
             self._read_at[reservation_id] = now
+            if found is None:
+                self._ended.add(reservation_id)
+            else:
+                self._ended.discard(reservation_id)
+
+    def ended(self, reservation_id: str) -> bool:
+        """Whether EC2, when last asked, no longer reported the reservation active (it expired
+        or was cancelled; its instances now run as on-demand)."""
+        return reservation_id in self._ended
 
     def available(self, reservation_id: str) -> int:
         """The instances the reservation still takes (0 when unknown)."""
