@@ -12,12 +12,14 @@ exceed. Crash moments are drawn from a seeded RNG, so a sweep is repeatable.
     .venv/bin/python benchmarks/faults.py --karpy-src /path/to/other/checkout   # "before"
     .venv/bin/python benchmarks/faults.py --scenario drift --trials 20         # kills mid drift
     .venv/bin/python benchmarks/faults.py --scenario termination --fault outage
+    .venv/bin/python benchmarks/faults.py --provider aws --scenario drift   # moto + bridge
     .venv/bin/python benchmarks/faults.py --scenario pressure   # AWS throttled a minute etc.
 
 The disruption scenarios (drift, consolidation, expiration, termination:
 tests/support/disruptfaults.py) run a crash-free trial and then `--trials` faults at moments
 drawn uniformly over the crash-free trial's own duration: SIGKILLs of karpy (`--fault kill`),
-or kube-apiserver stopped for `--outage` seconds (`--fault outage`).
+or kube-apiserver stopped for `--outage` seconds (`--fault outage`), on kwok or on the AWS path
+(moto, with the kubelet bridge registering a Node for every instance it runs).
 
 docs/reliability.md has
 the figures.
@@ -32,7 +34,6 @@ import os
 import random
 import sys
 import tempfile
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -44,59 +45,10 @@ from karpy.apis.crds import all_crds, render_crd
 from karpy.kube.client import KubeClient
 from karpy.kube.install import install_crds
 from karpy.localcluster import LocalCluster
-from tests.support import disruptfaults
+from tests.support import awsworld, disruptfaults
 from tests.support.faults import Setup, Trial, crash_trial, outage_trial, table
 
 NAME = "faults"
-
-
-@contextlib.asynccontextmanager
-async def _aws(kubeconfig: Path, log_dir: Path) -> AsyncIterator[dict[str, Any]]:
-    """The AWS emulator (moto + kubelet bridge) and what a Setup needs from it."""
-    import botocore.session
-
-    from karpy.operator.demo_aws import emulator
-
-    with (log_dir / "emulator.log").open("w") as log:
-        async with (
-            emulator(kubeconfig=kubeconfig, cluster_name=NAME, log=log) as em,
-            asyncio.TaskGroup() as group,
-        ):
-            drain = group.create_task(_drain(em))
-            os.environ.update(em.environment())  # moto's fake credentials, loopback only
-            ec2 = botocore.session.get_session().create_client(
-                "ec2", region_name=em.ready["region"], endpoint_url=em.ready["endpoint"]
-            )
-
-            async def instances() -> list[str]:
-                answer = await asyncio.to_thread(
-                    ec2.describe_instances,
-                    Filters=[
-                        {"Name": f"tag:kubernetes.io/cluster/{NAME}", "Values": ["owned"]},
-                        {"Name": "instance-state-name", "Values": ["pending", "running"]},
-                    ],
-                )
-                return [
-                    f"aws:///{i['Placement']['AvailabilityZone']}/{i['InstanceId']}"
-                    for r in answer["Reservations"]
-                    for i in r["Instances"]
-                ]
-
-            try:
-                yield {
-                    "provider": "aws",
-                    "flags": em.flags(),
-                    "environment": em.environment(),
-                    "nodeclass": em.nodeclass(NAME),
-                    "instances": instances,
-                }
-            finally:
-                drain.cancel()
-
-
-async def _drain(em: Any) -> None:
-    async for _ in em.events():
-        pass
 
 
 async def _sweep(args: argparse.Namespace, cluster: LocalCluster, kubeconfig: Path) -> int:
@@ -108,7 +60,7 @@ async def _sweep(args: argparse.Namespace, cluster: LocalCluster, kubeconfig: Pa
         async with contextlib.AsyncExitStack() as stack:
             extra: dict[str, Any] = {}
             if args.provider == "aws":
-                extra = await stack.enter_async_context(_aws(kubeconfig, log_dir))
+                extra = await stack.enter_async_context(awsworld.started(kubeconfig, log_dir, NAME))
             setup = Setup(
                 kubeconfig=kubeconfig,
                 namespace="default",
@@ -234,8 +186,6 @@ def main() -> int:
         return aws_pressure.main(rest)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
-    if args.scenario in disruptfaults.SCENARIOS and args.provider != "kwok":
-        parser.error(f"--scenario {args.scenario} runs on --provider kwok only")
     which = "other" if args.karpy_src else "this"
     # The pid keeps two sweeps started at once (say, before and after) off each other's cluster.
     name = f"faults-{args.provider}-{args.scenario}-{which}-{os.getpid()}"
