@@ -43,9 +43,7 @@ async def _kill(
         name=namespace[-12:].strip("-"),
         log_dir=tmp_path,
     )
-    return await killed(
-        cluster_info.kubeconfig, setup, scenario, at=at, settle_limit=SETTLE_LIMIT
-    )
+    return await killed(cluster_info.kubeconfig, setup, scenario, at=at, settle_limit=SETTLE_LIMIT)
 
 
 async def test_a_crash_mid_drift_roll_finishes_it_replacement_first(

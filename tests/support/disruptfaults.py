@@ -71,6 +71,9 @@ log = logging.getLogger(__name__)
 
 SCENARIOS: Final = ("drift", "consolidation", "expiration", "termination")
 SAMPLE_INTERVAL: Final = 0.5
+STEADY_LIMIT: Final = 300.0
+"""Seconds the fleet gets to come up before the disruption (ten EC2 instances through moto on
+an overloaded machine take minutes)."""
 SETTLE_LIMIT: Final = 420.0
 """Seconds a trial waits for the scenario to settle before it reports what is left."""
 STABLE_FOR: Final = 35.0
@@ -574,7 +577,7 @@ async def disruption_trial(
         await scale(client, cluster.deployment(), scenario.nodes)
         if cluster.keepers:
             await scale(client, cluster.deployment(keeper=True), cluster.keepers)
-        await eventually(cluster.steady, within=180, interval=1.0, what="one node per pod")
+        await eventually(cluster.steady, within=STEADY_LIMIT, interval=1.0, what="one node per pod")
         if scenario.kind == "expiration":
             await apply(client, cluster.nodepool(expire_after="Never"))
         if scenario.kind == "expiration":
