@@ -54,9 +54,11 @@ NAME = "faults"
 
 async def _sweep(args: argparse.Namespace, cluster: LocalCluster, kubeconfig: Path) -> int:
     log_dir = Path(tempfile.mkdtemp(prefix="karpy-faults-"))
-    client = await KubeClient.connect(kubeconfig, request_timeout=10.0)
+    # The harness's own reads and writes: an overloaded machine's apiserver may take more than
+    # 10 s to answer, which is no finding of karpy's.
+    client = await KubeClient.connect(kubeconfig, request_timeout=30.0)
     try:
-        async with asyncio.timeout(120):
+        async with asyncio.timeout(240):
             await install_crds(client, [render_crd(crd) for crd in all_crds()])
         async with contextlib.AsyncExitStack() as stack:
             extra: dict[str, Any] = {}
