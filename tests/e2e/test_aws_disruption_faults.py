@@ -1,15 +1,18 @@
 """The disruption fault suite on the AWS path, short and fixed: karpy run with `--provider aws`
 against moto (the kubelet bridge registering a Node for every instance moto runs), SIGKILLed
-once in the middle of each of a drift roll, a multi-node consolidation, an expiration under a
-terminationGracePeriod and a termination mid-drain, under a PodDisruptionBudget. The trials are
+once in the middle of each of a drift roll, an expiration under a terminationGracePeriod and a
+termination mid-drain, under a PodDisruptionBudget. The trials are
 kwok's (`tests/support/disruptfaults.py`, `tests/e2e/test_disruption_faults.py`) with the
 emulator's EC2NodeClass, and the instances they count are moto's: after the restart no
 instance may be left that no NodeClaim owns, and none launched twice for one NodeClaim.
 `benchmarks/faults.py --provider aws --scenario drift|consolidation|expiration|termination`
 runs twenty random moments of each and prints the table docs/reliability.md quotes.
 
-The fleets are the smallest that show each disruption (two nodes drift, two of four are
-deleted by hand; consolidation needs eight nodes for its search to find a cheaper set).
+The fleets are the smallest that show each disruption (two nodes drift, two nodes and the
+do-not-disrupt pod's expire, two of four are deleted by hand). Multi-node consolidation is
+swept by the benchmark only: its search needs eight such nodes to find a cheaper set, and a
+trial waits out its validation and a quiet spell after it, minutes of the suite's time on
+AWS (kwok's suite runs it, `tests/e2e/test_disruption_faults.py`).
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ pytestmark = [
 
 SETTLE_LIMIT = 300.0
 """Seconds a trial may take to settle after its kill (the sweep allows 420)."""
-KILL_AT = {"drift": 8.0, "consolidation": 20.0, "expiration": 10.0, "termination": 2.0}
+KILL_AT = {"drift": 8.0, "expiration": 10.0, "termination": 2.0}
 """Seconds into each disruption: inside it on this machine (see the module docstring)."""
 
 
@@ -68,15 +71,6 @@ async def test_a_crash_mid_drift_roll_on_aws_finishes_it_replacement_first(
     trial = await _kill(aws_setup, scenario, at=KILL_AT["drift"])
     assert_kept(trial)
     assert trial.nodes == scenario.nodes, table([trial])
-
-
-async def test_a_crash_mid_consolidation_on_aws_leaves_a_consolidated_fleet(
-    aws_setup: Setup,
-) -> None:
-    scenario = Scenario(kind="consolidation", nodes=8)
-    trial = await _kill(aws_setup, scenario, at=KILL_AT["consolidation"])
-    assert_kept(trial)
-    assert trial.nodes < scenario.nodes, table([trial])
 
 
 async def test_a_crash_mid_expiration_on_aws_keeps_the_grace_period(aws_setup: Setup) -> None:
