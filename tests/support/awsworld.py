@@ -4,8 +4,8 @@ emulator (moto and the kubelet bridge), and moto's own count of the cluster's in
 The crash and outage trials and the disruption trials compare NodeClaims with instances; on
 kwok an instance is a Node, on AWS it is what moto says is pending or running under the
 cluster's ownership tag, read with a client of the trial's own (never through karpy). The
-benchmark starts an emulator of its own (`started`); the suite's tests use the `emulator`
-fixture of `tests/e2e/test_aws_walkthrough.py` and enter `world` on it.
+benchmark starts an emulator of its own (`started`); a test can enter `world` on the
+`emulator` fixture of `tests/e2e/test_aws_walkthrough.py`.
 """
 
 from __future__ import annotations
