@@ -38,7 +38,8 @@ reports:
 The NodeClass is the `Setup`'s: a KWOKNodeClass, or on the AWS path the emulator's
 EC2NodeClass (moto, with the kubelet bridge registering a Node for every instance moto runs;
 `tests/support/awsworld.py`). The same code serves the suite's fixed-moment trials
-(`tests/e2e/test_disruption_faults.py`, kwok) and the sweep (`benchmarks/faults.py
+(`tests/e2e/test_disruption_faults.py`, `tests/e2e/test_aws_disruption_faults.py`) and the
+sweep (`benchmarks/faults.py
 [--provider aws] --scenario drift|consolidation|expiration|termination`).
 """
 
