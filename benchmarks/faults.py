@@ -13,6 +13,7 @@ exceed. Crash moments are drawn from a seeded RNG, so a sweep is repeatable.
     .venv/bin/python benchmarks/faults.py --scenario drift --trials 20         # kills mid drift
     .venv/bin/python benchmarks/faults.py --scenario termination --fault outage
     .venv/bin/python benchmarks/faults.py --scenario drift --fault watchcut --cut expire
+    .venv/bin/python benchmarks/faults.py --provider aws --scenario drift   # moto + bridge
     .venv/bin/python benchmarks/faults.py --scenario pressure   # AWS throttled a minute etc.
 
 The disruption scenarios (drift, consolidation, expiration, termination:
@@ -22,7 +23,9 @@ kube-apiserver stopped for `--outage` seconds (`--fault outage`), or every conne
 holds to the apiserver cut through a proxy (`--fault watchcut`, tests/support/watchcut.py):
 `--cut expire` compacts etcd (every re-watch meets 410 Gone; the sweep's apiserver runs
 without a watch cache for this), `drop` resets every connection, `stall` silences them as a
-middlebox's idle timeout does, and `mixed` (the default) takes the three in turn.
+middlebox's idle timeout does, and `mixed` (the default) takes the three in turn. Kills and
+outages run on kwok or on the AWS path (moto, with the kubelet bridge registering a Node for
+every instance it runs).
 
 docs/reliability.md has
 the figures.
@@ -37,7 +40,6 @@ import os
 import random
 import sys
 import tempfile
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -47,73 +49,27 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from karpy.apis.crds import all_crds, render_crd
 from karpy.kube.client import KubeClient
+from karpy.kube.errors import KubeError
 from karpy.kube.install import install_crds
 from karpy.localcluster import LocalCluster
-from tests.support import disruptfaults, watchcut
+from tests.support import awsworld, disruptfaults, watchcut
 from tests.support.faults import Setup, Trial, crash_trial, outage_trial, table
 
 NAME = "faults"
 
 
-@contextlib.asynccontextmanager
-async def _aws(kubeconfig: Path, log_dir: Path) -> AsyncIterator[dict[str, Any]]:
-    """The AWS emulator (moto + kubelet bridge) and what a Setup needs from it."""
-    import botocore.session
-
-    from karpy.operator.demo_aws import emulator
-
-    with (log_dir / "emulator.log").open("w") as log:
-        async with (
-            emulator(kubeconfig=kubeconfig, cluster_name=NAME, log=log) as em,
-            asyncio.TaskGroup() as group,
-        ):
-            drain = group.create_task(_drain(em))
-            os.environ.update(em.environment())  # moto's fake credentials, loopback only
-            ec2 = botocore.session.get_session().create_client(
-                "ec2", region_name=em.ready["region"], endpoint_url=em.ready["endpoint"]
-            )
-
-            async def instances() -> list[str]:
-                answer = await asyncio.to_thread(
-                    ec2.describe_instances,
-                    Filters=[
-                        {"Name": f"tag:kubernetes.io/cluster/{NAME}", "Values": ["owned"]},
-                        {"Name": "instance-state-name", "Values": ["pending", "running"]},
-                    ],
-                )
-                return [
-                    f"aws:///{i['Placement']['AvailabilityZone']}/{i['InstanceId']}"
-                    for r in answer["Reservations"]
-                    for i in r["Instances"]
-                ]
-
-            try:
-                yield {
-                    "provider": "aws",
-                    "flags": em.flags(),
-                    "environment": em.environment(),
-                    "nodeclass": em.nodeclass(NAME),
-                    "instances": instances,
-                }
-            finally:
-                drain.cancel()
-
-
-async def _drain(em: Any) -> None:
-    async for _ in em.events():
-        pass
-
-
 async def _sweep(args: argparse.Namespace, cluster: LocalCluster, kubeconfig: Path) -> int:
     log_dir = Path(tempfile.mkdtemp(prefix="karpy-faults-"))
-    client = await KubeClient.connect(kubeconfig, request_timeout=10.0)
+    # The harness's own reads and writes: an overloaded machine's apiserver may take more than
+    # 10 s to answer, which is no finding of karpy's.
+    client = await KubeClient.connect(kubeconfig, request_timeout=30.0)
     try:
-        async with asyncio.timeout(120):
+        async with asyncio.timeout(240):
             await install_crds(client, [render_crd(crd) for crd in all_crds()])
         async with contextlib.AsyncExitStack() as stack:
             extra: dict[str, Any] = {}
             if args.provider == "aws":
-                extra = await stack.enter_async_context(_aws(kubeconfig, log_dir))
+                extra = await stack.enter_async_context(awsworld.started(kubeconfig, log_dir, NAME))
             setup = Setup(
                 kubeconfig=kubeconfig,
                 namespace="default",
@@ -188,20 +144,26 @@ async def _disruption_sweep(
     # Expiration's drain is the grace period at most; later moments find nothing to cut.
     for i in range(args.trials):
         moment = round(rng.uniform(0.5, span), 1)
-        if args.fault == "kill":
-            trial = await disruptfaults.disruption_trial(
-                client, setup, scenario, label=f"kill {i + 1} at {moment}s", kill_at=moment
-            )
-        else:
-            trial = await disruptfaults.disruption_trial(
-                client,
-                setup,
-                scenario,
-                label=f"outage {i + 1} at {moment}s",
-                outage_at=moment,
-                outage=args.outage,
-                control_plane=cluster,
-            )
+        try:
+            if args.fault == "kill":
+                trial = await disruptfaults.disruption_trial(
+                    client, setup, scenario, label=f"kill {i + 1} at {moment}s", kill_at=moment
+                )
+            else:
+                trial = await disruptfaults.disruption_trial(
+                    client,
+                    setup,
+                    scenario,
+                    label=f"outage {i + 1} at {moment}s",
+                    outage_at=moment,
+                    outage=args.outage,
+                    control_plane=cluster,
+                )
+        except (AssertionError, KubeError, OSError, TimeoutError) as error:
+            # The harness itself gave up (the fleet never came up, or the apiserver did not
+            # answer the trial's own reads in time on an overloaded machine): say so, go on.
+            print(f"trial {i + 1} at {moment}s: harness failed: {error!r}", flush=True)
+            continue
         trials.append(trial)
         print(disruptfaults.table(trials[-1:]).splitlines()[-1], flush=True)
     return _report(args, setup, trials)
@@ -287,8 +249,6 @@ def main() -> int:
         return aws_pressure.main(rest)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
-    if args.scenario in disruptfaults.SCENARIOS and args.provider != "kwok":
-        parser.error(f"--scenario {args.scenario} runs on --provider kwok only")
     which = "other" if args.karpy_src else "this"
     # The pid keeps two sweeps started at once (say, before and after) off each other's cluster.
     name = f"faults-{args.provider}-{args.scenario}-{which}-{os.getpid()}"

@@ -10,6 +10,7 @@ import attrs
 import pytest
 
 from karpy.apis.v1 import labels as wk
+from karpy.cloudprovider import NodeClaimNotFoundError
 from karpy.kube.client import KubeClient
 from karpy.kube.kinds import NODECLAIMS, NODES
 from karpy.kube.resources import Item, ObjectRef
@@ -126,3 +127,27 @@ async def test_a_retried_launch_whose_parameters_moved_on_adopts_the_first_insta
     (only,) = await instances.list()
     assert only.provider_id == first.status.provider_id
     assert only.tags["karpenter.sh/nodeclaim"] == "retried"
+
+
+async def test_a_nodeclaim_deleted_before_its_launch_was_recorded_takes_its_instance(
+    kit: ProviderKit, session: AWSSession
+) -> None:
+    """A process launched the NodeClaim and died before writing its providerID; the NodeClaim
+    is then deleted (its launch timed out, or its command was rolled back). Its instance,
+    tagged with its name at launch, is terminated with it, not left for collection."""
+    launched = await kit.provider.create(make_nodeclaim(name="unrecorded"))
+    other = await kit.provider.create(make_nodeclaim(name="recorded"))
+    instances = Instances(await session.client("ec2"), cluster_name=kit.cluster.name)
+    assert len(await instances.list()) == 2
+    unrecorded = make_nodeclaim(name="unrecorded")
+    assert unrecorded.status.provider_id is None
+    await kit.provider.delete(unrecorded)
+    assert [i.provider_id for i in await instances.list()] == [other.status.provider_id]
+    assert launched.status.provider_id != other.status.provider_id
+    # Gone now: the termination controller's next call finds nothing and lets the finalizer go.
+    with pytest.raises(NodeClaimNotFoundError):
+        await kit.provider.delete(unrecorded)
+    terminations = kit.faults.sent.count("TerminateInstances")
+    with pytest.raises(NodeClaimNotFoundError):
+        await kit.provider.delete(make_nodeclaim(name="never-launched"))
+    assert kit.faults.sent.count("TerminateInstances") == terminations

@@ -15,17 +15,13 @@ wall time spread over the suite's three workers.
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 import pytest
 
-from karpy.kube.client import KubeClient
 from karpy.localcluster import ClusterInfo
-from tests.support.disruptfaults import DisruptionTrial, Scenario, disruption_trial, table
+from tests.support.disruptfaults import DisruptionTrial, Scenario, assert_kept, killed, table
 from tests.support.faults import Setup
-
-log = logging.getLogger(__name__)
 
 pytestmark = [
     pytest.mark.usefixtures("karpy_crds"),
@@ -47,30 +43,7 @@ async def _kill(
         name=namespace[-12:].strip("-"),
         log_dir=tmp_path,
     )
-    client = await KubeClient.connect(cluster_info.kubeconfig, request_timeout=10.0)
-    try:
-        trial = await disruption_trial(
-            client,
-            setup,
-            scenario,
-            label=f"{scenario.kind}: kill at {at}s",
-            kill_at=at,
-            settle_limit=SETTLE_LIMIT,
-        )
-    finally:
-        await client.close()
-    log.info("disruption fault trial\n%s", table([trial]))
-    return trial
-
-
-def _guarantees(trial: DisruptionTrial, *, pdb: bool = True) -> None:
-    """What every trial must show after its restart."""
-    assert trial.settled, table([trial])
-    assert trial.early == 0, table([trial])
-    if pdb:
-        assert not trial.pdb_broken, table([trial])
-    assert (trial.stale_taints, trial.stale_annotations) == (0, 0), table([trial])
-    assert (trial.duplicates, trial.leaks) == (0, 0), table([trial])
+    return await killed(cluster_info.kubeconfig, setup, scenario, at=at, settle_limit=SETTLE_LIMIT)
 
 
 async def test_a_crash_mid_drift_roll_finishes_it_replacement_first(
@@ -79,7 +52,7 @@ async def test_a_crash_mid_drift_roll_finishes_it_replacement_first(
     # Three nodes drift one command at a time (about 8 s each): 9 s is the second command.
     scenario = Scenario(kind="drift", nodes=3)
     trial = await _kill(cluster_info, namespace, tmp_path, scenario, at=9.0)
-    _guarantees(trial)
+    assert_kept(trial)
     assert trial.nodes == scenario.nodes, table([trial])
 
 
@@ -93,7 +66,7 @@ async def test_a_crash_mid_consolidation_leaves_a_consolidated_fleet(
     # further. 20 s is after the first pass decided and while its command validates.
     scenario = Scenario(kind="consolidation", nodes=10)
     trial = await _kill(cluster_info, namespace, tmp_path, scenario, at=20.0)
-    _guarantees(trial)
+    assert_kept(trial)
     assert abs(trial.nodes - 5) <= 1, table([trial])
 
 
@@ -105,7 +78,7 @@ async def test_a_crash_mid_expiration_keeps_the_grace_period(
     # the grace period's end may override it by design.
     scenario = Scenario(kind="expiration", nodes=3)
     trial = await _kill(cluster_info, namespace, tmp_path, scenario, at=10.0)
-    _guarantees(trial, pdb=False)
+    assert_kept(trial, pdb=False)
     assert trial.nodes == scenario.nodes + 1, table([trial])
     assert trial.keeper_out is not None, table([trial])
 
@@ -116,5 +89,5 @@ async def test_a_crash_mid_drain_finishes_the_termination(
     # Two of four NodeClaims deleted by hand drain one pod at a time through the PDB.
     scenario = Scenario(kind="termination", nodes=4)
     trial = await _kill(cluster_info, namespace, tmp_path, scenario, at=2.0)
-    _guarantees(trial)
+    assert_kept(trial)
     assert trial.nodes == scenario.nodes, table([trial])

@@ -33,20 +33,27 @@ reports:
 * `pdb`: the fewest Ready pods at any sample, against the budget's minimum;
 * `stale`: when the trial gave up waiting, nodes tainted disrupted and NodeClaims carrying a
   command or replacement annotation that nothing is acting on;
-* `duplicates`/`leaks`: kwok Nodes no NodeClaim owns, when the scenario settled and after
-  garbage collection had its chance;
+* `duplicates`/`leaks`: instances no NodeClaim owns (kwok: the pool's Nodes; AWS: moto's
+  pending or running instances of the cluster), when the scenario settled and after garbage
+  collection had its chance;
 * `nodes`: live NodeClaims at the end, against the crash-free run's.
 
-The same code serves the suite's fixed-moment trials (`tests/e2e/test_disruption_faults.py`)
-and the sweep (`benchmarks/faults.py --scenario drift|consolidation|expiration|termination`).
+The NodeClass is the `Setup`'s: a KWOKNodeClass, or on the AWS path the emulator's
+EC2NodeClass (moto, with the kubelet bridge registering a Node for every instance moto runs;
+`tests/support/awsworld.py`). The same code serves the suite's fixed-moment trials
+(`tests/e2e/test_disruption_faults.py`, `tests/e2e/test_aws_disruption_faults.py`) and the
+sweep (`benchmarks/faults.py
+[--provider aws] --scenario drift|consolidation|expiration|termination`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
 from typing import Any, Final, TypeVar
 
 import aiohttp
@@ -61,16 +68,19 @@ from karpy.kube.install import apply, scale
 from karpy.kube.kinds import NODECLAIMS, NODES, PODDISRUPTIONBUDGETS, PODS
 from karpy.localcluster import LocalCluster
 from karpy.state.conditions import claim_is_true
-from karpy_kwok.apis import labels as kwoklabels
 from tests.support import watchcut
-from tests.support.faults import NODECLAIM_UID_ANNOTATION, Karpy, Setup, restart_apiserver
+from tests.support.faults import Karpy, Sampler, Setup, restart_apiserver
 from tests.support.probes import probe_ports
 from tests.support.waiting import eventually
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 SCENARIOS: Final = ("drift", "consolidation", "expiration", "termination")
 SAMPLE_INTERVAL: Final = 0.5
+STEADY_LIMIT: Final = 300.0
+"""Seconds the fleet gets to come up before the disruption (ten EC2 instances through moto on
+an overloaded machine take minutes)."""
 SETTLE_LIMIT: Final = 420.0
 """Seconds a trial waits for the scenario to settle before it reports what is left."""
 STABLE_FOR: Final = 35.0
@@ -156,12 +166,10 @@ class Cluster:
 
     # ------------------------------------------------------------------ manifests
 
-    def nodeclass(self) -> dict[str, Any]:
-        return {
-            "apiVersion": f"{kwoklabels.KWOK_GROUP}/v1alpha1",
-            "kind": "KWOKNodeClass",
-            "metadata": {"name": self.name},
-        }
+    def nodeclass_ref(self) -> dict[str, str]:
+        nodeclass = self.setup.nodeclass_manifest()
+        group = nodeclass["apiVersion"].split("/")[0]
+        return {"group": group, "kind": nodeclass["kind"], "name": self.name}
 
     def nodepool(self, *, revision: int = 0, expire_after: str = EXPIRE_AFTER) -> dict[str, Any]:
         kind = self.scenario.kind
@@ -175,11 +183,7 @@ class Cluster:
                     "values": [wk.CAPACITY_TYPE_ON_DEMAND],
                 },
             ],
-            "nodeClassRef": {
-                "group": kwoklabels.KWOK_GROUP,
-                "kind": "KWOKNodeClass",
-                "name": self.name,
-            },
+            "nodeClassRef": self.nodeclass_ref(),
         }
         budgets: list[dict[str, Any]] = [{"nodes": "100%"}]
         if kind == "expiration":
@@ -313,29 +317,18 @@ class Cluster:
             )
         return ""
 
-    async def instances(self) -> tuple[int, int]:
-        """(kwok Nodes of the pool, those no NodeClaim owns: neither by providerID nor, for a
-        launch not recorded yet, by name and UID)."""
-        claims = await self.claims()
-        owned = {c.status.provider_id for c in claims if c.status.provider_id}
-        uids = {c.metadata.name: c.metadata.uid for c in claims}
-        nodes = await self.nodes()
-        unowned = 0
-        for node in nodes:
-            if node.spec.provider_id in owned:
-                continue
-            name = node.metadata.name or ""
-            uid = node.metadata.annotations.get(NODECLAIM_UID_ANNOTATION)
-            if name in uids and uid in (None, uids[name]):
-                continue
-            unowned += 1
-        return len(nodes), unowned
+    async def instances(self) -> int:
+        """Instances no NodeClaim owns (kwok: the pool's Nodes; AWS: moto's live instances of
+        the cluster), as `tests/support/faults.py` counts them: a launch a NodeClaim has not
+        recorded yet is its own, not a duplicate."""
+        _, duplicates, _ = await Sampler(self.client, self.setup).instances()
+        return duplicates
 
     # ------------------------------------------------------------------ steps
 
     async def install(self) -> None:
         async with asyncio.timeout(60):
-            await apply(self.client, self.nodeclass())
+            await apply(self.client, self.setup.nodeclass_manifest())
             await apply(self.client, self.nodepool())
             await apply(self.client, self.deployment())
             await apply(self.client, self.pdb())
@@ -416,11 +409,14 @@ class Cluster:
                             await self.client.delete(NODECLAIMS, claim.metadata.name or "")
                 await asyncio.sleep(1.0)
 
-        async def no_nodes() -> bool:
-            karpy.keep_running()
-            return not await _retrying(self.nodes)
+        sampler = Sampler(self.client, self.setup)
 
-        await eventually(no_nodes, within=180, interval=1.0, what="no nodes left")
+        async def none_left() -> bool:
+            karpy.keep_running()
+            return not await _retrying(self.nodes) and not (await _retrying(sampler.instances))[0]
+
+        # On AWS the next trial counts the cluster's instances: none of these may be left.
+        await eventually(none_left, within=180, interval=1.0, what="no nodes or instances left")
         karpy.stop()
         with contextlib.suppress(NotFoundError):
             await _retrying(
@@ -690,7 +686,7 @@ async def disruption_trial(
         await scale(client, cluster.deployment(), scenario.nodes)
         if cluster.keepers:
             await scale(client, cluster.deployment(keeper=True), cluster.keepers)
-        await eventually(cluster.steady, within=180, interval=1.0, what="one node per pod")
+        await eventually(cluster.steady, within=STEADY_LIMIT, interval=1.0, what="one node per pod")
         if scenario.kind == "expiration":
             await apply(client, cluster.nodepool(expire_after="Never"))
         if scenario.kind == "expiration":
@@ -723,12 +719,11 @@ async def disruption_trial(
         if cut is not None:
             lists, watch_errors = await _relisted(karpy, cut, cut_at is not None, first_lists)
         taints, annotations = await _retrying(watcher.stale)
-        _, duplicates = await _retrying(cluster.instances)
-        leaks = duplicates
+        duplicates = leaks = await _retrying(cluster.instances)
         gc_deadline = loop.time() + GC_WAIT
         while leaks and loop.time() < gc_deadline:
             await asyncio.sleep(2.0)
-            _, leaks = await _retrying(cluster.instances)
+            leaks = await _retrying(cluster.instances)
         live = [c for c in await _retrying(cluster.claims) if c.metadata.deletion_timestamp is None]
         trial = DisruptionTrial(
             label=label,
@@ -819,3 +814,42 @@ def problems(trial: DisruptionTrial, free: DisruptionTrial, *, pdb: bool = True)
     if abs(trial.nodes - free.nodes) > 1:
         found.append(f"{trial.nodes} nodes, crash-free {free.nodes}")
     return found
+
+
+async def killed(
+    kubeconfig: Path,
+    setup: Setup,
+    scenario: Scenario,
+    *,
+    at: float,
+    settle_limit: float = SETTLE_LIMIT,
+) -> DisruptionTrial:
+    """The suite's fixed-moment trial: `scenario` with one SIGKILL `at` seconds in, on a
+    client of its own; logged as a table."""
+    client = await KubeClient.connect(kubeconfig, request_timeout=10.0)
+    try:
+        trial = await disruption_trial(
+            client,
+            setup,
+            scenario,
+            label=f"{scenario.kind}: kill at {at}s",
+            kill_at=at,
+            settle_limit=settle_limit,
+        )
+    finally:
+        await client.close()
+    log.info("disruption fault trial\n%s", table([trial]))
+    return trial
+
+
+def assert_kept(trial: DisruptionTrial, *, pdb: bool = True) -> None:
+    """What every trial must show after its restart: settled, nothing deleted before its
+    replacement was Ready, the PDB's minimum held (unless `pdb` is False: a
+    terminationGracePeriod may override it by design), nothing stale, no duplicate or leaked
+    instance."""
+    assert trial.settled, table([trial])
+    assert trial.early == 0, table([trial])
+    if pdb:
+        assert not trial.pdb_broken, table([trial])
+    assert (trial.stale_taints, trial.stale_annotations) == (0, 0), table([trial])
+    assert (trial.duplicates, trial.leaks) == (0, 0), table([trial])

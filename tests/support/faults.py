@@ -81,7 +81,8 @@ class Setup:
     karpy_src: Path | None = None
     log_dir: Path = attrs.field(factory=lambda: Path(tempfile.gettempdir()))
     instances: Callable[[], Any] | None = None
-    """For the AWS path: an async callable returning the live instances' providerIDs."""
+    """For the AWS path: an async callable returning the live instances, each as (providerID,
+    the NodeClaim its `karpenter.sh/nodeclaim` tag names, or None)."""
 
     def nodeclass_manifest(self) -> dict[str, Any]:
         if self.nodeclass is not None:
@@ -321,9 +322,10 @@ class Sampler:
 
         An instance is owned when a NodeClaim holds its providerID. One that none holds is an
         unrecorded launch when it names a NodeClaim that has no providerID yet (a kwok Node is
-        named after its NodeClaim and carries its UID; the AWS path reports no such name), at
-        most one per NodeClaim: a process killed between launching and writing the status
-        leaves that, and the next one records the same instance. Anything else is a duplicate.
+        named after its NodeClaim and carries its UID; an EC2 instance is tagged with its
+        NodeClaim's name at launch), at most one per NodeClaim: a process killed between
+        launching and writing the status leaves that, and the next one records the same
+        instance. Anything else is a duplicate.
         """
         claims = await self.claims()
         owned = {c.status.provider_id for c in claims if c.status.provider_id}
@@ -332,7 +334,10 @@ class Sampler:
         }
         found: list[tuple[str, str | None]]
         if self._setup.instances is not None:
-            found = [(i, None) for i in await self._setup.instances()]
+            found = [
+                (provider_id, claim if claim in unrecorded_claims else None)
+                for provider_id, claim in await self._setup.instances()
+            ]
         else:
             listed = await self._client.list(NODES)
             found = []

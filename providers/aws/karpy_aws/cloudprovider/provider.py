@@ -540,7 +540,8 @@ class AWSCloudProvider:
     async def delete(self, nodeclaim: NodeClaim) -> None:
         provider_id = nodeclaim.status.provider_id
         if not provider_id:
-            raise NodeClaimNotFoundError(f"nodeclaim {nodeclaim.metadata.name} has no providerID")
+            await self._delete_unrecorded(nodeclaim)
+            return
         try:
             instance = await self._instances.get(parse_provider_id(provider_id))
             await self._instances.terminate([instance.id])
@@ -549,6 +550,27 @@ class AWSCloudProvider:
         except aws.AWSError as e:
             raise CloudProviderError(f"terminating instance {provider_id}: {e}") from e
         log.info("terminated instance", extra={"provider_id": provider_id})
+
+    async def _delete_unrecorded(self, nodeclaim: NodeClaim) -> None:
+        """A NodeClaim deleted before its providerID was written may still have an instance:
+        a process that launched it and died before the status write leaves one, tagged with
+        the NodeClaim's name at launch. It goes with its NodeClaim instead of waiting for
+        leaked-instance collection, which a slow or failing EC2 can delay for minutes.
+        NodeClaimNotFoundError when there is none (any more)."""
+        name = nodeclaim.metadata.name or ""
+        try:
+            launched = await self._instances.find_launched(name) if name else None
+            if launched is None:
+                raise NodeClaimNotFoundError(f"nodeclaim {name} has no providerID and no instance")
+            await self._instances.terminate([launched.id])
+        except (aws.NotFoundError, aws.ConfigurationError) as e:
+            raise NodeClaimNotFoundError(f"instance of nodeclaim {name}: {e}") from e
+        except aws.AWSError as e:
+            raise CloudProviderError(f"terminating the instance of nodeclaim {name}: {e}") from e
+        log.info(
+            "terminated instance launched before restart",
+            extra={"nodeclaim": name, "provider_id": launched.provider_id},
+        )
 
     async def is_drifted(self, nodeclaim: NodeClaim) -> DriftReason | None:
         """NodeClassDrift (static hash), CapacityReservationDrift, then AMIDrift,
