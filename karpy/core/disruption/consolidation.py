@@ -106,6 +106,9 @@ class Evaluation:
     command: Command | None = None
     skip_reason: SkipReason | None = None
     message: str = ""
+    priced_out: bool = False
+    """The pods fit (the rest of the cluster and at most one new node) but no replacement is
+    cheaper: a larger set, with more price to beat, may still consolidate."""
 
     @property
     def savings(self) -> float:
@@ -276,7 +279,7 @@ def evaluate(
     offers = simulation.offers[0] if simulation.offers else ()
     priced = price_replacement(simulation.plans[0], offers, candidates, spot_to_spot=spot_to_spot)
     if isinstance(priced, tuple):
-        return Evaluation(skip_reason=priced[0], message=priced[1])
+        return Evaluation(skip_reason=priced[0], message=priced[1], priced_out=True)
     command = Command(
         method=method,
         reason=Reason.UNDERUTILIZED,
@@ -372,10 +375,22 @@ def _better(a: Command, b: Command | None) -> bool:
 
 
 def _prefix_search(
-    ordered: Sequence[Candidate], simulate: Simulate, *, method: Kind, spot_to_spot: bool
+    ordered: Sequence[Candidate],
+    simulate: Simulate,
+    *,
+    method: Kind,
+    spot_to_spot: bool,
+    past_ties: bool = False,
 ) -> tuple[Command | None, int]:
     """Karpenter's binary search for the largest prefix (at least two) that consolidates;
-    returns the command and the prefix length it covers (0 for none)."""
+    returns the command and the prefix length it covers (0 for none).
+
+    The search assumes a prefix that does not consolidate makes every longer one fail. That
+    holds when its pods do not fit (more pods, fewer nodes to put them on), not when they fit
+    and the replacement merely costs no less: four half-used nodes may merge into one of their
+    combined price, six into one cheaper than theirs. With `past_ties` (karpy's search) such a
+    probe sends the search on to longer prefixes, and the best command probed
+    (`_better`) is kept instead of the longest."""
     if len(ordered) < 2:
         return None, 0
     low, high = 1, len(ordered) - 1
@@ -385,7 +400,10 @@ def _prefix_search(
         mid = (low + high) // 2
         found = evaluate(ordered[: mid + 1], simulate, method=method, spot_to_spot=spot_to_spot)
         if found.command is not None:
-            best, size = found.command, mid + 1
+            if not past_ties or _better(found.command, best):
+                best, size = found.command, mid + 1
+            low = mid + 1
+        elif past_ties and found.priced_out:
             low = mid + 1
         else:
             high = mid - 1
@@ -406,8 +424,11 @@ class MultiNodeConsolidation:
         given = attrs.evolve(given, simulate=given.relaxed or given.simulate)
         ordered, blocked = Budget(given.allowances, self.reason).within(found)
         ordered = ordered[:MAX_MULTI_CANDIDATES]
-        command, size = _prefix_search(ordered, given.simulate, method=self.name, spot_to_spot=spot)
-        if self.settings.search is Search.KARPY and size:
+        karpy = self.settings.search is Search.KARPY
+        command, size = _prefix_search(
+            ordered, given.simulate, method=self.name, spot_to_spot=spot, past_ties=karpy
+        )
+        if karpy and size:
             # Grow the set past the prefix: one immovable node no longer hides those behind it.
             chosen = list(ordered[:size])
             for candidate in ordered[size : size + self.settings.extend]:
