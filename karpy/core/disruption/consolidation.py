@@ -24,9 +24,13 @@ Two searches pick the candidates (docs/consolidation.md argues the difference):
   feasible prefix, then tries to add each further candidate (one simulation each, a bounded
   number), keeping it only when the command then saves more, so one immovable node does not
   hide those behind it; single-node compares candidates (a bounded number once one works) and
-  deletes before it replaces: of the commands it compared, a deletion if there is one, and
-  of those the one with the most saving per square root of its disruption (`worth`), instead
-  of the first that saves anything.
+  deletes before it replaces: of the deletions it compared, the one with the most saving per
+  square root of its disruption (`worth`), and only when there is none the first replacement
+  in disruption-cost order, as Karpenter's (replacing the largest saving first refills the
+  spare room of medium nodes that can then no longer shrink); and when neither finds
+  anything, `FixedPointConsolidation` looks past the fixed point for merges the prefix search
+  cannot see (past a price tie, or two candidates apart in the order), taking one only when
+  it saves a tenth of its candidates' price.
 
 Pure: `now` and the scheduling simulation are inputs; same input, same commands.
 """
@@ -69,6 +73,10 @@ MAX_MULTI_CANDIDATES = 100
 """Karpenter's cap on candidates multi-node consolidation considers."""
 BALANCED_K = 2.0
 """Balanced: a move must save at least 1/k of the share of disruption it causes."""
+FIXED_POINT_SHARE = 0.1
+"""Share of its candidates' price a command found past the fixed point must save: the merges
+left there save one size step of many nodes while moving every pod on them, and a user pays
+those evictions for a saving within rounding of the bill."""
 PRICE_TOLERANCE = 1e-6
 """Share of the candidates' price a replacement must save beyond rounding: prices are floats,
 and sums of rounded prices differ in the last digits, so "strictly cheaper" without it lets a
@@ -87,6 +95,8 @@ class Settings:
     """Consolidation options shared by both methods.
 
     `extend` bounds the extra simulations karpy's multi-node search spends growing its set;
+    `pairs`: at a fixed point karpy's search tries every pair of the first `pairs` candidates
+    the budgets allow (pairs * (pairs - 1) / 2 simulations at most, `FixedPointConsolidation`);
     `single_probes` bounds the candidates karpy's single-node search compares once one works;
     `single_limit` bounds the simulations single-node spends in one pass with either search
     (Karpenter bounds it by time, three minutes; a count keeps the core free of clocks).
@@ -95,6 +105,7 @@ class Settings:
     search: Search = Search.KARPY
     spot_to_spot: bool = False
     extend: int = 12
+    pairs: int = 8
     single_probes: int = 40
     single_limit: int = 50
 
@@ -106,6 +117,9 @@ class Evaluation:
     command: Command | None = None
     skip_reason: SkipReason | None = None
     message: str = ""
+    priced_out: bool = False
+    """The pods fit (the rest of the cluster and at most one new node) but no replacement is
+    cheaper: a larger set, with more price to beat, may still consolidate."""
 
     @property
     def savings(self) -> float:
@@ -276,7 +290,7 @@ def evaluate(
     offers = simulation.offers[0] if simulation.offers else ()
     priced = price_replacement(simulation.plans[0], offers, candidates, spot_to_spot=spot_to_spot)
     if isinstance(priced, tuple):
-        return Evaluation(skip_reason=priced[0], message=priced[1])
+        return Evaluation(skip_reason=priced[0], message=priced[1], priced_out=True)
     command = Command(
         method=method,
         reason=Reason.UNDERUTILIZED,
@@ -332,7 +346,7 @@ def balanced(command: Command, pool_candidates: Sequence[Candidate]) -> bool:
 
 
 def worth(command: Command) -> float:
-    """How karpy's single-node search ranks two commands of a kind: price saved per square root
+    """How karpy's single-node search ranks two deletions: price saved per square root
     of the disruption caused (1 + the candidates' disruption cost). Per unit of disruption
     outright, a command that moves twenty pods to save much always loses to one that moves a
     single pod to save little, and the fleet settles with its large nodes oversized; the square
@@ -342,13 +356,19 @@ def worth(command: Command) -> float:
 
 def _preferred(command: Command, best: Command | None) -> bool:
     """karpy's single-node choice: does `command` beat `best`? A deletion beats any
-    replacement, whatever they save; between two of a kind the greater `worth` wins. A deletion
-    packs pods into room the fleet already pays for; a replacement buys a node sized for the
-    pods it moves, and taken before the deletions it uses up room they would have filled."""
+    replacement, whatever they save; between two deletions the greater `worth` wins, between two
+    replacements the first found (disruption-cost order, Karpenter's). A deletion packs pods
+    into room the fleet already pays for; a replacement buys a node sized for the pods it moves,
+    and taken before the deletions it uses up room they would have filled. Replacing the node
+    that saves most first (a large one into a small one) pours its pods into the spare room of
+    medium nodes, which then can no longer shrink: on six of twenty diverse benchmark fleets
+    that settled 0.5-1.5 % dearer than replacing the cheapest to disrupt first."""
     if best is None:
         return True
     if bool(command.replacements) != bool(best.replacements):
         return not command.replacements
+    if command.replacements:
+        return False
     return worth(command) > worth(best)
 
 
@@ -372,10 +392,22 @@ def _better(a: Command, b: Command | None) -> bool:
 
 
 def _prefix_search(
-    ordered: Sequence[Candidate], simulate: Simulate, *, method: Kind, spot_to_spot: bool
+    ordered: Sequence[Candidate],
+    simulate: Simulate,
+    *,
+    method: Kind,
+    spot_to_spot: bool,
+    past_ties: bool = False,
 ) -> tuple[Command | None, int]:
     """Karpenter's binary search for the largest prefix (at least two) that consolidates;
-    returns the command and the prefix length it covers (0 for none)."""
+    returns the command and the prefix length it covers (0 for none).
+
+    The search assumes a prefix that does not consolidate makes every longer one fail. That
+    holds when its pods do not fit (more pods, fewer nodes to put them on), not when they fit
+    and the replacement merely costs no less: four half-used nodes may merge into one of their
+    combined price, six into one cheaper than theirs. With `past_ties` (karpy's search) such a
+    probe sends the search on to longer prefixes, and the best command probed
+    (`_better`) is kept instead of the longest."""
     if len(ordered) < 2:
         return None, 0
     low, high = 1, len(ordered) - 1
@@ -385,7 +417,10 @@ def _prefix_search(
         mid = (low + high) // 2
         found = evaluate(ordered[: mid + 1], simulate, method=method, spot_to_spot=spot_to_spot)
         if found.command is not None:
-            best, size = found.command, mid + 1
+            if not past_ties or _better(found.command, best):
+                best, size = found.command, mid + 1
+            low = mid + 1
+        elif past_ties and found.priced_out:
             low = mid + 1
         else:
             high = mid - 1
@@ -477,6 +512,56 @@ class SingleNodeConsolidation:
         if best is None:
             return Outcome(skipped=tuple(skipped), examined=done, complete=complete)
         return Outcome(commands=(best,), skipped=tuple(skipped), examined=done)
+
+
+def _worth_it(command: Command) -> bool:
+    """Does a command found past the fixed point save enough to be worth its evictions: at
+    least `FIXED_POINT_SHARE` of its candidates' price?"""
+    return savings(command) >= FIXED_POINT_SHARE * (candidates_price(command.candidates) or 0.0)
+
+
+@attrs.frozen
+class FixedPointConsolidation:
+    """karpy's search, last: when neither multi-node nor single-node consolidation found anything
+    this pass, the merges their searches cannot see. Multi-node's bisection stops at a prefix
+    that fits but only ties on price, and a prefix is always the first candidates, so two
+    half-used nodes apart in disruption-cost order are never asked together. This method
+    binary-searches the prefixes again going on past ties (`_prefix_search`), then tries every
+    pair of the first `Settings.pairs` candidates (budgets allowing), and keeps the best of what
+    consolidates (`_better`). Run last, it changes nothing on the way: it only carries on from
+    the fixed point the other two stop at."""
+
+    settings: Settings = Settings()
+    name: ClassVar[Kind] = Kind.MULTI_NODE_CONSOLIDATION
+    reason: ClassVar[Reason] = Reason.UNDERUTILIZED
+
+    def compute(self, given: MethodInput) -> Outcome:
+        if self.settings.search is not Search.KARPY:
+            return Outcome()
+        found, _ = eligible(given)
+        spot = self.settings.spot_to_spot
+        given = attrs.evolve(given, simulate=given.relaxed or given.simulate)
+        ordered, _ = Budget(given.allowances, self.reason).within(found)
+        ordered = ordered[:MAX_MULTI_CANDIDATES]
+        best, _ = _prefix_search(
+            ordered, given.simulate, method=self.name, spot_to_spot=spot, past_ties=True
+        )
+        if best is not None and not _worth_it(best):
+            best = None
+        head = ordered[: self.settings.pairs]
+        for i, first in enumerate(head):
+            for second in head[i + 1 :]:
+                if best is not None and {first.name, second.name} <= set(best.names):
+                    continue  # already inside a set that consolidates
+                trial = evaluate(
+                    [first, second], given.simulate, method=self.name, spot_to_spot=spot
+                )
+                command = trial.command
+                if command is not None and _worth_it(command) and _better(command, best):
+                    best = command
+        if best is None or not balanced(best, found):
+            return Outcome()
+        return Outcome(commands=(best,))
 
 
 def validate(

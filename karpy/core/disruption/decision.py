@@ -24,6 +24,7 @@ from karpy.core.disruption.candidates import (
     select,
 )
 from karpy.core.disruption.consolidation import (
+    FixedPointConsolidation,
     MultiNodeConsolidation,
     Settings,
     SingleNodeConsolidation,
@@ -55,6 +56,7 @@ def disruption_methods(settings: Settings | None = None) -> tuple[Method, ...]:
         Drift(),
         MultiNodeConsolidation(settings),
         SingleNodeConsolidation(settings),
+        FixedPointConsolidation(settings),
     )
 
 

@@ -151,6 +151,30 @@ def test_the_minimum_improvement_holds_back_a_marginal_merge(search: Search) -> 
     assert done == []
 
 
+def test_karpys_prefix_search_goes_on_past_a_price_neutral_merge() -> None:
+    # Seven 1-vCPU nodes with 800m used each: two to five of them fit one node of exactly their
+    # combined price (a tie, no saving), six or seven fit one a size smaller. Karpenter's
+    # bisection probes four, sees no saving and stops shorter; karpy's goes on to longer ones.
+    nodes = tuple(
+        FleetNode(
+            name=f"node-{n}",
+            instance_type=TYPES[0].name,
+            zone="test-zone-1",
+            capacity_type=OD,
+            pods=(pod(n, "800m"),),
+        )
+        for n in range(7)
+    )
+    start = attrs.evolve(fleet(), nodes=nodes)
+    _, done = settle(start, Search.KARPENTER)
+    assert done == []
+    end, done = settle(start, Search.KARPY)
+    assert len(done) == 1
+    assert len(done[0].candidates) >= 6
+    assert end.price < start.price
+    assert sorted(p.uid for p in end.pods) == sorted(p.uid for p in start.pods)
+
+
 def test_when_empty_pools_are_not_consolidated() -> None:
     start = fleet((3, 3), (3, 3), disruption=attrs.evolve(OPEN, policy=Policy.WHEN_EMPTY))
     decision = disrupt(start.facts(), start.pools(), now=NOW, simulate=start.simulate)
