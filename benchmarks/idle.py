@@ -24,7 +24,6 @@ import contextlib
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -36,15 +35,14 @@ from perf_suite import (  # benchmarks/ is the script's folder
     SMALL,
     App,
     _connect,
-    _free_port,
     _status,
-    checkout_path,
     cpu_seconds,
     deployment,
     nodeclass,
     nodepool,
     rss_bytes,
     snapshot,
+    spawn_karpy,
 )
 
 from karpy.apis.crds import all_crds, render_crd
@@ -66,32 +64,7 @@ class Rest:
 
 def start(root: Path, kubeconfig: Path, log: Path) -> tuple[subprocess.Popen[bytes], int]:
     """`karpy run` (kwok provider) from the checkout at `root`; the process and its health port."""
-    port = _free_port()
-    command = [
-        sys.executable,
-        "-m",
-        "karpy",
-        "run",
-        "--kubeconfig",
-        str(kubeconfig),
-        "--disable-leader-election",
-        "--bind-address",
-        "127.0.0.1",
-        "--metrics-port",
-        "0",
-        "--health-probe-port",
-        str(port),
-        "--provider",
-        "kwok",
-    ]
-    env = {
-        **os.environ,
-        "LOG_LEVEL": os.environ.get("LOG_LEVEL", "warning"),
-        "PYTHONPATH": checkout_path(root),
-    }
-    with log.open("w") as sink:
-        process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=env)
-    return process, port
+    return spawn_karpy(root, kubeconfig, log)
 
 
 async def ready(process: subprocess.Popen[bytes], port: int, within: float = 300.0) -> None:

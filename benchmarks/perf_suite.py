@@ -541,13 +541,48 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@attrs.define
 def checkout_path(root: Path) -> str:
     """A PYTHONPATH that loads karpy and every provider from the checkout at `root`."""
     paths = [root, *(root / "providers" / name for name in ("aws", "kwok", "clusterapi"))]
     return os.pathsep.join(str(path) for path in paths)
 
 
+def spawn_karpy(
+    root: Path, kubeconfig: Path, log: Path, profile: Path | None = None
+) -> tuple[subprocess.Popen[bytes], int]:
+    """`karpy run` (kwok provider) from the checkout at `root`, whatever the caller's path says,
+    optionally under cProfile; the process and its health port."""
+    port = _free_port()
+    runner = ["-m", "cProfile", "-o", str(profile)] if profile else []
+    command = [
+        sys.executable,
+        *runner,
+        "-m",
+        "karpy",
+        "run",
+        "--kubeconfig",
+        str(kubeconfig),
+        "--disable-leader-election",
+        "--bind-address",
+        "127.0.0.1",
+        "--metrics-port",
+        "0",
+        "--health-probe-port",
+        str(port),
+        "--provider",
+        "kwok",
+    ]
+    env = {
+        **os.environ,
+        "LOG_LEVEL": os.environ.get("LOG_LEVEL", "warning"),
+        "PYTHONPATH": checkout_path(root),
+    }
+    with log.open("w") as sink:
+        process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=env)
+    return process, port
+
+
+@attrs.define
 class Karpy:
     """`karpy run` (kwok provider) as a child process, optionally under cProfile."""
 
@@ -556,35 +591,7 @@ class Karpy:
 
     @classmethod
     def start(cls, kubeconfig: Path, log: Path, profile: Path | None = None) -> Karpy:
-        port = _free_port()
-        runner = ["-m", "cProfile", "-o", str(profile)] if profile else []
-        command = [
-            sys.executable,
-            *runner,
-            "-m",
-            "karpy",
-            "run",
-            "--kubeconfig",
-            str(kubeconfig),
-            "--disable-leader-election",
-            "--bind-address",
-            "127.0.0.1",
-            "--metrics-port",
-            "0",
-            "--health-probe-port",
-            str(port),
-            "--provider",
-            "kwok",
-        ]
-        # The karpy of this checkout, whatever the caller's path says.
-        env = {
-            **os.environ,
-            "LOG_LEVEL": os.environ.get("LOG_LEVEL", "warning"),
-            "PYTHONPATH": checkout_path(ROOT),
-        }
-        with log.open("w") as sink:
-            process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=env)
-        return cls(process, port)
+        return cls(*spawn_karpy(ROOT, kubeconfig, log, profile))
 
     @property
     def pid(self) -> int:
