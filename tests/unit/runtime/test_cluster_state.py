@@ -11,7 +11,11 @@ from karpy.kube.watch import Event, EventType
 from karpy.runtime.telemetry import Telemetry
 from karpy.state.cluster import ClusterState
 
-NODES = ResourceKind[str](kind="Node", plural="nodes", version="v1", namespaced=False, decode=str)
+# Stand-in kinds whose objects are strings. Not named Node: a Node update is compared field by
+# field to tell a heartbeat from a change (karpy/state/generation.py, tests/unit/state).
+THINGS = ResourceKind[str](
+    kind="Thing", plural="things", version="v1", namespaced=False, decode=str
+)
 PODS = ResourceKind[str](kind="Pod", plural="pods", version="v1", decode=str)
 
 
@@ -25,9 +29,9 @@ def item(kind: ResourceKind[Any], name: str, version: str, *, namespace: str = "
 def test_synced_only_after_every_store_listed(telemetry: Telemetry) -> None:
     state = ClusterState(metrics=telemetry.metrics)
     seen = [state.synced]
-    nodes = state.register(NODES, indexes={})
+    nodes = state.register(THINGS, indexes={})
     pods = state.register(PODS, indexes={})
-    nodes.replace([item(NODES, "n1", "1")])
+    nodes.replace([item(THINGS, "n1", "1")])
     state.mark_listed()
     seen.append(state.synced)
     pods.replace([])
@@ -39,10 +43,12 @@ def test_synced_only_after_every_store_listed(telemetry: Telemetry) -> None:
 
 def test_replace_reports_added_modified_deleted(telemetry: Telemetry) -> None:
     state = ClusterState(metrics=telemetry.metrics)
-    store = state.register(NODES, indexes={})
-    store.replace([item(NODES, "keep", "1"), item(NODES, "change", "1"), item(NODES, "gone", "1")])
+    store = state.register(THINGS, indexes={})
+    store.replace(
+        [item(THINGS, "keep", "1"), item(THINGS, "change", "1"), item(THINGS, "gone", "1")]
+    )
     changes = store.replace(
-        [item(NODES, "keep", "1"), item(NODES, "change", "2"), item(NODES, "new", "1")]
+        [item(THINGS, "keep", "1"), item(THINGS, "change", "2"), item(THINGS, "new", "1")]
     )
     summary = sorted((change.type.value, change.item.ref.name) for change in changes)
     assert summary == [("ADDED", "new"), ("DELETED", "gone"), ("MODIFIED", "change")]
@@ -63,9 +69,9 @@ def test_apply_events(telemetry: Telemetry) -> None:
 
 def test_kinds_register_once_and_must_be_registered(telemetry: Telemetry) -> None:
     state = ClusterState(metrics=telemetry.metrics)
-    state.register(NODES, indexes={})
+    state.register(THINGS, indexes={})
     with pytest.raises(ValueError, match="already registered"):
-        state.register(NODES, indexes={})
+        state.register(THINGS, indexes={})
     with pytest.raises(KeyError, match="not registered"):
         state.store(PODS)
 
