@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any, Final, TextIO
 import attrs
 
 from karpy.apis.v1 import labels as wk
+from karpy.operator.sidecar import sidecar
 from karpy.runtime.options import NAMED_PROVIDER_SETTINGS
 
 EMULATOR_MODULE: Final = "karpy_aws_emulator"
@@ -92,40 +92,21 @@ async def emulator(*, kubeconfig: Path, cluster_name: str, log: TextIO) -> Async
     Raises EmulatorError when it exits before it is ready (for instance when moto, a
     development dependency, is not installed; its log says how to install it).
     """
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
+    async with sidecar(
         EMULATOR_MODULE,
         "--kubeconfig",
         str(kubeconfig),
         "--cluster-name",
         cluster_name,
-        "--until-stdin-closes",
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=log,
-    )
-    stdin, stdout = process.stdin, process.stdout
-    if stdin is None or stdout is None:  # both are pipes, as asked above
-        raise EmulatorError("the AWS emulator was started without pipes")
-    try:
-        async with asyncio.timeout(READY_TIMEOUT):
-            line = await stdout.readline()
-            if not line:
-                code = await process.wait()
-                msg = f"the AWS emulator exited ({code}) before it was ready; see {log.name}"
-                raise EmulatorError(msg)
-        running = Emulator(cluster_name, json.loads(line), stdout)
+        what="the AWS emulator",
+        log=log,
+        error=EmulatorError,
+        ready_timeout=READY_TIMEOUT,
+        stop_timeout=STOP_TIMEOUT,
+    ) as helper:
+        running = Emulator(cluster_name, helper.ready, helper.stdout)
         yield running
-    finally:
-        stdin.close()
-        try:
-            async with asyncio.timeout(STOP_TIMEOUT):
-                await process.wait()
-        except TimeoutError:
-            process.kill()
-            await process.wait()
-    running.exit_code = process.returncode
+    running.exit_code = helper.process.returncode
 
 
 def last_line(path: Path) -> str:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
-import sys
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -26,6 +25,7 @@ from typing import Any, Final, TextIO
 import attrs
 
 from karpy.localcluster import ensure_clusterapi
+from karpy.operator.sidecar import sidecar
 
 TESTBED_MODULE: Final = "karpy_clusterapi_testbed"
 FLEET: Final = "karpy-demo"
@@ -109,9 +109,7 @@ async def testbed(*, kubeconfig: Path, log: TextIO) -> AsyncIterator[Testbed]:
         )
         raise TestbedError(msg)
     built = await asyncio.to_thread(ensure_clusterapi)
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
+    async with sidecar(
         TESTBED_MODULE,
         "--kubeconfig",
         str(kubeconfig),
@@ -123,27 +121,10 @@ async def testbed(*, kubeconfig: Path, log: TextIO) -> AsyncIterator[Testbed]:
         FLEET,
         "--small-max-size",
         str(SMALL_MAX_SIZE),
-        "--until-stdin-closes",
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=log,
-    )
-    stdin, stdout = process.stdin, process.stdout
-    if stdin is None or stdout is None:  # both are pipes, as asked above
-        raise TestbedError("the Cluster API setup was started without pipes")
-    try:
-        async with asyncio.timeout(READY_TIMEOUT):
-            line = await stdout.readline()
-            if not line:
-                code = await process.wait()
-                msg = f"the Cluster API setup exited ({code}) before it was ready; see {log.name}"
-                raise TestbedError(msg)
-        yield Testbed(json.loads(line), stdout)
-    finally:
-        stdin.close()
-        try:
-            async with asyncio.timeout(STOP_TIMEOUT):
-                await process.wait()
-        except TimeoutError:
-            process.kill()
-            await process.wait()
+        what="the Cluster API setup",
+        log=log,
+        error=TestbedError,
+        ready_timeout=READY_TIMEOUT,
+        stop_timeout=STOP_TIMEOUT,
+    ) as helper:
+        yield Testbed(helper.ready, helper.stdout)

@@ -143,25 +143,30 @@ def _budget() -> st.SearchStrategy[dict[str, Any]]:
     )
 
 
+def _template(spec: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrategy[dict[str, Any]]:
+    """A NodePool's `template` (v1 and v1beta1 alike): `spec`, and maybe labels."""
+    return st.fixed_dictionaries(
+        {"spec": spec},
+        optional={
+            "metadata": st.fixed_dictionaries(
+                {},
+                optional={
+                    "labels": st.dictionaries(
+                        st.one_of(st.sampled_from(LABEL_KEYS), JUNK),
+                        _label_value(),
+                        max_size=3,
+                    ),
+                },
+            )
+        },
+    )
+
+
 def nodepools(kwok_class: str) -> st.SearchStrategy[dict[str, Any]]:
     """A v1 NodePool's spec (the caller names it)."""
     return st.fixed_dictionaries(
         {
-            "template": st.fixed_dictionaries(
-                {"spec": _template_spec(kwok_class)},
-                optional={
-                    "metadata": st.fixed_dictionaries(
-                        {},
-                        optional={
-                            "labels": st.dictionaries(
-                                st.one_of(st.sampled_from(LABEL_KEYS), JUNK),
-                                _label_value(),
-                                max_size=3,
-                            ),
-                        },
-                    )
-                },
-            ),
+            "template": _template(_template_spec(kwok_class)),
         },
         optional={
             "disruption": st.fixed_dictionaries(
@@ -284,21 +289,7 @@ def v1beta1_nodepools(kwok_class: str) -> st.SearchStrategy[dict[str, Any]]:
     WhenUnderutilized is a policy of its own (v1 reads WhenEmptyOrUnderutilized)."""
     return st.fixed_dictionaries(
         {
-            "template": st.fixed_dictionaries(
-                {"spec": _v1beta1_template_spec(kwok_class)},
-                optional={
-                    "metadata": st.fixed_dictionaries(
-                        {},
-                        optional={
-                            "labels": st.dictionaries(
-                                st.one_of(st.sampled_from(LABEL_KEYS), JUNK),
-                                _label_value(),
-                                max_size=3,
-                            ),
-                        },
-                    )
-                },
-            ),
+            "template": _template(_v1beta1_template_spec(kwok_class)),
         },
         optional={
             "disruption": st.fixed_dictionaries(
