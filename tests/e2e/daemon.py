@@ -26,6 +26,7 @@ from karpy.operator.supervisor import Supervisor
 from karpy.operator.wiring import build
 from karpy.runtime.options import load
 from karpy_kwok.apis import labels as kwoklabels
+from tests.support.waiting import eventually
 
 PAUSE_IMAGE = "public.ecr.aws/eks-distro/kubernetes/pause:3.2"
 STOP_TIMEOUT = 60.0
@@ -266,6 +267,24 @@ async def nodeclaims(api: client.ApiClient, pool: str) -> list[dict[str, Any]]:
         wk.GROUP, "v1", "nodeclaims"
     )
     return [c for c in listed["items"] if c["metadata"]["labels"].get(wk.LABEL_NODEPOOL) == pool]
+
+
+async def claim_recording(api: client.ApiClient, pool: str, node_name: str) -> dict[str, Any]:
+    """The one NodeClaim of NodePool `pool`, once its status records Node `node_name`.
+
+    The lifecycle lifts the unregistered taint before it writes the NodeClaim's status (one
+    status patch at the end of its pass, as Karpenter's), so on kwok a pod can run on the node
+    before its NodeClaim has any status at all: a test that acts on the node (deletes it,
+    attaches a volume) waits for the record first.
+    """
+
+    async def recorded() -> list[dict[str, Any]]:
+        claims = await nodeclaims(api, pool)
+        names = [c.get("status", {}).get("nodeName") for c in claims]
+        return claims if names == [node_name] else []
+
+    (claim,) = await eventually(recorded, within=30, what="the NodeClaim to record its node")
+    return claim
 
 
 def claim_annotations(claim: Mapping[str, Any]) -> dict[str, str]:

@@ -9,8 +9,6 @@ replacement runs elsewhere, and the instance, the NodeClaim and the Node are all
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from kubernetes_asyncio import client
 
@@ -18,6 +16,7 @@ from karpy.apis.v1 import labels as wk
 from karpy.cloudprovider import NodeClaimNotFoundError
 from karpy.localcluster import ClusterInfo
 from tests.e2e.daemon import (
+    claim_recording,
     create_deployment,
     create_pdb,
     deployment,
@@ -56,15 +55,7 @@ async def test_deleting_a_node_drains_it_within_its_pdb_and_removes_the_instance
         node = await core.read_node(node_name)
         provider_id = node.spec.provider_id
 
-        # The lifecycle lifts the unregistered taint before it writes the NodeClaim's status
-        # (one status patch at the end of its pass, as Karpenter's), so with kwok the pod may
-        # run before the claim records its node: wait for the record.
-        async def recorded() -> list[dict[str, Any]]:
-            claims = await nodeclaims(api_client, pool)
-            names = [c.get("status", {}).get("nodeName") for c in claims]
-            return claims if names == [node_name] else []
-
-        (claim,) = await eventually(recorded, within=30, what="the NodeClaim to record its node")
+        claim = await claim_recording(api_client, pool, node_name)
 
         await core.delete_node(node_name)
 

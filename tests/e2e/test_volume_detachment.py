@@ -19,6 +19,7 @@ from kubernetes_asyncio import client
 
 from karpy.localcluster import ClusterInfo
 from tests.e2e.daemon import (
+    claim_recording,
     create_deployment,
     deployment,
     fresh_nodepool,
@@ -103,7 +104,7 @@ async def test_a_drained_node_stays_until_its_volume_attachment_goes(
         async with running_daemon(cluster_info):
             (pod,) = await eventually(running(api_client, namespace, "stateful", 1), within=60)
             node_name = pod.spec.node_name
-            (claim,) = await nodeclaims(api_client, pool)
+            claim = await claim_recording(api_client, pool, node_name)
             created = _attach(kube_http, f"vol-{pool}", node_name)
             await core.delete_node(node_name)
 
@@ -122,7 +123,7 @@ async def test_a_drained_node_stays_until_its_volume_attachment_goes(
                 return any(
                     (c["type"], c["status"], c.get("reason"))
                     == ("VolumesDetached", "Unknown", "AwaitingVolumeDetachment")
-                    for c in current["status"].get("conditions", [])
+                    for c in current.get("status", {}).get("conditions", [])
                 )
 
             await eventually(awaiting_detachment, within=30)
@@ -163,7 +164,7 @@ async def test_a_volume_attachment_that_never_goes_holds_the_node_only_until_the
         async with running_daemon(cluster_info):
             (pod,) = await eventually(running(api_client, namespace, "stateful", 1), within=60)
             node_name = pod.spec.node_name
-            (claim,) = await nodeclaims(api_client, pool)
+            claim = await claim_recording(api_client, pool, node_name)
             created = _attach(kube_http, f"vol-{pool}", node_name)
             await core.delete_node(node_name)
 
@@ -173,7 +174,7 @@ async def test_a_volume_attachment_that_never_goes_holds_the_node_only_until_the
                     == ("VolumesDetached", "Unknown", "AwaitingVolumeDetachment")
                     for current in await nodeclaims(api_client, pool)
                     if current["metadata"]["name"] == claim["metadata"]["name"]
-                    for c in current["status"].get("conditions", [])
+                    for c in current.get("status", {}).get("conditions", [])
                 )
 
             await eventually(awaiting_detachment, within=30)
