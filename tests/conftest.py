@@ -21,10 +21,11 @@ import yaml
 from hypothesis import HealthCheck, settings
 
 from karpy.localcluster import ClusterInfo, LocalCluster, PortInUseError
+from karpy.localcluster.build import tools_cached
 from karpy.runtime.telemetry import Telemetry
 from tests.support.clusterapi import clusterapi  # noqa: F401 - the session's Cluster API
 from tests.support.kubehttp import KubeHTTP, KubeHTTPError
-from tests.support.marks import ONE_AT_A_TIME
+from tests.support.marks import CHAINS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -43,20 +44,28 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests under tests/cluster and tests/e2e need the control plane: mark them so.
 
     The order is the order xdist hands work out (scripts/check runs it without reordering):
-    the one-at-a-time chain first, since it is the suite's longest path; then the rest; tests
-    marked ``tools`` (helm, Jaeger, Cluster API) last, so the tools' build has the whole suite
-    to finish in and no worker sits waiting for it (tests/support/marks.py).
+    the two chains of heavy tests first, since each is one worker's longest stretch. Tests
+    marked ``tools`` (helm, Jaeger, Cluster API) come next when those are cached — the Cluster
+    API tests are one xdist group, the third worker's long first stretch — and last when they
+    still build beside the suite, so the build has the whole suite to finish in and no worker
+    sits waiting for it (tests/support/marks.py). A chained test that needs a tool runs last
+    in its chain.
     """
     for item in items:
         parts = Path(str(item.path)).relative_to(ROOT / "tests").parts
         if parts and parts[0] in _CLUSTER_DIRS:
             item.add_marker(pytest.mark.cluster)
+    building = not tools_cached()
 
     def order(item: pytest.Item) -> tuple[int, bool]:
         group = item.get_closest_marker("xdist_group")
-        chained = group is not None and ONE_AT_A_TIME.args[0] in group.args
+        chained = group is not None and bool(CHAINS.intersection(group.args))
         tools = item.get_closest_marker("tools") is not None
-        return (0 if chained else 2 if tools else 1, tools)
+        if chained:
+            return (0, tools)
+        if tools:
+            return (3, False) if building else (1, False)
+        return (2, False)
 
     items.sort(key=order)
 

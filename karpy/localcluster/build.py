@@ -183,7 +183,7 @@ def ensure_helm(*, cache_dir: Path | None = None, progress: Progress = print_pro
     """Return helm, building it when the cache lacks it (same side effects and errors as
     :func:`ensure_binaries`, under a lock of its own)."""
     root = cache_dir or cache_root()
-    helm = root / "bin" / f"helm-v{HELM_VERSION}" / "helm"
+    helm = _helm(root)
     if not _is_executable(helm):
         _check_go()
         with _lock(root / "locks" / "tools.lock", progress=progress):
@@ -204,7 +204,7 @@ def ensure_jaeger(*, cache_dir: Path | None = None, progress: Progress = print_p
     it when the cache lacks it, under a lock of its own (side effects and errors as
     :func:`ensure_binaries`)."""
     root = cache_dir or cache_root()
-    jaeger = root / "bin" / f"jaeger-v{JAEGER_VERSION}" / "jaeger"
+    jaeger = _jaeger(root)
     if not _is_executable(jaeger):
         _check_go()
         with _lock(root / "locks" / "jaeger.lock", progress=progress):
@@ -229,10 +229,10 @@ def ensure_clusterapi(
     building it when the cache lacks it, under a lock of its own (side effects and errors as
     :func:`ensure_binaries`)."""
     root = cache_dir or cache_root()
-    home = root / "bin" / f"cluster-api-v{CLUSTER_API_VERSION}"
+    home = _clusterapi_home(root)
     manager = home / "manager"
     webhooks = home / "webhooks.yaml"
-    if not _is_executable(manager) or not webhooks.is_file():
+    if not _clusterapi_built(home):
         _check_go(CLUSTER_API_MINIMUM_GO, what=f"Cluster API {CLUSTER_API_VERSION}")
         with _lock(root / "locks" / "cluster-api.lock", progress=progress):
             module = _clusterapi_module(root)
@@ -255,6 +255,33 @@ def ensure_clusterapi(
     return ClusterAPI(
         manager=manager, crds=tuple(sorted((home / "crds").glob("*.yaml"))), webhooks=webhooks
     )
+
+
+def tools_cached(*, cache_dir: Path | None = None) -> bool:
+    """Whether helm, Jaeger and Cluster API's manager are all in the cache already (nothing to
+    build): the suite hands their tests out early then, and last when they still build."""
+    root = cache_dir or cache_root()
+    return (
+        _is_executable(_helm(root))
+        and _is_executable(_jaeger(root))
+        and _clusterapi_built(_clusterapi_home(root))
+    )
+
+
+def _helm(root: Path) -> Path:
+    return root / "bin" / f"helm-v{HELM_VERSION}" / "helm"
+
+
+def _jaeger(root: Path) -> Path:
+    return root / "bin" / f"jaeger-v{JAEGER_VERSION}" / "jaeger"
+
+
+def _clusterapi_home(root: Path) -> Path:
+    return root / "bin" / f"cluster-api-v{CLUSTER_API_VERSION}"
+
+
+def _clusterapi_built(home: Path) -> bool:
+    return _is_executable(home / "manager") and (home / "webhooks.yaml").is_file()
 
 
 def ensure_tools(*, cache_dir: Path | None = None, progress: Progress = print_progress) -> Tools:

@@ -12,9 +12,9 @@ import pytest
 
 from karpy.localcluster import LocalCluster
 from karpy.localcluster.cluster import COMPONENTS
-from tests.support.marks import ONE_AT_A_TIME
+from tests.support.marks import CHAIN_B
 
-pytestmark = ONE_AT_A_TIME  # each test starts a control plane of its own
+pytestmark = CHAIN_B  # each test starts a control plane of its own
 
 
 def _quiet(_: str) -> None:

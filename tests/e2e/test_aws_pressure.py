@@ -21,13 +21,13 @@ from kubernetes_asyncio import client
 from karpy.localcluster import ClusterInfo
 from karpy.operator.demo_aws import Emulator
 from tests.e2e.test_aws_walkthrough import emulator  # noqa: F401 - the fixture
-from tests.support.marks import ONE_AT_A_TIME
+from tests.support.marks import CHAIN_A
 from tests.support.pressure import malformed, pressure_trial
 
 pytestmark = [
     pytest.mark.usefixtures("karpy_crds"),
     pytest.mark.aws,
-    ONE_AT_A_TIME,
+    CHAIN_A,
     # The emulator's start, about 30 s of deliberate backoff after the throttled window, the
     # queue's drain and the clean-up: some 2 minutes on a quiet machine, over 5 at a load
     # average of 40 (other work on the same two cores).

@@ -44,7 +44,7 @@ from tests.e2e.daemon import (
     running_daemon,
     scale,
 )
-from tests.support.marks import ONE_AT_A_TIME
+from tests.support.marks import CHAIN_A
 from tests.support.secrets import (
     Witness,
     assert_no_secrets,
@@ -57,7 +57,7 @@ from tests.support.waiting import eventually
 pytestmark = [
     pytest.mark.usefixtures("karpy_crds"),
     pytest.mark.aws,
-    ONE_AT_A_TIME,  # moto, the kubelet bridge and karpy as processes of their own
+    CHAIN_A,  # moto, the kubelet bridge and karpy as processes of their own
 ]
 
 CONSOLIDATE_AFTER = "5s"

@@ -30,7 +30,7 @@ from tests.e2e.daemon import (
 )
 from tests.support.waiting import eventually
 
-# Waits on states, never on time, so it runs beside other tests, outside the one-at-a-time chain.
+# Waits on states, never on time, so it runs beside other tests, outside the chains of heavy tests.
 pytestmark = [pytest.mark.usefixtures("karpy_crds")]
 
 GATES = {"FEATURE_GATES": "CapacityBuffer=true"}

@@ -30,11 +30,11 @@ from tests.e2e.daemon import (
     scale,
     steadily,
 )
-from tests.support.marks import ONE_AT_A_TIME
+from tests.support.marks import CHAIN_A
 from tests.support.metrics import total
 from tests.support.waiting import eventually
 
-pytestmark = [pytest.mark.usefixtures("karpy_crds"), ONE_AT_A_TIME]
+pytestmark = [pytest.mark.usefixtures("karpy_crds"), CHAIN_A]
 
 FLAGS = ("--consolidation-validation-delay", "1s")
 

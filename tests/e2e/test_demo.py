@@ -12,10 +12,10 @@ import sys
 import pytest
 
 from karpy.localcluster import ensure_clusterapi
-from tests.support.marks import ONE_AT_A_TIME
+from tests.support.marks import CHAIN_B
 
 
-@ONE_AT_A_TIME  # a control plane of its own, besides the session's
+@CHAIN_B  # a control plane of its own, besides the session's
 @pytest.mark.usefixtures("local_cluster")  # binaries are built once, by the session cluster
 def test_karpy_demo_plays_the_walkthrough_and_exits_zero() -> None:
     name = f"demo-{secrets.token_hex(3)}"
@@ -43,7 +43,7 @@ def test_karpy_demo_plays_the_walkthrough_and_exits_zero() -> None:
 
 
 # A control plane of its own, besides the session's: with the Cluster API tests, which run last,
-# not in the one-at-a-time chain, the suite's longest path.
+# not in a chain of heavy tests (tests/support/marks.py).
 @pytest.mark.xdist_group("clusterapi")
 @pytest.mark.usefixtures("local_cluster")
 @pytest.mark.tools  # last: Cluster API's manager may still be building beside the suite

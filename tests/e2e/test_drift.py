@@ -30,10 +30,10 @@ from tests.e2e.daemon import (
     running_daemon,
     steadily,
 )
-from tests.support.marks import ONE_AT_A_TIME
+from tests.support.marks import CHAIN_B
 from tests.support.waiting import eventually
 
-pytestmark = [pytest.mark.usefixtures("karpy_crds"), ONE_AT_A_TIME]
+pytestmark = [pytest.mark.usefixtures("karpy_crds"), CHAIN_B]
 
 
 def _spread(app: str) -> dict[str, Any]:

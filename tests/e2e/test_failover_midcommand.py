@@ -41,10 +41,10 @@ from tests.e2e.daemon import (
     running,
 )
 from tests.support.kubehttp import KubeHTTP
-from tests.support.marks import ONE_AT_A_TIME
+from tests.support.marks import CHAIN_B
 from tests.support.waiting import eventually
 
-pytestmark = [pytest.mark.usefixtures("karpy_crds"), ONE_AT_A_TIME]
+pytestmark = [pytest.mark.usefixtures("karpy_crds"), CHAIN_B]
 
 WRITES = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 IN_FLIGHT = 2.0

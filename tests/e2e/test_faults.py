@@ -28,11 +28,11 @@ from karpy.kube.client import KubeClient
 from karpy.kube.install import install_crds
 from karpy.localcluster import ClusterInfo, LocalCluster, PortInUseError
 from tests.support.faults import Setup, crash_trial, outage_trial, table
-from tests.support.marks import ONE_AT_A_TIME
+from tests.support.marks import CHAIN_A
 
 log = logging.getLogger(__name__)
 
-pytestmark = ONE_AT_A_TIME  # karpy processes of their own; the outage, a control plane too
+pytestmark = CHAIN_A  # karpy processes of their own; the outage, a control plane too
 
 KILL_MOMENTS = (1.5, 3.0, 4.0, 6.0)
 """Seconds after the scale-up: while NodeClaims are being created, while they launch, and

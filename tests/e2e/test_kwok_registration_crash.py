@@ -19,11 +19,11 @@ from karpy.kube.client import KubeClient
 from karpy.localcluster import ClusterInfo
 from karpy_kwok.apis import labels as kwoklabels
 from tests.support.faults import Setup, crash_trial, table
-from tests.support.marks import ONE_AT_A_TIME
+from tests.support.marks import CHAIN_B
 
 log = logging.getLogger(__name__)
 
-pytestmark = [ONE_AT_A_TIME, pytest.mark.usefixtures("karpy_crds")]
+pytestmark = [CHAIN_B, pytest.mark.usefixtures("karpy_crds")]
 
 REGISTRATION_DELAY = "10s"
 KILL_AFTER = 5.0

@@ -38,10 +38,10 @@ from tests.e2e.daemon import (
     scale,
 )
 from tests.e2e.test_legacy_seeds import SEEDS, kubectl
-from tests.support.marks import ONE_AT_A_TIME
+from tests.support.marks import CHAIN_B
 from tests.support.waiting import eventually
 
-pytestmark = [pytest.mark.usefixtures("karpy_crds"), pytest.mark.aws, ONE_AT_A_TIME]
+pytestmark = [pytest.mark.usefixtures("karpy_crds"), pytest.mark.aws, CHAIN_B]
 
 
 def _client(emulator: Emulator, service: str) -> Any:

@@ -43,11 +43,11 @@ from tests.e2e.daemon import (
     running_daemon,
     scale,
 )
-from tests.support.marks import ONE_AT_A_TIME
+from tests.support.marks import CHAIN_A
 from tests.support.processes import stop
 from tests.support.waiting import eventually
 
-pytestmark = [pytest.mark.usefixtures("karpy_crds"), ONE_AT_A_TIME]
+pytestmark = [pytest.mark.usefixtures("karpy_crds"), CHAIN_A]
 
 KARPENTER_NAMES_PROMTOOL_FLAGS: dict[str, str] = {
     **dict.fromkeys(

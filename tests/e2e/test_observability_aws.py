@@ -48,10 +48,10 @@ from tests.e2e.test_observability import (
     scraped,
 )
 from tests.support.kubehttp import KubeHTTP
-from tests.support.marks import ONE_AT_A_TIME
+from tests.support.marks import CHAIN_B
 from tests.support.waiting import eventually
 
-pytestmark = [pytest.mark.usefixtures("karpy_crds"), pytest.mark.aws, ONE_AT_A_TIME]
+pytestmark = [pytest.mark.usefixtures("karpy_crds"), pytest.mark.aws, CHAIN_B]
 
 AWS_PATH = tuple(
     name

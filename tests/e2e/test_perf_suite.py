@@ -20,7 +20,7 @@ import pytest
 
 from karpy.localcluster import ClusterInfo
 
-# No figure is held to a time, so it runs beside other tests, outside the one-at-a-time chain.
+# No figure is held to a time, so it runs beside other tests, outside the chains of heavy tests.
 pytestmark = [pytest.mark.timeout(600)]
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"

@@ -37,10 +37,10 @@ from tests.e2e.daemon import (
     scale,
 )
 from tests.support.jaeger import Jaeger, jaeger, references, tags
-from tests.support.marks import ONE_AT_A_TIME, TOOLS
+from tests.support.marks import CHAIN_A, TOOLS
 from tests.support.waiting import eventually
 
-pytestmark = [pytest.mark.usefixtures("karpy_crds"), ONE_AT_A_TIME, *TOOLS]
+pytestmark = [pytest.mark.usefixtures("karpy_crds"), CHAIN_A, *TOOLS]
 
 Span = dict[str, Any]
 

@@ -8,7 +8,7 @@ watches one kwok Node for longer than the grace period: its Lease in kube-node-l
 with every gap well inside the grace period (what keeps the node-lifecycle controller from
 marking it NotReady, whatever the status heartbeat does), it stays Ready throughout, and no
 NodeNotReady event is recorded. It only watches, so it runs beside other tests rather than in
-the one-at-a-time group, whose chain of heavy tests is the suite's longest path.
+a chain of heavy tests (tests/support/marks.py).
 """
 
 from __future__ import annotations

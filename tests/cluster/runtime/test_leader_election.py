@@ -27,14 +27,14 @@ from tests.cluster.runtime.support import (
     spawn_replica,
     stop_replica,
 )
-from tests.support.marks import ONE_AT_A_TIME
+from tests.support.marks import CHAIN_B
 from tests.support.probes import http_get
 from tests.support.waiting import eventually
 
 # karpy run watches NodeClaims and NodePools: /readyz waits for their CRDs.
 pytestmark = [
     pytest.mark.usefixtures("karpy_crds"),
-    ONE_AT_A_TIME,  # two karpy processes each, and a failover measured against the lease
+    CHAIN_B,  # two karpy processes each, and a failover measured against the lease
 ]
 
 log = logging.getLogger(__name__)

@@ -22,13 +22,13 @@ from karpy.runtime.clock import SystemClock
 from karpy.runtime.options import LeaderElectionOptions
 from karpy.runtime.ratelimit import TokenBucket
 from karpy.runtime.telemetry import Telemetry
-from tests.support.marks import ONE_AT_A_TIME
+from tests.support.marks import CHAIN_B
 from tests.support.waiting import eventually
 
 LEASE_DURATION = 3.0
 RETRY_PERIOD = 0.5
 
-pytestmark = ONE_AT_A_TIME  # several electors on short retry periods
+pytestmark = CHAIN_B  # several electors on short retry periods
 
 
 @pytest.fixture

@@ -30,7 +30,7 @@ from tests.cluster.runtime.support import (
     server_names,
 )
 from tests.support.kubehttp import KubeHTTP
-from tests.support.marks import ONE_AT_A_TIME
+from tests.support.marks import CHAIN_A
 from tests.support.metrics import total
 from tests.support.waiting import eventually
 
@@ -94,7 +94,7 @@ async def test_a_too_old_resource_version_is_gone(kube: KubeClient, namespace: s
         await watch_from_version_one()
 
 
-@ONE_AT_A_TIME  # restarts the worker's kube-apiserver
+@CHAIN_A  # restarts the worker's kube-apiserver
 @pytest.mark.timeout(600)  # the apiserver may need a minute to rebind; see restart_apiserver
 async def test_informers_catch_up_after_the_apiserver_restarts(
     kube: KubeClient,
