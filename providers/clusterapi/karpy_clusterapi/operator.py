@@ -86,7 +86,7 @@ async def build(context: ProviderContext[KubeClient, ClusterView]) -> ClusterAPI
         except KubeConfigError as error:
             msg = f"clusterapi provider: setting 'management-kubeconfig': {error}"
             raise ProviderConfigError(msg) from error
-    return ClusterAPICloudProvider(
+    provider = ClusterAPICloudProvider(
         context.kube,
         management,
         options=options,
@@ -94,3 +94,5 @@ async def build(context: ProviderContext[KubeClient, ClusterView]) -> ClusterAPI
         clock=context.clock,
         owns_management=management is not context.kube,
     )
+    provider.start()  # the management cluster's informers list and watch from now on
+    return provider
