@@ -132,7 +132,8 @@ async def test_creates_read_the_management_cluster_from_the_informers_not_the_ap
 ) -> None:
     """After the informers' first list and watch, creates, gets, lists and drift checks ask the
     apiserver for no MachineDeployment or Machine: the audit log holds only their writes (and a
-    read again after a write's conflict, one per 409)."""
+    read again after a write's conflict, one per 409). The testbed's own requests share karpy's
+    User-Agent; its reads list every namespace at once, so those of the fleet's are karpy's."""
     provider = fleet.provider()
     await provider.get_instance_types(_pool(fleet))  # the informers have listed and watch
     mark = audit.lines(cluster_info.audit_log)
@@ -148,12 +149,13 @@ async def test_creates_read_the_management_cluster_from_the_informers_not_the_ap
     ]
     reads = Counter((r.verb, r.resource) for r in requests if r.verb in {"get", "list"})
     conflicts = Counter(r.resource for r in requests if r.verb == "patch" and r.code == 409)
-    assert reads == Counter(
-        {("get", "machinedeployments"): conflicts["machinedeployments"]} if conflicts else {}
-    ), f"reads {dict(reads)} beyond one per conflict {dict(conflicts)}"
-    writes = Counter(r.resource for r in requests if r.verb == "patch" and r.code == 200)
-    # Each create grows small, claims one Machine and drops its scale-up record.
-    assert writes == Counter({"machinedeployments": 4, "machines": 2})
+    assert reads == Counter({("get", "machinedeployments"): conflicts["machinedeployments"]}), (
+        f"reads {dict(reads)} beyond one per conflict {dict(conflicts)}"
+    )
+    grows_and_settles = [
+        r for r in requests if (r.verb, r.resource, r.code) == ("patch", "machinedeployments", 200)
+    ]
+    assert len(grows_and_settles) == 4  # each create grows small and drops its scale-up record
 
 
 async def test_a_nodeclaim_deleted_mid_create_gives_its_replica_back(fleet: Fleet) -> None:
