@@ -93,6 +93,7 @@ async def build(context: ProviderContext[KubeClient, ClusterView]) -> ClusterAPI
         view=context.view,
         clock=context.clock,
         owns_management=management is not context.kube,
+        watching=context.watching,
     )
     provider.start()  # the management cluster's informers list and watch from now on
     return provider

@@ -44,6 +44,7 @@ from karpy.kube.client import KubeClient
 from karpy.kube.kinds import NODECLAIMS
 from karpy.manager import ProviderExtension
 from karpy.runtime.clock import Clock, SystemClock
+from karpy.runtime.options import WatchingOptions
 from karpy.state.informed import InformedKinds
 from karpy.state.view import ClusterView
 from karpy_clusterapi.apis import labels as capi
@@ -94,6 +95,7 @@ class ClusterAPICloudProvider:
         view: ClusterView | None = None,
         clock: Clock | None = None,
         owns_management: bool = False,
+        watching: WatchingOptions | None = None,
     ) -> None:
         self._kube = kube
         self._management = management
@@ -101,7 +103,7 @@ class ClusterAPICloudProvider:
         self._options = options
         self._view = view
         self._clock = clock or SystemClock()
-        self._fleet = Fleet(management, namespace=options.namespace)
+        self._fleet = Fleet(management, namespace=options.namespace, watching=watching)
         self._nodeclasses = NodeClasses(kube, view)
         self._nodeclaims: InformedKinds | None = None
 
@@ -289,9 +291,13 @@ class ClusterAPICloudProvider:
         while True:
             seen = self._fleet.changes
             current = await self._fleet.machine(machine.namespace, machine.name)
-            if current is None or current.deleting or (
-                current.claimed_by == uid
-                and (current.provider_id is not None or current.failure is not None)
+            if (
+                current is None
+                or current.deleting
+                or (
+                    current.claimed_by == uid
+                    and (current.provider_id is not None or current.failure is not None)
+                )
             ):
                 break
             left = deadline - loop.time()
