@@ -67,6 +67,10 @@ DRIFT_TEMPLATE: Final = DriftReason("MachineTemplateDrift")
 DRIFT_SELECTOR: Final = DriftReason("MachineDeploymentNotSelected")
 
 
+WRITE_SEEN: Final = 5.0
+"""Seconds a create that grew and ends without a Machine waits for its informers to show it."""
+
+
 DEFAULT_PRICING: Final = Pricing(per_vcpu=Decimal("0.032"), per_gib=Decimal("0.004"))
 """Roughly what a general-purpose cloud VM's vCPU and GiB cost per hour."""
 
@@ -258,12 +262,26 @@ class ClusterAPICloudProvider:
             if left <= 0:
                 break
             await self._fleet.wait_changed(seen, left)
+        await self._until_informed(md, uid)
         msg = f"nodeclaim {nodeclaim.metadata.name!r}: {md.key} has no new Machine yet"
         raise CreateError(
             msg,
             condition_reason="MachinePending",
             condition_message=f"waiting for MachineDeployment {md.key} to create a Machine",
         )
+
+    async def _until_informed(self, md: MachineDeployment, uid: str) -> None:
+        """Wait, at most WRITE_SEEN, until the informers show the scale-up record: the create
+        asked again reads them, and must find that it already grew (not grow a second time)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + WRITE_SEEN
+        while True:
+            seen = self._fleet.changes
+            cached = await self._fleet.deployment(md.namespace, md.name)
+            left = deadline - loop.time()
+            if cached is None or uid in cached.scale_ups() or left <= 0:
+                return
+            await self._fleet.wait_changed(seen, left)
 
     async def _candidates(self, md: MachineDeployment, since: datetime | None) -> list[Machine]:
         out = [
