@@ -27,6 +27,7 @@ from karpy.apis.v1.nodeclaim import NodeClaim
 from karpy.cloudprovider.protocol import CloudProvider
 from karpy.core.instancetypes import InstanceType
 from karpy.runtime.clock import Clock
+from karpy.runtime.options import WatchingOptions
 from karpy.runtime.telemetry import Telemetry
 
 ENTRY_POINT_GROUP: Final = "karpy.providers"
@@ -63,7 +64,9 @@ class ProviderContext(Generic[KubeT, ViewT]):
     the Node as a device plugin would put it there.
     A provider's loops and the informers of its kinds take the operator's backoff and watch
     settings without being handed them: it declares them
-    (`karpy.cloudprovider.protocol.ProviderExtension`) and the operator runs them.
+    (`karpy.cloudprovider.protocol.ProviderExtension`) and the operator runs them. Kinds of
+    another cluster it informs itself (`karpy.state.informed.InformedKinds`), with ``watching``,
+    the operator's watch settings.
     """
 
     kube: KubeT
@@ -73,6 +76,9 @@ class ProviderContext(Generic[KubeT, ViewT]):
     settings: Mapping[str, str] = attrs.field(factory=dict)
     telemetry: Telemetry | None = None
     launch_catalog: LaunchCatalog | None = None
+    watching: WatchingOptions = attrs.field(factory=WatchingOptions)
+    """The operator's watch settings (WATCH_*), for informers a provider runs over another
+    cluster's kinds (`karpy.state.informed.InformedKinds`)."""
 
 
 ProviderFactory = Callable[[ProviderContext[Any, Any]], CloudProvider | Awaitable[CloudProvider]]

@@ -120,6 +120,7 @@ async def configured_provider(
             settings=options.provider.settings,
             telemetry=telemetry,
             launch_catalog=None if overlays is None else overlays.for_nodeclaim,
+            watching=options.watching,
         ),
     )
 

@@ -175,6 +175,7 @@ async def _clusterapi_subject(request: pytest.FixtureRequest) -> AsyncIterator[S
             prefix=prefix,
         )
     finally:
+        await provider.aclose()
         capi.remove_fleet(env.kube, prefix)
         await kube.close()
 

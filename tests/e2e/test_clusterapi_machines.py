@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -23,8 +24,10 @@ from karpy.apis.v1.common import NodeClassReference
 from karpy.apis.v1.nodeclaim import NodeClaim, NodeClaimSpec
 from karpy.cloudprovider import CreateError, NodeClaimNotFoundError
 from karpy.kube.client import KubeClient
-from karpy.localcluster import ClusterInfo
+from karpy.kube.kinds import NODECLAIMS
+from karpy.localcluster import ClusterInfo, audit
 from karpy.runtime.clock import FakeClock, SystemClock
+from karpy.state.informed import InformedKinds
 from karpy_clusterapi import ClusterAPICloudProvider, ClusterAPIOptions
 from karpy_clusterapi.controllers.garbagecollection import GarbageCollector
 from karpy_clusterapi.controllers.nodeclass import NodeClassController
@@ -47,15 +50,18 @@ class Fleet:
     ref: NodeClassReference
     env: capi.ClusterAPIEnv = attrs.field(eq=False)
     kube: KubeClient = attrs.field(eq=False)
+    built: list[ClusterAPICloudProvider] = attrs.field(eq=False, factory=list)
 
     def provider(self, *, wait: float = 120.0, clock: Any = None) -> ClusterAPICloudProvider:
-        """A provider as a fresh process would build it."""
-        return ClusterAPICloudProvider(
+        """A provider as a fresh process would build it (its informers stop with the fleet)."""
+        provider = ClusterAPICloudProvider(
             self.kube,
             self.kube,
             options=ClusterAPIOptions(namespace=self.name, create_wait=wait),
             clock=clock,
         )
+        self.built.append(provider)
+        return provider
 
     def nodeclaim(self, name: str) -> NodeClaim:
         return NodeClaim(
@@ -90,6 +96,8 @@ async def fleet(clusterapi: capi.ClusterAPIEnv, cluster_info: ClusterInfo) -> As
     try:
         yield built
     finally:
+        for each in built.built:
+            await each.aclose()
         capi.remove_fleet(clusterapi.kube, name)
         await kube.close()
 
@@ -119,6 +127,37 @@ async def test_a_create_retried_after_a_crash_claims_the_machine_the_first_one_g
     assert len(fleet.machines()) == 1
 
 
+async def test_creates_read_the_management_cluster_from_the_informers_not_the_apiserver(
+    fleet: Fleet, cluster_info: ClusterInfo
+) -> None:
+    """After the informers' first list and watch, creates, gets, lists and drift checks ask the
+    apiserver for no MachineDeployment or Machine: the audit log holds only their writes (and a
+    read again after a write's conflict, one per 409). The testbed's own requests share karpy's
+    User-Agent; its reads list every namespace at once, so those of the fleet's are karpy's."""
+    provider = fleet.provider()
+    await provider.get_instance_types(_pool(fleet))  # the informers have listed and watch
+    mark = audit.lines(cluster_info.audit_log)
+    launched = [await provider.create(fleet.nodeclaim(f"cached-{n}")) for n in range(2)]
+    for claim in launched:
+        assert (await provider.get(claim.status.provider_id or "")).status.provider_id
+        assert await provider.is_drifted(claim) is None
+    assert len(await provider.list()) == 2
+    requests = [
+        r
+        for r in audit.karpy_requests(cluster_info.audit_log, skip=mark)
+        if r.group == "cluster.x-k8s.io" and r.namespace == fleet.name
+    ]
+    reads = Counter((r.verb, r.resource) for r in requests if r.verb in {"get", "list"})
+    conflicts = Counter(r.resource for r in requests if r.verb == "patch" and r.code == 409)
+    assert reads == Counter({("get", "machinedeployments"): conflicts["machinedeployments"]}), (
+        f"reads {dict(reads)} beyond one per conflict {dict(conflicts)}"
+    )
+    grows_and_settles = [
+        r for r in requests if (r.verb, r.resource, r.code) == ("patch", "machinedeployments", 200)
+    ]
+    assert len(grows_and_settles) == 4  # each create grows small and drops its scale-up record
+
+
 async def test_a_nodeclaim_deleted_mid_create_gives_its_replica_back(fleet: Fleet) -> None:
     claim = fleet.nodeclaim("cut-short")
     with pytest.raises(CreateError):
@@ -144,7 +183,7 @@ async def test_a_template_change_is_drift_and_the_replacement_takes_only_the_old
     old = await provider.create(old_claim)
     assert await provider.is_drifted(old) is None
     fleet.patch_md("small", {"spec": {"template": {"spec": {"version": "v1.34.0"}}}})
-    assert await provider.is_drifted(old) == "MachineTemplateDrift"
+    await eventually(lambda: _drifted(provider, old, "MachineTemplateDrift"), within=30)
 
     new = await provider.create(fleet.nodeclaim("new"))
     assert new.status.provider_id != old.status.provider_id
@@ -162,7 +201,12 @@ async def test_a_template_change_is_drift_and_the_replacement_takes_only_the_old
     assert fleet.replicas("small") == 1
 
     fleet.patch_md("small", {"metadata": {"labels": {"karpy.sh/fleet": "elsewhere"}}})
-    assert await provider.is_drifted(new) == "MachineDeploymentNotSelected"
+    await eventually(lambda: _drifted(provider, new, "MachineDeploymentNotSelected"), within=30)
+
+
+async def _drifted(provider: ClusterAPICloudProvider, claim: NodeClaim, reason: str) -> bool:
+    """Whether the provider, reading its informers, finds `claim` drifted for `reason`."""
+    return await provider.is_drifted(claim) == reason
 
 
 async def test_garbage_collection_removes_a_claimed_machine_no_nodeclaim_owns(
@@ -171,7 +215,12 @@ async def test_garbage_collection_removes_a_claimed_machine_no_nodeclaim_owns(
     provider = fleet.provider()
     orphan = await provider.create(fleet.nodeclaim("orphan"))  # no NodeClaim object exists
     clock = FakeClock(SystemClock().now() + datetime.timedelta(minutes=5))
-    await GarbageCollector(fleet.kube, None, provider.fleet, clock=clock).reconcile_once()
+    nodeclaims = InformedKinds(fleet.kube, (NODECLAIMS,))
+    try:
+        await nodeclaims.wait_synced(30)
+        await GarbageCollector(nodeclaims.view, provider.fleet, clock=clock).reconcile_once()
+    finally:
+        await nodeclaims.aclose()
 
     async def gone() -> bool:
         return not fleet.machines()
@@ -194,8 +243,13 @@ async def test_a_machinedeployment_without_annotations_is_shaped_by_its_template
         labels={"karpy.sh/fleet": fleet.name},
         announce_shape=False,
     )
-    types = {it.name: it for it in await fleet.provider().get_instance_types(_pool(fleet))}
-    assert set(types) == {"small", "large", "templated"}
+    provider = fleet.provider()
+
+    async def all_three() -> dict[str, Any]:
+        found = {it.name: it for it in await provider.get_instance_types(_pool(fleet))}
+        return found if set(found) == {"small", "large", "templated"} else {}
+
+    types = await eventually(all_three, within=30, what="the new MachineDeployment informed")
     assert types["templated"].capacity.get_amount("cpu") == 6000
     assert types["templated"].capacity.get_amount("memory") == 24 * 2**30 * 1000
 

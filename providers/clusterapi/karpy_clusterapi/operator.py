@@ -86,11 +86,14 @@ async def build(context: ProviderContext[KubeClient, ClusterView]) -> ClusterAPI
         except KubeConfigError as error:
             msg = f"clusterapi provider: setting 'management-kubeconfig': {error}"
             raise ProviderConfigError(msg) from error
-    return ClusterAPICloudProvider(
+    provider = ClusterAPICloudProvider(
         context.kube,
         management,
         options=options,
         view=context.view,
         clock=context.clock,
         owns_management=management is not context.kube,
+        watching=context.watching,
     )
+    provider.start()  # the management cluster's informers list and watch from now on
+    return provider

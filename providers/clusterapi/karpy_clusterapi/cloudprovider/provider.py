@@ -41,8 +41,11 @@ from karpy.cloudprovider.requirements import quantities_from_resources
 from karpy.cloudprovider.selection import Launch, compatible_launches, launched_nodeclaim
 from karpy.core.instancetypes import InstanceType
 from karpy.kube.client import KubeClient
+from karpy.kube.kinds import NODECLAIMS
 from karpy.manager import ProviderExtension
 from karpy.runtime.clock import Clock, SystemClock
+from karpy.runtime.options import WatchingOptions
+from karpy.state.informed import InformedKinds
 from karpy.state.view import ClusterView
 from karpy_clusterapi.apis import labels as capi
 from karpy_clusterapi.apis.nodeclass import ClusterAPINodeClass
@@ -62,8 +65,10 @@ log = logging.getLogger(__name__)
 PROVIDER_NAME: Final = "clusterapi"
 DRIFT_TEMPLATE: Final = DriftReason("MachineTemplateDrift")
 DRIFT_SELECTOR: Final = DriftReason("MachineDeploymentNotSelected")
-POLL_INTERVAL: Final = 0.5
-"""Seconds between reads of a Machine create waits on."""
+
+
+WRITE_SEEN: Final = 5.0
+"""Seconds a create that grew and ends without a Machine waits for its informers to show it."""
 
 
 DEFAULT_PRICING: Final = Pricing(per_vcpu=Decimal("0.032"), per_gib=Decimal("0.004"))
@@ -94,6 +99,7 @@ class ClusterAPICloudProvider:
         view: ClusterView | None = None,
         clock: Clock | None = None,
         owns_management: bool = False,
+        watching: WatchingOptions | None = None,
     ) -> None:
         self._kube = kube
         self._management = management
@@ -101,8 +107,9 @@ class ClusterAPICloudProvider:
         self._options = options
         self._view = view
         self._clock = clock or SystemClock()
-        self._fleet = Fleet(management, namespace=options.namespace)
+        self._fleet = Fleet(management, namespace=options.namespace, watching=watching)
         self._nodeclasses = NodeClasses(kube, view)
+        self._nodeclaims: InformedKinds | None = None
 
     @property
     def name(self) -> str:
@@ -191,18 +198,18 @@ class ClusterAPICloudProvider:
         when = self._clock.now().astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         for launch in compatible_launches(nodeclaim, types):
             md = by_name[launch.instance_type.name]
-            if await self._fleet.grow(md, nodeclaim_uid=_claim_key(nodeclaim), when=when):
+            grown = await self._fleet.grow(md, nodeclaim_uid=_claim_key(nodeclaim), when=when)
+            if grown is not None:
                 log.info(
                     "scaled machinedeployment up",
                     extra={
                         "nodeclaim": nodeclaim.metadata.name,
-                        "machinedeployment": md.key,
-                        "replicas": md.replicas + 1,
+                        "machinedeployment": grown.key,
+                        "replicas": grown.replicas,
                         "price": launch.offering.price,
                     },
                 )
-                fresh = await self._fleet.deployment(md.namespace, md.name)
-                return fresh or md
+                return grown
         msg = (
             f"nodeclaim {nodeclaim.metadata.name!r}: no selected MachineDeployment with room is "
             "compatible with its requirements and fits its requests"
@@ -226,19 +233,21 @@ class ClusterAPICloudProvider:
         self, nodeclaim: NodeClaim, nodeclass: ClusterAPINodeClass, md: MachineDeployment
     ) -> Machine:
         """Claim one Machine the MachineDeployment made since it grew for this NodeClaim,
-        waiting up to `create_wait` for Cluster API to make it."""
+        waiting up to `create_wait` for Cluster API to make it (on the informers' events)."""
         uid = _claim_key(nodeclaim)
         since = _parse_when(md.scale_ups().get(uid))
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._options.create_wait
         while True:
+            seen = self._fleet.changes
             for candidate in await self._candidates(md, since):
-                if await self._fleet.claim(
+                claimed = await self._fleet.claim(
                     candidate,
                     nodeclaim=nodeclaim.metadata.name or "",
                     nodeclaim_uid=uid,
                     nodeclass=nodeclass.metadata.name or "",
-                ):
+                )
+                if claimed is not None:
                     log.info(
                         "claimed machine",
                         extra={
@@ -247,20 +256,32 @@ class ClusterAPICloudProvider:
                             "machinedeployment": md.key,
                         },
                     )
-                    fresh = await self._fleet.deployment(md.namespace, md.name)
-                    if fresh is not None:
-                        await self._fleet.settle_grow(fresh, nodeclaim_uid=uid)
-                    claimed = await self._fleet.machine(candidate.namespace, candidate.name)
-                    return claimed or candidate
-            if loop.time() >= deadline:
+                    await self._fleet.settle_grow(md, nodeclaim_uid=uid)
+                    return claimed
+            left = deadline - loop.time()
+            if left <= 0:
                 break
-            await asyncio.sleep(POLL_INTERVAL)
+            await self._fleet.wait_changed(seen, left)
+        await self._until_informed(md, uid)
         msg = f"nodeclaim {nodeclaim.metadata.name!r}: {md.key} has no new Machine yet"
         raise CreateError(
             msg,
             condition_reason="MachinePending",
             condition_message=f"waiting for MachineDeployment {md.key} to create a Machine",
         )
+
+    async def _until_informed(self, md: MachineDeployment, uid: str) -> None:
+        """Wait, at most WRITE_SEEN, until the informers show the scale-up record: the create
+        asked again reads them, and must find that it already grew (not grow a second time)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + WRITE_SEEN
+        while True:
+            seen = self._fleet.changes
+            cached = await self._fleet.deployment(md.namespace, md.name)
+            left = deadline - loop.time()
+            if cached is None or uid in cached.scale_ups() or left <= 0:
+                return
+            await self._fleet.wait_changed(seen, left)
 
     async def _candidates(self, md: MachineDeployment, since: datetime | None) -> list[Machine]:
         out = [
@@ -278,16 +299,29 @@ class ClusterAPICloudProvider:
     async def _launched(
         self, nodeclaim: NodeClaim, machine: Machine, by_name: dict[str, MachineDeployment]
     ) -> NodeClaim:
-        """Wait up to `create_wait` for the Machine's providerID; the launched NodeClaim."""
+        """Wait up to `create_wait` for the Machine's providerID, and for the informers to show
+        karpy's claim of it, so that `get` and `list` know it once create returns (on the
+        informers' events); the launched NodeClaim."""
         where = f"MachineDeployment {machine.namespace}/{machine.deployment}"
+        uid = _claim_key(nodeclaim)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._options.create_wait
-        current: Machine | None = machine
-        while current is not None and current.provider_id is None and current.failure is None:
-            if loop.time() >= deadline:
-                break
-            await asyncio.sleep(POLL_INTERVAL)
+        while True:
+            seen = self._fleet.changes
             current = await self._fleet.machine(machine.namespace, machine.name)
+            if (
+                current is None
+                or current.deleting
+                or (
+                    current.claimed_by == uid
+                    and (current.provider_id is not None or current.failure is not None)
+                )
+            ):
+                break
+            left = deadline - loop.time()
+            if left <= 0:
+                break
+            await self._fleet.wait_changed(seen, left)
         if current is None or current.deleting:
             msg = f"nodeclaim {nodeclaim.metadata.name!r}: machine {machine.key} was deleted"
             raise CreateError(
@@ -378,17 +412,15 @@ class ClusterAPICloudProvider:
         uid = _claim_key(nodeclaim)
         since = _parse_when(md.scale_ups().get(uid))
         for candidate in await self._candidates(md, since):
-            if await self._fleet.claim(
+            claimed = await self._fleet.claim(
                 candidate,
                 nodeclaim=nodeclaim.metadata.name or "",
                 nodeclaim_uid=uid,
                 nodeclass=nodeclaim.spec.node_class_ref.name,
-            ):
-                fresh = await self._fleet.machine(candidate.namespace, candidate.name)
-                await self._fleet.release(fresh or candidate)
-                current = await self._fleet.deployment(md.namespace, md.name)
-                if current is not None:
-                    await self._fleet.settle_grow(current, nodeclaim_uid=uid)
+            )
+            if claimed is not None:
+                await self._fleet.release(claimed)
+                await self._fleet.settle_grow(md, nodeclaim_uid=uid)
                 return
         await self._fleet.shrink_unclaimed(md, nodeclaim_uid=uid)
 
@@ -504,16 +536,34 @@ class ClusterAPICloudProvider:
         (`karpy_clusterapi.controllers.extension`)."""
         return extension(
             self._kube,
-            self._view,
+            self._view if self._view is not None else self._own_nodeclaims(),
             self._fleet,
             self._nodeclasses,
             clock=self._clock,
             repaired_elsewhere=self.repaired_elsewhere,
         )
 
+    def _own_nodeclaims(self) -> ClusterView:
+        """NodeClaims informed by the provider itself, for its loops when it was built outside
+        the operator (which otherwise gives it its cluster state); stopped by `aclose`."""
+        if self._nodeclaims is None:
+            self._nodeclaims = InformedKinds(self._kube, (NODECLAIMS,))
+            self._nodeclaims.start()
+        return self._nodeclaims.view
+
+    def start(self) -> None:
+        """Start the informers over the management cluster's MachineDeployments and Machines
+        (the first read starts them too); `aclose` stops them."""
+        self._fleet.start()
+
     async def aclose(self) -> None:
-        if self._owns_management:
-            await self._management.close()
+        try:
+            await self._fleet.aclose()
+            if self._nodeclaims is not None:
+                await self._nodeclaims.aclose()
+        finally:
+            if self._owns_management:
+                await self._management.close()
 
     @property
     def clock(self) -> Clock:

@@ -5,11 +5,10 @@ repair asks first (does a MachineHealthCheck repair this node's Machine?)."""
 from __future__ import annotations
 
 from karpy.kube.client import KubeClient
-from karpy.manager import ProviderExtension, RepairedElsewhere, Singleton
+from karpy.manager import ProviderExtension, RepairedElsewhere
 from karpy.runtime.clock import Clock
 from karpy.state.view import ClusterView
 from karpy_clusterapi.apis.kinds import NODECLASSES
-from karpy_clusterapi.controllers import garbagecollection
 from karpy_clusterapi.controllers.garbagecollection import GarbageCollector
 from karpy_clusterapi.controllers.nodeclass import NodeClassController
 from karpy_clusterapi.providers.machines import Fleet
@@ -18,19 +17,19 @@ from karpy_clusterapi.providers.nodeclass import NodeClasses
 
 def extension(
     kube: KubeClient,
-    view: ClusterView | None,
+    view: ClusterView,
     fleet: Fleet,
     nodeclasses: NodeClasses,
     *,
     clock: Clock,
     repaired_elsewhere: RepairedElsewhere,
 ) -> ProviderExtension:
-    collector = GarbageCollector(kube, view, fleet, clock=clock)
+    collector = GarbageCollector(view, fleet, clock=clock)
     return ProviderExtension(
         kinds=(NODECLASSES,),
         controllers=(
             NodeClassController(kube, fleet, nodeclasses, clock=clock).spec(),
-            Singleton(name=garbagecollection.NAME, reconcile=collector.reconcile_once),
+            collector.spec(),
         ),
         repaired_elsewhere=repaired_elsewhere,
     )

@@ -3,10 +3,12 @@ more are removed, and scale-up records whose NodeClaim is gone give their replic
 
 A claimed Machine is owned while a NodeClaim of its label's name exists with the UID it was
 claimed for. Leaks come from NodeClaims deleted behind karpy's back (their finalizer stripped) or
-from a crash between a claim and the NodeClaim's record of it. NodeClaims are read (from cluster
-state, or the apiserver for a provider built outside the operator) before the Machines, and a
-Machine or record younger than the grace is left for the next pass: the create that made it may
-still be recording it. Records of releases whose Machine is gone are dropped here too.
+from a crash between a claim and the NodeClaim's record of it. Every read is from informers: the
+NodeClaims from the cluster state the provider was given (a provider built outside the operator
+informs them itself), read before the Machines, which come from the management cluster's
+informers; a pass asks the apiserver for nothing and writes only what it collects. A Machine or
+record younger than the grace is left for the next pass: the create that made it may still be
+recording it. Records of releases whose Machine is gone are dropped here too.
 """
 
 from __future__ import annotations
@@ -15,10 +17,8 @@ import logging
 from datetime import datetime
 from typing import Final
 
-from karpy.apis.v1.nodeclaim import NodeClaim
-from karpy.kube.client import KubeClient
 from karpy.kube.kinds import NODECLAIMS
-from karpy.manager import Result
+from karpy.manager import Result, Singleton
 from karpy.runtime.clock import Clock
 from karpy.state.view import ClusterView
 from karpy_clusterapi.providers.machines import Fleet
@@ -34,28 +34,18 @@ NOT_SYNCED_REQUEUE: Final = 1.0
 
 
 class GarbageCollector:
-    def __init__(
-        self, kube: KubeClient, view: ClusterView | None, fleet: Fleet, *, clock: Clock
-    ) -> None:
-        self._kube = kube
+    def __init__(self, view: ClusterView, fleet: Fleet, *, clock: Clock) -> None:
+        """`view` informs NodeClaims (the operator's cluster state, or informers of the
+        provider's own)."""
         self._view = view
         self._fleet = fleet
         self._clock = clock
 
-    async def _nodeclaims(self) -> list[NodeClaim] | None:
-        if self._view is not None:
-            if not self._view.informers_synced:
-                return None
-            return list(self._view.nodeclaims())
-        listed = await self._kube.list(NODECLAIMS)
-        return [item.obj for item in listed.items]
-
     async def reconcile_once(self) -> Result:
         """Collect what no NodeClaim owns (see the module docstring); come back after PERIOD."""
-        claims = await self._nodeclaims()
-        if claims is None:
+        if not self._view.informers_synced:
             return Result(requeue_after=NOT_SYNCED_REQUEUE)
-        owners = {c.metadata.uid for c in claims if c.metadata.uid}
+        owners = {c.metadata.uid for c in self._view.nodeclaims() if c.metadata.uid}
         now = self._clock.now()
         machines = await self._fleet.machines()
         for machine in machines:
@@ -77,18 +67,20 @@ class GarbageCollector:
             for uid, when in md.scale_ups().items():
                 if uid in owners or _younger(_parse(when), now):
                     continue
-                await self._fleet.shrink_unclaimed(md, nodeclaim_uid=uid)
+                shrunk = await self._fleet.shrink_unclaimed(md, nodeclaim_uid=uid)
                 log.info(
                     "garbage collected clusterapi scale-up",
                     extra={"machinedeployment": md.key, "nodeclaim_uid": uid},
                 )
-                fresh = await self._fleet.deployment(md.namespace, md.name)
-                if fresh is None:
+                if shrunk is None:
                     break
-                md = fresh
+                md = shrunk
             gone = [uid for uid in md.releases() if uid not in alive]
             await self._fleet.forget_releases(md, gone)
         return Result(requeue_after=PERIOD)
+
+    def spec(self) -> Singleton:
+        return Singleton(name=NAME, reconcile=self.reconcile_once, reads=(NODECLAIMS,))
 
 
 def _younger(created: datetime | None, now: datetime) -> bool:

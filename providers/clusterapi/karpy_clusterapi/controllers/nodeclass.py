@@ -1,8 +1,9 @@
 """The ``clusterapi.nodeclass`` controller: a ClusterAPINodeClass is Ready while its selector
 matches at least one MachineDeployment of the management cluster, and its status lists them.
 
-MachineDeployments live in the management cluster, which the operator's informers do not watch,
-so each NodeClass is resolved again every minute as well as on its own changes.
+MachineDeployments live in the management cluster, which the operator's informers do not watch
+(the provider's own do: a resolution reads them from memory), so each NodeClass is resolved
+again every minute as well as on its own changes.
 """
 
 from __future__ import annotations

@@ -1,6 +1,12 @@
 """Machines and MachineDeployments in the management cluster: reading them, and the writes that
 grow and shrink a MachineDeployment by exactly the Machines karpy chose.
 
+Reads come from karpy's informers over the two kinds (a list and a watch each, not a list per
+call: at rest the provider asks the management cluster for nothing). A cache may be a few
+milliseconds behind a write, so each write returns the object as the apiserver wrote it for the
+caller to go on from, a guarded write reads again from the apiserver after a conflict, and a
+wait for Cluster API's own writes (the Machine a MachineSet makes) waits on the watch's events.
+
 Every write that changes a MachineDeployment's replicas also records why, in the same optimistic
 merge patch (at the resourceVersion read), so a crash between two writes never loses track:
 
@@ -18,6 +24,7 @@ merge patch (at the resourceVersion read), so a crash between two writes never l
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
@@ -27,7 +34,10 @@ import attrs
 
 from karpy.apis.kube.common import LabelSelectorOperator
 from karpy.kube.client import KubeClient
-from karpy.kube.errors import ConflictError, NotFoundError
+from karpy.kube.errors import ConflictError, NotFoundError, UnreachableError
+from karpy.runtime.options import WatchingOptions
+from karpy.state.informed import InformedKinds
+from karpy.state.view import ClusterView
 from karpy_clusterapi.apis import labels as capi
 from karpy_clusterapi.apis.kinds import MACHINEDEPLOYMENTS, MACHINEHEALTHCHECKS, MACHINES
 from karpy_clusterapi.apis.nodeclass import Selector, SelectorRequirement
@@ -43,6 +53,8 @@ log = logging.getLogger(__name__)
 
 ATTEMPTS: Final = 5
 """Optimistic writes retried this often on a conflict before the caller's next reconcile."""
+SYNC_TIMEOUT: Final = 30.0
+"""Seconds a read waits for the informers' first lists of MachineDeployments and Machines."""
 
 
 @attrs.frozen(kw_only=True)
@@ -130,19 +142,71 @@ def _failure(status: Mapping[str, Any]) -> str | None:
 class Fleet:
     """The management cluster's MachineDeployments and Machines (see the module docstring).
 
-    `namespace` limits it to one namespace (None: every namespace the client may read).
+    `namespace` limits it to one namespace (None: every namespace the client may read). Reads
+    come from karpy's informers over the two kinds (`karpy.state.informed`), started on the
+    first read (or by `start`) and stopped by `aclose`; the writes go to the apiserver and
+    return what it wrote, so a caller never reads its own write back from a cache still behind.
     """
 
-    def __init__(self, kube: KubeClient, *, namespace: str | None) -> None:
+    def __init__(
+        self,
+        kube: KubeClient,
+        *,
+        namespace: str | None,
+        watching: WatchingOptions | None = None,
+        sync_timeout: float = SYNC_TIMEOUT,
+    ) -> None:
         self._kube = kube
         self._namespace = namespace
         self._paths: dict[tuple[str, str], str] = {}
+        self._templates: dict[tuple[str, str, str], Mapping[str, Any]] = {}
+        self._sync_timeout = sync_timeout
+        self._informed = InformedKinds(
+            kube, (MACHINEDEPLOYMENTS, MACHINES), namespace=namespace, settings=watching
+        )
+
+    def start(self) -> None:
+        """Start the informers (reads start them too)."""
+        self._informed.start()
+
+    async def aclose(self) -> None:
+        await self._informed.aclose()
+
+    async def _cache(self) -> ClusterView:
+        """The informed MachineDeployments and Machines, once both have been listed."""
+        if not self._informed.synced:
+            try:
+                await self._informed.wait_synced(self._sync_timeout)
+            except TimeoutError:
+                msg = (
+                    f"the management cluster's MachineDeployments and Machines were not listed "
+                    f"within {self._sync_timeout:g}s (unreachable, or list/watch not allowed)"
+                )
+                raise UnreachableError(msg) from None
+        return self._informed.view
+
+    @property
+    def changes(self) -> int:
+        """How many changes the informers have seen: pass it to `wait_changed`."""
+        return self._informed.changes
+
+    async def wait_changed(self, since: int, within: float) -> bool:
+        """Wait, at most `within` seconds, for a MachineDeployment or Machine to change after
+        `since` (a value of `changes`); whether one did."""
+        return await self._informed.wait_changed(since, within)
 
     async def deployments(self) -> list[MachineDeployment]:
-        raws, _ = await self._kube.list_raw(MACHINEDEPLOYMENTS, namespace=self._namespace)
-        return [await self._described(parse(raw)) for raw in raws]
+        cache = await self._cache()
+        return [await self._described(parse(raw)) for raw in cache.objects(MACHINEDEPLOYMENTS)]
 
     async def deployment(self, namespace: str, name: str) -> MachineDeployment | None:
+        cache = await self._cache()
+        raw = cache.get(MACHINEDEPLOYMENTS, name, namespace=namespace)
+        return None if raw is None else await self._described(parse(raw))
+
+    async def _read_deployment(self, namespace: str, name: str) -> MachineDeployment | None:
+        """The MachineDeployment as the apiserver has it now: a guarded write read again after
+        a conflict must not retry from a cache that has not caught up yet."""
         try:
             raw = await self._kube.get(MACHINEDEPLOYMENTS, name, namespace=namespace)
         except NotFoundError:
@@ -152,19 +216,25 @@ class Fleet:
     async def _described(self, md: MachineDeployment) -> MachineDeployment:
         """`md` with its infrastructure template's status, when its annotations leave its
         shape open (a template that cannot be read leaves it so: the shape is then reported
-        missing by name)."""
+        missing by name). A template whose status gave a capacity is kept: Cluster API's
+        templates do not change (a new shape is a new template, and a template change drift)."""
         if md.infrastructure is None or not needs_template(md):
             return md
         group, kind, name = md.infrastructure
-        collection = await self._collection(group, kind)
-        if collection is None:
-            return md
-        try:
-            template = await self._kube.request(
-                "GET", f"{collection.format(namespace=md.namespace)}/{name}"
-            )
-        except NotFoundError:
-            return md
+        key = (md.namespace, f"{kind}.{group}", name)
+        template = self._templates.get(key)
+        if template is None:
+            collection = await self._collection(group, kind)
+            if collection is None:
+                return md
+            try:
+                template = await self._kube.request(
+                    "GET", f"{collection.format(namespace=md.namespace)}/{name}"
+                )
+            except NotFoundError:
+                return md
+            if (template.get("status") or {}).get("capacity"):
+                self._templates[key] = template
         return with_template_status(md, template)
 
     async def _collection(self, group: str, kind: str) -> str | None:
@@ -185,8 +255,8 @@ class Fleet:
         return self._paths.get(key)
 
     async def machines(self) -> list[Machine]:
-        raws, _ = await self._kube.list_raw(MACHINES, namespace=self._namespace)
-        return [parse_machine(raw) for raw in raws]
+        cache = await self._cache()
+        return [parse_machine(raw) for raw in cache.objects(MACHINES)]
 
     async def claimed(self) -> list[Machine]:
         """The Machines karpy claimed."""
@@ -208,11 +278,9 @@ class Fleet:
         return None
 
     async def machine(self, namespace: str, name: str) -> Machine | None:
-        try:
-            raw = await self._kube.get(MACHINES, name, namespace=namespace)
-        except NotFoundError:
-            return None
-        return parse_machine(raw)
+        cache = await self._cache()
+        raw = cache.get(MACHINES, name, namespace=namespace)
+        return None if raw is None else parse_machine(raw)
 
     async def _write_guarded(
         self,
@@ -223,8 +291,9 @@ class Fleet:
     ) -> tuple[MachineDeployment | None, bool]:
         """Merge `patch_for(md)` into the MachineDeployment at the resourceVersion it was read
         at, reading it again after each conflict and asking `patch_for` again of what it reads
-        (None: nothing to write). Returns the MachineDeployment as last read (None once it is
-        gone) and whether the write went through; ConflictError after ATTEMPTS conflicts."""
+        (None: nothing to write); reads after a conflict go to the apiserver. Returns the
+        MachineDeployment as written when the write went through, else as last read (None once
+        it is gone), and whether it went through; ConflictError after ATTEMPTS conflicts."""
         key = md.key if md is not None else ""
         for _ in range(ATTEMPTS):
             if md is None:
@@ -233,7 +302,7 @@ class Fleet:
             if patch is None:
                 return md, False
             try:
-                await self._kube.merge_patch(
+                written = await self._kube.merge_patch(
                     MACHINEDEPLOYMENTS,
                     md.name,
                     patch,
@@ -241,15 +310,18 @@ class Fleet:
                     resource_version=md.resource_version,
                 )
             except ConflictError:
-                md = await self.deployment(md.namespace, md.name)
+                md = await self._read_deployment(md.namespace, md.name)
                 continue
-            return md, True
+            return await self._described(parse(written)), True
         msg = f"machinedeployment {key}: replicas kept changing while karpy {doing}"
         raise ConflictError(409, "Conflict", msg)
 
-    async def grow(self, md: MachineDeployment, *, nodeclaim_uid: str, when: str) -> bool:
-        """Add one replica for the NodeClaim, recorded on the MachineDeployment; False when the
-        MachineDeployment is at its max size (read again on each conflict)."""
+    async def grow(
+        self, md: MachineDeployment, *, nodeclaim_uid: str, when: str
+    ) -> MachineDeployment | None:
+        """Add one replica for the NodeClaim, recorded on the MachineDeployment: the
+        MachineDeployment as written; None when it is at its max size (read again on each
+        conflict)."""
 
         def one_more(md: MachineDeployment) -> Mapping[str, Any] | None:
             if not md.has_room:
@@ -261,13 +333,15 @@ class Fleet:
                 "spec": {"replicas": md.replicas + 1},
             }
 
-        _, written = await self._write_guarded(md, one_more, doing="scaled it up")
-        return written
+        grown, written = await self._write_guarded(md, one_more, doing="scaled it up")
+        return grown if written else None
 
     async def settle_grow(self, md: MachineDeployment, *, nodeclaim_uid: str) -> None:
-        """Drop the scale-up record once its Machine is claimed (or its NodeClaim is gone)."""
+        """Drop the scale-up record once its Machine is claimed (or its NodeClaim is gone).
+        Written whether or not the copy at hand shows the record: a cache a few milliseconds
+        behind the write that made it must not leave the record behind."""
         key = f"{capi.ANNOTATION_SCALE_UP_PREFIX}{nodeclaim_uid}"
-        if key in md.annotations:
+        with contextlib.suppress(NotFoundError):
             await self._kube.merge_patch(
                 MACHINEDEPLOYMENTS,
                 md.name,
@@ -275,9 +349,12 @@ class Fleet:
                 namespace=md.namespace,
             )
 
-    async def shrink_unclaimed(self, md: MachineDeployment, *, nodeclaim_uid: str) -> None:
+    async def shrink_unclaimed(
+        self, md: MachineDeployment, *, nodeclaim_uid: str
+    ) -> MachineDeployment | None:
         """Take back the replica grown for a NodeClaim that never claimed its Machine, with its
-        record, in one write (read again on each conflict); nothing when the record is gone."""
+        record, in one write (read again on each conflict); nothing when the record is gone.
+        The MachineDeployment as written, or as last read (None once it is gone)."""
         key = f"{capi.ANNOTATION_SCALE_UP_PREFIX}{nodeclaim_uid}"
 
         def one_less(md: MachineDeployment) -> Mapping[str, Any] | None:
@@ -288,13 +365,14 @@ class Fleet:
                 "spec": {"replicas": max(md.replicas - 1, md.min_size, 0)},
             }
 
-        await self._write_guarded(md, one_less, doing="scaled it down")
+        shrunk, _ = await self._write_guarded(md, one_less, doing="scaled it down")
+        return shrunk
 
     async def claim(
         self, machine: Machine, *, nodeclaim: str, nodeclaim_uid: str, nodeclass: str
-    ) -> bool:
-        """Label the Machine as the NodeClaim's, at the version read; False when another writer
-        changed it first (claimed it, most likely)."""
+    ) -> Machine | None:
+        """Label the Machine as the NodeClaim's, at the version read: the Machine as written;
+        None when another writer changed it first (claimed it, most likely)."""
         patch = {
             "metadata": {
                 "labels": {capi.LABEL_CLAIMED_BY: nodeclaim},
@@ -305,7 +383,7 @@ class Fleet:
             }
         }
         try:
-            await self._kube.merge_patch(
+            written = await self._kube.merge_patch(
                 MACHINES,
                 machine.name,
                 patch,
@@ -313,8 +391,8 @@ class Fleet:
                 resource_version=machine.resource_version,
             )
         except (ConflictError, NotFoundError):
-            return False
-        return True
+            return None
+        return parse_machine(written)
 
     async def release(self, machine: Machine) -> None:
         """Remove exactly this Machine: mark it for Cluster API, then take one replica off its
@@ -353,7 +431,7 @@ class Fleet:
                 extra={
                     "machinedeployment": md.key,
                     "machine": machine.key,
-                    "replicas": md.replicas - 1,
+                    "replicas": md.replicas,
                 },
             )
         elif md is None or machine.uid not in md.releases():
