@@ -23,14 +23,15 @@ Two searches pick the candidates (docs/consolidation.md argues the difference):
   large nodes onto small ones and settled dearer); multi-node binary-searches the largest
   feasible prefix, then tries to add each further candidate (one simulation each, a bounded
   number), keeping it only when the command then saves more, so one immovable node does not
-  hide those behind it; single-node compares candidates (a bounded number once one works) and
-  deletes before it replaces: of the deletions it compared, the one with the most saving per
-  square root of its disruption (`worth`), and only when there is none the first replacement
-  in disruption-cost order, as Karpenter's (replacing the largest saving first refills the
-  spare room of medium nodes that can then no longer shrink); and when neither finds
-  anything, `FixedPointConsolidation` looks past the fixed point for merges the prefix search
-  cannot see (past a price tie, or two candidates apart in the order), taking one only when
-  it saves a tenth of its candidates' price.
+  hide those behind it; single-node deletes before it replaces: the first candidate in that
+  order that can be deleted, and only when none of a bounded number can, the first
+  replacement, as Karpenter's (replacing the largest saving first refills the spare room of
+  medium nodes that can then no longer shrink, and deleting the largest saving first led to
+  dearer fixed points too); and when neither finds anything, `FixedPointConsolidation` looks
+  past the fixed point for merges the prefix search cannot see (past a price tie, or two
+  candidates apart in the order), taking one only when it saves `FIXED_POINT_SHARE` of its
+  candidates' price. Where it compares commands, of two equal savings the one moving fewer
+  pods wins (`better`).
 
 Pure: `now` and the scheduling simulation are inputs; same input, same commands.
 """
