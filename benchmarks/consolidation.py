@@ -33,10 +33,18 @@ import sys
 import time
 from pathlib import Path
 
+import attrs
+
 from karpy.apis.v1 import labels as wk
 from karpy.core.disruption.budgets import BudgetSpec
 from karpy.core.disruption.candidates import PoolDisruption
-from karpy.core.disruption.consolidation import Search, Settings, moved, savings
+from karpy.core.disruption.consolidation import (
+    FIXED_POINT_SHARE,
+    Search,
+    Settings,
+    moved,
+    savings,
+)
 from karpy.core.disruption.decision import Memo, disrupt, disruption_methods
 from karpy.core.disruption.methods import Command, Emptiness
 from karpy.core.pods import Pod
@@ -173,9 +181,14 @@ def _trace(fleet: Fleet, command: Command, after: float) -> str:
 
 
 def consolidate(
-    fleet: Fleet, search: Search, max_commands: int, *, trace: bool = False
+    fleet: Fleet,
+    search: Search,
+    max_commands: int,
+    *,
+    trace: bool = False,
+    settings: Settings | None = None,
 ) -> dict[str, float]:
-    methods = disruption_methods(Settings(search=search))
+    methods = disruption_methods(attrs.evolve(settings or Settings(), search=search))
     start_price, start_nodes = fleet.price, len(fleet.nodes)
     pods_moved = commands = passes = 0
     times: list[float] = []
@@ -223,6 +236,12 @@ def main() -> None:
     parser.add_argument("--searches", default="karpenter,karpy")
     parser.add_argument("--seeds", default="42", help="comma-separated fleet seeds")
     parser.add_argument("--trace", action="store_true", help="print every command applied")
+    parser.add_argument(
+        "--fixed-point-share",
+        type=float,
+        default=FIXED_POINT_SHARE,
+        help="share of its candidates' price a merge past the fixed point must save",
+    )
     args = parser.parse_args()
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     header = (
@@ -240,7 +259,13 @@ def main() -> None:
         if seed != 42:
             spec = f"{kind}-{size}/s{seed}"
         for search in args.searches.split(","):
-            r = consolidate(fleet, Search(search), args.max_commands, trace=args.trace)
+            r = consolidate(
+                fleet,
+                Search(search),
+                args.max_commands,
+                trace=args.trace,
+                settings=Settings(fixed_point_share=args.fixed_point_share),
+            )
             gap = f"{(r['after'] / bound - 1) * 100:5.1f}%" if bound else "-"
             nodes = f"{r['nodes_before']:.0f}->{r['nodes_after']:.0f}"
             print(
