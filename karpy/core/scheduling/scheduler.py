@@ -16,6 +16,7 @@ The solver's settings live in ``options``, the solve's bins and the NodePool acc
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Sequence
 
@@ -26,11 +27,11 @@ from karpy.core.pods import Pod, PodUID
 from karpy.core.resources import Resources
 from karpy.core.scheduling import explain as explain_mod
 from karpy.core.scheduling import improve as improve_mod
-from karpy.core.scheduling import preferences
+from karpy.core.scheduling import preferences, seeding
 from karpy.core.scheduling import repack as repack_mod
 from karpy.core.scheduling.existingnode import ExistingNode, Placement
 from karpy.core.scheduling.fleet import Bin, Fleet
-from karpy.core.scheduling.nodeclaim import NodeClaim, finalize
+from karpy.core.scheduling.nodeclaim import NodeClaim, finalize, pool_verdict
 from karpy.core.scheduling.options import Packing, SchedulerOptions, Variant
 from karpy.core.scheduling.pool import PoolIndex, ResourceSpace, build_space, pool_index
 from karpy.core.scheduling.queue import (
@@ -190,9 +191,94 @@ class Solver:
     def run(self) -> None:
         """Interleaved first pass, then the queue loop for whatever failed (Karpenter's
         baseline: the queue loop alone, first fit)."""
+        if self.variant.seeded:
+            self.seed_pass()
         if self.variant.ordered:
             self.first_pass()
         self.retry_loop()
+
+    def seedable(self, ctx: ShapeContext) -> bool:
+        """May ``seed_pass`` place pods of ``ctx`` (see there)?"""
+        shape = ctx.shape
+        return (
+            ctx.simple
+            and not shape.requirements
+            and not shape.volume_requirements
+            and pool_verdict(self.pools[0], ctx) is None
+        )
+
+    def seed_pass(self) -> None:
+        """Open the NodeClaims the assignment LP buys (``seeding``) and fill them with the pods
+        it assigns each type, largest first, each through the claim's own checks; what does not
+        fit stays pending for the first pass. Only with one NodePool and no existing nodes (room
+        there is free, which the LP does not price) and only for pods without topology, host
+        ports, node requirements or volume topology, which a type either holds or not."""
+        if len(self.pools) != 1 or self.fleet.existing:
+            return
+        index = self.pools[0]
+        if not index.types:
+            return
+        groups: dict[tuple[int, ...], list[tuple[int, ShapeContext]]] = {}
+        for ci, cls in enumerate(self.classes):
+            ctx = self.context(cls)
+            if self.seedable(ctx):
+                groups.setdefault(ctx.vector, []).append((ci, ctx))
+        if not groups:
+            return
+        vectors = list(groups)
+        shapes = [(v, sum(len(self.classes[ci].pods) for ci, _ in groups[v])) for v in vectors]
+        seeds = seeding.assign(index, shapes, self.fleet.limit_mask(index))
+        if not seeds:
+            return
+        # Pods of each shape in class order, handed out as the seeds ask for them.
+        pending: list[deque[tuple[Pod, ShapeContext]]] = [
+            deque((pod, ctx) for ci, ctx in groups[v] for pod in self.classes[ci].pods)
+            for v in vectors
+        ]
+        placed: set[PodUID] = set()
+        for seed in seeds:
+            alloc = index.alloc[seed.type_index]
+            take: list[tuple[Pod, ShapeContext]] = []
+            for s, count in seed.pods:
+                for _ in range(min(count, len(pending[s]))):
+                    take.append(pending[s].popleft())
+            # Largest first: by the larger share of the type any resource of the pod takes.
+            take.sort(
+                key=lambda pc: (
+                    -max(
+                        (v / a for v, a in zip(pc[1].vector, alloc, strict=True) if a > 0),
+                        default=0.0,
+                    )
+                )
+            )
+            limit = math.ceil(seed.nodes - 1e-6)
+            claims: list[NodeClaim] = []
+            only = 1 << seed.type_index
+            for pod, ctx in take:
+                for claim in claims:
+                    verdict = claim.try_add(ctx)
+                    if isinstance(verdict, Placement):
+                        claim.commit(verdict, pod, ctx)
+                        break
+                else:
+                    if len(claims) >= limit:
+                        continue
+                    opened = self.fleet.new_claim(ctx, only)
+                    if opened is None:
+                        continue
+                    claim, verdict = opened
+                    claim.commit(verdict, pod, ctx)
+                    claims.append(claim)
+                placed.add(pod.uid)
+                self.pod_context[pod.uid] = ctx
+            for claim in claims:
+                # Any type that holds the claim's pods may launch it (it was pinned to one).
+                widened = claim.mask_for(claim.used)
+                if widened:
+                    claim.set_mask(widened)
+        for cls in self.classes:
+            if any(p.uid in placed for p in cls.pods):
+                cls.pods[:] = [p for p in cls.pods if p.uid not in placed]
 
     def first_pass(self) -> None:
         """Place pods class by class, interleaved in proportion to class size.
@@ -406,8 +492,12 @@ def _solve_balanced(
 ) -> tuple[Results, Solver]:
     """The cheapest plan of the greedy variants (each improved), and the solver that made it."""
     best: tuple[tuple[int, float], Results, Solver] | None = None
-    variants = (BALANCED, INTERLEAVED) if len(pods) <= SMALL_BATCH else (BALANCED,)
+    variants: tuple[Variant, ...] = (BALANCED,) if base is not None else (BALANCED, SEEDED)
+    if len(pods) <= SMALL_BATCH:
+        variants += (INTERLEAVED,)
     for variant in variants:
+        if variant.seeded and (best is None or not _all_seedable(best[2])):
+            continue
         solver = Solver(snapshot, pods, opts, variant, base)
         solver.run()
         greedy = solver.price()
@@ -426,11 +516,22 @@ def _solve_balanced(
     return best[1], best[2]
 
 
+def _all_seedable(solver: Solver) -> bool:
+    """Would a seeded solve of the same pods seed every one of them? Only then is it worth a
+    second solve: pods with topology (Karpenter's diverse mix) keep the balanced pass's speed."""
+    if len(solver.pools) != 1 or solver.fleet.existing or not solver.steering.weights:
+        return False
+    return all(solver.seedable(solver.context(cls)) for cls in solver.classes)
+
+
 _TOO_FULL = Reject(ReasonKind.RESOURCES, "insufficient resources")
 """An existing node's refusal found before try_add (place_one only needs that it is for good)."""
 
 BALANCED = Variant(ordered=True, balanced=True, steer=True)
 INTERLEAVED = Variant(ordered=True, balanced=False, steer=False)
+# The assignment LP's NodeClaims first (``seeding``), then the balanced pass for the rest. Not
+# in repack windows: each would solve an LP of its own for a handful of NodeClaims.
+SEEDED = Variant(ordered=True, balanced=True, steer=True, seeded=True)
 # Batches up to this many pods are also solved with the class-interleaved order, unsteered, and
 # the cheaper plan kept: with few NodeClaims rounding to whole instance types decides the cost,
 # and either order may round better; a second solve of a small batch costs milliseconds.

@@ -1,0 +1,77 @@
+"""The assignment LP that seeds NodeClaims (``seeding``), and seeded plans: every hard
+constraint kept, the same plan for the same pods, never dearer than the balanced pass alone."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from karpy.core.pods import Pod
+from karpy.core.resources import Resources
+from karpy.core.scheduling import scheduler, seeding
+from karpy.core.scheduling.options import SchedulerOptions
+from karpy.testing.catalogs import realistic_instance_types
+from tests.unit.core import builders as b
+from tests.unit.core.validate import check
+
+CATALOG = realistic_instance_types(seed=1)
+GPU = b.instance_type("gpu.xlarge", 8, 32, price=3.0, extra={"nvidia.com/gpu": "1"})
+CPU = b.instance_type("c.2xlarge", 8, 16, price=0.4)
+
+
+def _gpu_mix() -> list[Pod]:
+    plain = b.pods(30, prefix="web", cpu="1", memory="1Gi")
+    train = b.pods(3, prefix="train", cpu="4", memory="8Gi", extra={"nvidia.com/gpu": "1"})
+    return plain + train
+
+
+def test_the_assignment_lp_keeps_plain_pods_off_the_gpu_type() -> None:
+    pending = _gpu_mix()
+    snap = b.snapshot([b.nodepool()], (GPU, CPU))
+    solver = scheduler.Solver(snap, pending, SchedulerOptions(), scheduler.SEEDED)
+    index = solver.pools[0]
+    shapes = [(solver.context(c).vector, len(c.pods)) for c in solver.classes]
+    seeds = seeding.assign(index, shapes, index.full)
+    assert seeds is not None
+    names = {index.types[s.type_index].name: s for s in seeds}
+    # Three GPU nodes hold the training pods (and what fits beside them); the rest of the web
+    # pods go on compute nodes, never on a fourth GPU node.
+    assert 2.9 < names["gpu.xlarge"].nodes <= 3.0 + 1e-6
+    placed = sum(count for s in seeds for _, count in s.pods)
+    assert placed == len(pending)
+
+
+def test_a_seeded_plan_keeps_every_constraint_and_costs_no_more() -> None:
+    pending = _gpu_mix()
+    snap = b.snapshot([b.nodepool()], (GPU, CPU))
+    results = b.run(snap, pending)
+    check(snap, pending, results, 60)
+    balanced = scheduler.Solver(snap, pending, SchedulerOptions(), scheduler.BALANCED)
+    balanced.run()
+    assert results.price <= balanced.price() + 1e-9
+
+
+@settings(max_examples=10, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(1, 30), st.integers(1, 48), st.integers(1, 40)),
+        min_size=1,
+        max_size=10,
+    ),
+    st.sampled_from((None, 64, 256)),
+)
+def test_seeded_solves_keep_every_hard_constraint(
+    shapes: list[tuple[int, int, int]], cpu_limit: int | None
+) -> None:
+    pending: list[Pod] = []
+    for k, (cpu, memory, count) in enumerate(shapes):
+        pending += b.pods(count, prefix=f"s{k}", cpu=f"{cpu * 100}m", memory=f"{memory * 128}Mi")
+    limits = Resources.of({"cpu": cpu_limit}) if cpu_limit else Resources()
+    snap = b.snapshot([b.nodepool(limits=limits)], CATALOG)
+    solver = scheduler.Solver(snap, pending, SchedulerOptions(), scheduler.SEEDED)
+    solver.run()
+    results = solver.results(solver.price())
+    check(snap, pending, results, 60)
+    again = scheduler.Solver(snap, list(reversed(pending)), SchedulerOptions(), scheduler.SEEDED)
+    again.run()
+    assert results == again.results(again.price())
