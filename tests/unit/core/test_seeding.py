@@ -25,20 +25,44 @@ def _gpu_mix() -> list[Pod]:
     return plain + train
 
 
-def test_the_assignment_lp_keeps_plain_pods_off_the_gpu_type() -> None:
+def test_the_pattern_lp_keeps_plain_pods_off_the_gpu_type() -> None:
     pending = _gpu_mix()
     snap = b.snapshot([b.nodepool()], (GPU, CPU))
     solver = scheduler.Solver(snap, pending, SchedulerOptions(), scheduler.SEEDED)
     index = solver.pools[0]
     shapes = [(solver.context(c).vector, len(c.pods)) for c in solver.classes]
-    seeds = seeding.assign(index, shapes, index.full)
-    assert seeds is not None
-    names = {index.types[s.type_index].name: s for s in seeds}
-    # Three GPU nodes hold the training pods (and what fits beside them); the rest of the web
+    found = seeding.patterns(index, shapes, index.full)
+    assert found is not None
+    gpu = [p for p in found.patterns if index.types[p.type_index].name == "gpu.xlarge"]
+    # Three GPU nodes hold the training pods (and web pods beside them); the rest of the web
     # pods go on compute nodes, never on a fourth GPU node.
-    assert 2.9 < names["gpu.xlarge"].nodes <= 3.0 + 1e-6
-    placed = sum(count for s in seeds for _, count in s.pods)
-    assert placed == len(pending)
+    assert 2.9 < sum(p.nodes for p in gpu) <= 3.0 + 1e-6
+    held = [0.0] * len(shapes)
+    for p in found.patterns:
+        for s, count in p.pods:
+            held[s] += count * p.nodes
+    assert all(h >= n - 1e-6 for h, (_, n) in zip(held, shapes, strict=True))
+
+
+def test_a_pattern_lp_started_from_a_plan_costs_no_more_than_it() -> None:
+    pending = _gpu_mix()
+    snap = b.snapshot([b.nodepool()], (GPU, CPU))
+    balanced = scheduler.Solver(snap, pending, SchedulerOptions(), scheduler.BALANCED)
+    balanced.run()
+    index = balanced.pools[0]
+    vectors = sorted(
+        {balanced.pod_context[p.uid].vector for c in balanced.fleet.claims for p in c.pods}
+    )
+    shape_of = {v: s for s, v in enumerate(vectors)}
+    counts = [0] * len(vectors)
+    hints = []
+    for node in scheduler.patterns(balanced):
+        hints.append([(shape_of[v], n) for v, n in node.items()])
+        for v, n in node.items():
+            counts[shape_of[v]] += n
+    found = seeding.patterns(index, list(zip(vectors, counts, strict=True)), index.full, hints)
+    assert found is not None
+    assert found.price <= balanced.price() + 1e-6
 
 
 def test_a_seeded_plan_keeps_every_constraint_and_costs_no_more() -> None:
