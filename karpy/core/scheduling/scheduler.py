@@ -226,14 +226,13 @@ class Solver:
         )
 
     def seed_pass(self) -> None:
-        """Open the NodeClaims the pattern LP buys (``seeding``), each pinned to its type and
-        filled with its pattern's pods through the claim's own checks: the whole nodes of each
-        pattern first, then, solving again for the pods the fractional parts leave, every node
-        the second solution starts; then the pods left over go into the room those NodeClaims
-        have left, and the first pass places whatever remains. Only with one NodePool and no
-        existing nodes (room there is free, which the LP does not price) and only for pods
-        without topology, host ports, node requirements or volume topology, which a type either
-        holds or not."""
+        """Open the NodeClaims the pattern LP buys (``seeding``, started from ``hints``), each
+        pinned to its type and filled with its pattern's pods through the claim's own checks:
+        the whole nodes of each pattern, and one more of each pattern whose pods are all still
+        pending; then the pods left over go into the room those NodeClaims have left, and the
+        first pass places whatever remains. Only with one NodePool and no existing nodes (room
+        there is free, which the LP does not price) and only for pods without topology, host
+        ports, node requirements or volume topology, which a type either holds or not."""
         if len(self.pools) != 1 or self.fleet.existing:
             return
         index = self.pools[0]

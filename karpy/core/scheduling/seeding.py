@@ -17,17 +17,22 @@ pattern), and
          z ≥ 0.
 
 Its columns are generated: start from each shape alone on the type that holds it cheapest per
-pod, then, at the current duals (the price of one more pod of each shape), fill one node of
-every type greedily with the shapes worth most per share of that type, twice (by the largest
-share a pod takes and by the sum of its shares), and add the patterns that cost less than their
-pods are worth (at most ``ROUNDS`` rounds; the greedy fill makes the optimum a good plan rather
-than a bound). HiGHS solves each restricted LP, deterministically for the same input.
+pod and from the nodes of the plan the balanced pass made (so the optimum is never dearer than
+that plan); then, at the current duals (the price of one more pod of each shape), fill one node
+of every type greedily with the shapes worth most per share of it (by the largest share a pod
+takes, and by the sum of its shares), fill the ``ADAPTIVE_TYPES`` most promising types again
+weighing each resource by how little of it is left, and add the patterns that cost less than
+their pods are worth (at most ``ROUNDS`` rounds of ``PER_ROUND`` columns). The fills are
+heuristics, so the optimum is a good plan, not a bound. HiGHS solves each restricted LP,
+deterministically for the same input.
 
 ``patterns`` returns the patterns with their node counts z; the solver (``Solver.seed_pass``)
-opens the whole part of each as NodeClaims pinned to its type, filled through their own
-``try_add`` checks (so no constraint can break), solves again for the pods the fractional parts
-leave, and lets the greedy pass place the rest. Work is bounded by ``ROUNDS``, the columns a
-round adds and ``MAX_CELLS`` shape-type pairs; pure: no I/O, clock or logging.
+opens the whole part of each as NodeClaims pinned to its type, one more of each pattern whose
+pods are all still pending, each filled through its own ``try_add`` checks (so no constraint can
+break), puts the pods left into the room those NodeClaims have, and lets the balanced pass place
+the rest. Work is bounded by ``ROUNDS``, ``PER_ROUND``, ``ADAPTIVE_TYPES`` and ``MAX_CELLS``
+shape-type pairs (past it only the types cheapest for some shape or resource are priced); pure:
+no I/O, clock or logging.
 """
 
 from __future__ import annotations
