@@ -3,6 +3,7 @@ constraint kept, the same plan for the same pods, never dearer than the balanced
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -94,6 +95,26 @@ def test_seeded_solves_keep_every_hard_constraint(
     snap = b.snapshot([b.nodepool(limits=limits)], CATALOG)
     solver = scheduler.Solver(snap, pending, SchedulerOptions(), scheduler.SEEDED)
     solver.run()
+    results = solver.results(solver.price())
+    check(snap, pending, results, 60)
+    again = scheduler.Solver(snap, list(reversed(pending)), SchedulerOptions(), scheduler.SEEDED)
+    again.run()
+    assert results == again.results(again.price())
+
+
+def test_pods_in_many_shapes_are_seeded_by_the_assignment_lp(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Past PATTERN_SHAPES the seeded pass opens the assignment LP's NodeClaims instead.
+    monkeypatch.setattr(scheduler, "PATTERN_SHAPES", 1)
+    pending = _gpu_mix() + b.pods(12, prefix="big", cpu="3", memory="12Gi")
+    snap = b.snapshot([b.nodepool()], (GPU, CPU, *CATALOG))
+    solver = scheduler.Solver(snap, pending, SchedulerOptions(), scheduler.SEEDED)
+    solver.seed_pass()
+    assert not solver.seeded  # no node patterns
+    assert sum(len(c.pods) for c in solver.fleet.claims) > 0  # the assignment LP's claims
+    solver.first_pass()
+    solver.retry_loop()
     results = solver.results(solver.price())
     check(snap, pending, results, 60)
     again = scheduler.Solver(snap, list(reversed(pending)), SchedulerOptions(), scheduler.SEEDED)
