@@ -148,18 +148,25 @@ class Fleet:
         return ctx.alive
 
     # ------------------------------------------------------------------ NodeClaims
-    def new_claim(self, ctx: ShapeContext) -> tuple[NodeClaim, Placement] | None:
-        """Open a NodeClaim from the first NodePool (by weight) that can take the shape."""
-        found = self.probe_claim(ctx)
+    def new_claim(
+        self, ctx: ShapeContext, only: int | None = None
+    ) -> tuple[NodeClaim, Placement] | None:
+        """Open a NodeClaim from the first NodePool (by weight) that can take the shape (with
+        ``only``: see ``probe_claim``)."""
+        found = self.probe_claim(ctx, only)
         if found is None:
             return None
         claim, placement = found
         self.open(claim, placement)
         return claim, placement
 
-    def probe_claim(self, ctx: ShapeContext) -> tuple[NodeClaim, Placement] | None:
-        """The NodeClaim ``new_claim`` would open for ``ctx``, without opening it."""
-        for index in self.pools:
+    def probe_claim(
+        self, ctx: ShapeContext, only: int | None = None
+    ) -> tuple[NodeClaim, Placement] | None:
+        """The NodeClaim ``new_claim`` would open for ``ctx``, without opening it; with
+        ``only``, of the first pool's types in that bitset (the claim may widen again to the
+        pool's other types once it holds its pods: ``NodeClaim.mask_for``)."""
+        for index in self.pools if only is None else self.pools[:1]:
             if not index.types or pool_verdict(index, ctx) is not None:
                 continue
             mask = self.limit_mask(index)
@@ -173,6 +180,8 @@ class Fleet:
                 topology=self.topology,
                 merges=self.merges,
             )
+            if only is not None:
+                claim.mask &= only
             verdict = claim.try_add(ctx)
             if isinstance(verdict, Placement):
                 return claim, verdict

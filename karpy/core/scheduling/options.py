@@ -17,11 +17,13 @@ class Variant:
     """One way of running the greedy pass: ``ordered`` runs the first pass in an interleaved
     order (else Karpenter's queue alone), ``balanced`` makes that order balance memory against
     CPU (``balanced_order``, else ``interleaved_order``), ``steer`` keeps NodeClaims on the
-    types the LP buys (``Solver.efficient``)."""
+    types the LP buys (``Solver.efficient``), ``seeded`` first opens the NodeClaims the
+    assignment LP buys and fills them with the pods it assigns them (``Solver.seed_pass``)."""
 
     ordered: bool
     balanced: bool
     steer: bool
+    seeded: bool = False
 
 
 class Packing(enum.StrEnum):

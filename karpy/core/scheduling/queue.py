@@ -130,6 +130,8 @@ def balanced_order(classes: list[PodClass]) -> list[int]:
     cpu_total = mem_total = 0
     shapes: list[tuple[int, int, int]] = []
     for ci, cls in enumerate(classes):
+        if not cls.pods:
+            continue  # all placed already (by a seeded pass)
         cpu, mem = cls.requests.get_amount(CPU), cls.requests.get_amount(MEMORY)
         cpu_total += cpu * len(cls.pods)
         mem_total += mem * len(cls.pods)
