@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
+import karpy
 from karpy.kube.client import KubeClient
 from karpy.kube.install import apply
 from karpy.runtime.logging import configure
@@ -79,7 +80,11 @@ async def serve(
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    kube = await KubeClient.connect(kubeconfig, request_timeout=30.0)
+    # Its own user agent: the stand-in's polling is not karpy's, and the audit-log tests that
+    # count karpy's requests (tests/e2e/test_read_path.py) share a cluster with it.
+    kube = await KubeClient.connect(
+        kubeconfig, request_timeout=30.0, user_agent=f"karpy-clusterapi-testbed/{karpy.__version__}"
+    )
     try:
         async with asyncio.timeout(SETUP_TIMEOUT):
             await infrastructure.install(kube)
