@@ -57,7 +57,7 @@ from karpy_aws.providers.instancetype.instancetypes import (
     DEFAULT_RESERVED_ENIS,
     VM_MEMORY_OVERHEAD_PERCENT,
 )
-from karpy_aws.providers.instancetype.offerings import InstanceTypeCatalog
+from karpy_aws.providers.instancetype.offerings import CATALOG_READ_TIMEOUT, InstanceTypeCatalog
 from karpy_aws.providers.instancetype.unavailable import UnavailableOfferings
 from karpy_aws.providers.launchtemplate import LaunchTemplates
 from karpy_aws.providers.pricing import PriceCache, pricing_endpoint_region
@@ -278,7 +278,7 @@ async def build(context: ProviderContext[KubeClient, ClusterView]) -> AWSCloudPr
         unavailable = UnavailableOfferings(context.clock)
         prices = PriceCache(ec2=ec2, pricing=pricing, clock=context.clock, region=region)
         catalog = InstanceTypeCatalog(
-            ec2=ec2,
+            ec2=await session.client("ec2", read_timeout=CATALOG_READ_TIMEOUT),
             prices=prices,
             unavailable=unavailable,
             clock=context.clock,

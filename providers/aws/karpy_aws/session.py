@@ -257,7 +257,7 @@ class AWSSession:
         self._hooks = tuple(hooks)
         self._session = get_session()
         self._stack = contextlib.AsyncExitStack()
-        self._clients: dict[tuple[str, str], AWSClient] = {}
+        self._clients: dict[tuple[str, str, float], AWSClient] = {}
         self._lock = asyncio.Lock()
         self._open = False
 
@@ -275,22 +275,38 @@ class AWSSession:
         self._clients.clear()
         await self._stack.aclose()
 
-    def _config(self) -> Any:
+    def _config(self, read_timeout: float) -> Any:
         s = self.settings
         return AioConfig(
             retries={"mode": s.retry_mode, "total_max_attempts": s.max_attempts},
             connect_timeout=s.connect_timeout,
-            read_timeout=s.read_timeout,
+            read_timeout=read_timeout,
             max_pool_connections=s.max_pool_connections,
             user_agent_extra="karpy",
         )
 
-    async def client(self, service: ServiceName, *, region: str | None = None) -> AWSClient:
-        """The client for ``service`` in ``region`` (default: the settings' region)."""
+    async def client(
+        self,
+        service: ServiceName,
+        *,
+        region: str | None = None,
+        read_timeout: float | None = None,
+    ) -> AWSClient:
+        """The client for ``service`` in ``region`` (default: the settings' region).
+
+        ``read_timeout`` (None: the settings') is for calls whose answer is large and slow to
+        build, such as the whole instance-type catalog: an attempt abandoned at the read
+        timeout is retried from the start, which the endpoint builds again, so a timeout
+        shorter than the build never gets an answer and only adds load. Such a client's call
+        deadline is that long wait plus the settings' ``call_timeout``.
+        """
         if not self._open:
             raise RuntimeError("AWSSession is not open: use it as 'async with AWSSession(...)'")
+        if read_timeout is not None and read_timeout <= 0:
+            raise ConfigurationError(f"aws client: read_timeout must be > 0, got {read_timeout!r}")
         region = region or self.settings.region
-        key = (service, region)
+        wait = self.settings.read_timeout if read_timeout is None else read_timeout
+        key = (service, region, wait)
         async with self._lock:
             if key not in self._clients:
                 raw = await self._stack.enter_async_context(
@@ -298,7 +314,7 @@ class AWSSession:
                         service,
                         region_name=region,
                         endpoint_url=self.settings.endpoint_url,
-                        config=self._config(),
+                        config=self._config(wait),
                     )
                 )
                 for hook in self._hooks:
@@ -308,6 +324,7 @@ class AWSSession:
                     service,
                     region=region,
                     tracer=self._tracer,
-                    call_timeout=self.settings.call_timeout,
+                    call_timeout=self.settings.call_timeout
+                    + (0.0 if read_timeout is None else read_timeout),
                 )
             return self._clients[key]

@@ -24,11 +24,14 @@ benchmark in another process drives it like any client. A plan::
                 "code": "RequestLimitExceeded", "status": 503, "fraction": 0.5,
                 "start": 0, "end": 60},
                {"service": "ec2", "operation": "DescribeInstanceTypes",
-                "code": "InternalError", "status": 500, "fraction": 1.0, "end": 15}],
+                "code": "InternalError", "status": 500, "fraction": 1.0, "end": 15},
+               {"operation": "DescribeInstanceTypes", "delay": 40}],
      "ice": [{"instanceType": "m5.large", "zone": "*", "capacityType": "spot"}]}
 
 ``caller`` is the access key id the call was signed with (``*``, the default: anyone's), so
-a plan can press karpy and spare the bridge beside it. Times are seconds since the plan was
+a plan can press karpy and spare the bridge beside it. ``delay`` holds the answer back that many
+seconds, as an endpoint building a large answer on a busy machine does; a rule with a delay and
+no ``code`` then lets moto answer. Times are seconds since the plan was
 set; the first rule that matches a call and draws it
 answers. Without a plan (the default) nothing changes.
 """
@@ -65,9 +68,10 @@ WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 class Rule:
     """Answer calls of ``service``/``operation`` (``*`` for any) made with access key
     ``caller`` (``*``: anyone's) with error ``code`` (HTTP ``status``), a ``fraction`` of them,
-    from ``start`` to ``end`` seconds into the plan."""
+    from ``start`` to ``end`` seconds into the plan, ``delay`` seconds late (no ``code``: moto's
+    own answer, late)."""
 
-    code: str
+    code: str = ""
     caller: str = ANY
     service: str = ANY
     operation: str = ANY
@@ -75,6 +79,12 @@ class Rule:
     fraction: float = 1.0
     start: float = 0.0
     end: float | None = None
+    delay: float = 0.0
+
+    def __attrs_post_init__(self) -> None:
+        if not self.code and self.delay <= 0:
+            msg = "a rule needs a code, a delay > 0, or both"
+            raise ValueError(msg)
 
     def covers(self, call: Call, at: float) -> bool:
         caller, service, operation = call
@@ -128,7 +138,7 @@ class Plan:
         try:
             rules = tuple(
                 Rule(
-                    code=str(r["code"]),
+                    code=str(r.get("code", "")),
                     caller=str(r.get("caller", ANY)),
                     service=str(r.get("service", ANY)),
                     operation=str(r.get("operation", ANY)),
@@ -136,6 +146,7 @@ class Plan:
                     fraction=float(r.get("fraction", 1.0)),
                     start=float(r.get("start", 0.0)),
                     end=None if r.get("end") is None else float(r["end"]),
+                    delay=float(r.get("delay", 0.0)),
                 )
                 for r in document.get("rules", ())
             )
@@ -218,7 +229,9 @@ def layer(app: WSGIApp, pressure: Pressure = PRESSURE) -> WSGIApp:
         body = _body(environ)
         call = _called(environ, body)
         rule = pressure.decide(call)
-        if rule is None:
+        if rule is not None and rule.delay > 0:
+            time.sleep(rule.delay)  # this request's own server thread
+        if rule is None or not rule.code:
             return app(environ, start_response)
         status, headers, payload = error_response(environ, call[1], rule.code, rule.status)
         start_response(status, headers)

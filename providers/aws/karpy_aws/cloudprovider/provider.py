@@ -114,6 +114,16 @@ def is_ready(nodeclass: EC2NodeClass) -> bool:
     )
 
 
+def _catalog_read_done(read: asyncio.Task[bool]) -> None:
+    """Every caller waiting on the read got its error; one that all its callers stopped waiting
+    for is still seen here, and the next caller starts a new read."""
+    if read.cancelled():
+        return
+    error = read.exception()
+    if error is not None:
+        log.debug("instance type catalog read failed", extra={"error": repr(error)})
+
+
 class AWSCloudProvider:
     """karpy.cloudprovider.CloudProvider for EC2. Safe to call from concurrent reconciles."""
 
@@ -142,7 +152,7 @@ class AWSCloudProvider:
         self._templates = launch_templates
         self._unavailable = unavailable
         self._clock = clock
-        self._catalog_lock = asyncio.Lock()
+        self._catalog_read: asyncio.Task[bool] | None = None
         self._candidates: dict[tuple[object, ...], tuple[Candidate, ...]] = {}
         self._subnets = ZonalSubnets(instances.ec2, clock)
         self._reservations = reservations or ReservationAvailability(instances.ec2, clock)
@@ -170,6 +180,10 @@ class AWSCloudProvider:
 
     async def aclose(self) -> None:
         """Release what the factory opened for this provider (the AWS session)."""
+        read, self._catalog_read = self._catalog_read, None
+        if read is not None and not read.done():
+            read.cancel()
+            await asyncio.wait([read])
         if self._on_close is not None:
             on_close, self._on_close = self._on_close, None
             await on_close()
@@ -194,8 +208,7 @@ class AWSCloudProvider:
     async def maintain(self) -> tuple[str, ...]:
         """Periodic upkeep for the leader: re-read instance types and prices when due, forget
         expired capacity errors, delete launch templates unused for their TTL (returned)."""
-        async with self._catalog_lock:
-            await self._catalog.refresh()
+        await self._read_catalog()
         self._unavailable.cleanup()
         return await self._templates.delete_expired()
 
@@ -204,9 +217,22 @@ class AWSCloudProvider:
     async def _ensure_catalog(self) -> None:
         # Expired capacity errors must stop hiding offerings now, not at the next sweep.
         self._unavailable.cleanup()
-        async with self._catalog_lock:
-            if not self._catalog.loaded:
-                await self._catalog.refresh()
+        if not self._catalog.loaded:
+            await self._read_catalog()
+
+    async def _read_catalog(self) -> None:
+        """Join the catalog read in flight, or start one that every caller shares.
+
+        The read runs in a task of its own that a caller's deadline or cancellation does not
+        end: the whole catalog is one large answer, and a read abandoned half way is built again
+        from the start by the endpoint for the next caller, so under load callers that each
+        give up in turn would never get it (and only add to the endpoint's work)."""
+        read = self._catalog_read
+        if read is None or read.done():
+            read = asyncio.create_task(self._catalog.refresh(), name="aws.catalog.read")
+            read.add_done_callback(_catalog_read_done)
+            self._catalog_read = read
+        await asyncio.shield(read)
 
     async def _nodeclass(self, ref: NodeClassReference, *, ready: bool) -> EC2NodeClass:
         """The EC2NodeClass `ref` names. A reference to another group or kind is never served by

@@ -40,6 +40,11 @@ from karpy_aws.providers.pricing import InstanceShape, PriceCache, Prices
 from karpy_aws.session import AWSClient
 
 CATALOG_REFRESH_PERIOD: Final = datetime.timedelta(hours=12)
+CATALOG_READ_TIMEOUT: Final = 300.0
+"""Seconds to wait for one answer of the catalog's reads (give the catalog a client with this
+read timeout). DescribeInstanceTypes answers with every type at once where the endpoint does
+not page it (moto: 1,377 types, 5.8 MB, some 3 s of a quiet core to build); a retry after a
+shorter timeout asks for the whole answer again, so on a busy endpoint it never arrives."""
 SUPPORTED_ARCHITECTURES: Final = ("x86_64", "arm64")
 
 
