@@ -12,7 +12,9 @@ from __future__ import annotations
 import copy
 import datetime
 import functools
+import json
 import secrets
+import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -45,6 +47,7 @@ from karpy_aws.providers.instancetype.unavailable import UnavailableOfferings
 from karpy_aws.providers.launchtemplate import LaunchTemplates
 from karpy_aws.providers.pricing import PriceCache
 from karpy_aws.session import AWSSession, AWSSettings, EventHook
+from karpy_aws_emulator.pressure import PATH as PRESSURE_PATH
 from karpy_aws_emulator.server import moto_server
 from karpy_aws_emulator.world import AMI_IDS, World, seed
 from tests.support.kubehttp import KubeHTTP
@@ -270,6 +273,16 @@ def cleanup(kube_http: KubeHTTP) -> Iterator[list[str]]:
 @pytest.fixture
 def spans() -> InMemorySpanExporter:
     return InMemorySpanExporter()
+
+
+def pressure_plan(moto: Moto, method: str, plan: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Read (GET), set (PUT `plan`) or clear (DELETE) the emulator's pressure plan
+    (karpy_aws_emulator.pressure): throttling, capacity errors and held-back answers by rule."""
+    data = None if plan is None else json.dumps(plan).encode()
+    request = urllib.request.Request(moto.endpoint + PRESSURE_PATH, data=data, method=method)  # noqa: S310
+    with urllib.request.urlopen(request, timeout=10) as answer:  # noqa: S310 - moto on loopback
+        found: dict[str, Any] = json.loads(answer.read())
+        return found
 
 
 @pytest.fixture

@@ -12,11 +12,8 @@ answer, and a second one must get the first one's read: one request reaches the 
 from __future__ import annotations
 
 import asyncio
-import json
 import secrets
-import urllib.request
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
 
 import pytest
 
@@ -29,9 +26,8 @@ from karpy_aws.providers.instancetype.unavailable import UnavailableOfferings
 from karpy_aws.providers.launchtemplate import LaunchTemplates
 from karpy_aws.providers.pricing import PriceCache
 from karpy_aws.session import AWSSession, AWSSettings
-from karpy_aws_emulator.pressure import PATH
 
-from .conftest import INSTANCE_TYPES, REGION, FaultInjector, Moto
+from .conftest import INSTANCE_TYPES, REGION, FaultInjector, Moto, pressure_plan
 
 pytestmark = pytest.mark.aws
 
@@ -41,22 +37,14 @@ DELAY = 2.5
 """How long the pressure layer holds each DescribeInstanceTypes answer back."""
 
 
-def _control(moto: Moto, method: str, plan: dict[str, Any] | None = None) -> dict[str, Any]:
-    data = None if plan is None else json.dumps(plan).encode()
-    request = urllib.request.Request(moto.endpoint + PATH, data=data, method=method)  # noqa: S310
-    with urllib.request.urlopen(request, timeout=10) as answer:  # noqa: S310 - moto on loopback
-        found: dict[str, Any] = json.loads(answer.read())
-        return found
-
-
 @pytest.fixture
 def slow_catalog(moto: Moto) -> Iterator[None]:
     """Every DescribeInstanceTypes answered DELAY seconds late; the plan cleared after."""
-    _control(moto, "PUT", {"rules": [{"operation": "DescribeInstanceTypes", "delay": DELAY}]})
+    pressure_plan(moto, "PUT", {"rules": [{"operation": "DescribeInstanceTypes", "delay": DELAY}]})
     try:
         yield
     finally:
-        _control(moto, "DELETE")
+        pressure_plan(moto, "DELETE")
 
 
 @pytest.fixture
@@ -109,7 +97,9 @@ async def test_a_slow_catalog_is_read_once_and_shared_by_callers_that_gave_up(
         assert catalog.info("m5.large") is not None
         assert faults.sent.count("DescribeInstanceTypes") == 1
         served = [
-            r for r in _control(moto, "GET")["records"] if r["operation"] == "DescribeInstanceTypes"
+            r
+            for r in pressure_plan(moto, "GET")["records"]
+            if r["operation"] == "DescribeInstanceTypes"
         ]
         assert len(served) == 1, served
     finally:

@@ -9,9 +9,7 @@ code (and so retried by botocore's policy), a pool without capacity is reported 
 
 from __future__ import annotations
 
-import json
 import secrets
-import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,27 +18,19 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from karpy_aws_emulator.pressure import PATH, requests_per_second
+from karpy_aws_emulator.pressure import requests_per_second
 from karpy_aws_emulator.world import AMI_IDS
 
-from .conftest import REGION, Moto, boto_client
+from .conftest import REGION, Moto, boto_client, pressure_plan
 
 pytestmark = pytest.mark.aws
-
-
-def _control(moto: Moto, method: str, plan: dict[str, Any] | None = None) -> dict[str, Any]:
-    data = None if plan is None else json.dumps(plan).encode()
-    request = urllib.request.Request(moto.endpoint + PATH, data=data, method=method)  # noqa: S310
-    with urllib.request.urlopen(request, timeout=10) as answer:  # noqa: S310 - moto on loopback
-        found: dict[str, Any] = json.loads(answer.read())
-        return found
 
 
 @pytest.fixture
 def caller(moto: Moto) -> Iterator[str]:
     """An access key of its own; the plan is cleared after the test."""
     yield f"AKIAPRESS{secrets.token_hex(6).upper()}"
-    _control(moto, "DELETE")
+    pressure_plan(moto, "DELETE")
 
 
 def _client(moto: Moto, service: str, key: str) -> Any:
@@ -66,13 +56,13 @@ def _client(moto: Moto, service: str, key: str) -> Any:
 def test_an_injected_error_is_read_as_the_services_own(
     moto: Moto, caller: str, service: str, call: Any
 ) -> None:
-    _control(moto, "PUT", {"rules": [{"caller": caller, "code": "Throttling", "status": 400}]})
+    pressure_plan(moto, "PUT", {"rules": [{"caller": caller, "code": "Throttling", "status": 400}]})
     with pytest.raises(ClientError) as refused:
         call(_client(moto, service, caller))
     assert refused.value.response["Error"]["Code"] == "Throttling"
     # Another caller is spared.
     call(_client(moto, service, "AKIASPARED"))
-    records = _control(moto, "GET")["records"]
+    records = pressure_plan(moto, "GET")["records"]
     assert [(r["caller"], r["service"], r["injected"]) for r in records] == [
         (caller, service, "Throttling"),
         ("AKIASPARED", service, ""),
@@ -81,7 +71,7 @@ def test_an_injected_error_is_read_as_the_services_own(
 
 def test_a_fraction_of_calls_fail_within_the_window(moto: Moto, caller: str) -> None:
     rule = {"caller": caller, "code": "RequestLimitExceeded", "status": 503, "fraction": 0.5}
-    _control(moto, "PUT", {"seed": 3, "rules": [rule]})
+    pressure_plan(moto, "PUT", {"seed": 3, "rules": [rule]})
     ec2 = _client(moto, "ec2", caller)
     codes = []
     for _ in range(40):
@@ -91,16 +81,16 @@ def test_a_fraction_of_calls_fail_within_the_window(moto: Moto, caller: str) -> 
             codes.append(error.response["Error"]["Code"])
     assert set(codes) == {"RequestLimitExceeded"}
     assert 10 <= len(codes) <= 30
-    records = _control(moto, "GET")["records"]
+    records = pressure_plan(moto, "GET")["records"]
     assert len(records) == 40
     assert sum(requests_per_second(records, window=3600)) == 40
     # A window that has closed presses no more.
-    _control(moto, "PUT", {"rules": [{**rule, "fraction": 1.0, "start": 0, "end": 0}]})
+    pressure_plan(moto, "PUT", {"rules": [{**rule, "fraction": 1.0, "start": 0, "end": 0}]})
     ec2.describe_availability_zones()
 
 
 def test_a_pool_without_capacity_is_reported_and_the_others_launch(moto: Moto, caller: str) -> None:
-    _control(
+    pressure_plan(
         moto,
         "PUT",
         {"ice": [{"instanceType": "t3.micro", "zone": "us-west-2a", "capacityType": "on-demand"}]},

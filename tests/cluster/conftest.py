@@ -8,10 +8,12 @@ longer running) and deleted.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
+from karpy.kube.client import KubeClient
+from karpy.localcluster import ClusterInfo
 from tests.support.kubehttp import KubeHTTP, KubeHTTPError
 
 # Cluster-scoped kinds the apiserver or controller-manager maintain on their own.
@@ -90,3 +92,13 @@ def _cluster_scoped_paths_now(kube_http: KubeHTTP, paths: list[str]) -> list[str
         if version and path not in paths:
             extra.append(path)
     return [*extra, *paths]
+
+
+@pytest.fixture
+async def kube(cluster_info: ClusterInfo) -> AsyncIterator[KubeClient]:
+    """karpy's own client on the test's cluster, closed after the test."""
+    kube = await KubeClient.connect(cluster_info.kubeconfig, request_timeout=10.0)
+    try:
+        yield kube
+    finally:
+        await kube.close()

@@ -232,8 +232,15 @@ def _fill(
         fit[density[s, cols] <= 0] = 0
         taken[s, cols] = fit
         room -= fit[:, None] * r
-    value = worth @ taken
-    gain = prices[types] - value
+    return _columns(worth, taken, types, prices)
+
+
+def _columns(
+    worth: np.ndarray, taken: np.ndarray, types: np.ndarray, prices: np.ndarray
+) -> list[tuple[float, int, tuple[tuple[int, int], ...]]]:
+    """The filled nodes (one per type, pods per shape in ``taken``) worth more than their
+    price at the LP's duals: each as (reduced cost per unit of price, type, pods per shape)."""
+    gain = prices[types] - worth @ taken
     out: list[tuple[float, int, tuple[tuple[int, int], ...]]] = []
     for j in np.nonzero(gain < -_TOL * np.maximum(prices[types], 1e-9))[0].tolist():
         pods = tuple((s, int(taken[s, j])) for s in np.nonzero(taken[:, j])[0].tolist())
@@ -275,13 +282,7 @@ def _fill_adaptive(
         step = np.where(step > 0, np.maximum(step // 8, 1), 0)
         taken[pick, cols] += step
         room -= step[:, None] * req[pick]
-    value = worth @ taken
-    gain = prices[types] - value
-    out: list[tuple[float, int, tuple[tuple[int, int], ...]]] = []
-    for j in np.nonzero(gain < -_TOL * np.maximum(prices[types], 1e-9))[0].tolist():
-        pods = tuple((s, int(taken[s, j])) for s in np.nonzero(taken[:, j])[0].tolist())
-        out.append((float(gain[j] / prices[types[j]]), int(types[j]), pods))
-    return out
+    return _columns(worth, taken, types, prices)
 
 
 # ---------------------------------------------------------------- the assignment LP

@@ -23,7 +23,6 @@ from karpy.controllers.node.health.controller import NodeHealthController, polic
 from karpy.kube.client import KubeClient
 from karpy.kube.events import Recorder
 from karpy.kube.kinds import NODECLAIMS, NODES
-from karpy.localcluster import ClusterInfo
 from karpy.manager import RepairedElsewhere
 from karpy.runtime.clock import FakeClock
 from karpy.runtime.telemetry import Telemetry
@@ -36,15 +35,6 @@ pytestmark = pytest.mark.usefixtures("karpy_crds")
 NOW = datetime.datetime(2026, 1, 1, 12, 0, tzinfo=datetime.UTC)
 HOLD = "example.com/hold"
 """A finalizer that keeps a deleted NodeClaim readable (the test clean-up strips it)."""
-
-
-@pytest.fixture
-async def kube(cluster_info: ClusterInfo) -> AsyncIterator[KubeClient]:
-    kube = await KubeClient.connect(cluster_info.kubeconfig, request_timeout=10.0)
-    try:
-        yield kube
-    finally:
-        await kube.close()
 
 
 @pytest.fixture

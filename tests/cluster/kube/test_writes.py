@@ -7,8 +7,6 @@ ConflictError for an existing name or a stale version, NotFoundError for a missi
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 
 from karpy.apis.kube.common import Taint, TaintEffect
@@ -21,20 +19,10 @@ from karpy.apis.v1.nodeclaim import NodeClaim, NodeClaimSpec, NodeClaimStatus
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import ConflictError, NotFoundError
 from karpy.kube.kinds import NODECLAIMS, NODES, PODS
-from karpy.localcluster import ClusterInfo
 from karpy_kwok.apis import labels as kwoklabels
 from karpy_kwok.apis.kwoknodeclass import READY_SINCE
 
 pytestmark = pytest.mark.usefixtures("karpy_crds")
-
-
-@pytest.fixture
-async def kube(cluster_info: ClusterInfo) -> AsyncIterator[KubeClient]:
-    kube = await KubeClient.connect(cluster_info.kubeconfig, request_timeout=10.0)
-    try:
-        yield kube
-    finally:
-        await kube.close()
 
 
 def _node(name: str) -> Node:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import datetime
 import functools
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import attrs
@@ -37,7 +36,6 @@ from karpy.cloudprovider.registry import (
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import NotFoundError
 from karpy.kube.kinds import NODECLAIMS, NODES
-from karpy.localcluster import ClusterInfo
 from karpy.runtime.clock import FakeClock, SystemClock
 from karpy.runtime.telemetry import Telemetry
 from karpy.state.view import ClusterView
@@ -71,13 +69,11 @@ POOL = nodepool("default", REF)
 
 
 @pytest.fixture
-async def kube(cluster_info: ClusterInfo) -> AsyncIterator[KubeClient]:
-    kube = await KubeClient.connect(cluster_info.kubeconfig, request_timeout=10.0)
-    try:
-        await kube.create(KWOK_NODECLASSES, KWOKNodeClass(metadata=ObjectMeta(name=REF.name)))
-        yield kube
-    finally:
-        await kube.close()
+async def kube(kube: KubeClient) -> KubeClient:
+    """The cluster's client (tests/cluster/conftest.py), with the KWOKNodeClass these tests'
+    NodeClaims name."""
+    await kube.create(KWOK_NODECLASSES, KWOKNodeClass(metadata=ObjectMeta(name=REF.name)))
+    return kube
 
 
 def _nodeclaim(

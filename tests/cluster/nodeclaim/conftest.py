@@ -13,7 +13,6 @@ from karpy.apis.v1.common import NodeClassReference
 from karpy.apis.v1.nodeclaim import NodeClaim, NodeClaimSpec
 from karpy.kube.client import KubeClient
 from karpy.kube.kinds import NODEPOOLS
-from karpy.localcluster import ClusterInfo
 from karpy.runtime.reconciler import Result
 from karpy_kwok.apis import labels as kwoklabels
 from karpy_kwok.apis.kinds import KWOK_NODECLASSES
@@ -27,13 +26,11 @@ KWOK_REF = NodeClassReference(
 
 
 @pytest.fixture
-async def kube(cluster_info: ClusterInfo) -> AsyncIterator[KubeClient]:
-    kube = await KubeClient.connect(cluster_info.kubeconfig, request_timeout=10.0)
-    try:
-        await kube.create(KWOK_NODECLASSES, KWOKNodeClass(metadata=ObjectMeta(name=KWOK_REF.name)))
-        yield kube
-    finally:
-        await kube.close()
+async def kube(kube: KubeClient) -> KubeClient:
+    """The cluster's client (tests/cluster/conftest.py), with the KWOKNodeClass these tests'
+    NodeClaims name."""
+    await kube.create(KWOK_NODECLASSES, KWOKNodeClass(metadata=ObjectMeta(name=KWOK_REF.name)))
+    return kube
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator
 from typing import Any
 
 import attrs
@@ -11,17 +10,7 @@ import pytest
 
 from karpy.kube.client import KubeClient
 from karpy.kube.events import Event, EventType, InvolvedObject, Recorder
-from karpy.localcluster import ClusterInfo
 from karpy.runtime.clock import SystemClock
-
-
-@pytest.fixture
-async def kube(cluster_info: ClusterInfo) -> AsyncIterator[KubeClient]:
-    kube = await KubeClient.connect(cluster_info.kubeconfig, request_timeout=10.0)
-    try:
-        yield kube
-    finally:
-        await kube.close()
 
 
 def _event(involved: InvolvedObject, message: str = "Pod should schedule on: node/n1") -> Event:

@@ -2,24 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 from kubernetes_asyncio import client
 
 from karpy.kube.client import KubeClient
 from karpy.kube.errors import ConflictError, NotFoundError
-from karpy.localcluster import ClusterInfo
 from tests.cluster.runtime.support import CONFIG_MAPS, create_config_map
-
-
-@pytest.fixture
-async def kube(cluster_info: ClusterInfo) -> AsyncIterator[KubeClient]:
-    kube = await KubeClient.connect(cluster_info.kubeconfig, request_timeout=10.0)
-    try:
-        yield kube
-    finally:
-        await kube.close()
 
 
 async def test_get_list_delete_are_typed(

@@ -3,14 +3,11 @@ apiserver: it lists once, then hears each change on its watch, and wakes a waite
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 from kubernetes_asyncio import client
 
 from karpy.kube.client import KubeClient
 from karpy.kube.resources import ResourceKind
-from karpy.localcluster import ClusterInfo
 from karpy.state.informed import InformedKinds
 from tests.cluster.runtime.support import (
     CONFIG_MAPS,
@@ -18,15 +15,6 @@ from tests.cluster.runtime.support import (
     create_config_map,
     decode_config_map,
 )
-
-
-@pytest.fixture
-async def kube(cluster_info: ClusterInfo) -> AsyncIterator[KubeClient]:
-    kube = await KubeClient.connect(cluster_info.kubeconfig, request_timeout=10.0)
-    try:
-        yield kube
-    finally:
-        await kube.close()
 
 
 async def test_a_waiter_wakes_with_the_change_its_watch_brings(

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -29,15 +28,6 @@ LEASE_DURATION = 3.0
 RETRY_PERIOD = 0.5
 
 pytestmark = CHAIN_B  # several electors on short retry periods
-
-
-@pytest.fixture
-async def kube(cluster_info: ClusterInfo) -> AsyncIterator[KubeClient]:
-    kube = await KubeClient.connect(cluster_info.kubeconfig, request_timeout=10.0)
-    try:
-        yield kube
-    finally:
-        await kube.close()
 
 
 def options(namespace: str, name: str, identity: str) -> LeaderElectionOptions:

@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import logging
 import secrets
-from collections.abc import AsyncIterator
 
 import pytest
 from kubernetes_asyncio import client
@@ -15,7 +14,7 @@ from karpy.kube.client import KubeClient
 from karpy.kube.errors import GoneError, from_status_object
 from karpy.kube.resources import Listed
 from karpy.kube.watch import Event, EventType, Stream, _raw_events, infinite_watch
-from karpy.localcluster import ClusterInfo, LocalCluster
+from karpy.localcluster import LocalCluster
 from karpy.localcluster.errors import PortInUseError
 from karpy.runtime.backoff import Backoff
 from karpy.runtime.options import WatchingOptions
@@ -37,15 +36,6 @@ from tests.support.waiting import eventually
 SETTINGS = WatchingOptions(
     server_timeout=60.0, inactivity_timeout=30.0, backoff=Backoff(base=0.5, cap=2.0)
 )
-
-
-@pytest.fixture
-async def kube(cluster_info: ClusterInfo) -> AsyncIterator[KubeClient]:
-    kube = await KubeClient.connect(cluster_info.kubeconfig, request_timeout=10.0)
-    try:
-        yield kube
-    finally:
-        await kube.close()
 
 
 async def test_list_yields_listed_then_typed_events(

@@ -19,7 +19,6 @@ from karpy.kube.kinds import (
     PODS,
     VOLUME_ATTACHMENTS,
 )
-from karpy.localcluster import ClusterInfo
 from karpy_kwok.apis.kinds import KWOK_NODECLASSES
 from karpy_kwok.apis.kwoknodeclass import KWOKNodeClass
 from tests.cluster.nodeclaim.conftest import KWOK_REF
@@ -37,13 +36,11 @@ TERMINATION_KINDS = (
 
 
 @pytest.fixture
-async def kube(cluster_info: ClusterInfo) -> AsyncIterator[KubeClient]:
-    kube = await KubeClient.connect(cluster_info.kubeconfig, request_timeout=10.0)
-    try:
-        await kube.create(KWOK_NODECLASSES, KWOKNodeClass(metadata=ObjectMeta(name=KWOK_REF.name)))
-        yield kube
-    finally:
-        await kube.close()
+async def kube(kube: KubeClient) -> KubeClient:
+    """The cluster's client (tests/cluster/conftest.py), with the KWOKNodeClass these tests'
+    NodeClaims name."""
+    await kube.create(KWOK_NODECLASSES, KWOKNodeClass(metadata=ObjectMeta(name=KWOK_REF.name)))
+    return kube
 
 
 @pytest.fixture
