@@ -75,6 +75,26 @@ class Solution:
     price: float
 
 
+def _problem(
+    index: PoolIndex, shapes: Sequence[tuple[Vector, int]], allowed: int
+) -> tuple[list[int], np.ndarray, np.ndarray, np.ndarray] | None:
+    """What both LPs are built from: the candidate types (``allowed``'s undominated ones), the
+    room each leaves after the DaemonSets and each shape's requests (whole units, only the
+    resources some shape asks for), and each type's cheapest price; None when there is no
+    candidate or no shape."""
+    base = index.overhead_vec
+    candidates = [i for i in index.frontier() if allowed >> i & 1]
+    if not candidates or not shapes:
+        return None
+    rows = [r for r in range(len(base)) if any(v[r] for v, _ in shapes)]
+    usable = np.array(
+        [[max(0, index.alloc[i][r] - base[r]) for r in rows] for i in candidates], dtype=np.int64
+    )
+    req = np.array([[v[r] for r in rows] for v, _ in shapes], dtype=np.int64)
+    prices = np.array([index.cheapest_price(1 << i, index.template) for i in candidates])
+    return candidates, usable, req, prices
+
+
 def patterns(
     index: PoolIndex,
     shapes: Sequence[tuple[Vector, int]],
@@ -86,17 +106,11 @@ def patterns(
     count) pairs each, on the cheapest type that holds them: a plan's nodes, so that the optimum
     is never dearer than that plan); None when some shape fits no allowed type or HiGHS does not
     reach an optimum."""
-    base = index.overhead_vec
-    candidates = [i for i in index.frontier() if allowed >> i & 1]
-    if not candidates or not shapes:
+    problem = _problem(index, shapes, allowed)
+    if problem is None:
         return None
-    rows = [r for r in range(len(base)) if any(v[r] for v, _ in shapes)]
-    usable = np.array(
-        [[max(0, index.alloc[i][r] - base[r]) for r in rows] for i in candidates], dtype=np.int64
-    )
-    req = np.array([[v[r] for r in rows] for v, _ in shapes], dtype=np.int64)
+    candidates, usable, req, prices = problem
     counts = np.array([c for _, c in shapes], dtype=np.int64)
-    prices = np.array([index.cheapest_price(1 << i, index.template) for i in candidates])
     # most[s, t]: how many pods of shape s alone fit one node of type t (at most n_s).
     with np.errstate(divide="ignore"):
         ratio = np.where(
@@ -163,7 +177,7 @@ def patterns(
     add([(int(best[s]), ((s, int(most[s, best[s]])),)) for s in range(n_shapes)])
     known: list[tuple[int, tuple[tuple[int, int], ...]]] = []
     for hint in hints:
-        need = np.zeros(len(rows), dtype=np.int64)
+        need = np.zeros(len(req[0]), dtype=np.int64)
         for s, count in hint:
             need += req[s] * count
         holds = np.nonzero(np.all(usable >= need, axis=1))[0]
@@ -309,24 +323,18 @@ def assign(
     """The assignment LP's solution for ``shapes`` ((requests vector, count) each) on the types
     of ``allowed`` (a bitset of ``index``'s types), largest purchase first; None when some shape
     fits no allowed type or HiGHS does not reach an optimum."""
-    base = index.overhead_vec
-    candidates = [i for i in index.frontier() if allowed >> i & 1]
-    if not candidates or not shapes:
+    problem = _problem(index, shapes, allowed)
+    if problem is None:
         return None
-    rows = [r for r in range(len(base)) if any(v[r] for v, _ in shapes)]
-    usable = np.array(
-        [[max(0, index.alloc[i][r] - base[r]) for r in rows] for i in candidates], dtype=float
-    )
-    req = np.array([[v[r] for r in rows] for v, _ in shapes], dtype=float)
-    scale = np.maximum(usable.max(axis=0), 1.0)
-    usable /= scale
-    req /= scale
-    prices = np.array([index.cheapest_price(1 << i, index.template) for i in candidates])
+    candidates, whole_usable, whole_req, prices = problem
+    scale = np.maximum(whole_usable.max(axis=0), 1).astype(float)
+    usable = whole_usable / scale
+    req = whole_req / scale
     # fits[s, t]: shape s (with the DaemonSets) fits type t.
     fits: np.ndarray = np.all(req[:, None, :] <= usable[None, :, :] + 1e-12, axis=2)
     if not np.all(np.any(fits, axis=1)):
         return None
-    n_shapes, n_types, n_res = len(shapes), len(candidates), len(rows)
+    n_shapes, n_types, n_res = len(shapes), len(candidates), len(whole_req[0])
 
     h = highspy.Highs()  # type: ignore[no-untyped-call]
     h.setOptionValue("output_flag", False)
