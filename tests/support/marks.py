@@ -7,7 +7,7 @@ leadership handover takes against a lease's duration. Three of them at once on a
 machine starve each other and every worker's cluster. So each is in one of two chains, xdist
 groups whose tests run one after another on one worker: at most two heavy tests run at once,
 while the third worker runs the ordinary tests. The chains are balanced by their measured
-durations (about seven minutes each on an idle machine) and handed out first (tests/conftest.py),
+durations (about eight minutes each on a quiet machine) and handed out first (tests/conftest.py),
 since each is one worker's longest stretch. tests/unit/test_suite_groups.py proves the grouping
 holds with the pytest and pytest-xdist the suite installs. Without xdist (``-n 0``) the marks do
 nothing.
