@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -33,7 +31,12 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-from perf_suite import cpu_seconds, rss_bytes  # benchmarks/ is the script's folder
+from perf_suite import (  # benchmarks/ is the script's folder
+    ROOT,
+    cpu_seconds,
+    rss_bytes,
+    spawn_karpy,
+)
 
 from karpy.apis.crds import all_crds, render_crd
 from karpy.apis.v1 import labels as wk
@@ -245,27 +248,9 @@ def _report_requests(log: Path, phases: list[Phase]) -> None:
 
 
 def _start_karpy(kubeconfig: Path, log: Path) -> subprocess.Popen[bytes]:
-    with log.open("w") as sink:
-        return subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "karpy",
-                "run",
-                "--kubeconfig",
-                str(kubeconfig),
-                "--disable-leader-election",
-                "--metrics-port",
-                "0",
-                "--health-probe-port",
-                "0",
-                "--provider",
-                "kwok",
-            ],
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "LOG_LEVEL": os.environ.get("LOG_LEVEL", "warning")},
-        )
+    """`karpy run` (kwok provider) from this checkout, its output in `log`."""
+    process, _ = spawn_karpy(ROOT, kubeconfig, log)
+    return process
 
 
 def main() -> int:

@@ -44,6 +44,7 @@ from tests.e2e.daemon import (
     running_daemon,
     scale,
 )
+from tests.support.awsworld import ec2_nodepool
 from tests.support.marks import CHAIN_A
 from tests.support.secrets import (
     Witness,
@@ -107,37 +108,22 @@ def _nodeclass(name: str, discovery: str) -> dict[str, Any]:
 
 
 def _nodepool(name: str, intent: str) -> dict[str, Any]:
-    def among(key: str, values: Sequence[str]) -> dict[str, Any]:
-        return {"key": key, "operator": "In", "values": list(values)}
-
-    return {
-        "apiVersion": f"{wk.GROUP}/v1",
-        "kind": "NodePool",
-        "metadata": {"name": name},
-        "spec": {
-            "template": {
-                "metadata": {"labels": {"intent": intent}},
-                "spec": {
-                    "requirements": [
-                        among(wk.LABEL_INSTANCE_TYPE, TYPES),
-                        among(wk.LABEL_TOPOLOGY_ZONE, ZONES),
-                        among(wk.LABEL_ARCH, ("amd64", "arm64")),
-                        among(wk.LABEL_CAPACITY_TYPE, ("spot", "on-demand")),
-                    ],
-                    "nodeClassRef": {
-                        "group": awslabels.AWS_GROUP,
-                        "kind": "EC2NodeClass",
-                        "name": name,
-                    },
-                },
-            },
-            "disruption": {
-                "consolidationPolicy": "WhenEmpty",
-                "consolidateAfter": CONSOLIDATE_AFTER,
-                "budgets": [{"nodes": "100%"}],
-            },
+    return ec2_nodepool(
+        name,
+        nodeclass=name,
+        intent=intent,
+        requirements={
+            wk.LABEL_INSTANCE_TYPE: TYPES,
+            wk.LABEL_TOPOLOGY_ZONE: ZONES,
+            wk.LABEL_ARCH: ("amd64", "arm64"),
+            wk.LABEL_CAPACITY_TYPE: ("spot", "on-demand"),
         },
-    }
+        disruption={
+            "consolidationPolicy": "WhenEmpty",
+            "consolidateAfter": CONSOLIDATE_AFTER,
+            "budgets": [{"nodes": "100%"}],
+        },
+    )
 
 
 async def test_inflate_runs_on_moto_instances_and_leaves_nothing_behind(

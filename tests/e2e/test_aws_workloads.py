@@ -60,6 +60,7 @@ from tests.e2e.daemon import (
     scale,
 )
 from tests.e2e.test_aws_walkthrough import _nodeclass
+from tests.support.awsworld import ec2_nodepool
 from tests.support.waiting import eventually
 
 pytestmark = [
@@ -128,32 +129,17 @@ def _converted_seed() -> list[dict[str, Any]]:
 def _pool(
     name: str, nodeclass: str, types: Sequence[str], capacity_types: Sequence[str]
 ) -> dict[str, Any]:
-    def among(key: str, values: Sequence[str]) -> dict[str, Any]:
-        return {"key": key, "operator": "In", "values": list(values)}
-
-    return {
-        "apiVersion": f"{wk.GROUP}/v1",
-        "kind": "NodePool",
-        "metadata": {"name": name},
-        "spec": {
-            "template": {
-                "metadata": {"labels": {"intent": name}},
-                "spec": {
-                    "requirements": [
-                        among(wk.LABEL_INSTANCE_TYPE, types),
-                        among(wk.LABEL_TOPOLOGY_ZONE, ZONES[:1]),
-                        among(wk.LABEL_CAPACITY_TYPE, capacity_types),
-                    ],
-                    "nodeClassRef": {
-                        "group": awslabels.AWS_GROUP,
-                        "kind": "EC2NodeClass",
-                        "name": nodeclass,
-                    },
-                },
-            },
-            "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "1h"},
+    return ec2_nodepool(
+        name,
+        nodeclass=nodeclass,
+        intent=name,
+        requirements={
+            wk.LABEL_INSTANCE_TYPE: types,
+            wk.LABEL_TOPOLOGY_ZONE: ZONES[:1],
+            wk.LABEL_CAPACITY_TYPE: capacity_types,
         },
-    }
+        disruption={"consolidationPolicy": "WhenEmpty", "consolidateAfter": "1h"},
+    )
 
 
 def _asking(name: str, resource: str, count: str, **kwargs: Any) -> dict[str, Any]:

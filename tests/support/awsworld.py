@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
 import botocore.session
 
+from karpy.apis.v1 import labels as wk
 from karpy.operator.demo_aws import Emulator, emulator
 from karpy_aws.apis import labels as awslabels
 
@@ -100,3 +101,37 @@ async def started(kubeconfig: Path, log_dir: Path, name: str) -> AsyncIterator[d
             world(em) as fields,
         ):
             yield fields
+
+
+def ec2_nodepool(
+    name: str,
+    *,
+    nodeclass: str,
+    intent: str,
+    requirements: Mapping[str, Sequence[str]],
+    disruption: Mapping[str, Any],
+) -> dict[str, Any]:
+    """A karpenter.sh/v1 NodePool on EC2NodeClass `nodeclass`, its nodes labelled
+    ``intent=<intent>``, each requirement an ``In`` over the values given."""
+    return {
+        "apiVersion": f"{wk.GROUP}/v1",
+        "kind": "NodePool",
+        "metadata": {"name": name},
+        "spec": {
+            "template": {
+                "metadata": {"labels": {"intent": intent}},
+                "spec": {
+                    "requirements": [
+                        {"key": key, "operator": "In", "values": list(values)}
+                        for key, values in requirements.items()
+                    ],
+                    "nodeClassRef": {
+                        "group": awslabels.AWS_GROUP,
+                        "kind": "EC2NodeClass",
+                        "name": nodeclass,
+                    },
+                },
+            },
+            "disruption": dict(disruption),
+        },
+    }

@@ -39,6 +39,7 @@ from tests.e2e.daemon import (
     scale,
 )
 from tests.support import metrics
+from tests.support.awsworld import ec2_nodepool
 from tests.support.waiting import eventually
 
 TYPES = ("m5.large", "m5.xlarge", "m5.2xlarge")
@@ -174,32 +175,17 @@ def _client(moto: Emulator, service: str) -> Any:
 
 
 def nodepool(name: str, intent: str) -> dict[str, Any]:
-    def among(key: str, values: Sequence[str]) -> dict[str, Any]:
-        return {"key": key, "operator": "In", "values": list(values)}
-
-    return {
-        "apiVersion": f"{wk.GROUP}/v1",
-        "kind": "NodePool",
-        "metadata": {"name": name},
-        "spec": {
-            "template": {
-                "metadata": {"labels": {"intent": intent}},
-                "spec": {
-                    "requirements": [
-                        among(wk.LABEL_INSTANCE_TYPE, TYPES),
-                        among(wk.LABEL_TOPOLOGY_ZONE, ZONES),
-                        among(wk.LABEL_CAPACITY_TYPE, ("spot", "on-demand")),
-                    ],
-                    "nodeClassRef": {
-                        "group": awslabels.AWS_GROUP,
-                        "kind": "EC2NodeClass",
-                        "name": name,
-                    },
-                },
-            },
-            "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "Never"},
+    return ec2_nodepool(
+        name,
+        nodeclass=name,
+        intent=intent,
+        requirements={
+            wk.LABEL_INSTANCE_TYPE: TYPES,
+            wk.LABEL_TOPOLOGY_ZONE: ZONES,
+            wk.LABEL_CAPACITY_TYPE: ("spot", "on-demand"),
         },
-    }
+        disruption={"consolidationPolicy": "WhenEmpty", "consolidateAfter": "Never"},
+    )
 
 
 async def _drain(emulator: Emulator) -> None:

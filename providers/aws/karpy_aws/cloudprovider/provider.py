@@ -336,28 +336,20 @@ class AWSCloudProvider:
             raise _create_error(e) from e
         candidates = compatible_candidates(types, requirements, requests)
         capacity_type = _capacity_type(name, candidates, requirements)
-        if capacity_type != wk.CAPACITY_TYPE_RESERVED:
-            return await self._create_as(
-                nodeclaim,
-                nodeclass,
-                inputs,
-                requirements,
-                requests,
-                candidates,
-                capacity_type,
-                subnets,
-            )
-        async with self._reserved_launches:
-            # Launches into reservations go one at a time, each seeing the room the ones before
-            # it took: however many NodeClaims a scheduling pass makes, no more of them go into
-            # a reservation than it has instances left; the others launch as the other capacity
-            # types their requirements allow (or, allowing only reserved, wait for room).
-            try:
-                types = await self._instance_types(nodeclass, inputs)
-            except aws.AWSError as e:
-                raise _create_error(e) from e
-            candidates = compatible_candidates(types, requirements, requests)
-            capacity_type = _capacity_type(name, candidates, requirements)
+        async with contextlib.AsyncExitStack() as reserving:
+            if capacity_type == wk.CAPACITY_TYPE_RESERVED:
+                # Launches into reservations go one at a time, each seeing the room the ones
+                # before it took: however many NodeClaims a scheduling pass makes, no more of
+                # them go into a reservation than it has instances left; the others launch as
+                # the other capacity types their requirements allow (or, allowing only
+                # reserved, wait for room).
+                await reserving.enter_async_context(self._reserved_launches)
+                try:
+                    types = await self._instance_types(nodeclass, inputs)
+                except aws.AWSError as e:
+                    raise _create_error(e) from e
+                candidates = compatible_candidates(types, requirements, requests)
+                capacity_type = _capacity_type(name, candidates, requirements)
             return await self._create_as(
                 nodeclaim,
                 nodeclass,
