@@ -70,6 +70,7 @@ from karpy.operator.supervisor import Supervisor
 from karpy.operator.wiring import build
 from karpy.runtime.logging import configure
 from karpy.runtime.options import load
+from karpy.runtime.solverbanner import silence_solver_banner
 
 NAMESPACE = "default"
 POOL = "default"
@@ -620,6 +621,7 @@ def main(argv: list[str]) -> int:
     if args.provider == "clusterapi":
         sys.stdout.write(f"Cluster API's setup's logs: {cloud_log}\n")
     sys.stdout.write("\n")
+    silence_solver_banner()
     passed = False
     try:
         with log_path.open("a") as log:

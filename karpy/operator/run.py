@@ -25,6 +25,7 @@ from karpy.operator.supervisor import Supervisor
 from karpy.operator.wiring import build
 from karpy.runtime import logging as karpy_logging
 from karpy.runtime.options import Options, OptionsError, load
+from karpy.runtime.solverbanner import silence_solver_banner
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,7 @@ def main(argv: list[str]) -> int:
     except SystemExit as exit_:  # argparse: --help or a bad flag
         return exit_.code if isinstance(exit_.code, int) else 2
     karpy_logging.configure(options.log_level)
+    silence_solver_banner()
     return uvloop.run(_main(options, argv))
 
 
